@@ -1,0 +1,159 @@
+//===- FsdpDistOps.td - Parameters, units, collectives -----*- tablegen -*-===//
+//
+// Vocabulary follows upstream MLIR's `shard` dialect (all_gather,
+// reduce_scatter) where it overlaps; fsdp adds time and memory: collectives
+// are split into an asynchronous start returning a future and a wait, and
+// buffers are released by an explicit free.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DIST_OPS_TD
+#define FSDP_DIST_OPS_TD
+
+include "dialect/FsdpDialect.td"
+include "dialect/FsdpTypes.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Fsdp_ParameterOp : Fsdp_Op<"parameter",
+    [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "A model parameter: name, shape, dtype, module path, source";
+  let description = [{
+    One trainable or frozen tensor of the model. The symbol is the original
+    name (the ONNX initializer's, so checkpoints match PyTorch's state_dict).
+    `module_path` is the owning module (`layers.0.self_attn.q_proj`). The
+    weight bytes are never held here: `source = "initializer"` means they are
+    inline in the model file; `source = "external"` names a `location`
+    relative to the model file, with `offset` and `length` in bytes.
+
+    ```mlir
+    fsdp.parameter @"h.0.mlp.fc.weight" : tensor<64x16xf32>
+        {module_path = "h.0.mlp.fc", source = "external",
+         location = "model.onnx.data", offset = 0 : i64, length = 4096 : i64}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                   TypeAttrOf<AnyStaticShapeTensor>:$type,
+                   StrAttr:$module_path,
+                   DefaultValuedStrAttr<StrAttr, "initializer">:$source,
+                   OptionalAttr<StrAttr>:$location,
+                   OptionalAttr<I64Attr>:$offset,
+                   OptionalAttr<I64Attr>:$length);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "An FSDP unit: parameters gathered and freed together";
+  let description = [{
+    The parameters of one unit are flattened into one buffer that is sharded
+    across the group, all-gathered before use and freed after, as one FSDP
+    module wraps them. A parameter belongs to at most one unit.
+
+    ```mlir
+    fsdp.unit @"h.0" {params = [@"h.0.attn.weight", @"h.0.mlp.weight"],
+                      reshard_after_forward = true}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                   TypedArrayAttrBase<FlatSymbolRefAttr,
+                                      "parameter symbols">:$params,
+                   DefaultValuedAttr<BoolAttr, "true">:$reshard_after_forward);
+  let assemblyFormat = "$sym_name attr-dict";
+}
+
+class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : Fsdp_Op<mnemonic, traits> {
+  let results = (outs Fsdp_FutureType:$future);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($future)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_AllGatherStartOp : Fsdp_CollectiveOp<"all_gather_start"> {
+  let summary = "Starts gathering every rank's shard along dimension 0";
+  let description = [{
+    Each of the `group_size` ranks contributes its shard; the future holds
+    the concatenation in rank order (dimension 0 multiplied by the group
+    size). The future is waited on exactly once.
+
+    ```mlir
+    %f = fsdp.all_gather_start %shard {group_size = 4 : i64}
+        : tensor<8xf32> -> !fsdp.future<tensor<32xf32>>
+    %full = fsdp.wait %f : !fsdp.future<tensor<32xf32>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
+                   OptionalAttr<FlatSymbolRefAttr>:$unit);
+}
+
+def Fsdp_ReduceScatterStartOp : Fsdp_CollectiveOp<"reduce_scatter_start"> {
+  let summary = "Starts reducing a full tensor and scattering its shards";
+  let description = [{
+    Reduces (`sum` or `avg`) the input over the `group_size` ranks and keeps
+    this rank's slice of dimension 0, whose extent the group size divides.
+
+    ```mlir
+    %f = fsdp.reduce_scatter_start %grad {group_size = 4 : i64,
+                                          reduction = "avg"}
+        : tensor<32xf32> -> !fsdp.future<tensor<8xf32>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction,
+                   OptionalAttr<FlatSymbolRefAttr>:$unit);
+}
+
+def Fsdp_AllReduceOp : Fsdp_CollectiveOp<"all_reduce"> {
+  let summary = "Starts reducing a tensor over a group, every rank keeping it";
+  let description = [{
+    Used across replica groups in hybrid sharding and for the global
+    gradient norm. Asynchronous like the other collectives.
+
+    ```mlir
+    %f = fsdp.all_reduce %sq {group_size = 8 : i64, reduction = "sum"}
+        : tensor<f32> -> !fsdp.future<tensor<f32>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+}
+
+def Fsdp_WaitOp : Fsdp_Op<"wait", [InferTypeOpAdaptor]> {
+  let summary = "Completes a collective and yields its tensor";
+  let description = [{
+    Blocks the issuing stream until the collective is done.
+
+    ```mlir
+    %full = fsdp.wait %f : !fsdp.future<tensor<32xf32>>
+    ```
+  }];
+  let arguments = (ins Fsdp_FutureType:$future);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$future attr-dict `:` type($future)";
+}
+
+def Fsdp_FreeOp : Fsdp_Op<"free"> {
+  let summary = "Releases a tensor's buffer";
+  let description = [{
+    After a free, the tensor's memory may be reused: nothing later in the
+    block may use the value, and a value is freed at most once. FSDP frees a
+    unit's gathered parameters after its last use (reshard_after_forward).
+
+    ```mlir
+    fsdp.free %full : tensor<32xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_DIST_OPS_TD

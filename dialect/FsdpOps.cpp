@@ -1,0 +1,428 @@
+//===- FsdpOps.cpp - Verifiers and type inference of fsdp ops -------------===//
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallPtrSet.h"
+#include "llvm/Support/Path.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using shape::Loc;
+
+static RankedTensorType tensorOf(Value v) {
+  return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+/// Adds `type` to `out` when inference succeeded.
+static LogicalResult push(FailureOr<RankedTensorType> type,
+                          SmallVectorImpl<Type> &out) {
+  if (failed(type))
+    return failure();
+  out.push_back(*type);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Sources
+//===----------------------------------------------------------------------===//
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ConstantOp::inferReturnTypes(MLIRContext *, Loc location,
+                                           Adaptor adaptor,
+                                           SmallVectorImpl<Type> &out) {
+  auto type = dyn_cast<RankedTensorType>(adaptor.getValue().getType());
+  if (!type)
+    return emitOptionalError(location, "constant value must be a tensor");
+  out.push_back(type);
+  return success();
+}
+
+LogicalResult
+GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param =
+      symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getParamAttr());
+  if (!param)
+    return emitOpError("'") << getParam() << "' is not an fsdp.parameter";
+  if (param.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the parameter's " << param.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+#define FSDP_BINARY_INFER(OP, RESULT_ELEMENT)                                  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, Loc location,          \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &out) {             \
+    (void)ctx;                                                                 \
+    return push(shape::binary(location, tensorOf(adaptor.getLhs()),            \
+                              tensorOf(adaptor.getRhs()), RESULT_ELEMENT),     \
+                out);                                                          \
+  }
+FSDP_BINARY_INFER(AddOp, Type())
+FSDP_BINARY_INFER(SubOp, Type())
+FSDP_BINARY_INFER(MulOp, Type())
+FSDP_BINARY_INFER(DivOp, Type())
+FSDP_BINARY_INFER(PowOp, Type())
+FSDP_BINARY_INFER(MaxOp, Type())
+FSDP_BINARY_INFER(MinOp, Type())
+FSDP_BINARY_INFER(AndOp, Type())
+FSDP_BINARY_INFER(OrOp, Type())
+FSDP_BINARY_INFER(EqualOp, IntegerType::get(ctx, 1))
+FSDP_BINARY_INFER(LessOp, IntegerType::get(ctx, 1))
+FSDP_BINARY_INFER(GreaterOp, IntegerType::get(ctx, 1))
+#undef FSDP_BINARY_INFER
+
+LogicalResult WhereOp::inferReturnTypes(MLIRContext *, Loc location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &out) {
+  return push(shape::where(location, tensorOf(adaptor.getCond()),
+                           tensorOf(adaptor.getX()), tensorOf(adaptor.getY())),
+              out);
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, Loc location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &out) {
+  return push(shape::matmul(location, tensorOf(adaptor.getLhs()),
+                            tensorOf(adaptor.getRhs()),
+                            adaptor.getTransposeLhs(),
+                            adaptor.getTransposeRhs()),
+              out);
+}
+
+int64_t MatmulOp::getFlops() {
+  auto lhs = tensorOf(getLhs());
+  int64_t k = getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2)
+                                : lhs.getShape().back();
+  return 2 * getType().getNumElements() * k;
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, Loc location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &out) {
+  return push(shape::gemm(location, tensorOf(adaptor.getA()),
+                          tensorOf(adaptor.getB()), tensorOf(adaptor.getC()),
+                          adaptor.getTransA(), adaptor.getTransB()),
+              out);
+}
+
+int64_t GemmOp::getFlops() {
+  auto a = tensorOf(getA());
+  int64_t k = getTransA() ? a.getDimSize(0) : a.getDimSize(1);
+  return 2 * getType().getNumElements() * k +
+         (getC() ? getType().getNumElements() : 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+#define FSDP_REDUCE_INFER(OP)                                                  \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, Loc location,             \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &out) {             \
+    return push(shape::reduce(location, tensorOf(adaptor.getX()),             \
+                              adaptor.getAxes(), adaptor.getKeepdims()),       \
+                out);                                                          \
+  }
+FSDP_REDUCE_INFER(ReduceSumOp)
+FSDP_REDUCE_INFER(ReduceMeanOp)
+FSDP_REDUCE_INFER(ReduceMaxOp)
+#undef FSDP_REDUCE_INFER
+
+template <typename OpTy>
+static LogicalResult verifyAxis(OpTy op) {
+  int64_t axis = op.getAxisAttr().getInt();
+  if (axis < 0 || axis >= op.getType().getRank())
+    return op.emitOpError("axis ")
+           << axis << " is out of range for rank "
+           << op.getType().getRank();
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
+
+LogicalResult LayerNormOp::verify() {
+  if (getType() != getX().getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the input's " << getX().getType();
+  if (getEpsilon().convertToFloat() < 0)
+    return emitOpError("epsilon must be non-negative");
+  return shape::checkLayerNorm(getLoc(), tensorOf(getX()),
+                               tensorOf(getScale()), tensorOf(getBias()),
+                               getAxisAttr().getInt());
+}
+
+//===----------------------------------------------------------------------===//
+// Attention, indexing, losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, Loc location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &out) {
+  return push(shape::attention(location, tensorOf(adaptor.getQ()),
+                               tensorOf(adaptor.getK()),
+                               tensorOf(adaptor.getV()),
+                               tensorOf(adaptor.getMask())),
+              out);
+}
+
+int64_t AttentionOp::getFlops() {
+  auto q = tensorOf(getQ());
+  auto k = tensorOf(getK());
+  int64_t tk = k.getDimSize(k.getRank() - 2);
+  // q·kᵀ and p·v, plus the softmax over the scores.
+  return 2 * q.getNumElements() * tk + 2 * getType().getNumElements() * tk +
+         5 * (q.getNumElements() / q.getShape().back()) * tk;
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *, Loc location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &out) {
+  return push(shape::gather(location, tensorOf(adaptor.getData()),
+                            tensorOf(adaptor.getIndices()),
+                            adaptor.getAxisAttr().getInt()),
+              out);
+}
+
+#define FSDP_LOSS_INFER(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, Loc location,             \
+                                     Adaptor adaptor,                          \
+                                     SmallVectorImpl<Type> &out) {             \
+    return push(shape::classificationLoss(                                     \
+                    location, tensorOf(adaptor.getInput()),                    \
+                    tensorOf(adaptor.getTarget()),                             \
+                    tensorOf(adaptor.getWeight()), adaptor.getReduction()),    \
+                out);                                                          \
+  }
+FSDP_LOSS_INFER(CrossEntropyOp)
+FSDP_LOSS_INFER(NllLossOp)
+#undef FSDP_LOSS_INFER
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::verify() {
+  auto in = tensorOf(getX());
+  if (in.getElementType() != getType().getElementType())
+    return emitOpError("element type changes from ")
+           << in.getElementType() << " to " << getType().getElementType();
+  if (in.getNumElements() != getType().getNumElements())
+    return emitOpError("element count changes from ")
+           << in.getNumElements() << " to " << getType().getNumElements();
+  return success();
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, Loc location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &out) {
+  return push(
+      shape::transpose(location, tensorOf(adaptor.getX()), adaptor.getPerm()),
+      out);
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, Loc location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &out) {
+  return push(shape::slice(location, tensorOf(adaptor.getX()),
+                           adaptor.getStarts(), adaptor.getLimits(),
+                           adaptor.getStrides()),
+              out);
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, Loc location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &out) {
+  return push(shape::concat(location, adaptor.getInputs().getTypes(),
+                            adaptor.getAxisAttr().getInt()),
+              out);
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *, Loc location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &out) {
+  auto types = shape::split(location, tensorOf(adaptor.getX()),
+                            adaptor.getAxisAttr().getInt(),
+                            adaptor.getSizes());
+  if (failed(types))
+    return failure();
+  llvm::append_range(out, *types);
+  return success();
+}
+
+LogicalResult BroadcastOp::verify() {
+  return shape::checkBroadcastTo(getLoc(), tensorOf(getX()), getType());
+}
+
+LogicalResult TriluOp::verify() {
+  if (getType().getRank() < 2)
+    return emitOpError("needs rank >= 2, got ") << getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Distribution
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParameterOp::verify() {
+  bool external = getSource() == "external";
+  if (!external && getSource() != "initializer")
+    return emitOpError("source must be \"initializer\" or \"external\", got \"")
+           << getSource() << "\"";
+  if (!external) {
+    if (getLocation() || getOffset() || getLength())
+      return emitOpError("location/offset/length only apply to external data");
+    return success();
+  }
+  if (!getLocation() || !getOffset() || !getLength())
+    return emitOpError("external data needs location, offset and length");
+  StringRef location = *getLocation();
+  if (location.empty() || llvm::sys::path::is_absolute(location) ||
+      llvm::is_contained(llvm::make_range(llvm::sys::path::begin(location),
+                                          llvm::sys::path::end(location)),
+                         ".."))
+    return emitOpError("external data location '")
+           << location << "' must be a relative path without '..'";
+  RankedTensorType type = getTensorType();
+  int64_t bytes =
+      type.getNumElements() * ((type.getElementTypeBitWidth() + 7) / 8);
+  int64_t offset = getOffsetAttr().getInt(), length = getLengthAttr().getInt();
+  if (offset < 0 || length != bytes)
+    return emitOpError("external data length ")
+           << length << " at offset " << offset << " does not hold "
+           << type << " (" << bytes << " bytes)";
+  return success();
+}
+
+LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (getParams().empty())
+    return emitOpError("has no parameters");
+  llvm::SmallPtrSet<Attribute, 16> mine;
+  for (Attribute a : getParams()) {
+    auto ref = cast<FlatSymbolRefAttr>(a);
+    if (!symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, ref))
+      return emitOpError("'") << ref.getValue()
+                              << "' is not an fsdp.parameter";
+    if (!mine.insert(ref).second)
+      return emitOpError("lists '") << ref.getValue() << "' twice";
+  }
+  for (auto other : (*this)->getParentOp()->getRegion(0).getOps<UnitOp>()) {
+    if (other == *this)
+      continue;
+    for (Attribute a : other.getParams())
+      if (mine.contains(a))
+        return emitOpError("parameter '")
+               << cast<FlatSymbolRefAttr>(a).getValue()
+               << "' also belongs to unit '" << other.getSymName() << "'";
+  }
+  return success();
+}
+
+/// Every future is completed by exactly one fsdp.wait.
+static LogicalResult verifyFutureWaited(Operation *op, Value future) {
+  if (!future.hasOneUse() || !isa<WaitOp>(*future.getUsers().begin()))
+    return op->emitOpError("future must be completed by exactly one fsdp.wait");
+  return success();
+}
+
+static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
+  if (reduction != "sum" && reduction != "avg")
+    return op->emitOpError("reduction must be \"sum\" or \"avg\", got \"")
+           << reduction << "\"";
+  return success();
+}
+
+static RankedTensorType futureValue(Value future) {
+  return cast<FutureType>(future.getType()).getValueType();
+}
+
+LogicalResult AllGatherStartOp::verify() {
+  RankedTensorType in = getInput().getType(), out = futureValue(getFuture());
+  int64_t group = getGroupSizeAttr().getInt();
+  if (in.getRank() < 1 || in.getRank() != out.getRank() ||
+      in.getElementType() != out.getElementType() ||
+      in.getShape().drop_front() != out.getShape().drop_front() ||
+      out.getDimSize(0) != in.getDimSize(0) * group)
+    return emitOpError("gathers ")
+           << in << " over " << getGroupSize() << " ranks, which gives "
+           << "dimension 0 times the group size, not " << out;
+  return verifyFutureWaited(*this, getFuture());
+}
+
+LogicalResult ReduceScatterStartOp::verify() {
+  RankedTensorType in = getInput().getType(), out = futureValue(getFuture());
+  int64_t group = getGroupSizeAttr().getInt();
+  if (in.getRank() < 1 || in.getDimSize(0) % group != 0)
+    return emitOpError("dimension 0 of ")
+           << in << " is not divisible by the group size " << getGroupSize();
+  if (in.getRank() != out.getRank() ||
+      in.getElementType() != out.getElementType() ||
+      in.getShape().drop_front() != out.getShape().drop_front() ||
+      out.getDimSize(0) * group != in.getDimSize(0))
+    return emitOpError("scatters ")
+           << in << " over " << getGroupSize() << " ranks, which gives "
+           << "dimension 0 divided by the group size, not " << out;
+  if (failed(verifyReduction(*this, getReduction())))
+    return failure();
+  return verifyFutureWaited(*this, getFuture());
+}
+
+LogicalResult AllReduceOp::verify() {
+  if (getInput().getType() != futureValue(getFuture()))
+    return emitOpError("result ")
+           << futureValue(getFuture()) << " differs from the input "
+           << getInput().getType();
+  if (failed(verifyReduction(*this, getReduction())))
+    return failure();
+  return verifyFutureWaited(*this, getFuture());
+}
+
+LogicalResult WaitOp::inferReturnTypes(MLIRContext *, Loc location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &out) {
+  auto future = dyn_cast<FutureType>(adaptor.getFuture().getType());
+  if (!future)
+    return emitOptionalError(location, "operand must be an !fsdp.future");
+  out.push_back(future.getValueType());
+  return success();
+}
+
+LogicalResult FreeOp::verify() {
+  Value value = getValue();
+  Block *block = (*this)->getBlock();
+  for (Operation *user : value.getUsers()) {
+    if (user == getOperation())
+      continue;
+    if (isa<FreeOp>(user))
+      return emitOpError("value is freed more than once");
+    Operation *inBlock = block->findAncestorOpInBlock(*user);
+    if (inBlock && getOperation()->isBeforeInBlock(inBlock))
+      return emitOpError("value is used after it is freed")
+                 .attachNote(user->getLoc())
+             << "used here";
+  }
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialect/FsdpOps.cpp.inc"

@@ -1,0 +1,492 @@
+//===- FsdpTensorOps.td - Tensor ops (what models lower to) *- tablegen -*-===//
+//
+// All shapes are static. Ops whose result type follows from their operands
+// and attributes implement InferTypeOpInterface through the shape functions
+// in ShapeInference.h, which the ONNX importer uses too: one definition of
+// every shape rule, checked again by the verifier on any hand-written IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_TENSOR_OPS_TD
+#define FSDP_TENSOR_OPS_TD
+
+include "dialect/FsdpDialect.td"
+include "dialect/FsdpInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+defvar Fsdp_StaticTensor = AnyStaticShapeTensor;
+defvar Fsdp_FloatTensor = RankedTensorOf<[AnyFloat]>;
+defvar Fsdp_IndexTensor = RankedTensorOf<[AnySignlessInteger]>;
+defvar Fsdp_BoolTensor = RankedTensorOf<[I1]>;
+
+//===----------------------------------------------------------------------===//
+// Sources of values
+//===----------------------------------------------------------------------===//
+
+def Fsdp_ConstantOp : Fsdp_Op<"constant",
+    [ConstantLike, Pure, InferTypeOpAdaptor]> {
+  let summary = "A constant tensor";
+  let description = [{
+    A small constant: a scale, a mask, a folded shape computation. Weights are
+    never constants; they are `fsdp.parameter` symbols.
+
+    ```mlir
+    %c = fsdp.constant dense<0.125> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Fsdp_StaticTensor:$result);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+}
+
+def Fsdp_GetParameterOp : Fsdp_Op<"get_parameter",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads the full value of a parameter";
+  let description = [{
+    The full (unsharded) value of an `fsdp.parameter`. The result type must
+    be the parameter's type. Sharding passes replace these reads with the
+    gathered unit buffer.
+
+    ```mlir
+    fsdp.parameter @"fc.weight" : tensor<4x8xf32> {module_path = "fc"}
+    %w = fsdp.get_parameter @"fc.weight" : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs Fsdp_StaticTensor:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Fsdp_UnaryOp<string mnemonic, string what, Type type = Fsdp_FloatTensor,
+                   list<Trait> traits = []>
+    : Fsdp_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
+                                     Elementwise], traits)> {
+  let summary = "Elementwise " # what;
+  let description = "Elementwise " # what # [{ of a tensor.
+
+    ```mlir
+    %y = fsdp.}] # mnemonic # [{ %x : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins type:$x);
+  let results = (outs type:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+
+def Fsdp_NegOp : Fsdp_UnaryOp<"neg", "negation", AnyRankedTensor>;
+def Fsdp_AbsOp : Fsdp_UnaryOp<"abs", "absolute value", AnyRankedTensor>;
+def Fsdp_ExpOp : Fsdp_UnaryOp<"exp", "exponential">;
+def Fsdp_LogOp : Fsdp_UnaryOp<"log", "natural logarithm">;
+def Fsdp_SqrtOp : Fsdp_UnaryOp<"sqrt", "square root">;
+def Fsdp_RsqrtOp : Fsdp_UnaryOp<"rsqrt", "reciprocal square root">;
+def Fsdp_ReciprocalOp : Fsdp_UnaryOp<"reciprocal", "reciprocal">;
+def Fsdp_TanhOp : Fsdp_UnaryOp<"tanh", "hyperbolic tangent">;
+def Fsdp_ErfOp : Fsdp_UnaryOp<"erf", "error function">;
+def Fsdp_ReluOp : Fsdp_UnaryOp<"relu", "max(x, 0)">;
+def Fsdp_SigmoidOp : Fsdp_UnaryOp<"sigmoid", "logistic sigmoid">;
+def Fsdp_SiluOp : Fsdp_UnaryOp<"silu", "x * sigmoid(x)">;
+def Fsdp_NotOp : Fsdp_UnaryOp<"not", "logical negation", Fsdp_BoolTensor>;
+
+def Fsdp_GeluOp : Fsdp_Op<"gelu", [Pure, SameOperandsAndResultType,
+                                   Elementwise]> {
+  let summary = "Gaussian error linear unit";
+  let description = [{
+    `approximate = "none"` is x·Φ(x) with the exact erf; `"tanh"` is the
+    tanh approximation of GPT-2, as in `torch.nn.functional.gelu`.
+
+    ```mlir
+    %y = fsdp.gelu %x {approximate = "tanh"} : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+class Fsdp_BinaryOp<string mnemonic, string what, Type type = AnyRankedTensor>
+    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = "Elementwise " # what # " with broadcasting";
+  let description = "Elementwise " # what # [{ with ONNX (numpy)
+    multidirectional broadcasting. Operands share their element type.
+
+    ```mlir
+    %z = fsdp.}] # mnemonic # [{ %x, %y : tensor<2x4xf32>, tensor<4xf32>
+        -> tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins type:$lhs, type:$rhs);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def Fsdp_AddOp : Fsdp_BinaryOp<"add", "addition">;
+def Fsdp_SubOp : Fsdp_BinaryOp<"sub", "subtraction">;
+def Fsdp_MulOp : Fsdp_BinaryOp<"mul", "multiplication">;
+def Fsdp_DivOp : Fsdp_BinaryOp<"div", "division">;
+def Fsdp_PowOp : Fsdp_BinaryOp<"pow", "power">;
+def Fsdp_MaxOp : Fsdp_BinaryOp<"max", "maximum">;
+def Fsdp_MinOp : Fsdp_BinaryOp<"min", "minimum">;
+def Fsdp_EqualOp : Fsdp_BinaryOp<"equal", "equality (i1 result)">;
+def Fsdp_LessOp : Fsdp_BinaryOp<"less", "less-than (i1 result)">;
+def Fsdp_GreaterOp : Fsdp_BinaryOp<"greater", "greater-than (i1 result)">;
+def Fsdp_AndOp : Fsdp_BinaryOp<"and", "logical and", Fsdp_BoolTensor>;
+def Fsdp_OrOp : Fsdp_BinaryOp<"or", "logical or", Fsdp_BoolTensor>;
+
+def Fsdp_WhereOp : Fsdp_Op<"where", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Selects elementwise between two tensors";
+  let description = [{
+    `result = cond ? x : y`, all three broadcast together.
+
+    ```mlir
+    %r = fsdp.where %c, %x, %y : tensor<4x4xi1>, tensor<2x4x4xf32>,
+        tensor<f32> -> tensor<2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_BoolTensor:$cond, AnyRankedTensor:$x,
+                   AnyRankedTensor:$y);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $cond `,` $x `,` $y attr-dict `:` type($cond) `,` type($x) `,` type($y)
+    `->` type($result)
+  }];
+}
+
+def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+  let summary = "Converts the element type";
+  let description = [{
+    Converts each element, rounding to nearest even for floats and
+    truncating toward zero from float to integer, as ONNX Cast does.
+
+    ```mlir
+    %h = fsdp.cast %x : tensor<2x4xf32> -> tensor<2x4xbf16>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>]> {
+  let summary = "Batched matrix product with broadcast batch dimensions";
+  let description = [{
+    `lhs[..., M, K] · rhs[..., K, N]`, either side optionally transposed in
+    its last two dimensions; batch dimensions broadcast. Both operands have
+    rank 2 or more.
+
+    ```mlir
+    %y = fsdp.matmul %x, %w : tensor<2x8x16xf32>, tensor<16x32xf32>
+        -> tensor<2x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$lhs, Fsdp_FloatTensor:$rhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+  }];
+}
+
+def Fsdp_GemmOp : Fsdp_Op<"gemm", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>]> {
+  let summary = "alpha·op(a)·op(b) + beta·c (ONNX Gemm)";
+  let description = [{
+    Two-dimensional `a` and `b`, optionally transposed; the optional `c`
+    broadcasts to `[M, N]`. `nn.Linear` on a 2-D input exports as this with
+    `trans_b = true`.
+
+    ```mlir
+    %y = fsdp.gemm %x, %w, %b {trans_b = true}
+        : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$a, Fsdp_FloatTensor:$b,
+                   Optional<Fsdp_FloatTensor>:$c,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$alpha,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$beta,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                   DefaultValuedAttr<BoolAttr, "false">:$trans_b);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+class Fsdp_ReduceOp<string mnemonic, string what>
+    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = what # " over the given axes";
+  let description = what # [{ over `axes` (sorted, unique, non-negative);
+    `keepdims` keeps the reduced axes with extent 1.
+
+    ```mlir
+    %m = fsdp.}] # mnemonic # [{ %x {axes = array<i64: 1>, keepdims = true}
+        : tensor<2x4xf32> -> tensor<2x1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$axes,
+                   DefaultValuedAttr<BoolAttr, "true">:$keepdims);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Fsdp_ReduceSumOp : Fsdp_ReduceOp<"reduce_sum", "Sum">;
+def Fsdp_ReduceMeanOp : Fsdp_ReduceOp<"reduce_mean", "Mean">;
+def Fsdp_ReduceMaxOp : Fsdp_ReduceOp<"reduce_max", "Maximum">;
+
+class Fsdp_SoftmaxLikeOp<string mnemonic, string what>
+    : Fsdp_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what # " along one axis";
+  let description = what # [{ along `axis` (non-negative).
+
+    ```mlir
+    %p = fsdp.}] # mnemonic # [{ %x {axis = 1 : i64} : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, I64Attr:$axis);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_SoftmaxOp : Fsdp_SoftmaxLikeOp<"softmax", "Softmax">;
+def Fsdp_LogSoftmaxOp : Fsdp_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
+
+def Fsdp_LayerNormOp : Fsdp_Op<"layer_norm", [Pure]> {
+  let summary = "Layer normalisation over the trailing axes";
+  let description = [{
+    Normalises over axes `axis..rank-1` to zero mean and unit variance (biased
+    variance, `epsilon` inside the square root), then multiplies by `scale`
+    and adds the optional `bias`, both shaped like the normalised axes.
+
+    ```mlir
+    %y = fsdp.layer_norm %x, %g, %b {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
+                   Optional<Fsdp_FloatTensor>:$bias, I64Attr:$axis,
+                   F32Attr:$epsilon);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused attention
+//===----------------------------------------------------------------------===//
+
+def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>]> {
+  let summary = "softmax(scale · q·kᵀ + mask) · v";
+  let description = [{
+    Scaled dot-product attention, recognised by the importer from
+    matmul → scale → (mask) → softmax → matmul. `q[..., Tq, D]`,
+    `k[..., Tk, D]`, `v[..., Tk, Dv]` with equal leading dimensions.
+    `causal` hides key positions after the query's. The optional `mask`
+    broadcasts to `[..., Tq, Tk]`: an i1 mask keeps positions where it is
+    true; a float mask is added to the scores.
+
+    ```mlir
+    %o = fsdp.attention %q, %k, %v {causal = true, scale = 0.125 : f32}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+        -> tensor<2x4x16x8xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$q, Fsdp_FloatTensor:$k,
+                   Fsdp_FloatTensor:$v, Optional<AnyRankedTensor>:$mask,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal,
+                   F32Attr:$scale);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing and losses
+//===----------------------------------------------------------------------===//
+
+def Fsdp_GatherOp : Fsdp_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Gathers slices along an axis (embedding lookup on axis 0)";
+  let description = [{
+    ONNX Gather: the result is `data.shape[:axis] + indices.shape +
+    data.shape[axis+1:]`. Negative indices count from the end.
+
+    ```mlir
+    %e = fsdp.gather %wte, %ids {axis = 0 : i64}
+        : tensor<100x16xf32>, tensor<2x8xi64> -> tensor<2x8x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$data, Fsdp_IndexTensor:$indices,
+                   DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $data `,` $indices attr-dict `:` type($data) `,` type($indices) `->`
+    type($result)
+  }];
+}
+
+class Fsdp_LossOp<string mnemonic, string what, string extra = "">
+    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+  let summary = what;
+  let description = what # [{. The input is `[N, C]` or `[N, C, d1, ...]`,
+    the integer target `[N]` or `[N, d1, ...]`; the optional `weight` is
+    `[C]`. `reduction` is `mean` (over the non-ignored targets, weighted),
+    `sum` or `none`; targets equal to `ignore_index` contribute nothing.}]
+    # extra # [{
+
+    ```mlir
+    %l = fsdp.}] # mnemonic # [{ %x, %t {reduction = "mean"}
+        : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$input, Fsdp_IndexTensor:$target,
+                   Optional<Fsdp_FloatTensor>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Fsdp_CrossEntropyOp : Fsdp_LossOp<"cross_entropy",
+    "Softmax cross-entropy of logits against class indices",
+    " The input holds unnormalised logits (ONNX SoftmaxCrossEntropyLoss).">;
+def Fsdp_NllLossOp : Fsdp_LossOp<"nll_loss",
+    "Negative log-likelihood of log-probabilities against class indices", " The input holds log-probabilities.">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Fsdp_ReshapeOp : Fsdp_Op<"reshape", [Pure]> {
+  let summary = "Reinterprets a tensor with another static shape";
+  let description = [{
+    Same element type and element count; row-major order is kept.
+
+    ```mlir
+    %y = fsdp.reshape %x : tensor<2x6xf32> -> tensor<3x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_StaticTensor:$x);
+  let results = (outs Fsdp_StaticTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_TransposeOp : Fsdp_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Permutes dimensions";
+  let description = [{
+    Result dimension `i` is operand dimension `perm[i]`.
+
+    ```mlir
+    %y = fsdp.transpose %x {perm = array<i64: 0, 2, 1>}
+        : tensor<2x3x4xf32> -> tensor<2x4x3xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$perm);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Fsdp_SliceOp : Fsdp_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+  let summary = "A strided box of a tensor";
+  let description = [{
+    One `start`, `limit` and positive `stride` per dimension, with
+    `0 <= start <= limit <= dim`; the result extent is
+    `ceil((limit - start) / stride)`.
+
+    ```mlir
+    %y = fsdp.slice %x {starts = array<i64: 0, 2>, limits = array<i64: 4, 6>,
+                        strides = array<i64: 1, 2>}
+        : tensor<4x8xf32> -> tensor<4x2xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$starts,
+                   DenseI64ArrayAttr:$limits, DenseI64ArrayAttr:$strides);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
+def Fsdp_ConcatOp : Fsdp_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Concatenates tensors along an axis";
+  let description = [{
+    All inputs share element type, rank and every extent but `axis`.
+
+    ```mlir
+    %y = fsdp.concat %a, %b {axis = 1 : i64}
+        : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs, I64Attr:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
+}
+
+def Fsdp_SplitOp : Fsdp_Op<"split", [Pure, InferTypeOpAdaptor]> {
+  let summary = "Splits a tensor along an axis into consecutive pieces";
+  let description = [{
+    `sizes` are the pieces' extents along `axis` and add up to its extent.
+
+    ```mlir
+    %q, %k, %v = fsdp.split %x {axis = 2 : i64, sizes = array<i64: 8, 8, 8>}
+        : (tensor<2x4x24xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x8xf32>,
+                                   tensor<2x4x8xf32>)
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x, I64Attr:$axis,
+                   DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<AnyRankedTensor>:$results);
+  let assemblyFormat = "$x attr-dict `:` functional-type($x, results)";
+}
+
+def Fsdp_BroadcastOp : Fsdp_Op<"broadcast", [Pure]> {
+  let summary = "Broadcasts a tensor to a larger shape (ONNX Expand)";
+  let description = [{
+    The operand broadcasts (numpy rules, aligned at the trailing dimension)
+    to exactly the result shape.
+
+    ```mlir
+    %y = fsdp.broadcast %x : tensor<1x4xf32> -> tensor<3x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_TriluOp : Fsdp_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+  let summary = "Keeps the upper or lower triangle of the last two dims";
+  let description = [{
+    Zeroes the elements outside the triangle: `upper` keeps `j - i >= k`,
+    otherwise `j - i <= k` is kept.
+
+    ```mlir
+    %m = fsdp.trilu %x {k = 0 : i64, upper = false} : tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x,
+                   DefaultValuedAttr<I64Attr, "0">:$k,
+                   DefaultValuedAttr<BoolAttr, "true">:$upper);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_TENSOR_OPS_TD

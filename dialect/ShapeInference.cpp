@@ -1,0 +1,339 @@
+//===- ShapeInference.cpp - Shape rules of fsdp tensor ops ----------------===//
+#include "dialect/ShapeInference.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/TypeRange.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+std::string str(ArrayRef<int64_t> dims) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(dims, os);
+  os << "]";
+  return s;
+}
+} // namespace
+
+FailureOr<int64_t> shape::normalizeAxis(Loc loc, int64_t axis, int64_t rank,
+                                        StringRef what) {
+  if (axis < -rank || axis >= rank || rank == 0)
+    return emitOptionalError(loc, what, " ", axis,
+                             " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
+}
+
+FailureOr<SmallVector<int64_t>>
+shape::broadcastShapes(Loc loc, ArrayRef<int64_t> a, ArrayRef<int64_t> b) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return emitOptionalError(loc, "shapes ", str(a), " and ", str(b),
+                               " do not broadcast");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+FailureOr<RankedTensorType> shape::binary(Loc loc, RankedTensorType lhs,
+                                          RankedTensorType rhs,
+                                          Type resultElement) {
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "operand element types differ: ",
+                             lhs.getElementType(), " and ",
+                             rhs.getElementType());
+  auto dims = broadcastShapes(loc, lhs.getShape(), rhs.getShape());
+  if (failed(dims))
+    return failure();
+  return RankedTensorType::get(
+      *dims, resultElement ? resultElement : lhs.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::where(Loc loc, RankedTensorType cond,
+                                         RankedTensorType x,
+                                         RankedTensorType y) {
+  if (x.getElementType() != y.getElementType())
+    return emitOptionalError(loc, "selected element types differ: ",
+                             x.getElementType(), " and ", y.getElementType());
+  auto xy = broadcastShapes(loc, x.getShape(), y.getShape());
+  if (failed(xy))
+    return failure();
+  auto all = broadcastShapes(loc, cond.getShape(), *xy);
+  if (failed(all))
+    return failure();
+  return RankedTensorType::get(*all, x.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::matmul(Loc loc, RankedTensorType lhs,
+                                          RankedTensorType rhs,
+                                          bool transposeLhs,
+                                          bool transposeRhs) {
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOptionalError(loc, "matmul operands need rank >= 2, got ",
+                             lhs, " and ", rhs);
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "matmul element types differ: ", lhs,
+                             " and ", rhs);
+  ArrayRef<int64_t> a = lhs.getShape(), b = rhs.getShape();
+  int64_t m = a[a.size() - 2], ka = a.back();
+  if (transposeLhs)
+    std::swap(m, ka);
+  int64_t kb = b[b.size() - 2], n = b.back();
+  if (transposeRhs)
+    std::swap(kb, n);
+  if (ka != kb)
+    return emitOptionalError(loc, "matmul contraction dimensions differ: ",
+                             lhs, " and ", rhs, " (", ka, " vs ", kb, ")");
+  auto batch = broadcastShapes(loc, a.drop_back(2), b.drop_back(2));
+  if (failed(batch))
+    return failure();
+  SmallVector<int64_t> out = *batch;
+  out.push_back(m);
+  out.push_back(n);
+  return RankedTensorType::get(out, lhs.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::gemm(Loc loc, RankedTensorType a,
+                                        RankedTensorType b, RankedTensorType c,
+                                        bool transA, bool transB) {
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return emitOptionalError(loc, "gemm operands must be 2-D, got ", a,
+                             " and ", b);
+  auto mm = matmul(loc, a, b, transA, transB);
+  if (failed(mm) || !c)
+    return mm;
+  if (c.getElementType() != a.getElementType())
+    return emitOptionalError(loc, "gemm bias element type ",
+                             c.getElementType(), " differs from ",
+                             a.getElementType());
+  if (failed(checkBroadcastTo(loc, c, *mm)))
+    return failure();
+  return mm;
+}
+
+FailureOr<RankedTensorType> shape::reduce(Loc loc, RankedTensorType x,
+                                          ArrayRef<int64_t> axes,
+                                          bool keepdims) {
+  SmallVector<int64_t> out;
+  int64_t prev = -1;
+  for (int64_t axis : axes) {
+    if (axis <= prev || axis >= x.getRank())
+      return emitOptionalError(loc, "reduction axes ", str(axes),
+                               " must be sorted, unique and in [0, ",
+                               x.getRank(), ")");
+    prev = axis;
+  }
+  for (int64_t i = 0; i < x.getRank(); ++i) {
+    if (!llvm::is_contained(axes, i))
+      out.push_back(x.getDimSize(i));
+    else if (keepdims)
+      out.push_back(1);
+  }
+  return RankedTensorType::get(out, x.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::transpose(Loc loc, RankedTensorType x,
+                                             ArrayRef<int64_t> perm) {
+  if ((int64_t)perm.size() != x.getRank())
+    return emitOptionalError(loc, "permutation ", str(perm),
+                             " does not match rank ", x.getRank());
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> out;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return emitOptionalError(loc, "invalid permutation ", str(perm));
+    seen[p] = true;
+    out.push_back(x.getDimSize(p));
+  }
+  return RankedTensorType::get(out, x.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::slice(Loc loc, RankedTensorType x,
+                                         ArrayRef<int64_t> starts,
+                                         ArrayRef<int64_t> limits,
+                                         ArrayRef<int64_t> strides) {
+  int64_t rank = x.getRank();
+  if ((int64_t)starts.size() != rank || (int64_t)limits.size() != rank ||
+      (int64_t)strides.size() != rank)
+    return emitOptionalError(loc, "slice needs one start, limit and stride "
+                                  "per dimension (rank ",
+                             rank, ")");
+  SmallVector<int64_t> out;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t dim = x.getDimSize(i);
+    if (strides[i] <= 0)
+      return emitOptionalError(loc, "slice stride ", strides[i],
+                               " of dimension ", i, " must be positive");
+    if (starts[i] < 0 || starts[i] > limits[i] || limits[i] > dim)
+      return emitOptionalError(loc, "slice [", starts[i], ", ", limits[i],
+                               ") of dimension ", i, " is outside [0, ", dim,
+                               "]");
+    out.push_back((limits[i] - starts[i] + strides[i] - 1) / strides[i]);
+  }
+  return RankedTensorType::get(out, x.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::concat(Loc loc, TypeRange inputs,
+                                          int64_t axis) {
+  if (inputs.empty())
+    return emitOptionalError(loc, "concat needs at least one input");
+  auto first = cast<RankedTensorType>(inputs[0]);
+  if (axis < 0 || axis >= first.getRank())
+    return emitOptionalError(loc, "concat axis ", axis,
+                             " is out of range for rank ", first.getRank());
+  SmallVector<int64_t> out(first.getShape());
+  out[axis] = 0;
+  for (Type t : inputs) {
+    auto tt = cast<RankedTensorType>(t);
+    if (tt.getElementType() != first.getElementType() ||
+        tt.getRank() != first.getRank())
+      return emitOptionalError(loc, "concat inputs ", first, " and ", tt,
+                               " differ in element type or rank");
+    for (int64_t i = 0; i < tt.getRank(); ++i)
+      if (i != axis && tt.getDimSize(i) != first.getDimSize(i))
+        return emitOptionalError(loc, "concat inputs ", first, " and ", tt,
+                                 " differ outside axis ", axis);
+    out[axis] += tt.getDimSize(axis);
+  }
+  return RankedTensorType::get(out, first.getElementType());
+}
+
+FailureOr<SmallVector<Type>> shape::split(Loc loc, RankedTensorType x,
+                                          int64_t axis,
+                                          ArrayRef<int64_t> sizes) {
+  if (axis < 0 || axis >= x.getRank())
+    return emitOptionalError(loc, "split axis ", axis,
+                             " is out of range for rank ", x.getRank());
+  int64_t total = 0;
+  SmallVector<Type> out;
+  for (int64_t s : sizes) {
+    if (s < 0)
+      return emitOptionalError(loc, "split size ", s, " is negative");
+    total += s;
+    SmallVector<int64_t> dims(x.getShape());
+    dims[axis] = s;
+    out.push_back(RankedTensorType::get(dims, x.getElementType()));
+  }
+  if (total != x.getDimSize(axis))
+    return emitOptionalError(loc, "split sizes ", str(sizes), " add up to ",
+                             total, ", not to the extent ",
+                             x.getDimSize(axis), " of axis ", axis);
+  return out;
+}
+
+FailureOr<RankedTensorType> shape::gather(Loc loc, RankedTensorType data,
+                                          RankedTensorType indices,
+                                          int64_t axis) {
+  if (!indices.getElementType().isSignlessInteger())
+    return emitOptionalError(loc, "gather indices must be integers, got ",
+                             indices);
+  if (axis < 0 || axis >= data.getRank())
+    return emitOptionalError(loc, "gather axis ", axis,
+                             " is out of range for rank ", data.getRank());
+  SmallVector<int64_t> out(data.getShape().take_front(axis));
+  llvm::append_range(out, indices.getShape());
+  llvm::append_range(out, data.getShape().drop_front(axis + 1));
+  return RankedTensorType::get(out, data.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::attention(Loc loc, RankedTensorType q,
+                                             RankedTensorType k,
+                                             RankedTensorType v,
+                                             RankedTensorType mask) {
+  if (q.getRank() < 2 || q.getRank() != k.getRank() ||
+      q.getRank() != v.getRank())
+    return emitOptionalError(loc, "attention q, k, v need one rank >= 2, got ",
+                             q, ", ", k, ", ", v);
+  if (q.getElementType() != k.getElementType() ||
+      q.getElementType() != v.getElementType())
+    return emitOptionalError(loc, "attention q, k, v element types differ");
+  int64_t r = q.getRank();
+  if (q.getShape().drop_back(2) != k.getShape().drop_back(2) ||
+      q.getShape().drop_back(2) != v.getShape().drop_back(2))
+    return emitOptionalError(loc, "attention batch dimensions differ: ", q,
+                             ", ", k, ", ", v);
+  if (q.getDimSize(r - 1) != k.getDimSize(r - 1))
+    return emitOptionalError(loc, "attention q and k head sizes differ: ", q,
+                             " and ", k);
+  if (k.getDimSize(r - 2) != v.getDimSize(r - 2))
+    return emitOptionalError(loc, "attention k and v lengths differ: ", k,
+                             " and ", v);
+  SmallVector<int64_t> out(q.getShape());
+  out.back() = v.getDimSize(r - 1);
+  if (mask) {
+    SmallVector<int64_t> scores(q.getShape());
+    scores.back() = k.getDimSize(r - 2);
+    auto scoresType = RankedTensorType::get(scores, mask.getElementType());
+    if (!mask.getElementType().isInteger(1) &&
+        mask.getElementType() != q.getElementType())
+      return emitOptionalError(loc, "attention mask must be i1 or ",
+                               q.getElementType(), ", got ", mask);
+    if (failed(checkBroadcastTo(loc, mask, scoresType)))
+      return failure();
+  }
+  return RankedTensorType::get(out, q.getElementType());
+}
+
+FailureOr<RankedTensorType>
+shape::classificationLoss(Loc loc, RankedTensorType input,
+                          RankedTensorType target, RankedTensorType weight,
+                          StringRef reduction) {
+  if (input.getRank() < 2)
+    return emitOptionalError(loc, "loss input must be [N, C, ...], got ",
+                             input);
+  if (!target.getElementType().isSignlessInteger())
+    return emitOptionalError(loc, "loss target must hold integers, got ",
+                             target);
+  SmallVector<int64_t> expected{input.getDimSize(0)};
+  llvm::append_range(expected, input.getShape().drop_front(2));
+  if (target.getShape() != ArrayRef<int64_t>(expected))
+    return emitOptionalError(loc, "loss target shape ", str(target.getShape()),
+                             " does not match input ", input, " (expected ",
+                             str(expected), ")");
+  if (weight && (weight.getRank() != 1 ||
+                 weight.getDimSize(0) != input.getDimSize(1)))
+    return emitOptionalError(loc, "loss weight must be [", input.getDimSize(1),
+                             "], got ", weight);
+  if (reduction == "none")
+    return RankedTensorType::get(expected, input.getElementType());
+  if (reduction != "mean" && reduction != "sum")
+    return emitOptionalError(loc, "loss reduction must be mean, sum or none, "
+                                  "got '",
+                             reduction, "'");
+  return RankedTensorType::get({}, input.getElementType());
+}
+
+LogicalResult shape::checkBroadcastTo(Loc loc, RankedTensorType from,
+                                      RankedTensorType to) {
+  if (from.getElementType() != to.getElementType())
+    return emitOptionalError(loc, "cannot broadcast ", from, " to ", to,
+                             ": element types differ");
+  auto dims = broadcastShapes(std::nullopt, from.getShape(), to.getShape());
+  if (failed(dims) || ArrayRef<int64_t>(*dims) != to.getShape())
+    return emitOptionalError(loc, "cannot broadcast ", from, " to ", to);
+  return success();
+}
+
+LogicalResult shape::checkLayerNorm(Loc loc, RankedTensorType x,
+                                    RankedTensorType scale,
+                                    RankedTensorType bias, int64_t axis) {
+  if (axis < 0 || axis >= x.getRank())
+    return emitOptionalError(loc, "layer_norm axis ", axis,
+                             " is out of range for rank ", x.getRank());
+  ArrayRef<int64_t> normalized = x.getShape().drop_front(axis);
+  for (RankedTensorType t : {scale, bias}) {
+    if (!t)
+      continue;
+    if (t.getShape() != normalized || t.getElementType() != x.getElementType())
+      return emitOptionalError(loc, "layer_norm scale/bias ", t,
+                               " must have shape ", str(normalized),
+                               " and element type ", x.getElementType());
+  }
+  return success();
+}

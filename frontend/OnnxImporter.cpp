@@ -1,0 +1,702 @@
+//===- OnnxImporter.cpp - ONNX model → fsdp dialect -----------------------===//
+//
+// Parse and validate (OnnxModel.cpp), then walk the nodes in topological
+// order. Each node either folds (all inputs known at import time: shape
+// subgraphs, masks) or becomes fsdp ops whose result types come from the
+// dialect's shape functions. Float initializers become fsdp.parameter
+// symbols; their bytes are never read, only their location checked.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/OnnxImporter.h"
+#include "frontend/NodeContext.h"
+#include "frontend/OnnxModel.h"
+
+#include "dialect/FsdpOps.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <onnx/onnx_pb.h>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+//===----------------------------------------------------------------------===//
+// Tensor protos
+//===----------------------------------------------------------------------===//
+
+Type mlir::fsdp::onnxElementType(MLIRContext *ctx, int dataType) {
+  Builder b(ctx);
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return b.getF32Type();
+  case onnx::TensorProto::DOUBLE:
+    return b.getF64Type();
+  case onnx::TensorProto::FLOAT16:
+    return b.getF16Type();
+  case onnx::TensorProto::BFLOAT16:
+    return b.getBF16Type();
+  case onnx::TensorProto::INT64:
+    return b.getI64Type();
+  case onnx::TensorProto::INT32:
+    return b.getI32Type();
+  case onnx::TensorProto::INT16:
+    return b.getI16Type();
+  case onnx::TensorProto::INT8:
+    return b.getI8Type();
+  case onnx::TensorProto::UINT8:
+    return IntegerType::get(ctx, 8, IntegerType::Unsigned);
+  case onnx::TensorProto::BOOL:
+    return b.getI1Type();
+  default:
+    return Type();
+  }
+}
+
+static int64_t byteWidth(Type t) {
+  return t.isInteger(1) ? 1 : (t.getIntOrFloatBitWidth() + 7) / 8;
+}
+
+FailureOr<SmallVector<int64_t>>
+mlir::fsdp::checkedDims(ArrayRef<int64_t> dims, Location loc, StringRef what) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0)
+      return emitError(loc) << what << ": negative dimension " << d;
+    if (d != 0 && n > (int64_t(1) << 50) / d)
+      return emitError(loc) << what << ": element count overflows";
+    n *= d;
+  }
+  return SmallVector<int64_t>(dims);
+}
+
+/// Reads element `i` of a typed (non-raw) field.
+static double typedValue(const onnx::TensorProto &t, int64_t i) {
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    return t.float_data(i);
+  case onnx::TensorProto::DOUBLE:
+    return t.double_data(i);
+  case onnx::TensorProto::INT64:
+    return (double)t.int64_data(i);
+  case onnx::TensorProto::FLOAT16:
+  case onnx::TensorProto::BFLOAT16: {
+    // Stored as raw 16-bit patterns in int32_data.
+    uint16_t bits = (uint16_t)t.int32_data(i);
+    const llvm::fltSemantics &sem = t.data_type() == onnx::TensorProto::FLOAT16
+                                        ? APFloat::IEEEhalf()
+                                        : APFloat::BFloat();
+    return APFloat(sem, APInt(16, bits)).convertToDouble();
+  }
+  default:
+    return t.int32_data(i);
+  }
+}
+
+static int64_t typedCount(const onnx::TensorProto &t) {
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    return t.float_data_size();
+  case onnx::TensorProto::DOUBLE:
+    return t.double_data_size();
+  case onnx::TensorProto::INT64:
+    return t.int64_data_size();
+  default:
+    return t.int32_data_size();
+  }
+}
+
+/// Reads element `i` of little-endian raw data.
+static double rawValue(const std::string &raw, Type et, int dataType,
+                       int64_t i) {
+  const char *p = raw.data() + i * byteWidth(et);
+  auto load = [&](auto v) {
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+  };
+  switch (dataType) {
+  case onnx::TensorProto::FLOAT:
+    return load(float());
+  case onnx::TensorProto::DOUBLE:
+    return load(double());
+  case onnx::TensorProto::INT64:
+    return (double)load(int64_t());
+  case onnx::TensorProto::INT32:
+    return load(int32_t());
+  case onnx::TensorProto::INT16:
+    return load(int16_t());
+  case onnx::TensorProto::INT8:
+    return load(int8_t());
+  case onnx::TensorProto::UINT8:
+  case onnx::TensorProto::BOOL:
+    return load(uint8_t());
+  case onnx::TensorProto::FLOAT16:
+    return APFloat(APFloat::IEEEhalf(), APInt(16, load(uint16_t())))
+        .convertToDouble();
+  case onnx::TensorProto::BFLOAT16:
+    return APFloat(APFloat::BFloat(), APInt(16, load(uint16_t())))
+        .convertToDouble();
+  }
+  return 0;
+}
+
+FailureOr<HostTensor> mlir::fsdp::readTensorProto(const onnx::TensorProto &t,
+                                                  MLIRContext *ctx,
+                                                  Location loc,
+                                                  StringRef what) {
+  Type et = onnxElementType(ctx, t.data_type());
+  if (!et)
+    return emitError(loc) << what << ": unsupported data type "
+                          << t.data_type();
+  auto dims = checkedDims(
+      SmallVector<int64_t>(t.dims().begin(), t.dims().end()), loc, what);
+  if (failed(dims))
+    return failure();
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return emitError(loc) << what
+                          << ": external data is only supported for float "
+                             "parameters";
+  if (t.segment().begin() || t.segment().end())
+    return emitError(loc) << what << ": segmented tensors are not supported";
+  HostTensor h = HostTensor::zeros(et, *dims);
+  int64_t n = h.numel();
+  if (n > kMaxFoldElements)
+    return emitError(loc) << what << ": constant of " << n
+                          << " elements is too large to import";
+  if (t.has_raw_data()) {
+    if ((int64_t)t.raw_data().size() != n * byteWidth(et))
+      return emitError(loc) << what << ": raw_data holds "
+                            << t.raw_data().size() << " bytes, expected "
+                            << n * byteWidth(et) << " for "
+                            << h.type();
+    for (int64_t i = 0; i < n; ++i)
+      h.set(i, rawValue(t.raw_data(), et, t.data_type(), i));
+    return h;
+  }
+  if (typedCount(t) != n)
+    return emitError(loc) << what << ": holds " << typedCount(t)
+                          << " values, expected " << n << " for " << h.type();
+  for (int64_t i = 0; i < n; ++i)
+    h.set(i, typedValue(t, i));
+  return h;
+}
+
+//===----------------------------------------------------------------------===//
+// The importer
+//===----------------------------------------------------------------------===//
+
+namespace mlir::fsdp {
+class Importer {
+public:
+  Importer(MLIRContext *ctx, StringRef displayName, StringRef baseDir,
+           const ImportOptions &options)
+      : ctx(ctx), displayName(displayName.str()), baseDir(baseDir.str()),
+        options(options), builder(ctx),
+        fileLoc(FileLineColLoc::get(ctx, displayName, 0, 0)) {}
+
+  OwningOpRef<ModuleOp> run(StringRef bytes);
+
+  ImportedValue &value(const std::string &name) { return values[name]; }
+  Value materialize(ImportedValue &v, Location loc);
+  const OnnxGraph &graph() const { return g; }
+
+private:
+  LogicalResult checkSupported();
+  LogicalResult importInitializers();
+  LogicalResult importInputs(SmallVectorImpl<Type> &argTypes,
+                             SmallVectorImpl<std::string> &argNames);
+  LogicalResult importParameter(const onnx::TensorProto &t);
+  LogicalResult checkExternalData(const onnx::TensorProto &t, int64_t bytes,
+                                  int64_t &offset, int64_t &length,
+                                  std::string &location);
+  std::string modulePathOf(const std::string &name);
+
+  MLIRContext *ctx;
+  std::string displayName, baseDir;
+  ImportOptions options;
+  OpBuilder builder;
+  Location fileLoc;
+  OnnxGraph g;
+  OwningOpRef<ModuleOp> module;
+  llvm::StringMap<ImportedValue> values;
+};
+} // namespace mlir::fsdp
+
+Value Importer::materialize(ImportedValue &v, Location loc) {
+  if (v.value)
+    return v.value;
+  if (!v.parameter.empty())
+    v.value = GetParameterOp::create(builder, loc, v.type,
+                                     FlatSymbolRefAttr::get(ctx, v.parameter));
+  else if (v.constant)
+    v.value = ConstantOp::create(builder, loc, v.constant->toAttr());
+  return v.value;
+}
+
+LogicalResult Importer::checkSupported() {
+  const auto &table = onnxLowerings();
+  std::vector<std::string> unsupported;
+  for (int i = 0; i < g.graph->node_size(); ++i)
+    if (!table.count(g.graph->node(i).op_type()))
+      unsupported.push_back(describeNode(g.graph->node(i), i));
+  if (unsupported.empty())
+    return success();
+  return emitError(fileLoc) << unsupported.size()
+                            << " unsupported op(s): "
+                            << llvm::join(unsupported, ", ");
+}
+
+std::string Importer::modulePathOf(const std::string &name) {
+  // Parameter names from PyTorch are state_dict keys: the module path is
+  // everything before the last component.
+  if (!StringRef(name).starts_with("onnx::")) {
+    size_t dot = name.rfind('.');
+    return dot == std::string::npos ? "" : name.substr(0, dot);
+  }
+  // Otherwise take the scope of the first node reading it:
+  // "/layers.0/self_attn/q_proj/MatMul" -> "layers.0.self_attn.q_proj".
+  for (const auto &node : g.graph->node()) {
+    if (!llvm::is_contained(node.input(), name))
+      continue;
+    SmallVector<StringRef> parts;
+    StringRef(node.name()).split(parts, '/', -1, /*KeepEmpty=*/false);
+    if (parts.size() < 2)
+      return "";
+    parts.pop_back();
+    return llvm::join(parts, ".");
+  }
+  return "";
+}
+
+LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
+                                          int64_t bytes, int64_t &offset,
+                                          int64_t &length,
+                                          std::string &location) {
+  std::string what = "initializer '" + t.name() + "'";
+  offset = 0;
+  length = -1;
+  for (const auto &kv : t.external_data()) {
+    auto parse = [&](int64_t &out) -> LogicalResult {
+      if (StringRef(kv.value()).getAsInteger(10, out) || out < 0)
+        return emitError(fileLoc) << what << ": external data " << kv.key()
+                                  << " '" << kv.value()
+                                  << "' is not a non-negative integer";
+      return success();
+    };
+    if (kv.key() == "location")
+      location = kv.value();
+    else if (kv.key() == "offset" && failed(parse(offset)))
+      return failure();
+    else if (kv.key() == "length" && failed(parse(length)))
+      return failure();
+  }
+  if (location.empty())
+    return emitError(fileLoc) << what << ": external data has no location";
+  namespace path = llvm::sys::path;
+  if (path::is_absolute(location) || StringRef(location).starts_with("/") ||
+      llvm::is_contained(
+          llvm::make_range(path::begin(location), path::end(location)), ".."))
+    return emitError(fileLoc) << what << ": external data location '"
+                              << location
+                              << "' must be a relative path without '..'";
+  if (length < 0)
+    length = bytes;
+  if (length != bytes)
+    return emitError(fileLoc) << what << ": external data length " << length
+                              << " does not match the tensor's " << bytes
+                              << " bytes";
+  if (baseDir.empty())
+    return emitError(fileLoc) << what
+                              << ": external data cannot be resolved for a "
+                                 "model read from memory";
+  // No component may be a symlink: the data must live under the model's
+  // directory, not wherever a link points.
+  SmallString<256> full(baseDir);
+  for (auto it = path::begin(location), e = path::end(location); it != e;
+       ++it) {
+    path::append(full, *it);
+    llvm::sys::fs::file_status st;
+    if (llvm::sys::fs::status(full, st, /*follow=*/false))
+      return emitError(fileLoc) << what << ": external data file '" << full
+                                << "' does not exist";
+    if (st.type() == llvm::sys::fs::file_type::symlink_file)
+      return emitError(fileLoc) << what << ": external data path '" << full
+                                << "' is a symlink";
+  }
+  uint64_t size = 0;
+  if (!llvm::sys::fs::is_regular_file(full) ||
+      llvm::sys::fs::file_size(full, size))
+    return emitError(fileLoc) << what << ": external data '" << full
+                              << "' is not a regular file";
+  if ((uint64_t)offset > size || (uint64_t)length > size - offset)
+    return emitError(fileLoc) << what << ": external data [" << offset << ", "
+                              << offset + length << ") lies outside '" << full
+                              << "' (" << size << " bytes)";
+  return success();
+}
+
+LogicalResult Importer::importParameter(const onnx::TensorProto &t) {
+  std::string what = "initializer '" + t.name() + "'";
+  Type et = onnxElementType(ctx, t.data_type());
+  auto dims = checkedDims(
+      SmallVector<int64_t>(t.dims().begin(), t.dims().end()), fileLoc, what);
+  if (failed(dims))
+    return failure();
+  auto type = RankedTensorType::get(*dims, et);
+  int64_t bytes = type.getNumElements() * byteWidth(et);
+  auto param = ParameterOp::create(
+      builder, NameLoc::get(builder.getStringAttr(t.name()), fileLoc),
+      builder.getStringAttr(t.name()), TypeAttr::get(type),
+      builder.getStringAttr(modulePathOf(t.name())),
+      builder.getStringAttr("initializer"), StringAttr(), IntegerAttr(),
+      IntegerAttr());
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) {
+    int64_t offset, length;
+    std::string location;
+    if (failed(checkExternalData(t, bytes, offset, length, location)))
+      return failure();
+    param.setSource("external");
+    param.setLocation(location);
+    param.setOffset(offset);
+    param.setLength(length);
+  } else if (t.has_raw_data()) {
+    if ((int64_t)t.raw_data().size() != bytes)
+      return emitError(fileLoc) << what << ": raw_data holds "
+                                << t.raw_data().size() << " bytes, expected "
+                                << bytes << " for " << type;
+  } else if (typedCount(t) != type.getNumElements()) {
+    return emitError(fileLoc) << what << ": holds " << typedCount(t)
+                              << " values, expected " << type.getNumElements()
+                              << " for " << type;
+  }
+  ImportedValue &v = values[t.name()];
+  v.type = type;
+  v.parameter = t.name();
+  return success();
+}
+
+LogicalResult Importer::importInitializers() {
+  for (const auto &t : g.graph->initializer()) {
+    Type et = onnxElementType(ctx, t.data_type());
+    if (!et)
+      return emitError(fileLoc) << "initializer '" << t.name()
+                                << "': unsupported data type "
+                                << t.data_type();
+    if (isa<FloatType>(et)) {
+      if (failed(importParameter(t)))
+        return failure();
+      continue;
+    }
+    // Integer and boolean initializers are buffers (indices, masks): small,
+    // read now so they can take part in folding.
+    auto h = readTensorProto(t, ctx, fileLoc, "initializer '" + t.name() + "'");
+    if (failed(h))
+      return failure();
+    ImportedValue &v = values[t.name()];
+    v.type = h->type();
+    v.constant = std::move(*h);
+  }
+  return success();
+}
+
+LogicalResult Importer::importInputs(SmallVectorImpl<Type> &argTypes,
+                                     SmallVectorImpl<std::string> &argNames) {
+  for (const auto &in : g.graph->input()) {
+    if (values.count(in.name()))
+      continue; // an initializer listed as input (IR < 4 style)
+    std::string what = "graph input '" + in.name() + "'";
+    if (!in.type().has_tensor_type())
+      return emitError(fileLoc) << what << " is not a tensor";
+    const auto &tt = in.type().tensor_type();
+    Type et = onnxElementType(ctx, tt.elem_type());
+    if (!et)
+      return emitError(fileLoc) << what << ": unsupported element type "
+                                << tt.elem_type();
+    if (!tt.has_shape())
+      return emitError(fileLoc) << what << " has no shape";
+    SmallVector<int64_t> dims;
+    for (int d = 0; d < tt.shape().dim_size(); ++d) {
+      const auto &dim = tt.shape().dim(d);
+      if (d == 0 && options.batchSize) {
+        dims.push_back(*options.batchSize);
+        continue;
+      }
+      if (!dim.has_dim_value() || dim.dim_value() <= 0) {
+        std::string sym = dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
+                                              : std::string();
+        auto diag = emitError(fileLoc) << what << ": dimension " << d << sym
+                                       << " is not static";
+        if (d == 0)
+          diag << "; fix it with --batch-size";
+        return diag;
+      }
+      dims.push_back(dim.dim_value());
+    }
+    if (failed(checkedDims(dims, fileLoc, what)))
+      return failure();
+    auto type = RankedTensorType::get(dims, et);
+    argTypes.push_back(type);
+    argNames.push_back(in.name());
+    values[in.name()].type = type;
+  }
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
+  auto parsed = parseOnnxModel(bytes, fileLoc);
+  if (failed(parsed))
+    return nullptr;
+  g = std::move(*parsed);
+  if (options.batchSize && *options.batchSize <= 0) {
+    emitError(fileLoc) << "--batch-size must be positive, got "
+                       << *options.batchSize;
+    return nullptr;
+  }
+  if (failed(checkSupported()))
+    return nullptr;
+
+  module = ModuleOp::create(fileLoc);
+  builder.setInsertionPointToEnd(module->getBody());
+  if (failed(importInitializers()))
+    return nullptr;
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  if (failed(importInputs(argTypes, argNames)))
+    return nullptr;
+
+  auto func = func::FuncOp::create(builder, fileLoc, "forward",
+                                   builder.getFunctionType(argTypes, {}));
+  Block *body = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    values[name].value = body->getArgument(i);
+    func.setArgAttr(i, "fsdp.name", builder.getStringAttr(name));
+  }
+  builder.setInsertionPointToEnd(body);
+
+  const auto &table = onnxLowerings();
+  for (int idx : g.order) {
+    const onnx::NodeProto &node = g.graph->node(idx);
+    Location loc =
+        NameLoc::get(builder.getStringAttr(describeNode(node, idx)), fileLoc);
+    NodeContext nc(*this, node, idx, g.opset, builder, loc);
+    if (failed(table.lookup(node.op_type())(nc)))
+      return nullptr;
+  }
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &out : g.graph->output()) {
+    ImportedValue &v = values[out.name()];
+    const auto &tt = out.type().tensor_type();
+    Type declared = onnxElementType(ctx, tt.elem_type());
+    if (out.type().has_tensor_type() && tt.elem_type() != 0 &&
+        declared != v.type.getElementType()) {
+      emitError(fileLoc) << "graph output '" << out.name()
+                         << "' is declared with element type " << declared
+                         << " but computes " << v.type;
+      return nullptr;
+    }
+    results.push_back(materialize(v, fileLoc));
+    resultTypes.push_back(v.type);
+  }
+  func::ReturnOp::create(builder, fileLoc, results);
+  func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, out] : llvm::enumerate(g.graph->output()))
+    func.setResultAttr(i, "fsdp.name", builder.getStringAttr(out.name()));
+
+  ModuleOp m = *module;
+  m->setAttr("fsdp.source", builder.getStringAttr(displayName));
+  m->setAttr("fsdp.opset", builder.getI64IntegerAttr(g.opset));
+  if (options.batchSize)
+    m->setAttr("fsdp.batch_size",
+               builder.getI64IntegerAttr(*options.batchSize));
+  if (failed(verify(m)))
+    return nullptr;
+
+  PassManager pm(ctx);
+  if (options.fuseAttention)
+    pm.addPass(createFsdpFuseAttention());
+  if (failed(pm.run(m)))
+    return nullptr;
+  return std::move(module);
+}
+
+OwningOpRef<ModuleOp> mlir::fsdp::importOnnxBytes(MLIRContext *ctx,
+                                                  StringRef bytes,
+                                                  StringRef displayName,
+                                                  StringRef baseDir,
+                                                  const ImportOptions &options) {
+  ctx->loadDialect<FsdpDialect, func::FuncDialect>();
+  Importer importer(ctx, displayName, baseDir, options);
+  return importer.run(bytes);
+}
+
+OwningOpRef<ModuleOp> mlir::fsdp::importOnnxFile(MLIRContext *ctx,
+                                                 StringRef path,
+                                                 const ImportOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                            /*RequiresNullTerminator=*/false);
+  if (!buffer) {
+    emitError(FileLineColLoc::get(ctx, path, 0, 0))
+        << "cannot read '" << path << "': " << buffer.getError().message();
+    return nullptr;
+  }
+  SmallString<256> dir(path);
+  llvm::sys::path::remove_filename(dir);
+  if (dir.empty())
+    dir = ".";
+  return importOnnxBytes(ctx, (*buffer)->getBuffer(), path, dir, options);
+}
+
+//===----------------------------------------------------------------------===//
+// NodeContext
+//===----------------------------------------------------------------------===//
+
+InFlightDiagnostic NodeContext::error() const { return emitError(loc); }
+int NodeContext::numInputs() const { return node.input_size(); }
+int NodeContext::numOutputs() const { return node.output_size(); }
+bool NodeContext::hasInput(int i) const {
+  return i < node.input_size() && !node.input(i).empty();
+}
+ImportedValue &NodeContext::input(int i) const {
+  return importer.value(node.input(i));
+}
+const HostTensor *NodeContext::constInput(int i) const {
+  ImportedValue &v = input(i);
+  return v.constant ? &*v.constant : nullptr;
+}
+FailureOr<const HostTensor *> NodeContext::requireConst(int i,
+                                                        StringRef what) const {
+  if (!hasInput(i))
+    return error() << "missing input " << what;
+  if (const HostTensor *t = constInput(i))
+    return t;
+  return error() << "input " << what << " ('" << node.input(i)
+                 << "') must be known at import time (a constant or a "
+                    "foldable shape computation)";
+}
+bool NodeContext::allConst() const {
+  for (int i = 0; i < numInputs(); ++i)
+    if (hasInput(i) && !constInput(i))
+      return false;
+  return true;
+}
+Value NodeContext::operand(int i) const {
+  if (!hasInput(i))
+    return Value();
+  return importer.materialize(input(i), loc);
+}
+Value NodeContext::materialize(ImportedValue &v) const {
+  return importer.materialize(v, loc);
+}
+bool NodeContext::outputUsed(int i) const {
+  return i < node.output_size() && !node.output(i).empty() &&
+         importer.graph().uses.lookup(node.output(i)) > 0;
+}
+
+const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
+  for (const auto &a : node.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+int64_t NodeContext::attrInt(StringRef name, int64_t dflt) const {
+  const auto *a = attr(name);
+  return a ? a->i() : dflt;
+}
+float NodeContext::attrFloat(StringRef name, float dflt) const {
+  const auto *a = attr(name);
+  return a ? a->f() : dflt;
+}
+std::string NodeContext::attrString(StringRef name, StringRef dflt) const {
+  const auto *a = attr(name);
+  return a ? a->s() : dflt.str();
+}
+std::optional<SmallVector<int64_t>>
+NodeContext::attrInts(StringRef name) const {
+  const auto *a = attr(name);
+  if (!a)
+    return std::nullopt;
+  return SmallVector<int64_t>(a->ints().begin(), a->ints().end());
+}
+const onnx::TensorProto *NodeContext::attrTensor(StringRef name) const {
+  const auto *a = attr(name);
+  return a && a->has_t() ? &a->t() : nullptr;
+}
+
+LogicalResult NodeContext::setResult(int i, Value v) const {
+  if (i >= node.output_size() || node.output(i).empty())
+    return success();
+  ImportedValue &out = importer.value(node.output(i));
+  out.type = cast<RankedTensorType>(v.getType());
+  out.value = v;
+  return success();
+}
+LogicalResult NodeContext::setConst(int i, HostTensor t) const {
+  if (i >= node.output_size() || node.output(i).empty())
+    return success();
+  ImportedValue &out = importer.value(node.output(i));
+  out.type = t.type();
+  out.constant = std::move(t);
+  return success();
+}
+LogicalResult NodeContext::setAlias(int i, const ImportedValue &v) const {
+  if (i >= node.output_size() || node.output(i).empty())
+    return success();
+  ImportedValue copy = v;
+  importer.value(node.output(i)) = std::move(copy);
+  return success();
+}
+LogicalResult NodeContext::setUnsupported(int i, StringRef reason) const {
+  if (!outputUsed(i))
+    return success();
+  return error() << "output " << i << " ('" << node.output(i)
+                 << "') is read but " << reason;
+}
+
+//===----------------------------------------------------------------------===//
+// Diagnostics
+//===----------------------------------------------------------------------===//
+
+static void printDiagnostic(Diagnostic &diag, llvm::raw_ostream &os) {
+  Location loc = diag.getLocation();
+  std::string where, node;
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    node = name.getName().str();
+    loc = name.getChildLoc();
+  }
+  if (auto file = dyn_cast<FileLineColLoc>(loc)) {
+    where = file.getFilename().str();
+    if (file.getLine() != 0)
+      where += ":" + std::to_string(file.getLine()) + ":" +
+               std::to_string(file.getColumn());
+  }
+  const char *severity = diag.getSeverity() == DiagnosticSeverity::Error
+                             ? "error"
+                         : diag.getSeverity() == DiagnosticSeverity::Warning
+                             ? "warning"
+                         : diag.getSeverity() == DiagnosticSeverity::Note
+                             ? "note"
+                             : "remark";
+  if (!where.empty())
+    os << where << ": ";
+  os << severity << ": ";
+  if (!node.empty())
+    os << node << ": ";
+  os << diag.str() << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    printDiagnostic(note, os);
+}
+
+ImportDiagnosticHandler::ImportDiagnosticHandler(MLIRContext *ctx,
+                                                 llvm::raw_ostream &os)
+    : ScopedDiagnosticHandler(ctx, [&os](Diagnostic &diag) {
+        printDiagnostic(diag, os);
+        return success();
+      }) {}

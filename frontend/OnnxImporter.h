@@ -1,0 +1,46 @@
+//===- OnnxImporter.h - ONNX model → fsdp dialect ---------------*- C++ -*-===//
+#ifndef FSDP_FRONTEND_ONNXIMPORTER_H
+#define FSDP_FRONTEND_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <optional>
+#include <string>
+
+namespace mlir::fsdp {
+
+struct ImportOptions {
+  /// Replaces the leading dimension of every graph input, symbolic or not.
+  std::optional<int64_t> batchSize;
+  /// Recognise attention subgraphs and import them as fsdp.attention.
+  bool fuseAttention = true;
+};
+
+/// Imports the model at `path`. External data is resolved relative to the
+/// model's directory. Errors are emitted as diagnostics; returns null then.
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *ctx, StringRef path,
+                                     const ImportOptions &options);
+
+/// Imports a model held in memory (the fuzzing entry point). `displayName`
+/// names the model in diagnostics; external data is resolved relative to
+/// `baseDir`, and an empty `baseDir` makes any external data an error.
+OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext *ctx, StringRef bytes,
+                                      StringRef displayName, StringRef baseDir,
+                                      const ImportOptions &options);
+
+/// Prints import diagnostics as "model.onnx: error: node 'n' (Op): message"
+/// (the importer's locations are NameLoc(node) inside FileLineColLoc(file)).
+class ImportDiagnosticHandler : public ScopedDiagnosticHandler {
+public:
+  ImportDiagnosticHandler(MLIRContext *ctx, llvm::raw_ostream &os);
+};
+
+/// Prints what a model holds: inputs, outputs, parameters grouped by
+/// repeated block, op counts.
+void printImportSummary(ModuleOp module, llvm::raw_ostream &os);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_FRONTEND_ONNXIMPORTER_H

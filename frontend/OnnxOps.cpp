@@ -1,0 +1,953 @@
+//===- OnnxOps.cpp - One lowering per ONNX op type ------------------------===//
+//
+// Each lowering folds when every input is known at import time (and the
+// result is small), and otherwise builds fsdp ops after checking shapes with
+// the dialect's shape functions, so errors name the node. Attribute
+// defaults and input-vs-attribute forms follow the ONNX spec for opsets
+// 13-21.
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/NodeContext.h"
+#include "frontend/OnnxModel.h"
+
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+template <typename OpTy>
+Value build(NodeContext &n, Type type, ValueRange operands,
+            ArrayRef<NamedAttribute> attrs = {}) {
+  return OpTy::create(n.b, n.loc, TypeRange{type}, operands, attrs)
+      ->getResult(0);
+}
+
+NamedAttribute i64Attr(NodeContext &n, StringRef name, int64_t v) {
+  return n.b.getNamedAttr(name, n.b.getI64IntegerAttr(v));
+}
+NamedAttribute arrayAttr(NodeContext &n, StringRef name,
+                         ArrayRef<int64_t> v) {
+  return n.b.getNamedAttr(name, n.b.getDenseI64ArrayAttr(v));
+}
+NamedAttribute boolAttr(NodeContext &n, StringRef name, bool v) {
+  return n.b.getNamedAttr(name, n.b.getBoolAttr(v));
+}
+
+LogicalResult expectInputs(NodeContext &n, int min, int max) {
+  int count = n.numInputs();
+  if (count < min || count > max || !n.hasInput(0))
+    return n.error() << "expects " << min
+                     << (max > min ? " to " + std::to_string(max) : "")
+                     << " inputs, got " << count;
+  for (int i = 0; i < min; ++i)
+    if (!n.hasInput(i))
+      return n.error() << "required input " << i << " is missing";
+  return success();
+}
+
+bool isSmall(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  return count <= kMaxFoldElements;
+}
+
+FailureOr<int64_t> axisOf(NodeContext &n, int64_t axis, int64_t rank) {
+  return shape::normalizeAxis(n.loc, axis, rank);
+}
+
+/// Axes from input `i` (newer opsets) or attribute "axes" (older ones).
+FailureOr<std::optional<SmallVector<int64_t>>>
+axesOf(NodeContext &n, int inputIndex, bool fromInput) {
+  if (!fromInput)
+    return n.attrInts("axes");
+  if (!n.hasInput(inputIndex))
+    return std::optional<SmallVector<int64_t>>();
+  auto axes = n.requireConst(inputIndex, "axes");
+  if (failed(axes))
+    return failure();
+  std::vector<int64_t> v = (*axes)->toInts();
+  return std::optional<SmallVector<int64_t>>(
+      SmallVector<int64_t>(v.begin(), v.end()));
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class Kind { Arith, Compare, Logic };
+
+/// The two operand types after casting a constant side to the other's
+/// element type (ONNX allows Pow(float, int); PyTorch scalars may differ).
+LogicalResult unifyConstants(NodeContext &n, SmallVectorImpl<ImportedValue> &v) {
+  Type target;
+  for (auto &x : v)
+    if (!x.constant)
+      target = x.type.getElementType();
+  if (!target)
+    return success();
+  for (auto &x : v) {
+    if (!x.constant || x.type.getElementType() == target)
+      continue;
+    HostTensor c = x.constant->cast(target);
+    x = ImportedValue();
+    x.type = c.type();
+    x.constant = std::move(c);
+  }
+  (void)n;
+  return success();
+}
+
+/// Input `input` as a value: the table's own when `unifyConstants` left it
+/// alone (so it is materialised once), the converted constant otherwise.
+Value operandOf(NodeContext &n, SmallVectorImpl<ImportedValue> &v, int k,
+                int input) {
+  if (v[k].type == n.inputType(input))
+    return n.operand(input);
+  return n.materialize(v[k]);
+}
+
+template <typename OpTy>
+LogicalResult binary(NodeContext &n, double (*fn)(double, double),
+                     Kind kind = Kind::Arith) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  SmallVector<ImportedValue> v{n.input(0), n.input(1)};
+  if (kind == Kind::Arith && failed(unifyConstants(n, v)))
+    return failure();
+  Type resultElement =
+      kind == Kind::Compare ? (Type)n.b.getI1Type() : Type();
+  if (kind == Kind::Logic && (!v[0].type.getElementType().isInteger(1) ||
+                              !v[1].type.getElementType().isInteger(1)))
+    return n.error() << "expects boolean operands";
+  auto type = shape::binary(n.loc, v[0].type, v[1].type, resultElement);
+  if (failed(type))
+    return failure();
+  if (v[0].constant && v[1].constant && isSmall(type->getShape()))
+    return n.setConst(0, foldElementwise({&*v[0].constant, &*v[1].constant},
+                                         type->getShape(),
+                                         type->getElementType(),
+                                         [fn](ArrayRef<double> a) {
+                                           return fn(a[0], a[1]);
+                                         }));
+  return n.setResult(0, build<OpTy>(n, *type, {operandOf(n, v, 0, 0),
+                                               operandOf(n, v, 1, 1)}));
+}
+
+template <typename OpTy>
+LogicalResult unary(NodeContext &n, double (*fn)(double),
+                    bool needsFloat = true) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  if (needsFloat && !isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, foldElementwise({c}, t.getShape(),
+                                         t.getElementType(),
+                                         [fn](ArrayRef<double> a) {
+                                           return fn(a[0]);
+                                         }));
+  return n.setResult(0, build<OpTy>(n, t, {n.operand(0)}));
+}
+
+LogicalResult lowerWhere(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  SmallVector<ImportedValue> v{n.input(0), n.input(1), n.input(2)};
+  SmallVector<ImportedValue> xy{v[1], v[2]};
+  if (failed(unifyConstants(n, xy)))
+    return failure();
+  v[1] = xy[0];
+  v[2] = xy[1];
+  if (!v[0].type.getElementType().isInteger(1))
+    return n.error() << "condition must be boolean, got " << v[0].type;
+  auto type = shape::where(n.loc, v[0].type, v[1].type, v[2].type);
+  if (failed(type))
+    return failure();
+  if (v[0].constant && v[1].constant && v[2].constant &&
+      isSmall(type->getShape()))
+    return n.setConst(
+        0, foldElementwise({&*v[0].constant, &*v[1].constant, &*v[2].constant},
+                           type->getShape(), type->getElementType(),
+                           [](ArrayRef<double> a) { return a[0] ? a[1] : a[2]; }));
+  return n.setResult(0, build<WhereOp>(n, *type,
+                                       {n.operand(0), operandOf(n, v, 1, 1),
+                                        operandOf(n, v, 2, 2)}));
+}
+
+LogicalResult lowerCast(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  Type to = onnxElementType(n.ctx(), n.attrInt("to", 0));
+  if (!to)
+    return n.error() << "unsupported target type " << n.attrInt("to", 0);
+  RankedTensorType t = n.inputType(0);
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, c->cast(to));
+  if (t.getElementType() == to)
+    return n.setAlias(0, n.input(0));
+  return n.setResult(
+      0, build<CastOp>(n, RankedTensorType::get(t.getShape(), to),
+                       {n.operand(0)}));
+}
+
+//===----------------------------------------------------------------------===//
+// Shape-only and constant producers
+//===----------------------------------------------------------------------===//
+
+LogicalResult lowerConstant(NodeContext &n) {
+  if (const onnx::TensorProto *t = n.attrTensor("value")) {
+    auto h = readTensorProto(*t, n.ctx(), n.loc, "value");
+    if (failed(h))
+      return failure();
+    return n.setConst(0, std::move(*h));
+  }
+  if (const auto *a = n.attr("value_float")) {
+    HostTensor h = HostTensor::zeros(n.b.getF32Type(), {});
+    h.set(0, a->f());
+    return n.setConst(0, h);
+  }
+  if (const auto *a = n.attr("value_floats")) {
+    HostTensor h = HostTensor::zeros(n.b.getF32Type(), {a->floats_size()});
+    for (int i = 0; i < a->floats_size(); ++i)
+      h.set(i, a->floats(i));
+    return n.setConst(0, h);
+  }
+  if (const auto *a = n.attr("value_int"))
+    return n.setConst(0, HostTensor::fromInts(n.ctx(), {a->i()}, {}));
+  if (auto ints = n.attrInts("value_ints"))
+    return n.setConst(0, HostTensor::fromInts(n.ctx(), *ints,
+                                              {(int64_t)ints->size()}));
+  return n.error() << "only tensor, float and int constants are supported";
+}
+
+LogicalResult lowerShape(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  ArrayRef<int64_t> dims = n.inputType(0).getShape();
+  int64_t rank = dims.size();
+  int64_t start = n.attrInt("start", 0), end = n.attrInt("end", rank);
+  auto clampIndex = [&](int64_t i) {
+    if (i < 0)
+      i += rank;
+    return std::clamp<int64_t>(i, 0, rank);
+  };
+  start = clampIndex(start);
+  end = std::max(start, clampIndex(end));
+  SmallVector<int64_t> v(dims.begin() + start, dims.begin() + end);
+  return n.setConst(0, HostTensor::fromInts(n.ctx(), v, {(int64_t)v.size()}));
+}
+
+LogicalResult lowerSize(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  return n.setConst(
+      0, HostTensor::fromInts(n.ctx(), {n.inputType(0).getNumElements()}, {}));
+}
+
+FailureOr<SmallVector<int64_t>> shapeInput(NodeContext &n, int i,
+                                           StringRef what) {
+  auto c = n.requireConst(i, what);
+  if (failed(c))
+    return failure();
+  if ((*c)->shape.size() != 1)
+    return n.error() << what << " must be a 1-D tensor";
+  std::vector<int64_t> v = (*c)->toInts();
+  return SmallVector<int64_t>(v.begin(), v.end());
+}
+
+LogicalResult lowerConstantOfShape(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  auto dims = shapeInput(n, 0, "shape");
+  if (failed(dims) || failed(checkedDims(*dims, n.loc, "shape")))
+    return failure();
+  HostTensor fill = HostTensor::zeros(n.b.getF32Type(), {1});
+  if (const onnx::TensorProto *t = n.attrTensor("value")) {
+    auto h = readTensorProto(*t, n.ctx(), n.loc, "value");
+    if (failed(h))
+      return failure();
+    if (h->numel() != 1)
+      return n.error() << "value must hold one element";
+    fill = std::move(*h);
+  }
+  auto type = RankedTensorType::get(*dims, fill.elementType);
+  if (!isSmall(*dims)) {
+    // Too big to fold: a splat constant costs nothing to hold.
+    HostTensor one = fill.reshaped({});
+    auto splat = DenseElementsAttr::get(
+        type, one.toAttr().getSplatValue<Attribute>());
+    return n.setResult(0, ConstantOp::create(n.b, n.loc, splat));
+  }
+  return n.setConst(0, foldElementwise({&fill}, *dims, fill.elementType,
+                                       [](ArrayRef<double> a) { return a[0]; }));
+}
+
+LogicalResult lowerRange(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  auto start = n.requireConst(0, "start");
+  auto limit = n.requireConst(1, "limit");
+  auto delta = n.requireConst(2, "delta");
+  if (failed(start) || failed(limit) || failed(delta))
+    return failure();
+  double s = (*start)->asDouble(0), l = (*limit)->asDouble(0),
+         d = (*delta)->asDouble(0);
+  if (d == 0 || (*start)->numel() != 1)
+    return n.error() << "needs scalar inputs and a non-zero delta";
+  double count = std::max(std::ceil((l - s) / d), 0.0);
+  if (count > (double)kMaxFoldElements)
+    return n.error() << "range of " << count << " elements is too large";
+  HostTensor out = HostTensor::zeros((*start)->elementType, {(int64_t)count});
+  for (int64_t i = 0; i < (int64_t)count; ++i)
+    out.set(i, s + i * d);
+  return n.setConst(0, out);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// Reshape-like ops: fold constants, alias when nothing changes.
+LogicalResult reshapeTo(NodeContext &n, ArrayRef<int64_t> dims) {
+  RankedTensorType t = n.inputType(0);
+  auto type = RankedTensorType::get(dims, t.getElementType());
+  if (type.getNumElements() != t.getNumElements())
+    return n.error() << "cannot reshape " << t << " to " << type;
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, c->reshaped(dims));
+  if (type == t)
+    return n.setAlias(0, n.input(0));
+  return n.setResult(0, build<ReshapeOp>(n, type, {n.operand(0)}));
+}
+
+LogicalResult lowerReshape(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  auto target = shapeInput(n, 1, "shape");
+  if (failed(target))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  bool allowZero = n.attrInt("allowzero", 0);
+  SmallVector<int64_t> dims;
+  int inferred = -1;
+  int64_t known = 1;
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if ((int64_t)i >= t.getRank())
+        return n.error() << "shape entry " << i << " copies a dimension "
+                         << t << " does not have";
+      d = t.getDimSize(i);
+    }
+    if (d == -1) {
+      if (inferred >= 0)
+        return n.error() << "shape has more than one -1";
+      inferred = i;
+      dims.push_back(1);
+      continue;
+    }
+    if (d < 0)
+      return n.error() << "shape entry " << d << " is invalid";
+    known *= d;
+    dims.push_back(d);
+  }
+  if (inferred >= 0) {
+    if (known == 0 || t.getNumElements() % known != 0)
+      return n.error() << "cannot reshape " << t << " with -1 in the shape";
+    dims[inferred] = t.getNumElements() / known;
+  }
+  return reshapeTo(n, dims);
+}
+
+LogicalResult lowerFlatten(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  int64_t axis = n.attrInt("axis", 1);
+  if (axis < 0)
+    axis += t.getRank();
+  if (axis < 0 || axis > t.getRank())
+    return n.error() << "axis " << n.attrInt("axis", 1) << " out of range";
+  int64_t outer = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= t.getDimSize(i);
+  return reshapeTo(n, {outer, t.getNumElements() / std::max<int64_t>(outer, 1)});
+}
+
+LogicalResult lowerUnsqueeze(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 2)))
+    return failure();
+  auto axes = axesOf(n, 1, n.opset >= 13);
+  if (failed(axes))
+    return failure();
+  if (!*axes)
+    return n.error() << "needs axes";
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  int64_t rank = in.size() + (*axes)->size();
+  SmallVector<bool> isNew(rank, false);
+  for (int64_t a : **axes) {
+    auto ax = axisOf(n, a, rank);
+    if (failed(ax))
+      return failure();
+    if (isNew[*ax])
+      return n.error() << "repeats axis " << a;
+    isNew[*ax] = true;
+  }
+  SmallVector<int64_t> dims;
+  size_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    dims.push_back(isNew[i] ? 1 : in[next++]);
+  return reshapeTo(n, dims);
+}
+
+LogicalResult lowerSqueeze(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 2)))
+    return failure();
+  auto axes = axesOf(n, 1, n.opset >= 13);
+  if (failed(axes))
+    return failure();
+  ArrayRef<int64_t> in = n.inputType(0).getShape();
+  SmallVector<bool> drop(in.size(), false);
+  if (*axes) {
+    for (int64_t a : **axes) {
+      auto ax = axisOf(n, a, in.size());
+      if (failed(ax))
+        return failure();
+      if (in[*ax] != 1)
+        return n.error() << "cannot squeeze dimension " << a << " of extent "
+                         << in[*ax];
+      drop[*ax] = true;
+    }
+  } else {
+    for (size_t i = 0; i < in.size(); ++i)
+      drop[i] = in[i] == 1;
+  }
+  SmallVector<int64_t> dims;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!drop[i])
+      dims.push_back(in[i]);
+  return reshapeTo(n, dims);
+}
+
+LogicalResult lowerTranspose(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  SmallVector<int64_t> perm;
+  if (auto p = n.attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = t.getRank() - 1; i >= 0; --i)
+      perm.push_back(i);
+  auto type = shape::transpose(n.loc, t, perm);
+  if (failed(type))
+    return failure();
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, foldTranspose(*c, perm));
+  return n.setResult(
+      0, build<TransposeOp>(n, *type, {n.operand(0)}, {arrayAttr(n, "perm", perm)}));
+}
+
+LogicalResult lowerConcat(NodeContext &n) {
+  if (n.numInputs() < 1)
+    return n.error() << "needs at least one input";
+  RankedTensorType first = n.inputType(0);
+  auto axis = axisOf(n, n.attrInt("axis", 0), first.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<Type> types;
+  for (int i = 0; i < n.numInputs(); ++i)
+    types.push_back(n.inputType(i));
+  auto type = shape::concat(n.loc, types, *axis);
+  if (failed(type))
+    return failure();
+  if (n.allConst()) {
+    SmallVector<const HostTensor *> cs;
+    for (int i = 0; i < n.numInputs(); ++i)
+      cs.push_back(n.constInput(i));
+    return n.setConst(0, foldConcat(cs, *axis));
+  }
+  SmallVector<Value> operands;
+  for (int i = 0; i < n.numInputs(); ++i)
+    operands.push_back(n.operand(i));
+  return n.setResult(0, build<ConcatOp>(n, *type, operands,
+                                        {i64Attr(n, "axis", *axis)}));
+}
+
+LogicalResult lowerSplit(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 2)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  auto axis = axisOf(n, n.attrInt("axis", 0), t.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> sizes;
+  if (n.opset >= 13 && n.hasInput(1)) {
+    auto s = shapeInput(n, 1, "split");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+  } else if (auto s = n.attrInts("split"); s && n.opset < 13) {
+    sizes = *s;
+  } else {
+    int64_t parts = n.attrInt("num_outputs", n.numOutputs());
+    int64_t dim = t.getDimSize(*axis);
+    if (parts <= 0)
+      return n.error() << "cannot split into " << parts << " parts";
+    int64_t chunk = (dim + parts - 1) / parts;
+    if (n.opset < 18 && dim % parts != 0)
+      return n.error() << "extent " << dim << " does not split evenly into "
+                       << parts;
+    for (int64_t i = 0; i < parts; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  }
+  if ((int64_t)sizes.size() != n.numOutputs())
+    return n.error() << sizes.size() << " split sizes for " << n.numOutputs()
+                     << " outputs";
+  auto types = shape::split(n.loc, t, *axis, sizes);
+  if (failed(types))
+    return failure();
+  if (const HostTensor *c = n.constInput(0)) {
+    SmallVector<int64_t> starts(t.getRank(), 0), steps(t.getRank(), 1);
+    for (auto [i, ty] : llvm::enumerate(*types)) {
+      auto rt = cast<RankedTensorType>(ty);
+      if (failed(n.setConst(i, foldSlice(*c, starts, steps, rt.getShape()))))
+        return failure();
+      starts[*axis] += sizes[i];
+    }
+    return success();
+  }
+  auto op = SplitOp::create(n.b, n.loc, TypeRange(*types),
+                            ValueRange{n.operand(0)},
+                            {i64Attr(n, "axis", *axis),
+                             arrayAttr(n, "sizes", sizes)});
+  for (auto [i, r] : llvm::enumerate(op->getResults()))
+    if (failed(n.setResult(i, r)))
+      return failure();
+  return success();
+}
+
+LogicalResult lowerSlice(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 5)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  int64_t rank = t.getRank();
+  auto starts = shapeInput(n, 1, "starts");
+  auto ends = shapeInput(n, 2, "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (n.hasInput(3)) {
+    auto a = shapeInput(n, 3, "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i)
+      axes.push_back(i);
+  }
+  if (n.hasInput(4)) {
+    auto s = shapeInput(n, 4, "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return n.error() << "starts, ends, axes and steps differ in length";
+  SmallVector<int64_t> lo(rank, 0), step(rank, 1), count(t.getShape());
+  SmallVector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto ax = axisOf(n, axes[i], rank);
+    if (failed(ax))
+      return failure();
+    if (seen[*ax])
+      return n.error() << "repeats axis " << axes[i];
+    seen[*ax] = true;
+    int64_t dim = t.getDimSize(*ax), s = (*starts)[i], e = (*ends)[i],
+            st = steps[i];
+    if (st == 0)
+      return n.error() << "step 0 on axis " << axes[i];
+    if (s < 0)
+      s = s < -dim ? 0 : s + dim;
+    if (e < 0)
+      e = e < -dim ? -1 : e + dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+      count[*ax] = e > s ? (e - s + st - 1) / st : 0;
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+      count[*ax] = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+    }
+    lo[*ax] = s;
+    step[*ax] = st;
+  }
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, foldSlice(*c, lo, step, count));
+  SmallVector<int64_t> limits(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (step[d] < 0)
+      return n.error() << "negative steps are only supported on constants";
+    limits[d] = lo[d] + (count[d] == 0 ? 0 : (count[d] - 1) * step[d] + 1);
+  }
+  auto type = shape::slice(n.loc, t, lo, limits, step);
+  if (failed(type))
+    return failure();
+  return n.setResult(0, build<SliceOp>(n, *type, {n.operand(0)},
+                                       {arrayAttr(n, "starts", lo),
+                                        arrayAttr(n, "limits", limits),
+                                        arrayAttr(n, "strides", step)}));
+}
+
+LogicalResult lowerExpand(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  auto target = shapeInput(n, 1, "shape");
+  if (failed(target))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  auto dims = shape::broadcastShapes(n.loc, t.getShape(), *target);
+  if (failed(dims))
+    return failure();
+  auto type = RankedTensorType::get(*dims, t.getElementType());
+  if (const HostTensor *c = n.constInput(0); c && isSmall(*dims))
+    return n.setConst(0, foldElementwise({c}, *dims, t.getElementType(),
+                                         [](ArrayRef<double> a) { return a[0]; }));
+  if (type == t)
+    return n.setAlias(0, n.input(0));
+  return n.setResult(0, build<BroadcastOp>(n, type, {n.operand(0)}));
+}
+
+LogicalResult lowerGather(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  RankedTensorType data = n.inputType(0), indices = n.inputType(1);
+  auto axis = axisOf(n, n.attrInt("axis", 0), data.getRank());
+  if (failed(axis))
+    return failure();
+  auto type = shape::gather(n.loc, data, indices, *axis);
+  if (failed(type))
+    return failure();
+  if (const HostTensor *idx = n.constInput(1)) {
+    int64_t dim = data.getDimSize(*axis);
+    for (int64_t i = 0; i < idx->numel(); ++i)
+      if (idx->asInt(i) < -dim || idx->asInt(i) >= dim)
+        return n.error() << "index " << idx->asInt(i)
+                         << " is out of range for extent " << dim;
+    if (const HostTensor *c = n.constInput(0); c && isSmall(type->getShape()))
+      return n.setConst(0, foldGather(*c, *idx, *axis));
+  }
+  return n.setResult(0, build<GatherOp>(n, *type, {n.operand(0), n.operand(1)},
+                                        {i64Attr(n, "axis", *axis)}));
+}
+
+LogicalResult lowerTrilu(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 2)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  if (t.getRank() < 2)
+    return n.error() << "needs rank >= 2, got " << t;
+  int64_t k = 0;
+  if (n.hasInput(1)) {
+    auto kc = n.requireConst(1, "k");
+    if (failed(kc))
+      return failure();
+    k = (*kc)->asInt(0);
+  }
+  bool upper = n.attrInt("upper", 1);
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, foldTrilu(*c, k, upper));
+  return n.setResult(0, build<TriluOp>(n, t, {n.operand(0)},
+                                       {i64Attr(n, "k", k),
+                                        boolAttr(n, "upper", upper)}));
+}
+
+LogicalResult lowerIdentity(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  return n.setAlias(0, n.input(0));
+}
+
+LogicalResult lowerDropout(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 3)))
+    return failure();
+  if (n.hasInput(2)) {
+    auto training = n.requireConst(2, "training_mode");
+    if (failed(training))
+      return failure();
+    if ((*training)->asInt(0))
+      return n.error() << "training-mode dropout is not supported";
+  }
+  if (failed(n.setUnsupported(1, "dropout masks are not imported")))
+    return failure();
+  return n.setAlias(0, n.input(0));
+}
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy>
+LogicalResult softmaxLike(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  auto axis = axisOf(n, n.attrInt("axis", -1), t.getRank());
+  if (failed(axis))
+    return failure();
+  return n.setResult(
+      0, build<OpTy>(n, t, {n.operand(0)}, {i64Attr(n, "axis", *axis)}));
+}
+
+LogicalResult lowerMatMul(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  RankedTensorType a = n.inputType(0), b = n.inputType(1);
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return n.error() << "1-D MatMul operands are not supported (" << a
+                     << ", " << b << ")";
+  auto type = shape::matmul(n.loc, a, b, false, false);
+  if (failed(type))
+    return failure();
+  return n.setResult(0, build<MatmulOp>(n, *type, {n.operand(0), n.operand(1)}));
+}
+
+LogicalResult lowerGemm(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  bool ta = n.attrInt("transA", 0), tb = n.attrInt("transB", 0);
+  RankedTensorType c = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::gemm(n.loc, n.inputType(0), n.inputType(1), c, ta, tb);
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (c)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0, build<GemmOp>(n, *type, operands,
+                       {n.b.getNamedAttr("alpha", n.b.getF32FloatAttr(
+                                                      n.attrFloat("alpha", 1))),
+                        n.b.getNamedAttr("beta", n.b.getF32FloatAttr(
+                                                     n.attrFloat("beta", 1))),
+                        boolAttr(n, "trans_a", ta), boolAttr(n, "trans_b", tb)}));
+}
+
+template <typename OpTy>
+LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset) {
+  if (failed(expectInputs(n, 1, 2)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  auto axesOrNone = axesOf(n, 1, n.opset >= axesInputOpset);
+  if (failed(axesOrNone))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (*axesOrNone && !(*axesOrNone)->empty()) {
+    for (int64_t a : **axesOrNone) {
+      auto ax = axisOf(n, a, t.getRank());
+      if (failed(ax))
+        return failure();
+      if (llvm::is_contained(axes, *ax))
+        return n.error() << "repeats axis " << a;
+      axes.push_back(*ax);
+    }
+    llvm::sort(axes);
+  } else if (n.attrInt("noop_with_empty_axes", 0)) {
+    return n.setAlias(0, n.input(0));
+  } else {
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      axes.push_back(i);
+  }
+  bool keepdims = n.attrInt("keepdims", 1);
+  auto type = shape::reduce(n.loc, t, axes, keepdims);
+  if (failed(type))
+    return failure();
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, foldReduce(*c, axes, keepdims, kind));
+  return n.setResult(0, build<OpTy>(n, *type, {n.operand(0)},
+                                    {arrayAttr(n, "axes", axes),
+                                     boolAttr(n, "keepdims", keepdims)}));
+}
+
+LogicalResult lowerLayerNorm(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  if (failed(n.setUnsupported(1, "LayerNormalization's mean is not imported")) ||
+      failed(n.setUnsupported(2, "LayerNormalization's inverse standard "
+                                 "deviation is not imported")))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  auto axis = axisOf(n, n.attrInt("axis", -1), x.getRank());
+  if (failed(axis))
+    return failure();
+  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  if (failed(shape::checkLayerNorm(n.loc, x, n.inputType(1), bias, *axis)))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (bias)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0, build<LayerNormOp>(
+             n, x, operands,
+             {i64Attr(n, "axis", *axis),
+              n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(
+                                              n.attrFloat("epsilon", 1e-5f)))}));
+}
+
+template <typename OpTy>
+LogicalResult classificationLoss(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  if (failed(n.setUnsupported(1, "log_prob outputs are not imported")))
+    return failure();
+  std::string reduction = n.attrString("reduction", "mean");
+  RankedTensorType weight = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::classificationLoss(n.loc, n.inputType(0), n.inputType(1),
+                                        weight, reduction);
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (weight)
+    operands.push_back(n.operand(2));
+  SmallVector<NamedAttribute> attrs{
+      n.b.getNamedAttr("reduction", n.b.getStringAttr(reduction))};
+  if (n.attr("ignore_index"))
+    attrs.push_back(i64Attr(n, "ignore_index", n.attrInt("ignore_index", 0)));
+  return n.setResult(0, build<OpTy>(n, *type, operands, attrs));
+}
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+} // namespace
+
+const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
+  static const llvm::StringMap<LowerFn> table = {
+      {"Add", [](NodeContext &n) {
+         return binary<AddOp>(n, [](double a, double b) { return a + b; });
+       }},
+      {"Sub", [](NodeContext &n) {
+         return binary<SubOp>(n, [](double a, double b) { return a - b; });
+       }},
+      {"Mul", [](NodeContext &n) {
+         return binary<MulOp>(n, [](double a, double b) { return a * b; });
+       }},
+      {"Div", [](NodeContext &n) {
+         return binary<DivOp>(n, [](double a, double b) {
+           // Integer division truncates, as ONNX does for integer types.
+           return a / b;
+         });
+       }},
+      {"Pow", [](NodeContext &n) {
+         return binary<PowOp>(n, [](double a, double b) { return std::pow(a, b); });
+       }},
+      {"Max", [](NodeContext &n) {
+         return binary<MaxOp>(n, [](double a, double b) { return std::max(a, b); });
+       }},
+      {"Min", [](NodeContext &n) {
+         return binary<MinOp>(n, [](double a, double b) { return std::min(a, b); });
+       }},
+      {"Equal", [](NodeContext &n) {
+         return binary<EqualOp>(
+             n, [](double a, double b) { return double(a == b); }, Kind::Compare);
+       }},
+      {"Less", [](NodeContext &n) {
+         return binary<LessOp>(
+             n, [](double a, double b) { return double(a < b); }, Kind::Compare);
+       }},
+      {"Greater", [](NodeContext &n) {
+         return binary<GreaterOp>(
+             n, [](double a, double b) { return double(a > b); }, Kind::Compare);
+       }},
+      {"And", [](NodeContext &n) {
+         return binary<AndOp>(
+             n, [](double a, double b) { return double(a && b); }, Kind::Logic);
+       }},
+      {"Or", [](NodeContext &n) {
+         return binary<OrOp>(
+             n, [](double a, double b) { return double(a || b); }, Kind::Logic);
+       }},
+      {"Neg", [](NodeContext &n) {
+         return unary<NegOp>(n, [](double a) { return -a; }, false);
+       }},
+      {"Abs", [](NodeContext &n) {
+         return unary<AbsOp>(n, [](double a) { return std::fabs(a); }, false);
+       }},
+      {"Not", [](NodeContext &n) {
+         if (!n.inputType(0).getElementType().isInteger(1))
+           return LogicalResult(n.error() << "expects a boolean tensor");
+         return unary<NotOp>(n, [](double a) { return double(!a); }, false);
+       }},
+      {"Exp", [](NodeContext &n) {
+         return unary<ExpOp>(n, [](double a) { return std::exp(a); });
+       }},
+      {"Log", [](NodeContext &n) {
+         return unary<LogOp>(n, [](double a) { return std::log(a); });
+       }},
+      {"Sqrt", [](NodeContext &n) {
+         return unary<SqrtOp>(n, [](double a) { return std::sqrt(a); });
+       }},
+      {"Reciprocal", [](NodeContext &n) {
+         return unary<ReciprocalOp>(n, [](double a) { return 1.0 / a; });
+       }},
+      {"Tanh", [](NodeContext &n) {
+         return unary<TanhOp>(n, [](double a) { return std::tanh(a); });
+       }},
+      {"Erf", [](NodeContext &n) {
+         return unary<ErfOp>(n, [](double a) { return std::erf(a); });
+       }},
+      {"Relu", [](NodeContext &n) {
+         return unary<ReluOp>(n, [](double a) { return std::max(a, 0.0); });
+       }},
+      {"Sigmoid", [](NodeContext &n) { return unary<SigmoidOp>(n, sigmoid); }},
+      {"Where", lowerWhere},
+      {"Cast", lowerCast},
+      {"Constant", lowerConstant},
+      {"Shape", lowerShape},
+      {"Size", lowerSize},
+      {"ConstantOfShape", lowerConstantOfShape},
+      {"Range", lowerRange},
+      {"Reshape", lowerReshape},
+      {"Flatten", lowerFlatten},
+      {"Unsqueeze", lowerUnsqueeze},
+      {"Squeeze", lowerSqueeze},
+      {"Transpose", lowerTranspose},
+      {"Concat", lowerConcat},
+      {"Split", lowerSplit},
+      {"Slice", lowerSlice},
+      {"Expand", lowerExpand},
+      {"Gather", lowerGather},
+      {"Trilu", lowerTrilu},
+      {"Identity", lowerIdentity},
+      {"Dropout", lowerDropout},
+      {"Softmax", softmaxLike<SoftmaxOp>},
+      {"LogSoftmax", softmaxLike<LogSoftmaxOp>},
+      {"MatMul", lowerMatMul},
+      {"Gemm", lowerGemm},
+      {"ReduceSum", [](NodeContext &n) {
+         return reduction<ReduceSumOp>(n, 0, 13);
+       }},
+      {"ReduceMean", [](NodeContext &n) {
+         return reduction<ReduceMeanOp>(n, 1, 18);
+       }},
+      {"ReduceMax", [](NodeContext &n) {
+         return reduction<ReduceMaxOp>(n, 2, 18);
+       }},
+      {"LayerNormalization", lowerLayerNorm},
+      {"SoftmaxCrossEntropyLoss", classificationLoss<CrossEntropyOp>},
+      {"NegativeLogLikelihoodLoss", classificationLoss<NllLossOp>},
+  };
+  return table;
+}

@@ -1,0 +1,219 @@
+//===- FuseAttention.cpp - Recognise scaled dot-product attention ---------===//
+//
+// Before:
+//   %kt = fsdp.transpose %k {perm = array<i64: 0, 1, 3, 2>}
+//   %s  = fsdp.matmul %q, %kt
+//   %ss = fsdp.mul %s, %c            // or fsdp.div %s, %c; %c a scalar
+//   %m  = fsdp.where %keep, %ss, %neg_inf   // or fsdp.add %ss, %bias
+//   %p  = fsdp.softmax %m {axis = 3}
+//   %o  = fsdp.matmul %p, %v
+// After:
+//   %o  = fsdp.attention %q, %k, %v {causal = true, scale = ...}
+// A constant lower-triangular mask becomes `causal`; any other mask stays an
+// operand. Intermediate values with other users block the match, so the
+// unfused form is kept whenever fusing would change what else is computed.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+#include <cmath>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPFUSEATTENTION
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// The value of a scalar (one-element) float constant.
+std::optional<double> scalarConstant(Value v) {
+  DenseElementsAttr attr;
+  if (!matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1 ||
+      !isa<FloatType>(attr.getElementType()))
+    return std::nullopt;
+  return (*attr.getValues<APFloat>().begin()).convertToDouble();
+}
+
+/// A fill value that makes softmax weights exactly zero in float32.
+bool isMaskFill(Value v) {
+  auto c = scalarConstant(v);
+  return c && *c <= -1e4;
+}
+
+bool oneUse(Value v) { return v.hasOneUse(); }
+
+/// Peels an optional scalar scale off `s`; returns the q·kᵀ matmul.
+MatmulOp peelScale(Value s, double &scale) {
+  scale = 1.0;
+  if (auto mul = s.getDefiningOp<MulOp>(); mul && oneUse(s)) {
+    for (int side : {0, 1})
+      if (auto c = scalarConstant(mul->getOperand(1 - side))) {
+        scale = *c;
+        s = mul->getOperand(side);
+        break;
+      }
+  } else if (auto div = s.getDefiningOp<DivOp>(); div && oneUse(s)) {
+    if (auto c = scalarConstant(div.getRhs()); c && *c != 0) {
+      scale = 1.0 / *c;
+      s = div.getLhs();
+    }
+  }
+  auto qk = s.getDefiningOp<MatmulOp>();
+  if (!qk || !oneUse(s) || qk.getTransposeLhs())
+    return MatmulOp();
+  return qk;
+}
+
+/// Whether a constant mask over the last two dims [Tq, Tk] (leading dims of
+/// extent 1) keeps exactly key positions j <= i + (Tk - Tq).
+bool isCausalMask(Value mask, bool additive) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)))
+    return false;
+  auto type = cast<RankedTensorType>(attr.getType());
+  if (type.getRank() < 2)
+    return false;
+  for (int64_t d : type.getShape().drop_back(2))
+    if (d != 1)
+      return false;
+  int64_t rows = type.getDimSize(type.getRank() - 2), cols = type.getShape().back();
+  int64_t offset = cols - rows;
+  auto keepAt = [&](int64_t idx) -> std::optional<bool> {
+    if (!additive)
+      return attr.getValues<bool>()[idx];
+    double v = attr.getValues<APFloat>()[idx].convertToDouble();
+    if (v == 0)
+      return true;
+    if (v <= -1e4)
+      return false;
+    return std::nullopt;
+  };
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) {
+      std::optional<bool> keep = keepAt(i * cols + j);
+      if (!keep || *keep != (j <= i + offset))
+        return false;
+    }
+  return true;
+}
+
+struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(MatmulOp pv,
+                                PatternRewriter &rewriter) const override {
+    if (pv.getTransposeLhs() || pv.getTransposeRhs())
+      return failure();
+    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    if (!softmax || !oneUse(softmax) ||
+        (int64_t)softmax.getAxis() != softmax.getType().getRank() - 1)
+      return failure();
+
+    Value scores = softmax.getX(), mask;
+    bool additive = false, invert = false;
+    double scale = 1.0;
+    MatmulOp qk;
+    if (auto add = scores.getDefiningOp<AddOp>(); add && oneUse(scores)) {
+      for (int side : {0, 1})
+        if ((qk = peelScale(add->getOperand(side), scale))) {
+          mask = add->getOperand(1 - side);
+          additive = true;
+          break;
+        }
+    } else if (auto where = scores.getDefiningOp<WhereOp>();
+               where && oneUse(scores)) {
+      if (isMaskFill(where.getY()) && (qk = peelScale(where.getX(), scale)))
+        mask = where.getCond();
+      else if (isMaskFill(where.getX()) &&
+               (qk = peelScale(where.getY(), scale))) {
+        mask = where.getCond();
+        invert = true;
+      }
+    } else {
+      qk = peelScale(scores, scale);
+    }
+    if (!qk)
+      return rewriter.notifyMatchFailure(pv, "no q·kᵀ → softmax → ·v chain");
+
+    Value q = qk.getLhs(), k = qk.getRhs(), v = pv.getRhs();
+    auto kType = cast<RankedTensorType>(k.getType());
+    int64_t rank = kType.getRank();
+    SmallVector<int64_t> swap;
+    for (int64_t i = 0; i < rank; ++i)
+      swap.push_back(i);
+    std::swap(swap[rank - 1], swap[rank - 2]);
+    bool transposeK = false;
+    if (!qk.getTransposeRhs()) {
+      auto t = k.getDefiningOp<TransposeOp>();
+      if (t && t.getPerm() == ArrayRef<int64_t>(swap)) {
+        k = t.getX();
+        kType = cast<RankedTensorType>(k.getType());
+      } else {
+        auto kt = shape::transpose(std::nullopt, kType, swap);
+        if (failed(kt))
+          return failure();
+        kType = *kt;
+        transposeK = true;
+      }
+    }
+
+    // Check everything before creating anything: a pattern that fails must
+    // leave the IR untouched.
+    auto mType = mask ? cast<RankedTensorType>(mask.getType())
+                      : RankedTensorType();
+    auto type =
+        shape::attention(std::nullopt, cast<RankedTensorType>(q.getType()),
+                         kType, cast<RankedTensorType>(v.getType()), mType);
+    if (failed(type) || *type != pv.getType())
+      return rewriter.notifyMatchFailure(pv, "shapes are not attention's");
+
+    if (transposeK)
+      k = TransposeOp::create(rewriter, qk.getLoc(), kType, k, swap);
+    if (mask && invert) {
+      // where(cond, fill, scores) keeps positions where cond is false.
+      DenseElementsAttr attr;
+      if (matchPattern(mask, m_Constant(&attr)))
+        mask = ConstantOp::create(
+            rewriter, pv.getLoc(),
+            attr.mapValues(attr.getElementType(),
+                           [](const APInt &b) { return ~b; }));
+      else
+        mask = NotOp::create(rewriter, pv.getLoc(), mask);
+    }
+    bool causal = mask && isCausalMask(mask, additive);
+    if (causal)
+      mask = Value();
+    SmallVector<Value> operands{q, k, v};
+    if (mask)
+      operands.push_back(mask);
+    auto attention = AttentionOp::create(
+        rewriter, pv.getLoc(), TypeRange{*type}, operands,
+        {rewriter.getNamedAttr("causal", rewriter.getBoolAttr(causal)),
+         rewriter.getNamedAttr("scale", rewriter.getF32FloatAttr(scale))});
+    rewriter.replaceOp(pv, attention->getResults());
+    return success();
+  }
+};
+
+struct FsdpFuseAttention
+    : fsdp::impl::FsdpFuseAttentionBase<FsdpFuseAttention> {
+  using Base::Base;
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    patterns.add<FuseAttentionPattern>(&getContext());
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      signalPassFailure();
+  }
+};
+
+} // namespace
