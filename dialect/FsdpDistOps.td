@@ -70,7 +70,7 @@ def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
 class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Fsdp_Op<mnemonic, traits> {
   let results = (outs Fsdp_FutureType:$future);
-  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($future)";
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` qualified(type($future))";
   let hasVerifier = 1;
 }
 
@@ -137,7 +137,7 @@ def Fsdp_WaitOp : Fsdp_Op<"wait", [InferTypeOpAdaptor]> {
   }];
   let arguments = (ins Fsdp_FutureType:$future);
   let results = (outs AnyStaticShapeTensor:$result);
-  let assemblyFormat = "$future attr-dict `:` type($future)";
+  let assemblyFormat = "$future attr-dict `:` qualified(type($future))";
 }
 
 def Fsdp_FreeOp : Fsdp_Op<"free"> {

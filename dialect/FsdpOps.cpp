@@ -326,9 +326,10 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     if (!mine.insert(ref).second)
       return emitOpError("lists '") << ref.getValue() << "' twice";
   }
+  // Report the conflict on the later unit: the earlier one is fine alone.
   for (auto other : (*this)->getParentOp()->getRegion(0).getOps<UnitOp>()) {
     if (other == *this)
-      continue;
+      break;
     for (Attribute a : other.getParams())
       if (mine.contains(a))
         return emitOpError("parameter '")
@@ -413,8 +414,11 @@ LogicalResult FreeOp::verify() {
   for (Operation *user : value.getUsers()) {
     if (user == getOperation())
       continue;
-    if (isa<FreeOp>(user))
-      return emitOpError("value is freed more than once");
+    if (isa<FreeOp>(user)) {
+      if (user->getBlock() == block && user->isBeforeInBlock(getOperation()))
+        return emitOpError("value is freed more than once");
+      continue;
+    }
     Operation *inBlock = block->findAncestorOpInBlock(*user);
     if (inBlock && getOperation()->isBeforeInBlock(inBlock))
       return emitOpError("value is used after it is freed")

@@ -225,15 +225,21 @@ private:
   OnnxGraph g;
   OwningOpRef<ModuleOp> module;
   llvm::StringMap<ImportedValue> values;
+  llvm::StringMap<Value> parameterReads;
 };
 } // namespace mlir::fsdp
 
 Value Importer::materialize(ImportedValue &v, Location loc) {
   if (v.value)
     return v.value;
-  if (!v.parameter.empty())
-    v.value = GetParameterOp::create(builder, loc, v.type,
-                                     FlatSymbolRefAttr::get(ctx, v.parameter));
+  if (!v.parameter.empty()) {
+    // One read per parameter, shared by aliases (Identity, tied weights).
+    Value &read = parameterReads[v.parameter];
+    if (!read)
+      read = GetParameterOp::create(builder, loc, v.type,
+                                    FlatSymbolRefAttr::get(ctx, v.parameter));
+    v.value = read;
+  }
   else if (v.constant)
     v.value = ConstantOp::create(builder, loc, v.constant->toAttr());
   return v.value;

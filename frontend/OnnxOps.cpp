@@ -831,6 +831,20 @@ LogicalResult classificationLoss(NodeContext &n) {
 
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
+/// Ops with no fsdp counterpart that still appear in shape/constant
+/// subgraphs (RoPE tables built from positions): folded, else an error.
+LogicalResult foldOnly(NodeContext &n, double (*fn)(double)) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  const HostTensor *c = n.constInput(0);
+  if (!c)
+    return n.error() << "is only supported on values known at import time";
+  return n.setConst(0, foldElementwise({c}, c->shape, c->elementType,
+                                       [fn](ArrayRef<double> a) {
+                                         return fn(a[0]);
+                                       }));
+}
+
 } // namespace
 
 const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
@@ -912,6 +926,12 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
          return unary<ReluOp>(n, [](double a) { return std::max(a, 0.0); });
        }},
       {"Sigmoid", [](NodeContext &n) { return unary<SigmoidOp>(n, sigmoid); }},
+      {"Cos", [](NodeContext &n) {
+         return foldOnly(n, [](double a) { return std::cos(a); });
+       }},
+      {"Sin", [](NodeContext &n) {
+         return foldOnly(n, [](double a) { return std::sin(a); });
+       }},
       {"Where", lowerWhere},
       {"Cast", lowerCast},
       {"Constant", lowerConstant},

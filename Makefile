@@ -1,0 +1,42 @@
+# make demo  — install dependencies, build, import the example GPT-2
+# make test  — install dependencies, build, run every test (ctest)
+BUILD ?= build
+CMAKE_ARGS ?=
+LIT := /usr/lib/llvm-22/bin/lit
+
+.PHONY: all deps configure build test demo docs fuzz bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \
+	  -DLLVM_EXTERNAL_LIT=$(LIT) $(CMAKE_ARGS)
+
+configure: deps
+	@$(MAKE) --no-print-directory $(BUILD)/build.ninja
+
+build: configure
+	ninja -C $(BUILD)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j2
+
+demo: build
+	@bash scripts/demo.sh $(BUILD)
+
+# Op documentation generated from the ODS definitions.
+docs: build
+	ninja -C $(BUILD) mlir-doc
+	cp $(BUILD)/docs/Dialects/FsdpDialect.md docs/FsdpDialect.md
+
+fuzz: deps
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+
+bench: build
+	@bash bench/import_llama70b.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-fuzz

@@ -1,0 +1,370 @@
+#!/usr/bin/env python3
+"""Builds small PyTorch models and exports them with torch.onnx.export.
+
+Run with Debian's interpreter (/usr/bin/python3) and python3-torch 1.13:
+
+    /usr/bin/python3 examples/gen_model.py gpt2 -o gpt2.onnx --opset 17
+
+Models: gpt2 (tied or untied embeddings, LayerNorm, tanh-GELU, causal mask
+via tril/masked_fill), llama (RMSNorm, RoPE, SwiGLU, grouped-query
+attention), bert (erf-GELU, padding mask as an input, classifier head) and
+mlp (Gemm + ReLU). --loss puts a loss inside the graph. Exports use
+do_constant_folding=False, as the importer's shape folding is what is
+tested. --shapes-json prints the expected input/output shapes.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+warnings.filterwarnings("ignore")
+
+
+# --------------------------------------------------------------------------
+# GPT-2
+# --------------------------------------------------------------------------
+class GPT2Attention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        hd = C // self.heads
+        q = q.view(B, T, self.heads, hd).transpose(1, 2)
+        k = k.view(B, T, self.heads, hd).transpose(1, 2)
+        v = v.view(B, T, self.heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        mask = torch.tril(torch.ones(T, T, device=x.device)).view(1, 1, T, T)
+        att = att.masked_fill(mask == 0, float("-inf"))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class GPT2MLP(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = GPT2Attention(d, heads)
+        self.ln_2 = nn.LayerNorm(d)
+        self.mlp = GPT2MLP(d)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT2(nn.Module):
+    def __init__(self, vocab, d, layers, heads, max_t, tied=True):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(max_t, d)
+        self.h = nn.ModuleList([GPT2Block(d, heads) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        if tied:
+            self.lm_head.weight = self.wte.weight
+
+    def forward(self, input_ids, targets=None):
+        T = input_ids.size(1)
+        pos = torch.arange(0, T, dtype=torch.long, device=input_ids.device)
+        x = self.wte(input_ids) + self.wpe(pos)
+        for block in self.h:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)),
+                               targets.view(-1))
+
+
+# --------------------------------------------------------------------------
+# Llama
+# --------------------------------------------------------------------------
+class RMSNorm(nn.Module):
+    def __init__(self, d, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d))
+
+    def forward(self, x):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+class LlamaAttention(nn.Module):
+    def __init__(self, d, heads, kv_heads):
+        super().__init__()
+        self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
+        self.q_proj = nn.Linear(d, heads * self.hd, bias=False)
+        self.k_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.v_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
+        self.o_proj = nn.Linear(heads * self.hd, d, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, self.heads, self.hd).transpose(1, 2)
+        k = self.k_proj(x).view(B, T, self.kv_heads, self.hd).transpose(1, 2)
+        v = self.v_proj(x).view(B, T, self.kv_heads, self.hd).transpose(1, 2)
+        q = q * cos + rotate_half(q) * sin
+        k = k * cos + rotate_half(k) * sin
+        rep = self.heads // self.kv_heads
+        if rep > 1:
+            k = k[:, :, None, :, :].expand(B, self.kv_heads, rep, T, self.hd)
+            k = k.reshape(B, self.heads, T, self.hd)
+            v = v[:, :, None, :, :].expand(B, self.kv_heads, rep, T, self.hd)
+            v = v.reshape(B, self.heads, T, self.hd)
+        scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
+        scores = scores + mask
+        p = F.softmax(scores.float(), dim=-1).type_as(q)
+        y = torch.matmul(p, v).transpose(1, 2).contiguous().view(B, T, -1)
+        return self.o_proj(y)
+
+
+class LlamaMLP(nn.Module):
+    def __init__(self, d, ffn):
+        super().__init__()
+        self.gate_proj = nn.Linear(d, ffn, bias=False)
+        self.up_proj = nn.Linear(d, ffn, bias=False)
+        self.down_proj = nn.Linear(ffn, d, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, d, heads, kv_heads, ffn):
+        super().__init__()
+        self.input_layernorm = RMSNorm(d)
+        self.self_attn = LlamaAttention(d, heads, kv_heads)
+        self.post_attention_layernorm = RMSNorm(d)
+        self.mlp = LlamaMLP(d, ffn)
+
+    def forward(self, x, cos, sin, mask):
+        x = x + self.self_attn(self.input_layernorm(x), cos, sin, mask)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab, d, layers, heads, kv_heads, ffn):
+        super().__init__()
+        self.hd = d // heads
+        self.embed_tokens = nn.Embedding(vocab, d)
+        self.layers = nn.ModuleList(
+            [LlamaBlock(d, heads, kv_heads, ffn) for _ in range(layers)])
+        self.norm = RMSNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, input_ids, targets=None):
+        T = input_ids.shape[1]
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, self.hd, 2).float() / self.hd))
+        t = torch.arange(T).float()
+        freqs = t[:, None] * inv_freq[None, :]
+        emb = torch.cat((freqs, freqs), dim=-1)
+        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
+        mask = torch.full((T, T), float("-inf")).triu(1)
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        logits = self.lm_head(self.norm(x))
+        if targets is None:
+            return logits
+        return F.nll_loss(F.log_softmax(logits, dim=-1).view(-1, logits.size(-1)),
+                          targets.view(-1))
+
+
+# --------------------------------------------------------------------------
+# BERT-style encoder
+# --------------------------------------------------------------------------
+class BertLayer(nn.Module):
+    def __init__(self, d, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.query = nn.Linear(d, d)
+        self.key = nn.Linear(d, d)
+        self.value = nn.Linear(d, d)
+        self.attn_out = nn.Linear(d, d)
+        self.attn_norm = nn.LayerNorm(d, eps=1e-12)
+        self.intermediate = nn.Linear(d, ffn)
+        self.output = nn.Linear(ffn, d)
+        self.out_norm = nn.LayerNorm(d, eps=1e-12)
+
+    def forward(self, x, ext_mask):
+        B, T, C = x.shape
+        hd = C // self.heads
+
+        def heads(t):
+            return t.view(B, T, self.heads, hd).permute(0, 2, 1, 3)
+        q, k, v = heads(self.query(x)), heads(self.key(x)), heads(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd)
+        p = F.softmax(scores + ext_mask, dim=-1)
+        ctx = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous().view(B, T, C)
+        x = self.attn_norm(x + self.attn_out(ctx))
+        return self.out_norm(x + self.output(F.gelu(self.intermediate(x))))
+
+
+class Bert(nn.Module):
+    def __init__(self, vocab, d, layers, heads, ffn, max_t, labels=3):
+        super().__init__()
+        self.word_embeddings = nn.Embedding(vocab, d)
+        self.position_embeddings = nn.Embedding(max_t, d)
+        self.emb_norm = nn.LayerNorm(d, eps=1e-12)
+        self.encoder = nn.Module()
+        self.encoder.layer = nn.ModuleList(
+            [BertLayer(d, heads, ffn) for _ in range(layers)])
+        self.classifier = nn.Linear(d, labels)
+
+    def forward(self, input_ids, attention_mask, targets=None):
+        T = input_ids.shape[1]
+        pos = torch.arange(T)
+        x = self.emb_norm(self.word_embeddings(input_ids) +
+                          self.position_embeddings(pos))
+        ext = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+        for layer in self.encoder.layer:
+            x = layer(x, ext)
+        logits = self.classifier(x[:, 0])
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits, targets)
+
+
+# --------------------------------------------------------------------------
+# MLP
+# --------------------------------------------------------------------------
+class MLP(nn.Module):
+    def __init__(self, sizes, loss):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            [nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:])])
+        self.loss = loss
+
+    def forward(self, x, targets=None):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = F.relu(x)
+        if targets is None:
+            return x
+        if self.loss == "mse":
+            return F.mse_loss(x, targets)
+        if self.loss == "bce":
+            return F.binary_cross_entropy_with_logits(x, targets)
+        return F.nll_loss(F.log_softmax(x, dim=-1), targets)
+
+
+def build(args):
+    """The model and example inputs (names -> tensors)."""
+    torch.manual_seed(args.seed)
+    B, T, V = args.batch, args.seq, args.vocab
+    ids = torch.randint(0, V, (B, T))
+    if args.model == "gpt2":
+        model = GPT2(V, args.dim, args.layers, args.heads, T, tied=not args.untied)
+        inputs = {"input_ids": ids}
+        if args.loss:
+            inputs["targets"] = torch.randint(0, V, (B, T))
+    elif args.model == "llama":
+        model = Llama(V, args.dim, args.layers, args.heads, args.kv_heads,
+                      args.ffn or 2 * args.dim)
+        inputs = {"input_ids": ids}
+        if args.loss:
+            inputs["targets"] = torch.randint(0, V, (B, T))
+    elif args.model == "bert":
+        model = Bert(V, args.dim, args.layers, args.heads,
+                     args.ffn or 4 * args.dim, T)
+        mask = torch.ones(B, T, dtype=torch.long)
+        mask[:, T // 2:] = 0
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if args.loss:
+            inputs["targets"] = torch.randint(0, 3, (B,))
+    else:
+        loss = args.loss or None
+        out = args.dim if loss != "mse" and loss != "bce" else 4
+        model = MLP([args.dim * 2, args.dim * 4, args.dim], loss)
+        inputs = {"x": torch.randn(B, args.dim * 2)}
+        if loss == "nll":
+            inputs["targets"] = torch.randint(0, args.dim, (B,))
+        elif loss in ("mse", "bce"):
+            inputs["targets"] = torch.rand(B, args.dim)
+        del out
+    return model.eval(), inputs
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp"])
+    p.add_argument("-o", "--output", required=True)
+    p.add_argument("--opset", type=int, default=17)
+    p.add_argument("--dynamic-batch", action="store_true")
+    p.add_argument("--untied", action="store_true", help="gpt2: untie lm_head")
+    p.add_argument("--loss", nargs="?", const="default", default="",
+                   help="put the loss in the graph (mlp: mse|bce|nll)")
+    p.add_argument("--external-data", action="store_true")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--seq", type=int, default=16)
+    p.add_argument("--vocab", type=int, default=96)
+    p.add_argument("--dim", type=int, default=32)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--kv-heads", type=int, default=2)
+    p.add_argument("--ffn", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--shapes-json", action="store_true",
+                   help="print input and output shapes as JSON")
+    args = p.parse_args()
+    if args.model == "mlp" and args.loss == "default":
+        args.loss = "mse"
+
+    model, inputs = build(args)
+    names = list(inputs)
+    with torch.no_grad():
+        out = model(*inputs.values())
+    out_name = "loss" if args.loss else "logits"
+    dynamic = None
+    if args.dynamic_batch:
+        dynamic = {n: {0: "batch"} for n in names}
+        if out.dim() > 0:
+            dynamic[out_name] = {0: "batch"}
+    torch.onnx.export(model, tuple(inputs.values()), args.output,
+                      input_names=names, output_names=[out_name],
+                      dynamic_axes=dynamic, opset_version=args.opset,
+                      do_constant_folding=False)
+    if args.external_data:
+        import onnx
+        m = onnx.load(args.output)
+        data = os.path.basename(args.output) + ".data"
+        onnx.save_model(m, args.output, save_as_external_data=True,
+                        all_tensors_to_one_file=True, location=data,
+                        size_threshold=0)
+    if args.shapes_json:
+        json.dump({"inputs": {n: list(t.shape) for n, t in inputs.items()},
+                   "output": list(out.shape)}, sys.stdout)
+        print()
+
+
+if __name__ == "__main__":
+    main()

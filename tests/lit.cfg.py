@@ -1,0 +1,25 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "fsdp"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.join(os.path.dirname(__file__), "lit")
+config.test_exec_root = os.path.join(config.fsdp_obj_root, "tests")
+config.excludes = ["Inputs"]
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+# Model generators run under Debian's interpreter (python3-torch, -onnx).
+config.substitutions.append(("%python", "/usr/bin/python3"))
+config.substitutions.append(
+    ("%gen", "/usr/bin/python3 " + os.path.join(config.fsdp_src_root,
+                                                "examples", "gen_model.py")))
+config.substitutions.append(
+    ("%badmodel", "/usr/bin/python3 " + os.path.join(
+        config.fsdp_src_root, "tests", "frontend", "make_bad_model.py")))
