@@ -310,6 +310,12 @@ def build(args):
         elif loss in ("mse", "bce"):
             inputs["targets"] = torch.rand(B, args.dim)
         del out
+    # Fresh LayerNorm/RMSNorm parameters are all ones or zeros, and the
+    # exporter merges initializers with equal values in eval mode; perturb
+    # them as training would (tied weights stay one tensor).
+    with torch.no_grad():
+        for prm in model.parameters():
+            prm.add_(0.01 * torch.randn_like(prm))
     return model.eval(), inputs
 
 
