@@ -320,7 +320,8 @@ def build(args):
     return model.eval(), inputs
 
 
-def main():
+def export(argv):
+    """Exports one model as the command line says; returns its shapes."""
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp"])
@@ -342,7 +343,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--shapes-json", action="store_true",
                    help="print input and output shapes as JSON")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     if args.model == "mlp" and args.loss == "default":
         args.loss = "mse"
 
@@ -367,11 +368,13 @@ def main():
         onnx.save_model(m, args.output, save_as_external_data=True,
                         all_tensors_to_one_file=True, location=data,
                         size_threshold=0)
+    shapes = {"inputs": {n: list(t.shape) for n, t in inputs.items()},
+              "output": list(out.shape)}
     if args.shapes_json:
-        json.dump({"inputs": {n: list(t.shape) for n, t in inputs.items()},
-                   "output": list(out.shape)}, sys.stdout)
+        json.dump(shapes, sys.stdout)
         print()
+    return shapes
 
 
 if __name__ == "__main__":
-    main()
+    export(sys.argv[1:])

@@ -245,6 +245,13 @@ Value Importer::materialize(ImportedValue &v, Location loc) {
   return v.value;
 }
 
+std::vector<StringRef> mlir::fsdp::onnxSupportedOps() {
+  std::vector<StringRef> names;
+  for (const auto &entry : onnxLowerings())
+    names.push_back(entry.getKey());
+  return names;
+}
+
 LogicalResult Importer::checkSupported() {
   const auto &table = onnxLowerings();
   std::vector<std::string> unsupported;
@@ -433,7 +440,7 @@ LogicalResult Importer::importInputs(SmallVectorImpl<Type> &argTypes,
         dims.push_back(*options.batchSize);
         continue;
       }
-      if (!dim.has_dim_value() || dim.dim_value() <= 0) {
+      if (!dim.has_dim_value() || dim.dim_value() < 0) {
         std::string sym = dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
                                               : std::string();
         auto diag = emitError(fileLoc) << what << ": dimension " << d << sym

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::fsdp {
 
@@ -29,6 +30,9 @@ OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *ctx, StringRef path,
 OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext *ctx, StringRef bytes,
                                       StringRef displayName, StringRef baseDir,
                                       const ImportOptions &options);
+
+/// The ONNX op types (default domain) the importer supports.
+std::vector<StringRef> onnxSupportedOps();
 
 /// Prints import diagnostics as "model.onnx: error: node 'n' (Op): message"
 /// (the importer's locations are NameLoc(node) inside FileLineColLoc(file)).

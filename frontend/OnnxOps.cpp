@@ -141,6 +141,47 @@ LogicalResult binary(NodeContext &n, double (*fn)(double, double),
                                                operandOf(n, v, 1, 1)}));
 }
 
+/// ONNX Pow allows an exponent of another type: a float base takes an
+/// integer exponent converted to float (exact for the small integers seen).
+LogicalResult lowerPow(NodeContext &n) {
+  auto pow = [](double a, double b) { return std::pow(a, b); };
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  Type base = n.inputType(0).getElementType(),
+       exponent = n.inputType(1).getElementType();
+  if (base == exponent || n.constInput(1) || n.constInput(0))
+    return binary<PowOp>(n, pow);
+  if (!isa<FloatType>(base))
+    return n.error() << "an integer base with a " << exponent
+                     << " exponent is not supported";
+  auto type = shape::binary(n.loc, n.inputType(0),
+                            RankedTensorType::get(n.inputType(1).getShape(), base),
+                            Type());
+  if (failed(type))
+    return failure();
+  Value e = build<CastOp>(
+      n, RankedTensorType::get(n.inputType(1).getShape(), base), {n.operand(1)});
+  return n.setResult(0, build<PowOp>(n, *type, {n.operand(0), e}));
+}
+
+/// Max/Min take one or more inputs: a left fold of the binary op.
+template <typename OpTy>
+LogicalResult variadic(NodeContext &n, double (*fn)(double, double)) {
+  if (n.numInputs() < 1 || !n.hasInput(0))
+    return n.error() << "needs at least one input";
+  if (n.numInputs() <= 2)
+    return n.numInputs() == 1 ? n.setAlias(0, n.input(0)) : binary<OpTy>(n, fn);
+  Value acc = n.operand(0);
+  for (int i = 1; i < n.numInputs(); ++i) {
+    auto type = shape::binary(n.loc, cast<RankedTensorType>(acc.getType()),
+                              n.inputType(i), Type());
+    if (failed(type))
+      return failure();
+    acc = build<OpTy>(n, *type, {acc, n.operand(i)});
+  }
+  return n.setResult(0, acc);
+}
+
 template <typename OpTy>
 LogicalResult unary(NodeContext &n, double (*fn)(double),
                     bool needsFloat = true) {
@@ -864,14 +905,12 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
            return a / b;
          });
        }},
-      {"Pow", [](NodeContext &n) {
-         return binary<PowOp>(n, [](double a, double b) { return std::pow(a, b); });
-       }},
+      {"Pow", lowerPow},
       {"Max", [](NodeContext &n) {
-         return binary<MaxOp>(n, [](double a, double b) { return std::max(a, b); });
+         return variadic<MaxOp>(n, [](double a, double b) { return std::max(a, b); });
        }},
       {"Min", [](NodeContext &n) {
-         return binary<MinOp>(n, [](double a, double b) { return std::min(a, b); });
+         return variadic<MinOp>(n, [](double a, double b) { return std::min(a, b); });
        }},
       {"Equal", [](NodeContext &n) {
          return binary<EqualOp>(

@@ -37,6 +37,11 @@ static llvm::cl::opt<bool>
                            "parameters, blocks, ops) instead of the IR"),
             llvm::cl::cat(onnxCategory));
 
+static llvm::cl::opt<bool> listOnnxOps(
+    "list-onnx-ops",
+    llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
+    llvm::cl::cat(onnxCategory));
+
 static int runOnnx(DialectRegistry &registry, StringRef input,
                    StringRef output, const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
@@ -80,6 +85,15 @@ int main(int argc, char **argv) {
   auto [input, output] =
       registerAndParseCLIOptions(argc, argv, "fsdp compiler driver", registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+  if (listOnnxOps) {
+    std::vector<std::string> names;
+    for (const auto &entry : fsdp::onnxSupportedOps())
+      names.push_back(entry.str());
+    llvm::sort(names);
+    for (const std::string &name : names)
+      llvm::outs() << name << "\n";
+    return 0;
+  }
   if (StringRef(input).ends_with(".onnx"))
     return runOnnx(registry, input, output, config);
   if (batchSize.getNumOccurrences() || summary) {

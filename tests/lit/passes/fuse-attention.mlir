@@ -1,0 +1,93 @@
+// RUN: fsdp-opt %s -split-input-file -fsdp-fuse-attention | FileCheck %s
+
+// Causal keep-mask in fsdp.where, scale as a multiplication.
+// CHECK-LABEL: func.func @causal_where
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x4x3x8xf32>, %[[K:.*]]: tensor<2x4x3x8xf32>, %[[V:.*]]: tensor<2x4x3x8xf32>)
+// CHECK: %[[O:.*]] = fsdp.attention %[[Q]], %[[K]], %[[V]] {causal = true, scale = 5.000000e-01 : f32}
+// CHECK-NOT: fsdp.softmax
+// CHECK: return %[[O]]
+func.func @causal_where(%q: tensor<2x4x3x8xf32>, %k: tensor<2x4x3x8xf32>, %v: tensor<2x4x3x8xf32>) -> tensor<2x4x3x8xf32> {
+  %kt = fsdp.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x4x3x8xf32> -> tensor<2x4x8x3xf32>
+  %s = fsdp.matmul %q, %kt : tensor<2x4x3x8xf32>, tensor<2x4x8x3xf32> -> tensor<2x4x3x3xf32>
+  %c = fsdp.constant dense<0.5> : tensor<f32>
+  %ss = fsdp.mul %s, %c : tensor<2x4x3x3xf32>, tensor<f32> -> tensor<2x4x3x3xf32>
+  %keep = fsdp.constant dense<[[[[true, false, false], [true, true, false], [true, true, true]]]]> : tensor<1x1x3x3xi1>
+  %ninf = fsdp.constant dense<0xFF800000> : tensor<f32>
+  %m = fsdp.where %keep, %ss, %ninf : tensor<1x1x3x3xi1>, tensor<2x4x3x3xf32>, tensor<f32> -> tensor<2x4x3x3xf32>
+  %p = fsdp.softmax %m {axis = 3 : i64} : tensor<2x4x3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x8xf32> -> tensor<2x4x3x8xf32>
+  return %o : tensor<2x4x3x8xf32>
+}
+
+// -----
+
+// GPT-2's form: where(mask == 0, -inf, scores) keeps where the condition is
+// false; the inverted upper triangle is causal. Scale by division.
+// CHECK-LABEL: func.func @causal_inverted
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 2.500000e-01 : f32}
+func.func @causal_inverted(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
+  %c = fsdp.constant dense<4.0> : tensor<f32>
+  %ss = fsdp.div %s, %c : tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
+  %hide = fsdp.constant dense<[[false, true, true], [false, false, true], [false, false, false]]> : tensor<3x3xi1>
+  %ninf = fsdp.constant dense<-1.0e+09> : tensor<f32>
+  %m = fsdp.where %hide, %ninf, %ss : tensor<3x3xi1>, tensor<f32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %p = fsdp.softmax %m {axis = 2 : i64} : tensor<2x3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// -----
+
+// An additive mask from a graph input stays an operand; k is transposed.
+// CHECK-LABEL: func.func @padding_mask
+// CHECK-SAME: %[[MASK:[a-z0-9]+]]: tensor<2x1x1x3xf32>
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]] {scale = 1.000000e+00 : f32}
+func.func @padding_mask(%q: tensor<2x4x3x8xf32>, %kt: tensor<2x4x8x3xf32>, %v: tensor<2x4x3x8xf32>, %mask: tensor<2x1x1x3xf32>) -> tensor<2x4x3x8xf32> {
+  %s = fsdp.matmul %q, %kt : tensor<2x4x3x8xf32>, tensor<2x4x8x3xf32> -> tensor<2x4x3x3xf32>
+  %m = fsdp.add %s, %mask : tensor<2x4x3x3xf32>, tensor<2x1x1x3xf32> -> tensor<2x4x3x3xf32>
+  %p = fsdp.softmax %m {axis = 3 : i64} : tensor<2x4x3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x8xf32> -> tensor<2x4x3x8xf32>
+  return %o : tensor<2x4x3x8xf32>
+}
+
+// -----
+
+// The probabilities are used elsewhere: fusing would drop them, so no match.
+// CHECK-LABEL: func.func @probabilities_escape
+// CHECK-NOT: fsdp.attention
+// CHECK: fsdp.softmax
+func.func @probabilities_escape(%q: tensor<3x8xf32>, %k: tensor<3x8xf32>, %v: tensor<3x8xf32>) -> (tensor<3x8xf32>, tensor<3x3xf32>) {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<3x8xf32>, tensor<3x8xf32> -> tensor<3x3xf32>
+  %p = fsdp.softmax %s {axis = 1 : i64} : tensor<3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<3x3xf32>, tensor<3x8xf32> -> tensor<3x8xf32>
+  return %o, %p : tensor<3x8xf32>, tensor<3x3xf32>
+}
+
+// -----
+
+// Softmax over a non-final axis is not attention.
+// CHECK-LABEL: func.func @wrong_axis
+// CHECK-NOT: fsdp.attention
+func.func @wrong_axis(%q: tensor<3x8xf32>, %k: tensor<3x8xf32>, %v: tensor<3x8xf32>) -> tensor<3x8xf32> {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<3x8xf32>, tensor<3x8xf32> -> tensor<3x3xf32>
+  %p = fsdp.softmax %s {axis = 0 : i64} : tensor<3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<3x3xf32>, tensor<3x8xf32> -> tensor<3x8xf32>
+  return %o : tensor<3x8xf32>
+}
+
+// -----
+
+// A constant mask that is not triangular stays a mask.
+// CHECK-LABEL: func.func @constant_not_causal
+// CHECK: %[[M:.*]] = fsdp.constant dense<{{.*}}> : tensor<2x2xi1>
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[M]] {scale
+func.func @constant_not_causal(%q: tensor<2x8xf32>, %k: tensor<2x8xf32>, %v: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x8xf32>, tensor<2x8xf32> -> tensor<2x2xf32>
+  %keep = fsdp.constant dense<[[true, true], [false, true]]> : tensor<2x2xi1>
+  %ninf = fsdp.constant dense<0xFF800000> : tensor<f32>
+  %m = fsdp.where %keep, %s, %ninf : tensor<2x2xi1>, tensor<2x2xf32>, tensor<f32> -> tensor<2x2xf32>
+  %p = fsdp.softmax %m {axis = 1 : i64} : tensor<2x2xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x2xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
+  return %o : tensor<2x8xf32>
+}
