@@ -500,6 +500,15 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
     NodeContext nc(*this, node, idx, g.opset, builder, loc);
     if (failed(table.lookup(node.op_type())(nc)))
       return nullptr;
+    // Every named output a lowering did not define would be read as nothing.
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (node.output(i).empty() || values[node.output(i)].type ||
+          !g.uses.lookup(node.output(i)))
+        continue;
+      emitError(loc) << "output " << i << " ('" << node.output(i)
+                     << "') is read but this op does not produce it";
+      return nullptr;
+    }
   }
 
   SmallVector<Value> results;

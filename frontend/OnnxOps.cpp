@@ -40,6 +40,16 @@ NamedAttribute boolAttr(NodeContext &n, StringRef name, bool v) {
   return n.b.getNamedAttr(name, n.b.getBoolAttr(v));
 }
 
+/// All inputs present (no empty names), between `min` and `max` of them.
+LogicalResult allInputs(NodeContext &n, int min) {
+  if (n.numInputs() < min)
+    return n.error() << "needs at least " << min << " input(s)";
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (!n.hasInput(i))
+      return n.error() << "input " << i << " is missing";
+  return success();
+}
+
 LogicalResult expectInputs(NodeContext &n, int min, int max) {
   int count = n.numInputs();
   if (count < min || count > max || !n.hasInput(0))
@@ -167,8 +177,8 @@ LogicalResult lowerPow(NodeContext &n) {
 /// Max/Min take one or more inputs: a left fold of the binary op.
 template <typename OpTy>
 LogicalResult variadic(NodeContext &n, double (*fn)(double, double)) {
-  if (n.numInputs() < 1 || !n.hasInput(0))
-    return n.error() << "needs at least one input";
+  if (failed(allInputs(n, 1)))
+    return failure();
   if (n.numInputs() <= 2)
     return n.numInputs() == 1 ? n.setAlias(0, n.input(0)) : binary<OpTy>(n, fn);
   Value acc = n.operand(0);
@@ -400,6 +410,8 @@ LogicalResult lowerReshape(NodeContext &n) {
     known *= d;
     dims.push_back(d);
   }
+  if (failed(checkedDims(dims, n.loc, "shape")))
+    return failure();
   if (inferred >= 0) {
     if (known == 0 || t.getNumElements() % known != 0)
       return n.error() << "cannot reshape " << t << " with -1 in the shape";
@@ -498,8 +510,8 @@ LogicalResult lowerTranspose(NodeContext &n) {
 }
 
 LogicalResult lowerConcat(NodeContext &n) {
-  if (n.numInputs() < 1)
-    return n.error() << "needs at least one input";
+  if (failed(allInputs(n, 1)))
+    return failure();
   RankedTensorType first = n.inputType(0);
   auto axis = axisOf(n, n.attrInt("axis", 0), first.getRank());
   if (failed(axis))
@@ -510,7 +522,7 @@ LogicalResult lowerConcat(NodeContext &n) {
   auto type = shape::concat(n.loc, types, *axis);
   if (failed(type))
     return failure();
-  if (n.allConst()) {
+  if (n.allConst() && isSmall(type->getShape())) {
     SmallVector<const HostTensor *> cs;
     for (int i = 0; i < n.numInputs(); ++i)
       cs.push_back(n.constInput(i));
@@ -541,8 +553,9 @@ LogicalResult lowerSplit(NodeContext &n) {
   } else {
     int64_t parts = n.attrInt("num_outputs", n.numOutputs());
     int64_t dim = t.getDimSize(*axis);
-    if (parts <= 0)
-      return n.error() << "cannot split into " << parts << " parts";
+    if (parts <= 0 || parts != n.numOutputs())
+      return n.error() << "cannot split into " << parts << " parts for "
+                       << n.numOutputs() << " outputs";
     int64_t chunk = (dim + parts - 1) / parts;
     if (n.opset < 18 && dim % parts != 0)
       return n.error() << "extent " << dim << " does not split evenly into "
@@ -660,7 +673,7 @@ LogicalResult lowerExpand(NodeContext &n) {
     return failure();
   RankedTensorType t = n.inputType(0);
   auto dims = shape::broadcastShapes(n.loc, t.getShape(), *target);
-  if (failed(dims))
+  if (failed(dims) || failed(checkedDims(*dims, n.loc, "shape")))
     return failure();
   auto type = RankedTensorType::get(*dims, t.getElementType());
   if (const HostTensor *c = n.constInput(0); c && isSmall(*dims))
@@ -939,6 +952,8 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
          return unary<AbsOp>(n, [](double a) { return std::fabs(a); }, false);
        }},
       {"Not", [](NodeContext &n) {
+         if (failed(expectInputs(n, 1, 1)))
+           return failure();
          if (!n.inputType(0).getElementType().isInteger(1))
            return LogicalResult(n.error() << "expects a boolean tensor");
          return unary<NotOp>(n, [](double a) { return double(!a); }, false);
