@@ -95,6 +95,13 @@ std::vector<int64_t> HostTensor::toInts() const {
 
 DenseElementsAttr HostTensor::toAttr() const {
   RankedTensorType t = type();
+  // Direct paths for the common types: masks can hold millions of elements.
+  if (elementType.isF32()) {
+    std::vector<float> vals(floats.begin(), floats.end());
+    return DenseElementsAttr::get(t, ArrayRef<float>(vals));
+  }
+  if (elementType.isInteger(64) && !elementType.isUnsignedInteger())
+    return DenseElementsAttr::get(t, ArrayRef<int64_t>(ints));
   if (auto ft = dyn_cast<FloatType>(elementType)) {
     SmallVector<APFloat> vals;
     vals.reserve(numel());

@@ -14,6 +14,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -30,7 +31,8 @@ namespace mlir::fsdp {
 struct ImportedValue {
   RankedTensorType type;
   Value value;
-  std::optional<HostTensor> constant;
+  /// Shared: aliases (Identity, operand lists) must not copy large masks.
+  std::shared_ptr<const HostTensor> constant;
   std::string parameter;
 };
 

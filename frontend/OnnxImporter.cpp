@@ -413,7 +413,7 @@ LogicalResult Importer::importInitializers() {
       return failure();
     ImportedValue &v = values[t.name()];
     v.type = h->type();
-    v.constant = std::move(*h);
+    v.constant = std::make_shared<const HostTensor>(std::move(*h));
   }
   return success();
 }
@@ -591,7 +591,7 @@ ImportedValue &NodeContext::input(int i) const {
 }
 const HostTensor *NodeContext::constInput(int i) const {
   ImportedValue &v = input(i);
-  return v.constant ? &*v.constant : nullptr;
+  return v.constant.get();
 }
 FailureOr<const HostTensor *> NodeContext::requireConst(int i,
                                                         StringRef what) const {
@@ -665,7 +665,7 @@ LogicalResult NodeContext::setConst(int i, HostTensor t) const {
     return success();
   ImportedValue &out = importer.value(node.output(i));
   out.type = t.type();
-  out.constant = std::move(t);
+  out.constant = std::make_shared<const HostTensor>(std::move(t));
   return success();
 }
 LogicalResult NodeContext::setAlias(int i, const ImportedValue &v) const {

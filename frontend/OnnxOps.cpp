@@ -106,9 +106,9 @@ LogicalResult unifyConstants(NodeContext &n, SmallVectorImpl<ImportedValue> &v) 
   for (auto &x : v) {
     if (!x.constant || x.type.getElementType() == target)
       continue;
-    HostTensor c = x.constant->cast(target);
+    auto c = std::make_shared<const HostTensor>(x.constant->cast(target));
     x = ImportedValue();
-    x.type = c.type();
+    x.type = c->type();
     x.constant = std::move(c);
   }
   (void)n;
@@ -141,7 +141,7 @@ LogicalResult binary(NodeContext &n, double (*fn)(double, double),
   if (failed(type))
     return failure();
   if (v[0].constant && v[1].constant && isSmall(type->getShape()))
-    return n.setConst(0, foldElementwise({&*v[0].constant, &*v[1].constant},
+    return n.setConst(0, foldElementwise({v[0].constant.get(), v[1].constant.get()},
                                          type->getShape(),
                                          type->getElementType(),
                                          [fn](ArrayRef<double> a) {
@@ -226,7 +226,8 @@ LogicalResult lowerWhere(NodeContext &n) {
   if (v[0].constant && v[1].constant && v[2].constant &&
       isSmall(type->getShape()))
     return n.setConst(
-        0, foldElementwise({&*v[0].constant, &*v[1].constant, &*v[2].constant},
+        0, foldElementwise({v[0].constant.get(), v[1].constant.get(),
+                            v[2].constant.get()},
                            type->getShape(), type->getElementType(),
                            [](ArrayRef<double> a) { return a[0] ? a[1] : a[2]; }));
   return n.setResult(0, build<WhereOp>(n, *type,

@@ -76,10 +76,7 @@ MatmulOp peelScale(Value s, double &scale) {
 
 /// Whether a constant mask over the last two dims [Tq, Tk] (leading dims of
 /// extent 1) keeps exactly key positions j <= i + (Tk - Tq).
-bool isCausalMask(Value mask, bool additive) {
-  DenseElementsAttr attr;
-  if (!matchPattern(mask, m_Constant(&attr)))
-    return false;
+bool isCausalMask(DenseElementsAttr attr, bool additive) {
   auto type = cast<RankedTensorType>(attr.getType());
   if (type.getRank() < 2)
     return false;
@@ -88,27 +85,44 @@ bool isCausalMask(Value mask, bool additive) {
       return false;
   int64_t rows = type.getDimSize(type.getRank() - 2), cols = type.getShape().back();
   int64_t offset = cols - rows;
-  auto keepAt = [&](int64_t idx) -> std::optional<bool> {
-    if (!additive)
-      return attr.getValues<bool>()[idx];
-    double v = attr.getValues<APFloat>()[idx].convertToDouble();
-    if (v == 0)
-      return true;
-    if (v <= -1e4)
-      return false;
-    return std::nullopt;
-  };
+  // Decode once: masks of long sequences hold millions of elements.
+  std::vector<signed char> keep; // 1 keep, 0 hide, -1 neither
+  keep.reserve(attr.getNumElements());
+  if (!additive) {
+    for (bool b : attr.getValues<bool>())
+      keep.push_back(b);
+  } else {
+    auto classify = [](double v) -> signed char {
+      return v == 0 ? 1 : v <= -1e4 ? 0 : -1;
+    };
+    if (attr.getElementType().isF32())
+      for (float v : attr.getValues<float>())
+        keep.push_back(classify(v));
+    else
+      for (const APFloat &v : attr.getValues<APFloat>())
+        keep.push_back(classify(v.convertToDouble()));
+  }
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) {
-      std::optional<bool> keep = keepAt(i * cols + j);
-      if (!keep || *keep != (j <= i + offset))
+    for (int64_t j = 0; j < cols; ++j)
+      if (keep[i * cols + j] != (j <= i + offset ? 1 : 0))
         return false;
-    }
   return true;
 }
 
 struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
+
+  /// Every layer of a model shares one mask constant: decide it once.
+  bool isCausal(Value mask, bool additive) const {
+    DenseElementsAttr attr;
+    if (!matchPattern(mask, m_Constant(&attr)))
+      return false;
+    auto [it, inserted] = causalCache.try_emplace(attr, false);
+    if (inserted)
+      it->second = isCausalMask(attr, additive);
+    return it->second;
+  }
+  mutable llvm::DenseMap<Attribute, bool> causalCache;
 
   LogicalResult matchAndRewrite(MatmulOp pv,
                                 PatternRewriter &rewriter) const override {
@@ -190,7 +204,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
       else
         mask = NotOp::create(rewriter, pv.getLoc(), mask);
     }
-    bool causal = mask && isCausalMask(mask, additive);
+    bool causal = mask && isCausal(mask, additive);
     if (causal)
       mask = Value();
     SmallVector<Value> operands{q, k, v};

@@ -6,7 +6,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   llvm-22-dev libmlir-22-dev mlir-22-tools
-  clang-22 libfuzzer-22-dev
+  clang-22 libfuzzer-22-dev libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libopenmpi-dev openmpi-bin libopenblas-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
