@@ -71,9 +71,9 @@ class Fsdp_UnaryOp<string mnemonic, string what, Type type = Fsdp_FloatTensor,
   let summary = "Elementwise " # what;
   let description = "Elementwise " # what # [{ of a tensor.
 
-    ```mlir
-    %y = fsdp.}] # mnemonic # [{ %x : tensor<2x4xf32>
-    ```
+```mlir
+%y = fsdp.}] # mnemonic # [{ %x : tensor<2x4xf32>
+```
   }];
   let arguments = (ins type:$x);
   let results = (outs type:$result);
@@ -116,12 +116,12 @@ class Fsdp_BinaryOp<string mnemonic, string what, Type type = AnyRankedTensor>
     : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
   let summary = "Elementwise " # what # " with broadcasting";
   let description = "Elementwise " # what # [{ with ONNX (numpy)
-    multidirectional broadcasting. Operands share their element type.
+multidirectional broadcasting. Operands share their element type.
 
-    ```mlir
-    %z = fsdp.}] # mnemonic # [{ %x, %y : tensor<2x4xf32>, tensor<4xf32>
-        -> tensor<2x4xf32>
-    ```
+```mlir
+%z = fsdp.}] # mnemonic # [{ %x, %y : tensor<2x4xf32>, tensor<4xf32>
+    -> tensor<2x4xf32>
+```
   }];
   let arguments = (ins type:$lhs, type:$rhs);
   let results = (outs AnyRankedTensor:$result);
@@ -234,12 +234,12 @@ class Fsdp_ReduceOp<string mnemonic, string what>
     : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
   let summary = what # " over the given axes";
   let description = what # [{ over `axes` (sorted, unique, non-negative);
-    `keepdims` keeps the reduced axes with extent 1.
+`keepdims` keeps the reduced axes with extent 1.
 
-    ```mlir
-    %m = fsdp.}] # mnemonic # [{ %x {axes = array<i64: 1>, keepdims = true}
-        : tensor<2x4xf32> -> tensor<2x1xf32>
-    ```
+```mlir
+%m = fsdp.}] # mnemonic # [{ %x {axes = array<i64: 1>, keepdims = true}
+    : tensor<2x4xf32> -> tensor<2x1xf32>
+```
   }];
   let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$axes,
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims);
@@ -256,9 +256,9 @@ class Fsdp_SoftmaxLikeOp<string mnemonic, string what>
   let summary = what # " along one axis";
   let description = what # [{ along `axis` (non-negative).
 
-    ```mlir
-    %p = fsdp.}] # mnemonic # [{ %x {axis = 1 : i64} : tensor<2x4xf32>
-    ```
+```mlir
+%p = fsdp.}] # mnemonic # [{ %x {axis = 1 : i64} : tensor<2x4xf32>
+```
   }];
   let arguments = (ins Fsdp_FloatTensor:$x, I64Attr:$axis);
   let results = (outs Fsdp_FloatTensor:$result);
@@ -346,15 +346,15 @@ class Fsdp_LossOp<string mnemonic, string what, string extra = "">
     : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
   let summary = what;
   let description = what # [{. The input is `[N, C]` or `[N, C, d1, ...]`,
-    the integer target `[N]` or `[N, d1, ...]`; the optional `weight` is
-    `[C]`. `reduction` is `mean` (over the non-ignored targets, weighted),
-    `sum` or `none`; targets equal to `ignore_index` contribute nothing.}]
-    # extra # [{
+the integer target `[N]` or `[N, d1, ...]`; the optional `weight` is
+`[C]`. `reduction` is `mean` (over the non-ignored targets, weighted),
+`sum` or `none`; targets equal to `ignore_index` contribute nothing.}]
+# extra # [{
 
-    ```mlir
-    %l = fsdp.}] # mnemonic # [{ %x, %t {reduction = "mean"}
-        : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
-    ```
+```mlir
+%l = fsdp.}] # mnemonic # [{ %x, %t {reduction = "mean"}
+    : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
+```
   }];
   let arguments = (ins Fsdp_FloatTensor:$input, Fsdp_IndexTensor:$target,
                    Optional<Fsdp_FloatTensor>:$weight,
