@@ -54,6 +54,20 @@ def main():
     raw = None
     if k == "valid":
         pass
+    elif k == "scoped-name":
+        # Exporters name some initializers "onnx::Op_N": the module path then
+        # comes from the scope of the node that reads it.
+        m.graph.initializer[0].name = "onnx::MatMul_7"
+        m.graph.node[0].input[1] = "onnx::MatMul_7"
+        m.graph.node[0].name = "/layers.0/mlp/fc/MatMul"
+    elif k == "dropout":
+        m.graph.node[1].input[0] = "d"
+        m.graph.node.insert(1, helper.make_node("Dropout", ["h"], ["d"], name="/drop/Dropout"))
+    elif k == "dropout-training":
+        m.graph.node[1].input[0] = "d"
+        m.graph.node.insert(1, helper.make_node(
+            "Dropout", ["h", "", "train"], ["d"], name="/drop/Dropout"))
+        m.graph.initializer.append(numpy_helper.from_array(np.array(True), "train"))
     elif k == "truncated":
         raw = base().SerializeToString()
         raw = raw[: len(raw) // 2]
