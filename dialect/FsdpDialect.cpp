@@ -10,8 +10,8 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-#include "dialect/FsdpOpsDialect.cpp.inc"
 #include "dialect/FsdpInterfaces.cpp.inc"
+#include "dialect/FsdpOpsDialect.cpp.inc"
 
 #define GET_TYPEDEF_CLASSES
 #include "dialect/FsdpOpsTypes.cpp.inc"

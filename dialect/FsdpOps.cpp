@@ -64,7 +64,7 @@ LogicalResult GeluOp::verify() {
 }
 
 #define FSDP_BINARY_INFER(OP, RESULT_ELEMENT)                                  \
-  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, Loc location,          \
+  LogicalResult OP::inferReturnTypes(MLIRContext *ctx, Loc location,           \
                                      Adaptor adaptor,                          \
                                      SmallVectorImpl<Type> &out) {             \
     (void)ctx;                                                                 \
@@ -136,10 +136,10 @@ int64_t GemmOp::getFlops() {
 //===----------------------------------------------------------------------===//
 
 #define FSDP_REDUCE_INFER(OP)                                                  \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, Loc location,             \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, Loc location,              \
                                      Adaptor adaptor,                          \
                                      SmallVectorImpl<Type> &out) {             \
-    return push(shape::reduce(location, tensorOf(adaptor.getX()),             \
+    return push(shape::reduce(location, tensorOf(adaptor.getX()),              \
                               adaptor.getAxes(), adaptor.getKeepdims()),       \
                 out);                                                          \
   }
@@ -148,13 +148,11 @@ FSDP_REDUCE_INFER(ReduceMeanOp)
 FSDP_REDUCE_INFER(ReduceMaxOp)
 #undef FSDP_REDUCE_INFER
 
-template <typename OpTy>
-static LogicalResult verifyAxis(OpTy op) {
+template <typename OpTy> static LogicalResult verifyAxis(OpTy op) {
   int64_t axis = op.getAxisAttr().getInt();
   if (axis < 0 || axis >= op.getType().getRank())
     return op.emitOpError("axis ")
-           << axis << " is out of range for rank "
-           << op.getType().getRank();
+           << axis << " is out of range for rank " << op.getType().getRank();
   return success();
 }
 
@@ -167,9 +165,8 @@ LogicalResult LayerNormOp::verify() {
            << getType() << " differs from the input's " << getX().getType();
   if (getEpsilon().convertToFloat() < 0)
     return emitOpError("epsilon must be non-negative");
-  return shape::checkLayerNorm(getLoc(), tensorOf(getX()),
-                               tensorOf(getScale()), tensorOf(getBias()),
-                               getAxisAttr().getInt());
+  return shape::checkLayerNorm(getLoc(), tensorOf(getX()), tensorOf(getScale()),
+                               tensorOf(getBias()), getAxisAttr().getInt());
 }
 
 //===----------------------------------------------------------------------===//
@@ -179,10 +176,9 @@ LogicalResult LayerNormOp::verify() {
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, Loc location,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &out) {
-  return push(shape::attention(location, tensorOf(adaptor.getQ()),
-                               tensorOf(adaptor.getK()),
-                               tensorOf(adaptor.getV()),
-                               tensorOf(adaptor.getMask())),
+  return push(shape::attention(
+                  location, tensorOf(adaptor.getQ()), tensorOf(adaptor.getK()),
+                  tensorOf(adaptor.getV()), tensorOf(adaptor.getMask())),
               out);
 }
 
@@ -205,7 +201,7 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *, Loc location,
 }
 
 #define FSDP_LOSS_INFER(OP)                                                    \
-  LogicalResult OP::inferReturnTypes(MLIRContext *, Loc location,             \
+  LogicalResult OP::inferReturnTypes(MLIRContext *, Loc location,              \
                                      Adaptor adaptor,                          \
                                      SmallVectorImpl<Type> &out) {             \
     return push(shape::classificationLoss(                                     \
@@ -262,8 +258,7 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *, Loc location,
                                         Adaptor adaptor,
                                         SmallVectorImpl<Type> &out) {
   auto types = shape::split(location, tensorOf(adaptor.getX()),
-                            adaptor.getAxisAttr().getInt(),
-                            adaptor.getSizes());
+                            adaptor.getAxisAttr().getInt(), adaptor.getSizes());
   if (failed(types))
     return failure();
   llvm::append_range(out, *types);
@@ -309,8 +304,8 @@ LogicalResult ParameterOp::verify() {
   int64_t offset = getOffsetAttr().getInt(), length = getLengthAttr().getInt();
   if (offset < 0 || length != bytes)
     return emitOpError("external data length ")
-           << length << " at offset " << offset << " does not hold "
-           << type << " (" << bytes << " bytes)";
+           << length << " at offset " << offset << " does not hold " << type
+           << " (" << bytes << " bytes)";
   return success();
 }
 
@@ -321,8 +316,7 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   for (Attribute a : getParams()) {
     auto ref = cast<FlatSymbolRefAttr>(a);
     if (!symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, ref))
-      return emitOpError("'") << ref.getValue()
-                              << "' is not an fsdp.parameter";
+      return emitOpError("'") << ref.getValue() << "' is not an fsdp.parameter";
     if (!mine.insert(ref).second)
       return emitOpError("lists '") << ref.getValue() << "' twice";
   }

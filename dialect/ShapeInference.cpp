@@ -21,8 +21,8 @@ std::string str(ArrayRef<int64_t> dims) {
 FailureOr<int64_t> shape::normalizeAxis(Loc loc, int64_t axis, int64_t rank,
                                         StringRef what) {
   if (axis < -rank || axis >= rank || rank == 0)
-    return emitOptionalError(loc, what, " ", axis,
-                             " is out of range for rank ", rank);
+    return emitOptionalError(loc, what, " ", axis, " is out of range for rank ",
+                             rank);
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -45,14 +45,14 @@ FailureOr<RankedTensorType> shape::binary(Loc loc, RankedTensorType lhs,
                                           RankedTensorType rhs,
                                           Type resultElement) {
   if (lhs.getElementType() != rhs.getElementType())
-    return emitOptionalError(loc, "operand element types differ: ",
-                             lhs.getElementType(), " and ",
-                             rhs.getElementType());
+    return emitOptionalError(
+        loc, "operand element types differ: ", lhs.getElementType(), " and ",
+        rhs.getElementType());
   auto dims = broadcastShapes(loc, lhs.getShape(), rhs.getShape());
   if (failed(dims))
     return failure();
-  return RankedTensorType::get(
-      *dims, resultElement ? resultElement : lhs.getElementType());
+  return RankedTensorType::get(*dims, resultElement ? resultElement
+                                                    : lhs.getElementType());
 }
 
 FailureOr<RankedTensorType> shape::where(Loc loc, RankedTensorType cond,
@@ -75,11 +75,11 @@ FailureOr<RankedTensorType> shape::matmul(Loc loc, RankedTensorType lhs,
                                           bool transposeLhs,
                                           bool transposeRhs) {
   if (lhs.getRank() < 2 || rhs.getRank() < 2)
-    return emitOptionalError(loc, "matmul operands need rank >= 2, got ",
-                             lhs, " and ", rhs);
-  if (lhs.getElementType() != rhs.getElementType())
-    return emitOptionalError(loc, "matmul element types differ: ", lhs,
+    return emitOptionalError(loc, "matmul operands need rank >= 2, got ", lhs,
                              " and ", rhs);
+  if (lhs.getElementType() != rhs.getElementType())
+    return emitOptionalError(loc, "matmul element types differ: ", lhs, " and ",
+                             rhs);
   ArrayRef<int64_t> a = lhs.getShape(), b = rhs.getShape();
   int64_t m = a[a.size() - 2], ka = a.back();
   if (transposeLhs)
@@ -88,8 +88,8 @@ FailureOr<RankedTensorType> shape::matmul(Loc loc, RankedTensorType lhs,
   if (transposeRhs)
     std::swap(kb, n);
   if (ka != kb)
-    return emitOptionalError(loc, "matmul contraction dimensions differ: ",
-                             lhs, " and ", rhs, " (", ka, " vs ", kb, ")");
+    return emitOptionalError(loc, "matmul contraction dimensions differ: ", lhs,
+                             " and ", rhs, " (", ka, " vs ", kb, ")");
   auto batch = broadcastShapes(loc, a.drop_back(2), b.drop_back(2));
   if (failed(batch))
     return failure();
@@ -103,15 +103,14 @@ FailureOr<RankedTensorType> shape::gemm(Loc loc, RankedTensorType a,
                                         RankedTensorType b, RankedTensorType c,
                                         bool transA, bool transB) {
   if (a.getRank() != 2 || b.getRank() != 2)
-    return emitOptionalError(loc, "gemm operands must be 2-D, got ", a,
-                             " and ", b);
+    return emitOptionalError(loc, "gemm operands must be 2-D, got ", a, " and ",
+                             b);
   auto mm = matmul(loc, a, b, transA, transB);
   if (failed(mm) || !c)
     return mm;
   if (c.getElementType() != a.getElementType())
-    return emitOptionalError(loc, "gemm bias element type ",
-                             c.getElementType(), " differs from ",
-                             a.getElementType());
+    return emitOptionalError(loc, "gemm bias element type ", c.getElementType(),
+                             " differs from ", a.getElementType());
   if (failed(checkBroadcastTo(loc, c, *mm)))
     return failure();
   return mm;
@@ -161,8 +160,9 @@ FailureOr<RankedTensorType> shape::slice(Loc loc, RankedTensorType x,
   int64_t rank = x.getRank();
   if ((int64_t)starts.size() != rank || (int64_t)limits.size() != rank ||
       (int64_t)strides.size() != rank)
-    return emitOptionalError(loc, "slice needs one start, limit and stride "
-                                  "per dimension (rank ",
+    return emitOptionalError(loc,
+                             "slice needs one start, limit and stride "
+                             "per dimension (rank ",
                              rank, ")");
   SmallVector<int64_t> out;
   for (int64_t i = 0; i < rank; ++i) {
@@ -222,8 +222,8 @@ FailureOr<SmallVector<Type>> shape::split(Loc loc, RankedTensorType x,
   }
   if (total != x.getDimSize(axis))
     return emitOptionalError(loc, "split sizes ", str(sizes), " add up to ",
-                             total, ", not to the extent ",
-                             x.getDimSize(axis), " of axis ", axis);
+                             total, ", not to the extent ", x.getDimSize(axis),
+                             " of axis ", axis);
   return out;
 }
 
@@ -280,10 +280,11 @@ FailureOr<RankedTensorType> shape::attention(Loc loc, RankedTensorType q,
   return RankedTensorType::get(out, q.getElementType());
 }
 
-FailureOr<RankedTensorType>
-shape::classificationLoss(Loc loc, RankedTensorType input,
-                          RankedTensorType target, RankedTensorType weight,
-                          StringRef reduction) {
+FailureOr<RankedTensorType> shape::classificationLoss(Loc loc,
+                                                      RankedTensorType input,
+                                                      RankedTensorType target,
+                                                      RankedTensorType weight,
+                                                      StringRef reduction) {
   if (input.getRank() < 2)
     return emitOptionalError(loc, "loss input must be [N, C, ...], got ",
                              input);
@@ -296,15 +297,16 @@ shape::classificationLoss(Loc loc, RankedTensorType input,
     return emitOptionalError(loc, "loss target shape ", str(target.getShape()),
                              " does not match input ", input, " (expected ",
                              str(expected), ")");
-  if (weight && (weight.getRank() != 1 ||
-                 weight.getDimSize(0) != input.getDimSize(1)))
+  if (weight &&
+      (weight.getRank() != 1 || weight.getDimSize(0) != input.getDimSize(1)))
     return emitOptionalError(loc, "loss weight must be [", input.getDimSize(1),
                              "], got ", weight);
   if (reduction == "none")
     return RankedTensorType::get(expected, input.getElementType());
   if (reduction != "mean" && reduction != "sum")
-    return emitOptionalError(loc, "loss reduction must be mean, sum or none, "
-                                  "got '",
+    return emitOptionalError(loc,
+                             "loss reduction must be mean, sum or none, "
+                             "got '",
                              reduction, "'");
   return RankedTensorType::get({}, input.getElementType());
 }

@@ -190,8 +190,9 @@ static void forEachIndex(ArrayRef<int64_t> shape,
 }
 
 /// Copies elements: result element i comes from source offset `src(index)`.
-static HostTensor gatherBy(const HostTensor &x, ArrayRef<int64_t> resultShape,
-                           const std::function<int64_t(ArrayRef<int64_t>)> &src) {
+static HostTensor
+gatherBy(const HostTensor &x, ArrayRef<int64_t> resultShape,
+         const std::function<int64_t(ArrayRef<int64_t>)> &src) {
   HostTensor out = HostTensor::zeros(x.elementType, resultShape);
   int64_t i = 0;
   forEachIndex(resultShape, [&](ArrayRef<int64_t> idx) {
@@ -253,7 +254,8 @@ HostTensor mlir::fsdp::foldGather(const HostTensor &data,
   SmallVector<int64_t> shape(ArrayRef<int64_t>(data.shape).take_front(axis));
   llvm::append_range(shape, indices.shape);
   llvm::append_range(shape, ArrayRef<int64_t>(data.shape).drop_front(axis + 1));
-  SmallVector<int64_t> ds = stridesOf(data.shape), is = stridesOf(indices.shape);
+  SmallVector<int64_t> ds = stridesOf(data.shape),
+                       is = stridesOf(indices.shape);
   size_t ir = indices.shape.size();
   return gatherBy(data, shape, [&](ArrayRef<int64_t> idx) {
     int64_t ioff = 0;

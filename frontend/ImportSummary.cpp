@@ -52,17 +52,15 @@ void mlir::fsdp::printImportSummary(ModuleOp module, llvm::raw_ostream &os) {
   os << "parameters:\n";
   for (auto p : module.getOps<ParameterOp>()) {
     RankedTensorType t = p.getTensorType();
-    int64_t bytes =
-        t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+    int64_t bytes = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
     totalElems += t.getNumElements();
     totalBytes += bytes;
     ++count;
-    os << llvm::format("  %-48s %-24s %s%s\n", p.getSymName().str().c_str(),
-                       typeString(t).c_str(),
-                       p.getModulePath().empty()
-                           ? "(root)"
-                           : p.getModulePath().str().c_str(),
-                       p.getSource() == "external" ? "  [external]" : "");
+    os << llvm::format(
+        "  %-48s %-24s %s%s\n", p.getSymName().str().c_str(),
+        typeString(t).c_str(),
+        p.getModulePath().empty() ? "(root)" : p.getModulePath().str().c_str(),
+        p.getSource() == "external" ? "  [external]" : "");
     SmallVector<StringRef> m;
     if (block.match(p.getModulePath(), &m)) {
       std::string id = (m[1] + "." + m[2]).str();

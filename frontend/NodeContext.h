@@ -42,8 +42,8 @@ class NodeContext {
 public:
   NodeContext(Importer &importer, const onnx::NodeProto &node, int index,
               int64_t opset, OpBuilder &builder, Location loc)
-      : importer(importer), node(node), index(index), opset(opset),
-        b(builder), loc(loc) {}
+      : importer(importer), node(node), index(index), opset(opset), b(builder),
+        loc(loc) {}
 
   Importer &importer;
   const onnx::NodeProto &node;

@@ -171,10 +171,9 @@ FailureOr<HostTensor> mlir::fsdp::readTensorProto(const onnx::TensorProto &t,
                           << " elements is too large to import";
   if (t.has_raw_data()) {
     if ((int64_t)t.raw_data().size() != n * byteWidth(et))
-      return emitError(loc) << what << ": raw_data holds "
-                            << t.raw_data().size() << " bytes, expected "
-                            << n * byteWidth(et) << " for "
-                            << h.type();
+      return emitError(loc)
+             << what << ": raw_data holds " << t.raw_data().size()
+             << " bytes, expected " << n * byteWidth(et) << " for " << h.type();
     for (int64_t i = 0; i < n; ++i)
       h.set(i, rawValue(t.raw_data(), et, t.data_type(), i));
     return h;
@@ -239,8 +238,7 @@ Value Importer::materialize(ImportedValue &v, Location loc) {
       read = GetParameterOp::create(builder, loc, v.type,
                                     FlatSymbolRefAttr::get(ctx, v.parameter));
     v.value = read;
-  }
-  else if (v.constant)
+  } else if (v.constant)
     v.value = ConstantOp::create(builder, loc, v.constant->toAttr());
   return v.value;
 }
@@ -260,9 +258,9 @@ LogicalResult Importer::checkSupported() {
       unsupported.push_back(describeNode(g.graph->node(i), i));
   if (unsupported.empty())
     return success();
-  return emitError(fileLoc) << unsupported.size()
-                            << " unsupported op(s): "
-                            << llvm::join(unsupported, ", ");
+  return emitError(fileLoc)
+         << unsupported.size()
+         << " unsupported op(s): " << llvm::join(unsupported, ", ");
 }
 
 std::string Importer::modulePathOf(const std::string &name) {
@@ -297,9 +295,9 @@ LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
   for (const auto &kv : t.external_data()) {
     auto parse = [&](int64_t &out) -> LogicalResult {
       if (StringRef(kv.value()).getAsInteger(10, out) || out < 0)
-        return emitError(fileLoc) << what << ": external data " << kv.key()
-                                  << " '" << kv.value()
-                                  << "' is not a non-negative integer";
+        return emitError(fileLoc)
+               << what << ": external data " << kv.key() << " '" << kv.value()
+               << "' is not a non-negative integer";
       return success();
     };
     if (kv.key() == "location")
@@ -315,15 +313,15 @@ LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
   if (path::is_absolute(location) || StringRef(location).starts_with("/") ||
       llvm::is_contained(
           llvm::make_range(path::begin(location), path::end(location)), ".."))
-    return emitError(fileLoc) << what << ": external data location '"
-                              << location
-                              << "' must be a relative path without '..'";
+    return emitError(fileLoc)
+           << what << ": external data location '" << location
+           << "' must be a relative path without '..'";
   if (length < 0)
     length = bytes;
   if (length != bytes)
-    return emitError(fileLoc) << what << ": external data length " << length
-                              << " does not match the tensor's " << bytes
-                              << " bytes";
+    return emitError(fileLoc)
+           << what << ": external data length " << length
+           << " does not match the tensor's " << bytes << " bytes";
   if (baseDir.empty())
     return emitError(fileLoc) << what
                               << ": external data cannot be resolved for a "
@@ -336,21 +334,21 @@ LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
     path::append(full, *it);
     llvm::sys::fs::file_status st;
     if (llvm::sys::fs::status(full, st, /*follow=*/false))
-      return emitError(fileLoc) << what << ": external data file '" << full
-                                << "' does not exist";
+      return emitError(fileLoc)
+             << what << ": external data file '" << full << "' does not exist";
     if (st.type() == llvm::sys::fs::file_type::symlink_file)
-      return emitError(fileLoc) << what << ": external data path '" << full
-                                << "' is a symlink";
+      return emitError(fileLoc)
+             << what << ": external data path '" << full << "' is a symlink";
   }
   uint64_t size = 0;
   if (!llvm::sys::fs::is_regular_file(full) ||
       llvm::sys::fs::file_size(full, size))
-    return emitError(fileLoc) << what << ": external data '" << full
-                              << "' is not a regular file";
+    return emitError(fileLoc)
+           << what << ": external data '" << full << "' is not a regular file";
   if ((uint64_t)offset > size || (uint64_t)length > size - offset)
-    return emitError(fileLoc) << what << ": external data [" << offset << ", "
-                              << offset + length << ") lies outside '" << full
-                              << "' (" << size << " bytes)";
+    return emitError(fileLoc)
+           << what << ": external data [" << offset << ", " << offset + length
+           << ") lies outside '" << full << "' (" << size << " bytes)";
   return success();
 }
 
@@ -380,13 +378,13 @@ LogicalResult Importer::importParameter(const onnx::TensorProto &t) {
     param.setLength(length);
   } else if (t.has_raw_data()) {
     if ((int64_t)t.raw_data().size() != bytes)
-      return emitError(fileLoc) << what << ": raw_data holds "
-                                << t.raw_data().size() << " bytes, expected "
-                                << bytes << " for " << type;
+      return emitError(fileLoc)
+             << what << ": raw_data holds " << t.raw_data().size()
+             << " bytes, expected " << bytes << " for " << type;
   } else if (typedCount(t) != type.getNumElements()) {
-    return emitError(fileLoc) << what << ": holds " << typedCount(t)
-                              << " values, expected " << type.getNumElements()
-                              << " for " << type;
+    return emitError(fileLoc)
+           << what << ": holds " << typedCount(t) << " values, expected "
+           << type.getNumElements() << " for " << type;
   }
   ImportedValue &v = values[t.name()];
   v.type = type;
@@ -399,8 +397,7 @@ LogicalResult Importer::importInitializers() {
     Type et = onnxElementType(ctx, t.data_type());
     if (!et)
       return emitError(fileLoc) << "initializer '" << t.name()
-                                << "': unsupported data type "
-                                << t.data_type();
+                                << "': unsupported data type " << t.data_type();
     if (isa<FloatType>(et)) {
       if (failed(importParameter(t)))
         return failure();
@@ -429,8 +426,8 @@ LogicalResult Importer::importInputs(SmallVectorImpl<Type> &argTypes,
     const auto &tt = in.type().tensor_type();
     Type et = onnxElementType(ctx, tt.elem_type());
     if (!et)
-      return emitError(fileLoc) << what << ": unsupported element type "
-                                << tt.elem_type();
+      return emitError(fileLoc)
+             << what << ": unsupported element type " << tt.elem_type();
     if (!tt.has_shape())
       return emitError(fileLoc) << what << " has no shape";
     SmallVector<int64_t> dims;
@@ -443,8 +440,8 @@ LogicalResult Importer::importInputs(SmallVectorImpl<Type> &argTypes,
       if (!dim.has_dim_value() || dim.dim_value() < 0) {
         std::string sym = dim.has_dim_param() ? " ('" + dim.dim_param() + "')"
                                               : std::string();
-        auto diag = emitError(fileLoc) << what << ": dimension " << d << sym
-                                       << " is not static";
+        auto diag = emitError(fileLoc)
+                    << what << ": dimension " << d << sym << " is not static";
         if (d == 0)
           diag << "; fix it with --batch-size";
         return diag;
@@ -549,11 +546,10 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   return std::move(module);
 }
 
-OwningOpRef<ModuleOp> mlir::fsdp::importOnnxBytes(MLIRContext *ctx,
-                                                  StringRef bytes,
-                                                  StringRef displayName,
-                                                  StringRef baseDir,
-                                                  const ImportOptions &options) {
+OwningOpRef<ModuleOp>
+mlir::fsdp::importOnnxBytes(MLIRContext *ctx, StringRef bytes,
+                            StringRef displayName, StringRef baseDir,
+                            const ImportOptions &options) {
   ctx->loadDialect<FsdpDialect, func::FuncDialect>();
   Importer importer(ctx, displayName, baseDir, options);
   return importer.run(bytes);
@@ -699,13 +695,11 @@ static void printDiagnostic(Diagnostic &diag, llvm::raw_ostream &os) {
       where += ":" + std::to_string(file.getLine()) + ":" +
                std::to_string(file.getColumn());
   }
-  const char *severity = diag.getSeverity() == DiagnosticSeverity::Error
-                             ? "error"
-                         : diag.getSeverity() == DiagnosticSeverity::Warning
-                             ? "warning"
-                         : diag.getSeverity() == DiagnosticSeverity::Note
-                             ? "note"
-                             : "remark";
+  const char *severity =
+      diag.getSeverity() == DiagnosticSeverity::Error     ? "error"
+      : diag.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+      : diag.getSeverity() == DiagnosticSeverity::Note    ? "note"
+                                                          : "remark";
   if (!where.empty())
     os << where << ": ";
   os << severity << ": ";

@@ -22,8 +22,7 @@ static bool isDefaultDomain(const std::string &domain) {
   return domain.empty() || domain == "ai.onnx";
 }
 
-FailureOr<OnnxGraph> mlir::fsdp::parseOnnxModel(StringRef bytes,
-                                                Location loc) {
+FailureOr<OnnxGraph> mlir::fsdp::parseOnnxModel(StringRef bytes, Location loc) {
   OnnxGraph g;
   g.model = std::make_unique<onnx::ModelProto>();
   if (bytes.size() > INT_MAX ||
@@ -35,8 +34,9 @@ FailureOr<OnnxGraph> mlir::fsdp::parseOnnxModel(StringRef bytes,
     return emitError(loc, "the model has no graph");
   if (m.ir_version() < kMinIrVersion || m.ir_version() > kMaxIrVersion)
     return emitError(loc, "ONNX IR version ")
-           << m.ir_version() << " is not supported (supported: "
-           << kMinIrVersion << " to " << kMaxIrVersion << ")";
+           << m.ir_version()
+           << " is not supported (supported: " << kMinIrVersion << " to "
+           << kMaxIrVersion << ")";
   for (const auto &op : m.opset_import()) {
     if (isDefaultDomain(op.domain())) {
       g.opset = op.version();
@@ -82,9 +82,8 @@ FailureOr<OnnxGraph> mlir::fsdp::parseOnnxModel(StringRef bytes,
                << ": output '" << out
                << "' duplicates a value name already defined "
                << (it->second < 0 ? "by a graph input or initializer"
-                                  : "by " + describeNode(
-                                                graph.node(it->second),
-                                                it->second));
+                                  : "by " + describeNode(graph.node(it->second),
+                                                         it->second));
     }
   }
 

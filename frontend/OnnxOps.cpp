@@ -32,8 +32,7 @@ Value build(NodeContext &n, Type type, ValueRange operands,
 NamedAttribute i64Attr(NodeContext &n, StringRef name, int64_t v) {
   return n.b.getNamedAttr(name, n.b.getI64IntegerAttr(v));
 }
-NamedAttribute arrayAttr(NodeContext &n, StringRef name,
-                         ArrayRef<int64_t> v) {
+NamedAttribute arrayAttr(NodeContext &n, StringRef name, ArrayRef<int64_t> v) {
   return n.b.getNamedAttr(name, n.b.getDenseI64ArrayAttr(v));
 }
 NamedAttribute boolAttr(NodeContext &n, StringRef name, bool v) {
@@ -96,7 +95,8 @@ enum class Kind { Arith, Compare, Logic };
 
 /// The two operand types after casting a constant side to the other's
 /// element type (ONNX allows Pow(float, int); PyTorch scalars may differ).
-LogicalResult unifyConstants(NodeContext &n, SmallVectorImpl<ImportedValue> &v) {
+LogicalResult unifyConstants(NodeContext &n,
+                             SmallVectorImpl<ImportedValue> &v) {
   Type target;
   for (auto &x : v)
     if (!x.constant)
@@ -132,8 +132,7 @@ LogicalResult binary(NodeContext &n, double (*fn)(double, double),
   SmallVector<ImportedValue> v{n.input(0), n.input(1)};
   if (kind == Kind::Arith && failed(unifyConstants(n, v)))
     return failure();
-  Type resultElement =
-      kind == Kind::Compare ? (Type)n.b.getI1Type() : Type();
+  Type resultElement = kind == Kind::Compare ? (Type)n.b.getI1Type() : Type();
   if (kind == Kind::Logic && (!v[0].type.getElementType().isInteger(1) ||
                               !v[1].type.getElementType().isInteger(1)))
     return n.error() << "expects boolean operands";
@@ -141,14 +140,13 @@ LogicalResult binary(NodeContext &n, double (*fn)(double, double),
   if (failed(type))
     return failure();
   if (v[0].constant && v[1].constant && isSmall(type->getShape()))
-    return n.setConst(0, foldElementwise({v[0].constant.get(), v[1].constant.get()},
-                                         type->getShape(),
-                                         type->getElementType(),
-                                         [fn](ArrayRef<double> a) {
-                                           return fn(a[0], a[1]);
-                                         }));
-  return n.setResult(0, build<OpTy>(n, *type, {operandOf(n, v, 0, 0),
-                                               operandOf(n, v, 1, 1)}));
+    return n.setConst(
+        0,
+        foldElementwise({v[0].constant.get(), v[1].constant.get()},
+                        type->getShape(), type->getElementType(),
+                        [fn](ArrayRef<double> a) { return fn(a[0], a[1]); }));
+  return n.setResult(
+      0, build<OpTy>(n, *type, {operandOf(n, v, 0, 0), operandOf(n, v, 1, 1)}));
 }
 
 /// ONNX Pow allows an exponent of another type: a float base takes an
@@ -164,13 +162,14 @@ LogicalResult lowerPow(NodeContext &n) {
   if (!isa<FloatType>(base))
     return n.error() << "an integer base with a " << exponent
                      << " exponent is not supported";
-  auto type = shape::binary(n.loc, n.inputType(0),
-                            RankedTensorType::get(n.inputType(1).getShape(), base),
-                            Type());
+  auto type = shape::binary(
+      n.loc, n.inputType(0),
+      RankedTensorType::get(n.inputType(1).getShape(), base), Type());
   if (failed(type))
     return failure();
-  Value e = build<CastOp>(
-      n, RankedTensorType::get(n.inputType(1).getShape(), base), {n.operand(1)});
+  Value e =
+      build<CastOp>(n, RankedTensorType::get(n.inputType(1).getShape(), base),
+                    {n.operand(1)});
   return n.setResult(0, build<PowOp>(n, *type, {n.operand(0), e}));
 }
 
@@ -201,11 +200,9 @@ LogicalResult unary(NodeContext &n, double (*fn)(double),
   if (needsFloat && !isa<FloatType>(t.getElementType()))
     return n.error() << "expects a float tensor, got " << t;
   if (const HostTensor *c = n.constInput(0))
-    return n.setConst(0, foldElementwise({c}, t.getShape(),
-                                         t.getElementType(),
-                                         [fn](ArrayRef<double> a) {
-                                           return fn(a[0]);
-                                         }));
+    return n.setConst(
+        0, foldElementwise({c}, t.getShape(), t.getElementType(),
+                           [fn](ArrayRef<double> a) { return fn(a[0]); }));
   return n.setResult(0, build<OpTy>(n, t, {n.operand(0)}));
 }
 
@@ -226,10 +223,10 @@ LogicalResult lowerWhere(NodeContext &n) {
   if (v[0].constant && v[1].constant && v[2].constant &&
       isSmall(type->getShape()))
     return n.setConst(
-        0, foldElementwise({v[0].constant.get(), v[1].constant.get(),
-                            v[2].constant.get()},
-                           type->getShape(), type->getElementType(),
-                           [](ArrayRef<double> a) { return a[0] ? a[1] : a[2]; }));
+        0, foldElementwise(
+               {v[0].constant.get(), v[1].constant.get(), v[2].constant.get()},
+               type->getShape(), type->getElementType(),
+               [](ArrayRef<double> a) { return a[0] ? a[1] : a[2]; }));
   return n.setResult(0, build<WhereOp>(n, *type,
                                        {n.operand(0), operandOf(n, v, 1, 1),
                                         operandOf(n, v, 2, 2)}));
@@ -246,9 +243,9 @@ LogicalResult lowerCast(NodeContext &n) {
     return n.setConst(0, c->cast(to));
   if (t.getElementType() == to)
     return n.setAlias(0, n.input(0));
-  return n.setResult(
-      0, build<CastOp>(n, RankedTensorType::get(t.getShape(), to),
-                       {n.operand(0)}));
+  return n.setResult(0,
+                     build<CastOp>(n, RankedTensorType::get(t.getShape(), to),
+                                   {n.operand(0)}));
 }
 
 //===----------------------------------------------------------------------===//
@@ -276,8 +273,8 @@ LogicalResult lowerConstant(NodeContext &n) {
   if (const auto *a = n.attr("value_int"))
     return n.setConst(0, HostTensor::fromInts(n.ctx(), {a->i()}, {}));
   if (auto ints = n.attrInts("value_ints"))
-    return n.setConst(0, HostTensor::fromInts(n.ctx(), *ints,
-                                              {(int64_t)ints->size()}));
+    return n.setConst(
+        0, HostTensor::fromInts(n.ctx(), *ints, {(int64_t)ints->size()}));
   return n.error() << "only tensor, float and int constants are supported";
 }
 
@@ -335,12 +332,13 @@ LogicalResult lowerConstantOfShape(NodeContext &n) {
   if (!isSmall(*dims)) {
     // Too big to fold: a splat constant costs nothing to hold.
     HostTensor one = fill.reshaped({});
-    auto splat = DenseElementsAttr::get(
-        type, one.toAttr().getSplatValue<Attribute>());
+    auto splat =
+        DenseElementsAttr::get(type, one.toAttr().getSplatValue<Attribute>());
     return n.setResult(0, ConstantOp::create(n.b, n.loc, splat));
   }
-  return n.setConst(0, foldElementwise({&fill}, *dims, fill.elementType,
-                                       [](ArrayRef<double> a) { return a[0]; }));
+  return n.setConst(0,
+                    foldElementwise({&fill}, *dims, fill.elementType,
+                                    [](ArrayRef<double> a) { return a[0]; }));
 }
 
 LogicalResult lowerRange(NodeContext &n) {
@@ -395,8 +393,8 @@ LogicalResult lowerReshape(NodeContext &n) {
   for (auto [i, d] : llvm::enumerate(*target)) {
     if (d == 0 && !allowZero) {
       if ((int64_t)i >= t.getRank())
-        return n.error() << "shape entry " << i << " copies a dimension "
-                         << t << " does not have";
+        return n.error() << "shape entry " << i << " copies a dimension " << t
+                         << " does not have";
       d = t.getDimSize(i);
     }
     if (d == -1) {
@@ -433,7 +431,8 @@ LogicalResult lowerFlatten(NodeContext &n) {
   int64_t outer = 1;
   for (int64_t i = 0; i < axis; ++i)
     outer *= t.getDimSize(i);
-  return reshapeTo(n, {outer, t.getNumElements() / std::max<int64_t>(outer, 1)});
+  return reshapeTo(n,
+                   {outer, t.getNumElements() / std::max<int64_t>(outer, 1)});
 }
 
 LogicalResult lowerUnsqueeze(NodeContext &n) {
@@ -506,8 +505,8 @@ LogicalResult lowerTranspose(NodeContext &n) {
     return failure();
   if (const HostTensor *c = n.constInput(0))
     return n.setConst(0, foldTranspose(*c, perm));
-  return n.setResult(
-      0, build<TransposeOp>(n, *type, {n.operand(0)}, {arrayAttr(n, "perm", perm)}));
+  return n.setResult(0, build<TransposeOp>(n, *type, {n.operand(0)},
+                                           {arrayAttr(n, "perm", perm)}));
 }
 
 LogicalResult lowerConcat(NodeContext &n) {
@@ -532,8 +531,8 @@ LogicalResult lowerConcat(NodeContext &n) {
   SmallVector<Value> operands;
   for (int i = 0; i < n.numInputs(); ++i)
     operands.push_back(n.operand(i));
-  return n.setResult(0, build<ConcatOp>(n, *type, operands,
-                                        {i64Attr(n, "axis", *axis)}));
+  return n.setResult(
+      0, build<ConcatOp>(n, *type, operands, {i64Attr(n, "axis", *axis)}));
 }
 
 LogicalResult lowerSplit(NodeContext &n) {
@@ -580,10 +579,9 @@ LogicalResult lowerSplit(NodeContext &n) {
     }
     return success();
   }
-  auto op = SplitOp::create(n.b, n.loc, TypeRange(*types),
-                            ValueRange{n.operand(0)},
-                            {i64Attr(n, "axis", *axis),
-                             arrayAttr(n, "sizes", sizes)});
+  auto op = SplitOp::create(
+      n.b, n.loc, TypeRange(*types), ValueRange{n.operand(0)},
+      {i64Attr(n, "axis", *axis), arrayAttr(n, "sizes", sizes)});
   for (auto [i, r] : llvm::enumerate(op->getResults()))
     if (failed(n.setResult(i, r)))
       return failure();
@@ -678,8 +676,9 @@ LogicalResult lowerExpand(NodeContext &n) {
     return failure();
   auto type = RankedTensorType::get(*dims, t.getElementType());
   if (const HostTensor *c = n.constInput(0); c && isSmall(*dims))
-    return n.setConst(0, foldElementwise({c}, *dims, t.getElementType(),
-                                         [](ArrayRef<double> a) { return a[0]; }));
+    return n.setConst(0,
+                      foldElementwise({c}, *dims, t.getElementType(),
+                                      [](ArrayRef<double> a) { return a[0]; }));
   if (type == t)
     return n.setAlias(0, n.input(0));
   return n.setResult(0, build<BroadcastOp>(n, type, {n.operand(0)}));
@@ -724,9 +723,9 @@ LogicalResult lowerTrilu(NodeContext &n) {
   bool upper = n.attrInt("upper", 1);
   if (const HostTensor *c = n.constInput(0))
     return n.setConst(0, foldTrilu(*c, k, upper));
-  return n.setResult(0, build<TriluOp>(n, t, {n.operand(0)},
-                                       {i64Attr(n, "k", k),
-                                        boolAttr(n, "upper", upper)}));
+  return n.setResult(
+      0, build<TriluOp>(n, t, {n.operand(0)},
+                        {i64Attr(n, "k", k), boolAttr(n, "upper", upper)}));
 }
 
 LogicalResult lowerIdentity(NodeContext &n) {
@@ -754,8 +753,7 @@ LogicalResult lowerDropout(NodeContext &n) {
 // Compute
 //===----------------------------------------------------------------------===//
 
-template <typename OpTy>
-LogicalResult softmaxLike(NodeContext &n) {
+template <typename OpTy> LogicalResult softmaxLike(NodeContext &n) {
   if (failed(expectInputs(n, 1, 1)))
     return failure();
   RankedTensorType t = n.inputType(0);
@@ -773,12 +771,13 @@ LogicalResult lowerMatMul(NodeContext &n) {
     return failure();
   RankedTensorType a = n.inputType(0), b = n.inputType(1);
   if (a.getRank() < 2 || b.getRank() < 2)
-    return n.error() << "1-D MatMul operands are not supported (" << a
-                     << ", " << b << ")";
+    return n.error() << "1-D MatMul operands are not supported (" << a << ", "
+                     << b << ")";
   auto type = shape::matmul(n.loc, a, b, false, false);
   if (failed(type))
     return failure();
-  return n.setResult(0, build<MatmulOp>(n, *type, {n.operand(0), n.operand(1)}));
+  return n.setResult(0,
+                     build<MatmulOp>(n, *type, {n.operand(0), n.operand(1)}));
 }
 
 LogicalResult lowerGemm(NodeContext &n) {
@@ -793,12 +792,13 @@ LogicalResult lowerGemm(NodeContext &n) {
   if (c)
     operands.push_back(n.operand(2));
   return n.setResult(
-      0, build<GemmOp>(n, *type, operands,
-                       {n.b.getNamedAttr("alpha", n.b.getF32FloatAttr(
-                                                      n.attrFloat("alpha", 1))),
-                        n.b.getNamedAttr("beta", n.b.getF32FloatAttr(
-                                                     n.attrFloat("beta", 1))),
-                        boolAttr(n, "trans_a", ta), boolAttr(n, "trans_b", tb)}));
+      0,
+      build<GemmOp>(n, *type, operands,
+                    {n.b.getNamedAttr(
+                         "alpha", n.b.getF32FloatAttr(n.attrFloat("alpha", 1))),
+                     n.b.getNamedAttr(
+                         "beta", n.b.getF32FloatAttr(n.attrFloat("beta", 1))),
+                     boolAttr(n, "trans_a", ta), boolAttr(n, "trans_b", tb)}));
 }
 
 template <typename OpTy>
@@ -840,7 +840,8 @@ LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset) {
 LogicalResult lowerLayerNorm(NodeContext &n) {
   if (failed(expectInputs(n, 2, 3)))
     return failure();
-  if (failed(n.setUnsupported(1, "LayerNormalization's mean is not imported")) ||
+  if (failed(
+          n.setUnsupported(1, "LayerNormalization's mean is not imported")) ||
       failed(n.setUnsupported(2, "LayerNormalization's inverse standard "
                                  "deviation is not imported")))
     return failure();
@@ -858,12 +859,11 @@ LogicalResult lowerLayerNorm(NodeContext &n) {
       0, build<LayerNormOp>(
              n, x, operands,
              {i64Attr(n, "axis", *axis),
-              n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(
-                                              n.attrFloat("epsilon", 1e-5f)))}));
+              n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(n.attrFloat(
+                                              "epsilon", 1e-5f)))}));
 }
 
-template <typename OpTy>
-LogicalResult classificationLoss(NodeContext &n) {
+template <typename OpTy> LogicalResult classificationLoss(NodeContext &n) {
   if (failed(expectInputs(n, 2, 3)))
     return failure();
   if (failed(n.setUnsupported(1, "log_prob outputs are not imported")))
@@ -894,97 +894,127 @@ LogicalResult foldOnly(NodeContext &n, double (*fn)(double)) {
   const HostTensor *c = n.constInput(0);
   if (!c)
     return n.error() << "is only supported on values known at import time";
-  return n.setConst(0, foldElementwise({c}, c->shape, c->elementType,
-                                       [fn](ArrayRef<double> a) {
-                                         return fn(a[0]);
-                                       }));
+  return n.setConst(
+      0, foldElementwise({c}, c->shape, c->elementType,
+                         [fn](ArrayRef<double> a) { return fn(a[0]); }));
 }
 
 } // namespace
 
 const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
   static const llvm::StringMap<LowerFn> table = {
-      {"Add", [](NodeContext &n) {
+      {"Add",
+       [](NodeContext &n) {
          return binary<AddOp>(n, [](double a, double b) { return a + b; });
        }},
-      {"Sub", [](NodeContext &n) {
+      {"Sub",
+       [](NodeContext &n) {
          return binary<SubOp>(n, [](double a, double b) { return a - b; });
        }},
-      {"Mul", [](NodeContext &n) {
+      {"Mul",
+       [](NodeContext &n) {
          return binary<MulOp>(n, [](double a, double b) { return a * b; });
        }},
-      {"Div", [](NodeContext &n) {
+      {"Div",
+       [](NodeContext &n) {
          return binary<DivOp>(n, [](double a, double b) {
            // Integer division truncates, as ONNX does for integer types.
            return a / b;
          });
        }},
       {"Pow", lowerPow},
-      {"Max", [](NodeContext &n) {
-         return variadic<MaxOp>(n, [](double a, double b) { return std::max(a, b); });
+      {"Max",
+       [](NodeContext &n) {
+         return variadic<MaxOp>(
+             n, [](double a, double b) { return std::max(a, b); });
        }},
-      {"Min", [](NodeContext &n) {
-         return variadic<MinOp>(n, [](double a, double b) { return std::min(a, b); });
+      {"Min",
+       [](NodeContext &n) {
+         return variadic<MinOp>(
+             n, [](double a, double b) { return std::min(a, b); });
        }},
-      {"Equal", [](NodeContext &n) {
+      {"Equal",
+       [](NodeContext &n) {
          return binary<EqualOp>(
-             n, [](double a, double b) { return double(a == b); }, Kind::Compare);
+             n, [](double a, double b) { return double(a == b); },
+             Kind::Compare);
        }},
-      {"Less", [](NodeContext &n) {
+      {"Less",
+       [](NodeContext &n) {
          return binary<LessOp>(
-             n, [](double a, double b) { return double(a < b); }, Kind::Compare);
+             n, [](double a, double b) { return double(a < b); },
+             Kind::Compare);
        }},
-      {"Greater", [](NodeContext &n) {
+      {"Greater",
+       [](NodeContext &n) {
          return binary<GreaterOp>(
-             n, [](double a, double b) { return double(a > b); }, Kind::Compare);
+             n, [](double a, double b) { return double(a > b); },
+             Kind::Compare);
        }},
-      {"And", [](NodeContext &n) {
+      {"And",
+       [](NodeContext &n) {
          return binary<AndOp>(
              n, [](double a, double b) { return double(a && b); }, Kind::Logic);
        }},
-      {"Or", [](NodeContext &n) {
+      {"Or",
+       [](NodeContext &n) {
          return binary<OrOp>(
              n, [](double a, double b) { return double(a || b); }, Kind::Logic);
        }},
-      {"Neg", [](NodeContext &n) {
-         return unary<NegOp>(n, [](double a) { return -a; }, false);
+      {"Neg",
+       [](NodeContext &n) {
+         return unary<NegOp>(
+             n, [](double a) { return -a; }, false);
        }},
-      {"Abs", [](NodeContext &n) {
-         return unary<AbsOp>(n, [](double a) { return std::fabs(a); }, false);
+      {"Abs",
+       [](NodeContext &n) {
+         return unary<AbsOp>(
+             n, [](double a) { return std::fabs(a); }, false);
        }},
-      {"Not", [](NodeContext &n) {
+      {"Not",
+       [](NodeContext &n) {
          if (failed(expectInputs(n, 1, 1)))
            return failure();
          if (!n.inputType(0).getElementType().isInteger(1))
            return LogicalResult(n.error() << "expects a boolean tensor");
-         return unary<NotOp>(n, [](double a) { return double(!a); }, false);
+         return unary<NotOp>(
+             n, [](double a) { return double(!a); }, false);
        }},
-      {"Exp", [](NodeContext &n) {
+      {"Exp",
+       [](NodeContext &n) {
          return unary<ExpOp>(n, [](double a) { return std::exp(a); });
        }},
-      {"Log", [](NodeContext &n) {
+      {"Log",
+       [](NodeContext &n) {
          return unary<LogOp>(n, [](double a) { return std::log(a); });
        }},
-      {"Sqrt", [](NodeContext &n) {
+      {"Sqrt",
+       [](NodeContext &n) {
          return unary<SqrtOp>(n, [](double a) { return std::sqrt(a); });
        }},
-      {"Reciprocal", [](NodeContext &n) {
+      {"Reciprocal",
+       [](NodeContext &n) {
          return unary<ReciprocalOp>(n, [](double a) { return 1.0 / a; });
        }},
-      {"Tanh", [](NodeContext &n) {
+      {"Tanh",
+       [](NodeContext &n) {
          return unary<TanhOp>(n, [](double a) { return std::tanh(a); });
        }},
-      {"Erf", [](NodeContext &n) {
+      {"Erf",
+       [](NodeContext &n) {
          return unary<ErfOp>(n, [](double a) { return std::erf(a); });
        }},
-      {"Relu", [](NodeContext &n) {
+      {"Relu",
+       [](NodeContext &n) {
          return unary<ReluOp>(n, [](double a) { return std::max(a, 0.0); });
        }},
       {"Sigmoid", [](NodeContext &n) { return unary<SigmoidOp>(n, sigmoid); }},
-      {"Cos", [](NodeContext &n) {
+      {"Cos",
+       [](NodeContext &n) {
          return foldOnly(n, [](double a) { return std::cos(a); });
        }},
-      {"Sin", [](NodeContext &n) {
+      {"Sin",
+       [](NodeContext &n) {
          return foldOnly(n, [](double a) { return std::sin(a); });
        }},
       {"Where", lowerWhere},
@@ -1011,15 +1041,12 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
       {"LogSoftmax", softmaxLike<LogSoftmaxOp>},
       {"MatMul", lowerMatMul},
       {"Gemm", lowerGemm},
-      {"ReduceSum", [](NodeContext &n) {
-         return reduction<ReduceSumOp>(n, 0, 13);
-       }},
-      {"ReduceMean", [](NodeContext &n) {
-         return reduction<ReduceMeanOp>(n, 1, 18);
-       }},
-      {"ReduceMax", [](NodeContext &n) {
-         return reduction<ReduceMaxOp>(n, 2, 18);
-       }},
+      {"ReduceSum",
+       [](NodeContext &n) { return reduction<ReduceSumOp>(n, 0, 13); }},
+      {"ReduceMean",
+       [](NodeContext &n) { return reduction<ReduceMeanOp>(n, 1, 18); }},
+      {"ReduceMax",
+       [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
       {"LayerNormalization", lowerLayerNorm},
       {"SoftmaxCrossEntropyLoss", classificationLoss<CrossEntropyOp>},
       {"NegativeLogLikelihoodLoss", classificationLoss<NllLossOp>},

@@ -83,7 +83,8 @@ bool isCausalMask(DenseElementsAttr attr, bool additive) {
   for (int64_t d : type.getShape().drop_back(2))
     if (d != 1)
       return false;
-  int64_t rows = type.getDimSize(type.getRank() - 2), cols = type.getShape().back();
+  int64_t rows = type.getDimSize(type.getRank() - 2),
+          cols = type.getShape().back();
   int64_t offset = cols - rows;
   // Decode once: masks of long sequences hold millions of elements.
   std::vector<signed char> keep; // 1 keep, 0 hide, -1 neither
@@ -183,8 +184,8 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
 
     // Check everything before creating anything: a pattern that fails must
     // leave the IR untouched.
-    auto mType = mask ? cast<RankedTensorType>(mask.getType())
-                      : RankedTensorType();
+    auto mType =
+        mask ? cast<RankedTensorType>(mask.getType()) : RankedTensorType();
     auto type =
         shape::attention(std::nullopt, cast<RankedTensorType>(q.getType()),
                          kType, cast<RankedTensorType>(v.getType()), mType);

@@ -42,8 +42,8 @@ static llvm::cl::opt<bool> listOnnxOps(
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
     llvm::cl::cat(onnxCategory));
 
-static int runOnnx(DialectRegistry &registry, StringRef input,
-                   StringRef output, const MlirOptMainConfig &config) {
+static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
+                   const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
   fsdp::ImportDiagnosticHandler diagnostics(&ctx, llvm::errs());
   fsdp::ImportOptions options;

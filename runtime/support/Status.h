@@ -1,4 +1,5 @@
-//===- Status.h - Error values returned up the runtime's stack ---*- C++ -*-===//
+//===- Status.h - Error values returned up the runtime's stack ---*- C++
+//-*-===//
 //
 // The runtime never exits or throws: every fallible call returns a Status and
 // only a tool's main turns it into a message and an exit code.

@@ -17,9 +17,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::fsdp::FsdpDialect, mlir::func::FuncDialect>();
   mlir::MLIRContext ctx(registry, mlir::MLIRContext::Threading::DISABLED);
-  mlir::ScopedDiagnosticHandler quiet(&ctx, [](mlir::Diagnostic &) {
-    return mlir::success();
-  });
+  mlir::ScopedDiagnosticHandler quiet(
+      &ctx, [](mlir::Diagnostic &) { return mlir::success(); });
   mlir::fsdp::ImportOptions options;
   options.batchSize = 2;
   (void)mlir::fsdp::importOnnxBytes(

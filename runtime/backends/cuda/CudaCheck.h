@@ -12,8 +12,8 @@
   do {                                                                         \
     cudaError_t fsdpErr_ = (expr);                                             \
     if (fsdpErr_ != cudaSuccess)                                               \
-      return ::fsdp::Status::error(std::string(#expr) + " failed: " +          \
-                                   cudaGetErrorString(fsdpErr_));              \
+      return ::fsdp::Status::error(                                            \
+          std::string(#expr) + " failed: " + cudaGetErrorString(fsdpErr_));    \
   } while (0)
 
 #endif // FSDP_RUNTIME_BACKENDS_CUDA_CUDACHECK_H
