@@ -27,10 +27,17 @@ if [ ! -d "$corpus" ]; then
            unsupported shape-mismatch dynamic-batch; do
     /usr/bin/python3 "$root/tests/frontend/make_bad_model.py" $k -o "$corpus/bad-$k.onnx"
   done
-  find /usr/share/libonnx-testdata/data/node -name model.onnx | head -300 |
-    while read -r f; do cp "$f" "$corpus/node-$(basename "$(dirname "$f")").onnx"; done
+  # (no `find | head` under pipefail: head's early exit would kill the script)
+  mapfile -t nodes < <(find /usr/share/libonnx-testdata/data/node -name model.onnx | sort)
+  for f in "${nodes[@]:0:300}"; do
+    cp "$f" "$corpus/node-$(basename "$(dirname "$f")").onnx"
+  done
 fi
 mkdir -p "$out/crashes"
+# LLVM's headers poison BumpPtrAllocator slabs when compiled with ASan, but the
+# Debian libLLVM/libMLIR they pair with are not ASan builds and never unpoison:
+# manual poisoning gives false use-after-poison reports, so it is turned off.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allow_user_poisoning=0}
 "$out/tests/fuzz/fsdp-import-fuzzer" "$corpus" -max_total_time="$seconds" \
   -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
   -artifact_prefix="$out/crashes/"
