@@ -4,5 +4,6 @@
 
 include "dialect/FsdpTensorOps.td"
 include "dialect/FsdpDistOps.td"
+include "dialect/FsdpTrainOps.td"
 
 #endif // FSDP_OPS_TD

@@ -67,7 +67,7 @@ def Fsdp_GetParameterOp : Fsdp_Op<"get_parameter",
 class Fsdp_UnaryOp<string mnemonic, string what, Type type = Fsdp_FloatTensor,
                    list<Trait> traits = []>
     : Fsdp_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType,
-                                     Elementwise], traits)> {
+                                     Elementwise, DeclareOpInterfaceMethods<GradientOpInterface>], traits)> {
   let summary = "Elementwise " # what;
   let description = "Elementwise " # what # [{ of a tensor.
 
@@ -95,7 +95,8 @@ def Fsdp_SiluOp : Fsdp_UnaryOp<"silu", "x * sigmoid(x)">;
 def Fsdp_NotOp : Fsdp_UnaryOp<"not", "logical negation", Fsdp_BoolTensor>;
 
 def Fsdp_GeluOp : Fsdp_Op<"gelu", [Pure, SameOperandsAndResultType,
-                                   Elementwise]> {
+                                   Elementwise,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Gaussian error linear unit";
   let description = [{
     `approximate = "none"` is x·Φ(x) with the exact erf; `"tanh"` is the
@@ -113,7 +114,7 @@ def Fsdp_GeluOp : Fsdp_Op<"gelu", [Pure, SameOperandsAndResultType,
 }
 
 class Fsdp_BinaryOp<string mnemonic, string what, Type type = AnyRankedTensor>
-    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Elementwise " # what # " with broadcasting";
   let description = "Elementwise " # what # [{ with ONNX (numpy)
 multidirectional broadcasting. Operands share their element type.
@@ -143,7 +144,8 @@ def Fsdp_GreaterOp : Fsdp_BinaryOp<"greater", "greater-than (i1 result)">;
 def Fsdp_AndOp : Fsdp_BinaryOp<"and", "logical and", Fsdp_BoolTensor>;
 def Fsdp_OrOp : Fsdp_BinaryOp<"or", "logical or", Fsdp_BoolTensor>;
 
-def Fsdp_WhereOp : Fsdp_Op<"where", [Pure, InferTypeOpAdaptor]> {
+def Fsdp_WhereOp : Fsdp_Op<"where", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Selects elementwise between two tensors";
   let description = [{
     `result = cond ? x : y`, all three broadcast together.
@@ -162,7 +164,8 @@ def Fsdp_WhereOp : Fsdp_Op<"where", [Pure, InferTypeOpAdaptor]> {
   }];
 }
 
-def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Converts the element type";
   let description = [{
     Converts each element, rounding to nearest even for floats and
@@ -182,7 +185,8 @@ def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 //===----------------------------------------------------------------------===//
 
 def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Batched matrix product with broadcast batch dimensions";
   let description = [{
     `lhs[..., M, K] · rhs[..., K, N]`, either side optionally transposed in
@@ -204,7 +208,8 @@ def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
 }
 
 def Fsdp_GemmOp : Fsdp_Op<"gemm", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "alpha·op(a)·op(b) + beta·c (ONNX Gemm)";
   let description = [{
     Two-dimensional `a` and `b`, optionally transposed; the optional `c`
@@ -231,7 +236,7 @@ def Fsdp_GemmOp : Fsdp_Op<"gemm", [Pure, InferTypeOpAdaptor,
 //===----------------------------------------------------------------------===//
 
 class Fsdp_ReduceOp<string mnemonic, string what>
-    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = what # " over the given axes";
   let description = what # [{ over `axes` (sorted, unique, non-negative);
 `keepdims` keeps the reduced axes with extent 1.
@@ -252,7 +257,7 @@ def Fsdp_ReduceMeanOp : Fsdp_ReduceOp<"reduce_mean", "Mean">;
 def Fsdp_ReduceMaxOp : Fsdp_ReduceOp<"reduce_max", "Maximum">;
 
 class Fsdp_SoftmaxLikeOp<string mnemonic, string what>
-    : Fsdp_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Fsdp_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = what # " along one axis";
   let description = what # [{ along `axis` (non-negative).
 
@@ -269,7 +274,8 @@ class Fsdp_SoftmaxLikeOp<string mnemonic, string what>
 def Fsdp_SoftmaxOp : Fsdp_SoftmaxLikeOp<"softmax", "Softmax">;
 def Fsdp_LogSoftmaxOp : Fsdp_SoftmaxLikeOp<"log_softmax", "Log-softmax">;
 
-def Fsdp_LayerNormOp : Fsdp_Op<"layer_norm", [Pure]> {
+def Fsdp_LayerNormOp : Fsdp_Op<"layer_norm", [Pure,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Layer normalisation over the trailing axes";
   let description = [{
     Normalises over axes `axis..rank-1` to zero mean and unit variance (biased
@@ -294,7 +300,8 @@ def Fsdp_LayerNormOp : Fsdp_Op<"layer_norm", [Pure]> {
 //===----------------------------------------------------------------------===//
 
 def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
-    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>]> {
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "softmax(scale · q·kᵀ + mask) · v";
   let description = [{
     Scaled dot-product attention, recognised by the importer from
@@ -322,7 +329,8 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
 // Indexing and losses
 //===----------------------------------------------------------------------===//
 
-def Fsdp_GatherOp : Fsdp_Op<"gather", [Pure, InferTypeOpAdaptor]> {
+def Fsdp_GatherOp : Fsdp_Op<"gather", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Gathers slices along an axis (embedding lookup on axis 0)";
   let description = [{
     ONNX Gather: the result is `data.shape[:axis] + indices.shape +
@@ -343,7 +351,7 @@ def Fsdp_GatherOp : Fsdp_Op<"gather", [Pure, InferTypeOpAdaptor]> {
 }
 
 class Fsdp_LossOp<string mnemonic, string what, string extra = "">
-    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = what;
   let description = what # [{. The input is `[N, C]` or `[N, C, d1, ...]`,
 the integer target `[N]` or `[N, d1, ...]`; the optional `weight` is
@@ -374,7 +382,8 @@ def Fsdp_NllLossOp : Fsdp_LossOp<"nll_loss",
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Fsdp_ReshapeOp : Fsdp_Op<"reshape", [Pure]> {
+def Fsdp_ReshapeOp : Fsdp_Op<"reshape", [Pure,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Reinterprets a tensor with another static shape";
   let description = [{
     Same element type and element count; row-major order is kept.
@@ -389,7 +398,8 @@ def Fsdp_ReshapeOp : Fsdp_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Fsdp_TransposeOp : Fsdp_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
+def Fsdp_TransposeOp : Fsdp_Op<"transpose", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Permutes dimensions";
   let description = [{
     Result dimension `i` is operand dimension `perm[i]`.
@@ -404,7 +414,8 @@ def Fsdp_TransposeOp : Fsdp_Op<"transpose", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Fsdp_SliceOp : Fsdp_Op<"slice", [Pure, InferTypeOpAdaptor]> {
+def Fsdp_SliceOp : Fsdp_Op<"slice", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "A strided box of a tensor";
   let description = [{
     One `start`, `limit` and positive `stride` per dimension, with
@@ -423,7 +434,8 @@ def Fsdp_SliceOp : Fsdp_Op<"slice", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Fsdp_ConcatOp : Fsdp_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Fsdp_ConcatOp : Fsdp_Op<"concat", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Concatenates tensors along an axis";
   let description = [{
     All inputs share element type, rank and every extent but `axis`.
@@ -438,7 +450,8 @@ def Fsdp_ConcatOp : Fsdp_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, results)";
 }
 
-def Fsdp_SplitOp : Fsdp_Op<"split", [Pure, InferTypeOpAdaptor]> {
+def Fsdp_SplitOp : Fsdp_Op<"split", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Splits a tensor along an axis into consecutive pieces";
   let description = [{
     `sizes` are the pieces' extents along `axis` and add up to its extent.
@@ -455,7 +468,8 @@ def Fsdp_SplitOp : Fsdp_Op<"split", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$x attr-dict `:` functional-type($x, results)";
 }
 
-def Fsdp_BroadcastOp : Fsdp_Op<"broadcast", [Pure]> {
+def Fsdp_BroadcastOp : Fsdp_Op<"broadcast", [Pure,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Broadcasts a tensor to a larger shape (ONNX Expand)";
   let description = [{
     The operand broadcasts (numpy rules, aligned at the trailing dimension)
@@ -471,7 +485,8 @@ def Fsdp_BroadcastOp : Fsdp_Op<"broadcast", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Fsdp_TriluOp : Fsdp_Op<"trilu", [Pure, SameOperandsAndResultType]> {
+def Fsdp_TriluOp : Fsdp_Op<"trilu", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Keeps the upper or lower triangle of the last two dims";
   let description = [{
     Zeroes the elements outside the triangle: `upper` keeps `j - i >= k`,

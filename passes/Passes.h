@@ -3,6 +3,7 @@
 #define FSDP_PASSES_PASSES_H
 
 #include "dialect/FsdpDialect.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

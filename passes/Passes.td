@@ -17,4 +17,51 @@ def FsdpFuseAttention : Pass<"fsdp-fuse-attention", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
+  let summary = "Builds @train_step: loss, reverse-mode gradients, optimizer";
+  let description = [{
+    Clones `@forward` into `@train_step`, which returns the loss and the
+    global gradient norm. The loss is the graph's single scalar float output
+    (`loss=auto`), or is added on the logits output: `cross-entropy` (a new
+    int64 `targets` input, mean over tokens, `ignore-index`), `mse` or `bce`
+    (BCE with logits; both add a float `targets` input shaped like the
+    output). Every float parameter not matching `frozen` is trained: its
+    gradient comes from reverse-mode autodiff through GradientOpInterface
+    (tied weights accumulate), is optionally clipped by the global norm
+    (`grad-clip`, torch's clip_grad_norm_), and feeds one `fsdp.adamw` or
+    `fsdp.sgd` update. The schedule and accumulation options are recorded
+    in the module's `fsdp.train` attribute for the runtime.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect",
+                           "::mlir::func::FuncDialect"];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"auto\"",
+           "auto | cross-entropy | mse | bce">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "cross-entropy targets with this value are ignored">,
+    Option<"frozen", "frozen", "std::string", "\"\"",
+           "regular expression: matching parameters are not trained">,
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
+           "adamw | sgd">,
+    Option<"lr", "lr", "float", "1e-3f", "learning rate">,
+    Option<"beta1", "beta1", "float", "0.9f", "AdamW beta1">,
+    Option<"beta2", "beta2", "float", "0.999f", "AdamW beta2">,
+    Option<"eps", "eps", "float", "1e-8f", "AdamW epsilon">,
+    Option<"weightDecay", "weight-decay", "float", "-1.0f",
+           "weight decay (default: 0.01 for AdamW, 0 for SGD)">,
+    Option<"momentum", "momentum", "float", "0.0f", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"gradClip", "grad-clip", "float", "0.0f",
+           "clip gradients to this global norm (0: off)">,
+    Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
+           "constant | cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0",
+           "linear warm-up steps">,
+    Option<"totalSteps", "total-steps", "int64_t", "0",
+           "steps of the cosine schedule">,
+    Option<"gradAccum", "grad-accum", "int64_t", "1",
+           "micro-steps per optimizer step">,
+  ];
+}
+
 #endif // FSDP_PASSES_TD

@@ -1,0 +1,610 @@
+//===- FsdpGradients.cpp - Vector-Jacobian products of fsdp ops -----------===//
+//
+// Each op's GradientOpInterface::buildVJP, written with fsdp ops so that
+// autodiff (passes/Autodiff.cpp) stays generic. VJPs that need the forward
+// value recompute nothing they can read: they use the op's own results
+// (exp, sqrt, softmax, ...). Layer norm and attention recompute their
+// statistics from the inputs, as fused kernels do.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+
+/// Builds fsdp ops with types from the shape functions (valid IR only).
+struct G {
+  OpBuilder &b;
+  Location loc;
+
+  template <typename OpTy>
+  Value make(Type type, ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
+    return OpTy::create(b, loc, TypeRange{type}, operands, attrs)->getResult(0);
+  }
+
+  Value scalar(Type element, double v) {
+    auto t = RankedTensorType::get({}, element);
+    Attribute a = isa<FloatType>(element)
+                      ? (Attribute)b.getFloatAttr(element, v)
+                      : (Attribute)b.getIntegerAttr(element, (int64_t)v);
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, a));
+  }
+  Value scalarLike(Value like, double v) {
+    return scalar(tensorOf(like).getElementType(), v);
+  }
+  Value zeros(RankedTensorType t) {
+    Attribute zero = isa<FloatType>(t.getElementType())
+                         ? (Attribute)b.getFloatAttr(t.getElementType(), 0.0)
+                         : (Attribute)b.getIntegerAttr(t.getElementType(), 0);
+    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, zero));
+  }
+
+  template <typename OpTy> Value binary(Value x, Value y, Type element = Type()) {
+    auto t = shape::binary(std::nullopt, tensorOf(x), tensorOf(y), element);
+    assert(succeeded(t) && "binary on incompatible operands");
+    return make<OpTy>(*t, {x, y});
+  }
+  Value add(Value x, Value y) { return binary<AddOp>(x, y); }
+  Value sub(Value x, Value y) { return binary<SubOp>(x, y); }
+  Value mul(Value x, Value y) { return binary<MulOp>(x, y); }
+  Value div(Value x, Value y) { return binary<DivOp>(x, y); }
+  Value mul(Value x, double c) { return mul(x, scalarLike(x, c)); }
+  Value greater(Value x, Value y) { return binary<GreaterOp>(x, y, b.getI1Type()); }
+  Value equal(Value x, Value y) { return binary<EqualOp>(x, y, b.getI1Type()); }
+  template <typename OpTy> Value unary(Value x) { return make<OpTy>(x.getType(), {x}); }
+  Value where(Value c, Value x, Value y) {
+    auto t = shape::where(std::nullopt, tensorOf(c), tensorOf(x), tensorOf(y));
+    assert(succeeded(t));
+    return make<WhereOp>(*t, {c, x, y});
+  }
+  Value reshape(Value x, ArrayRef<int64_t> dims) {
+    auto t = RankedTensorType::get(dims, tensorOf(x).getElementType());
+    return t == x.getType() ? x : make<ReshapeOp>(t, {x});
+  }
+  Value broadcast(Value x, RankedTensorType to) {
+    return x.getType() == to ? x : make<BroadcastOp>(to, {x});
+  }
+  Value reduceSum(Value x, ArrayRef<int64_t> axes, bool keepdims) {
+    if (axes.empty())
+      return x;
+    auto t = shape::reduce(std::nullopt, tensorOf(x), axes, keepdims);
+    return make<ReduceSumOp>(*t, {x},
+                             {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                              b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
+  }
+  Value reduceMean(Value x, ArrayRef<int64_t> axes) {
+    auto t = shape::reduce(std::nullopt, tensorOf(x), axes, true);
+    return make<ReduceMeanOp>(*t, {x},
+                              {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+                               b.getNamedAttr("keepdims", b.getBoolAttr(true))});
+  }
+  Value matmul(Value x, Value y, bool tl, bool tr) {
+    auto t = shape::matmul(std::nullopt, tensorOf(x), tensorOf(y), tl, tr);
+    assert(succeeded(t));
+    return make<MatmulOp>(*t, {x, y},
+                          {b.getNamedAttr("transpose_lhs", b.getBoolAttr(tl)),
+                           b.getNamedAttr("transpose_rhs", b.getBoolAttr(tr))});
+  }
+  Value transpose(Value x, ArrayRef<int64_t> perm) {
+    auto t = shape::transpose(std::nullopt, tensorOf(x), perm);
+    return make<TransposeOp>(*t, {x}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
+  }
+  Value softmax(Value x, int64_t axis) {
+    return make<SoftmaxOp>(x.getType(), {x}, {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+  }
+
+  /// Sums a gradient of a broadcast result back to the operand's shape.
+  Value unbroadcast(Value g, RankedTensorType target) {
+    if (g.getType() == target)
+      return g;
+    ArrayRef<int64_t> gs = tensorOf(g).getShape();
+    int64_t lead = gs.size() - target.getRank();
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < (int64_t)gs.size(); ++i)
+      if (i < lead || (target.getDimSize(i - lead) == 1 && gs[i] != 1))
+        axes.push_back(i);
+    return reshape(reduceSum(g, axes, true), target.getShape());
+  }
+};
+
+/// Axes [from, rank).
+SmallVector<int64_t> trailingAxes(int64_t from, int64_t rank) {
+  SmallVector<int64_t> axes(rank - from);
+  std::iota(axes.begin(), axes.end(), from);
+  return axes;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary
+//===----------------------------------------------------------------------===//
+
+#define FSDP_UNARY_VJP(OP, BODY)                                               \
+  LogicalResult OP::buildVJP(OpBuilder &builder, ValueRange resultGrads,      \
+                             SmallVectorImpl<Value> &operandGrads) {           \
+    G g{builder, getLoc()};                                                    \
+    Value dy = resultGrads[0], x = getX(), y = getResult();                    \
+    (void)x;                                                                   \
+    (void)y;                                                                   \
+    operandGrads.push_back(dy ? (BODY) : Value());                             \
+    return success();                                                          \
+  }
+
+FSDP_UNARY_VJP(NegOp, g.unary<NegOp>(dy))
+FSDP_UNARY_VJP(AbsOp, g.where(g.greater(x, g.scalarLike(x, 0)), dy,
+                              g.where(g.greater(g.scalarLike(x, 0), x),
+                                      g.unary<NegOp>(dy),
+                                      g.mul(dy, 0.0))))
+FSDP_UNARY_VJP(ExpOp, g.mul(dy, y))
+FSDP_UNARY_VJP(LogOp, g.div(dy, x))
+FSDP_UNARY_VJP(SqrtOp, g.div(g.mul(dy, 0.5), y))
+FSDP_UNARY_VJP(RsqrtOp, g.mul(g.mul(dy, -0.5), g.mul(y, g.mul(y, y))))
+FSDP_UNARY_VJP(ReciprocalOp, g.mul(g.unary<NegOp>(dy), g.mul(y, y)))
+FSDP_UNARY_VJP(TanhOp, g.mul(dy, g.sub(g.scalarLike(y, 1), g.mul(y, y))))
+FSDP_UNARY_VJP(ErfOp, g.mul(g.mul(dy, 2.0 / std::sqrt(M_PI)),
+                            g.unary<ExpOp>(g.unary<NegOp>(g.mul(x, x)))))
+FSDP_UNARY_VJP(ReluOp, g.where(g.greater(x, g.scalarLike(x, 0)), dy,
+                               g.scalarLike(x, 0)))
+FSDP_UNARY_VJP(SigmoidOp, g.mul(dy, g.mul(y, g.sub(g.scalarLike(y, 1), y))))
+FSDP_UNARY_VJP(SiluOp, [&] {
+  Value s = g.unary<SigmoidOp>(x);
+  Value one = g.scalarLike(x, 1);
+  return g.mul(dy, g.mul(s, g.add(one, g.mul(x, g.sub(one, s)))));
+}())
+#undef FSDP_UNARY_VJP
+
+LogicalResult NotOp::buildVJP(OpBuilder &, ValueRange,
+                              SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(Value());
+  return success();
+}
+
+LogicalResult GeluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0], x = getX();
+  if (!dy) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  Value one = g.scalarLike(x, 1);
+  Value d;
+  if (getApproximate() == "tanh") {
+    // y = 0.5 x (1 + t), t = tanh(u), u = c (x + 0.044715 x^3)
+    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
+    Value x2 = g.mul(x, x);
+    Value u = g.mul(g.add(x, g.mul(g.mul(x2, x), k)), c);
+    Value t = g.unary<TanhOp>(u);
+    Value du = g.mul(g.add(one, g.mul(x2, 3 * k)), c);
+    Value sech2 = g.sub(one, g.mul(t, t));
+    d = g.add(g.mul(g.add(one, t), 0.5), g.mul(g.mul(g.mul(x, sech2), du), 0.5));
+  } else {
+    // Phi(x) + x phi(x)
+    Value cdf = g.mul(g.add(one, g.unary<ErfOp>(g.mul(x, 1.0 / std::sqrt(2.0)))), 0.5);
+    Value pdf = g.mul(g.unary<ExpOp>(g.mul(g.mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
+    d = g.add(cdf, g.mul(x, pdf));
+  }
+  operandGrads.push_back(g.mul(dy, d));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise binary
+//===----------------------------------------------------------------------===//
+
+#define FSDP_BINARY_VJP(OP, DA, DB)                                            \
+  LogicalResult OP::buildVJP(OpBuilder &builder, ValueRange resultGrads,      \
+                             SmallVectorImpl<Value> &operandGrads) {           \
+    G g{builder, getLoc()};                                                    \
+    Value dy = resultGrads[0], a = getLhs(), b = getRhs(), y = getResult();    \
+    (void)y;                                                                   \
+    if (!dy) {                                                                 \
+      operandGrads.append({Value(), Value()});                                 \
+      return success();                                                        \
+    }                                                                          \
+    operandGrads.push_back(g.unbroadcast((DA), tensorOf(a)));                  \
+    operandGrads.push_back(g.unbroadcast((DB), tensorOf(b)));                  \
+    return success();                                                          \
+  }
+
+FSDP_BINARY_VJP(AddOp, dy, dy)
+FSDP_BINARY_VJP(SubOp, dy, g.unary<NegOp>(dy))
+FSDP_BINARY_VJP(MulOp, g.mul(dy, b), g.mul(dy, a))
+FSDP_BINARY_VJP(DivOp, g.div(dy, b), g.unary<NegOp>(g.div(g.mul(dy, y), b)))
+FSDP_BINARY_VJP(PowOp,
+                g.mul(g.mul(dy, b),
+                      g.binary<PowOp>(a, g.sub(b, g.scalarLike(b, 1)))),
+                g.mul(g.mul(dy, y), g.unary<LogOp>(a)))
+// Ties send the gradient to the left operand.
+FSDP_BINARY_VJP(MaxOp, g.where(g.greater(b, a), g.mul(dy, 0.0), dy),
+                g.where(g.greater(b, a), dy, g.mul(dy, 0.0)))
+FSDP_BINARY_VJP(MinOp, g.where(g.greater(a, b), g.mul(dy, 0.0), dy),
+                g.where(g.greater(a, b), dy, g.mul(dy, 0.0)))
+#undef FSDP_BINARY_VJP
+
+#define FSDP_NO_VJP(OP)                                                        \
+  LogicalResult OP::buildVJP(OpBuilder &, ValueRange,                          \
+                             SmallVectorImpl<Value> &operandGrads) {           \
+    operandGrads.append((*this)->getNumOperands(), Value());                   \
+    return success();                                                          \
+  }
+FSDP_NO_VJP(EqualOp)
+FSDP_NO_VJP(LessOp)
+FSDP_NO_VJP(GreaterOp)
+FSDP_NO_VJP(AndOp)
+FSDP_NO_VJP(OrOp)
+#undef FSDP_NO_VJP
+
+LogicalResult WhereOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  operandGrads.push_back(Value());
+  if (!dy) {
+    operandGrads.append({Value(), Value()});
+    return success();
+  }
+  Value zero = g.scalarLike(dy, 0);
+  operandGrads.push_back(g.unbroadcast(g.where(getCond(), dy, zero), tensorOf(getX())));
+  operandGrads.push_back(g.unbroadcast(g.where(getCond(), zero, dy), tensorOf(getY())));
+  return success();
+}
+
+LogicalResult CastOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  bool floatIn = isa<FloatType>(tensorOf(getX()).getElementType());
+  operandGrads.push_back(dy && floatIn ? g.make<CastOp>(getX().getType(), {dy})
+                                       : Value());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+/// Gradients of op_a(A) @ op_b(B) given dY.
+static std::pair<Value, Value> matmulGrads(G &g, Value a, Value b, Value dy,
+                                           bool ta, bool tb) {
+  Value da = ta ? g.matmul(b, dy, tb, true) : g.matmul(dy, b, false, !tb);
+  Value db = tb ? g.matmul(dy, a, true, ta) : g.matmul(a, dy, !ta, false);
+  return {g.unbroadcast(da, tensorOf(a)), g.unbroadcast(db, tensorOf(b))};
+}
+
+LogicalResult MatmulOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  if (!resultGrads[0]) {
+    operandGrads.append({Value(), Value()});
+    return success();
+  }
+  auto [da, db] = matmulGrads(g, getLhs(), getRhs(), resultGrads[0],
+                              getTransposeLhs(), getTransposeRhs());
+  operandGrads.append({da, db});
+  return success();
+}
+
+LogicalResult GemmOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.append((*this)->getNumOperands(), Value());
+    return success();
+  }
+  double alpha = getAlpha().convertToDouble(), beta = getBeta().convertToDouble();
+  Value scaled = alpha == 1.0 ? dy : g.mul(dy, alpha);
+  auto [da, db] = matmulGrads(g, getA(), getB(), scaled, getTransA(), getTransB());
+  operandGrads.append({da, db});
+  if (getC()) {
+    Value dc = g.unbroadcast(dy, tensorOf(getC()));
+    operandGrads.push_back(beta == 1.0 ? dc : g.mul(dc, beta));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+/// dy of a reduction, broadcast back to the input's shape.
+static Value expandReduced(G &g, Value dy, RankedTensorType in,
+                           ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept(in.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  return g.broadcast(g.reshape(dy, kept), in);
+}
+
+LogicalResult ReduceSumOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  operandGrads.push_back(dy ? expandReduced(g, dy, tensorOf(getX()), getAxes()) : Value());
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  int64_t count = 1;
+  for (int64_t a : getAxes())
+    count *= tensorOf(getX()).getDimSize(a);
+  operandGrads.push_back(
+      expandReduced(g, g.mul(dy, 1.0 / count), tensorOf(getX()), getAxes()));
+  return success();
+}
+
+LogicalResult ReduceMaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  RankedTensorType in = tensorOf(getX());
+  Value hit = g.equal(getX(), expandReduced(g, getResult(), in, getAxes()));
+  operandGrads.push_back(g.where(hit, expandReduced(g, dy, in, getAxes()),
+                                 g.scalarLike(dy, 0)));
+  return success();
+}
+
+LogicalResult SoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0], y = getResult();
+  if (!dy) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  int64_t axis = getAxisAttr().getInt();
+  Value dot = g.reduceSum(g.mul(dy, y), {axis}, true);
+  operandGrads.push_back(g.mul(y, g.sub(dy, dot)));
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0], y = getResult();
+  if (!dy) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  int64_t axis = getAxisAttr().getInt();
+  Value sum = g.reduceSum(dy, {axis}, true);
+  operandGrads.push_back(g.sub(dy, g.mul(g.unary<ExpOp>(y), sum)));
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0], x = getX(), w = getScale();
+  if (!dy) {
+    operandGrads.append((*this)->getNumOperands(), Value());
+    return success();
+  }
+  int64_t axis = getAxisAttr().getInt(), rank = tensorOf(x).getRank();
+  SmallVector<int64_t> norm = trailingAxes(axis, rank), lead = trailingAxes(0, axis);
+  Value xc = g.sub(x, g.reduceMean(x, norm));
+  Value var = g.reduceMean(g.mul(xc, xc), norm);
+  Value rstd = g.unary<RsqrtOp>(
+      g.add(var, g.scalarLike(x, getEpsilon().convertToDouble())));
+  Value xhat = g.mul(xc, rstd);
+  Value gw = g.mul(dy, w);
+  Value dx = g.mul(rstd, g.sub(g.sub(gw, g.reduceMean(gw, norm)),
+                               g.mul(xhat, g.reduceMean(g.mul(gw, xhat), norm))));
+  operandGrads.push_back(dx);
+  auto paramShape = tensorOf(w).getShape();
+  operandGrads.push_back(g.reshape(g.reduceSum(g.mul(dy, xhat), lead, false), paramShape));
+  if (getBias())
+    operandGrads.push_back(g.reshape(g.reduceSum(dy, lead, false), paramShape));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0], q = getQ(), k = getK(), v = getV();
+  if (!dy) {
+    operandGrads.append((*this)->getNumOperands(), Value());
+    return success();
+  }
+  double scale = getScale().convertToDouble();
+  // Recompute the probabilities, as a flash-attention backward does.
+  Value s = g.mul(g.matmul(q, k, false, true), scale);
+  RankedTensorType st = tensorOf(s);
+  int64_t rank = st.getRank();
+  Value ninf = g.scalarLike(s, -std::numeric_limits<double>::infinity());
+  if (Value mask = getMask())
+    s = tensorOf(mask).getElementType().isInteger(1) ? g.where(mask, s, ninf)
+                                                     : g.add(s, mask);
+  if (getCausal()) {
+    int64_t tq = st.getDimSize(rank - 2), tk = st.getDimSize(rank - 1);
+    SmallVector<bool> keep(tq * tk);
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = 0; j < tk; ++j)
+        keep[i * tk + j] = j <= i + (tk - tq);
+    auto kt = RankedTensorType::get({tq, tk}, builder.getI1Type());
+    Value keepMask = ConstantOp::create(builder, getLoc(), DenseElementsAttr::get(kt, keep));
+    s = g.where(keepMask, s, ninf);
+  }
+  Value p = g.softmax(s, rank - 1);
+  Value dv = g.matmul(p, dy, true, false);
+  Value dp = g.matmul(dy, v, false, true);
+  Value ds = g.mul(p, g.sub(dp, g.reduceSum(g.mul(dp, p), {rank - 1}, true)));
+  operandGrads.push_back(g.mul(g.matmul(ds, k, false, false), scale));
+  operandGrads.push_back(g.mul(g.matmul(ds, q, true, false), scale));
+  operandGrads.push_back(dv);
+  if (getMask()) // masks are inputs or constants: no gradient
+    operandGrads.push_back(Value());
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing and losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  RankedTensorType data = tensorOf(getData());
+  operandGrads.push_back(
+      dy && isa<FloatType>(data.getElementType())
+          ? g.make<ScatterAddOp>(data, {g.zeros(data), getIndices(), dy},
+                                 {builder.getNamedAttr("axis", getAxisAttr())})
+          : Value());
+  operandGrads.push_back(Value());
+  return success();
+}
+
+template <typename OpTy>
+static LogicalResult lossVJP(OpTy op, OpBuilder &builder, ValueRange resultGrads,
+                             SmallVectorImpl<Value> &operandGrads, StringRef kind) {
+  G g{builder, op.getLoc()};
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.append(op->getNumOperands(), Value());
+    return success();
+  }
+  SmallVector<Value> operands{op.getInput(), op.getTarget(), dy};
+  if (op.getWeight())
+    operands.push_back(op.getWeight());
+  SmallVector<NamedAttribute> attrs{
+      builder.getNamedAttr("kind", builder.getStringAttr(kind)),
+      builder.getNamedAttr("reduction", op.getReductionAttr())};
+  if (op.getIgnoreIndexAttr())
+    attrs.push_back(builder.getNamedAttr("ignore_index", op.getIgnoreIndexAttr()));
+  operandGrads.push_back(g.make<CrossEntropyGradOp>(op.getInput().getType(), operands, attrs));
+  operandGrads.append(op->getNumOperands() - 1, Value());
+  return success();
+}
+
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  return lossVJP(*this, builder, resultGrads, operandGrads, "softmax");
+}
+
+LogicalResult NllLossOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  return lossVJP(*this, builder, resultGrads, operandGrads, "nll");
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReshapeOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  operandGrads.push_back(dy ? g.reshape(dy, tensorOf(getX()).getShape()) : Value());
+  return success();
+}
+
+LogicalResult TransposeOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  SmallVector<int64_t> inverse(getPerm().size());
+  for (auto [i, p] : llvm::enumerate(getPerm()))
+    inverse[p] = i;
+  operandGrads.push_back(dy ? g.transpose(dy, inverse) : Value());
+  return success();
+}
+
+LogicalResult SliceOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  RankedTensorType in = tensorOf(getX());
+  operandGrads.push_back(
+      dy ? g.make<InsertSliceOp>(in, {g.zeros(in), dy},
+                                 {builder.getNamedAttr("starts", getStartsAttr()),
+                                  builder.getNamedAttr("strides", getStridesAttr())})
+         : Value());
+  return success();
+}
+
+LogicalResult ConcatOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                 SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  int64_t axis = getAxisAttr().getInt(), offset = 0;
+  RankedTensorType out = getType();
+  for (Value in : getInputs()) {
+    RankedTensorType t = tensorOf(in);
+    if (!dy) {
+      operandGrads.push_back(Value());
+      continue;
+    }
+    SmallVector<int64_t> starts(out.getRank(), 0), limits(out.getShape()),
+        strides(out.getRank(), 1);
+    starts[axis] = offset;
+    limits[axis] = offset + t.getDimSize(axis);
+    operandGrads.push_back(g.make<SliceOp>(
+        t, {dy},
+        {builder.getNamedAttr("starts", builder.getDenseI64ArrayAttr(starts)),
+         builder.getNamedAttr("limits", builder.getDenseI64ArrayAttr(limits)),
+         builder.getNamedAttr("strides", builder.getDenseI64ArrayAttr(strides))}));
+    offset += t.getDimSize(axis);
+  }
+  return success();
+}
+
+LogicalResult SplitOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  if (llvm::all_of(resultGrads, [](Value v) { return !v; })) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  SmallVector<Value> pieces;
+  for (auto [r, d] : llvm::zip(getResults(), resultGrads))
+    pieces.push_back(d ? d : g.zeros(tensorOf(r)));
+  operandGrads.push_back(g.make<ConcatOp>(
+      getX().getType(), pieces, {builder.getNamedAttr("axis", getAxisAttr())}));
+  return success();
+}
+
+LogicalResult BroadcastOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  operandGrads.push_back(dy ? g.unbroadcast(dy, tensorOf(getX())) : Value());
+  return success();
+}
+
+LogicalResult TriluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  operandGrads.push_back(
+      dy ? g.make<TriluOp>(dy.getType(), {dy},
+                           {builder.getNamedAttr("k", getKAttr()),
+                            builder.getNamedAttr("upper", getUpperAttr())})
+         : Value());
+  return success();
+}

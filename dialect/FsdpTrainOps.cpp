@@ -1,0 +1,113 @@
+//===- FsdpTrainOps.cpp - Verifiers of autodiff and optimizer ops ---------===//
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+static RankedTensorType tensorOf(Value v) {
+  return v ? cast<RankedTensorType>(v.getType()) : RankedTensorType();
+}
+
+LogicalResult ScatterAddOp::verify() {
+  if (getType() != getDest().getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the destination's "
+           << getDest().getType();
+  auto expected = shape::gather(getLoc(), tensorOf(getDest()),
+                                tensorOf(getIndices()),
+                                getAxisAttr().getInt());
+  if (failed(expected))
+    return failure();
+  if (*expected != getUpdates().getType())
+    return emitOpError("updates ")
+           << getUpdates().getType() << " do not match the gathered shape "
+           << *expected;
+  return success();
+}
+
+LogicalResult InsertSliceOp::verify() {
+  if (getType() != getDest().getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the destination's "
+           << getDest().getType();
+  RankedTensorType src = tensorOf(getSource());
+  if (src.getRank() != getType().getRank() ||
+      (int64_t)getStarts().size() != src.getRank() ||
+      (int64_t)getStrides().size() != src.getRank())
+    return emitOpError("needs one start and stride per dimension of ")
+           << getType();
+  SmallVector<int64_t> limits;
+  for (int64_t d = 0; d < src.getRank(); ++d)
+    limits.push_back(getStarts()[d] +
+                     (src.getDimSize(d) == 0
+                          ? 0
+                          : (src.getDimSize(d) - 1) * getStrides()[d] + 1));
+  auto box = shape::slice(getLoc(), tensorOf(getDest()), getStarts(), limits,
+                          getStrides());
+  if (failed(box))
+    return failure();
+  if (*box != src)
+    return emitOpError("source ") << src << " does not fill the box " << *box;
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  if (getKind() != "softmax" && getKind() != "nll")
+    return emitOpError("kind must be \"softmax\" or \"nll\", got \"")
+           << getKind() << "\"";
+  if (getType() != getInput().getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the input's "
+           << getInput().getType();
+  auto loss = shape::classificationLoss(getLoc(), tensorOf(getInput()),
+                                        tensorOf(getTarget()),
+                                        tensorOf(getWeight()), getReduction());
+  if (failed(loss))
+    return failure();
+  if (*loss != getGrad().getType())
+    return emitOpError("loss gradient ")
+           << getGrad().getType() << " does not match the loss type " << *loss;
+  return success();
+}
+
+/// The parameter exists and has the gradient's type.
+static LogicalResult verifyParam(Operation *op, FlatSymbolRefAttr ref,
+                                 Type gradType,
+                                 SymbolTableCollection &symbolTable) {
+  auto param = symbolTable.lookupNearestSymbolFrom<ParameterOp>(op, ref);
+  if (!param)
+    return op->emitOpError("'")
+           << ref.getValue() << "' is not an fsdp.parameter";
+  if (param.getType() != gradType)
+    return op->emitOpError("gradient type ")
+           << gradType << " differs from the parameter's " << param.getType();
+  return success();
+}
+
+LogicalResult AdamWOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyParam(*this, getParamAttr(), getGrad().getType(), symbolTable);
+}
+
+LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyParam(*this, getParamAttr(), getGrad().getType(), symbolTable);
+}
+
+LogicalResult AdamWOp::verify() {
+  float b1 = getBeta1().convertToFloat(), b2 = getBeta2().convertToFloat();
+  if (getLr().convertToFloat() < 0 || b1 < 0 || b1 >= 1 || b2 < 0 ||
+      b2 >= 1 || getEps().convertToFloat() <= 0 ||
+      getWeightDecay().convertToFloat() < 0)
+    return emitOpError("needs lr >= 0, betas in [0, 1), eps > 0 and "
+                       "weight_decay >= 0");
+  return success();
+}
+
+LogicalResult SgdOp::verify() {
+  if (getLr().convertToFloat() < 0 || getMomentum().convertToFloat() < 0 ||
+      getWeightDecay().convertToFloat() < 0)
+    return emitOpError("needs lr, momentum and weight_decay >= 0");
+  if (getNesterov() && getMomentum().convertToFloat() == 0)
+    return emitOpError("Nesterov momentum needs momentum > 0");
+  return success();
+}

@@ -1,0 +1,118 @@
+//===- FsdpTrainOps.td - Ops that autodiff and optimizers add -*- tablegen -*-===//
+#ifndef FSDP_TRAIN_OPS_TD
+#define FSDP_TRAIN_OPS_TD
+
+include "dialect/FsdpDialect.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Fsdp_ScatterAddOp : Fsdp_Op<"scatter_add", [Pure]> {
+  let summary = "Adds slices into a tensor at indices (gather's gradient)";
+  let description = [{
+    The transpose of `fsdp.gather`: `result = dest`, then for every index
+    position `i`, `result[..., indices[i], ...] += updates[..., i, ...]`
+    along `axis`. Repeated indices accumulate, which is what a tied or
+    repeated embedding row needs.
+
+```mlir
+%g = fsdp.scatter_add %zeros, %ids, %dy {axis = 0 : i64}
+    : (tensor<100x16xf32>, tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x16xf32>
+```
+  }];
+  let arguments = (ins AnyRankedTensor:$dest, RankedTensorOf<[AnySignlessInteger]>:$indices,
+                   AnyRankedTensor:$updates, DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_InsertSliceOp : Fsdp_Op<"insert_slice", [Pure]> {
+  let summary = "Writes a tensor into a strided box of another (slice's gradient)";
+  let description = [{
+    `result = dest` with the box `starts[d] + i * strides[d]` replaced by
+    `source`; the box is what `fsdp.slice` with the same starts and strides
+    would read.
+
+```mlir
+%g = fsdp.insert_slice %zeros, %dy {starts = array<i64: 0, 4>, strides = array<i64: 1, 1>}
+    : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+```
+  }];
+  let arguments = (ins AnyRankedTensor:$dest, AnyRankedTensor:$source,
+                   DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$strides);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_CrossEntropyGradOp : Fsdp_Op<"cross_entropy_grad", [Pure]> {
+  let summary = "Gradient of cross_entropy or nll_loss with respect to its input";
+  let description = [{
+    For `kind = "softmax"` (cross_entropy): `(softmax(input) - onehot(target))`
+    per position; for `kind = "nll"`: `-onehot(target)`. Each position is
+    multiplied by the loss gradient `grad` (a scalar for `mean` and `sum`,
+    per position for `none`), divided by the number of non-ignored targets
+    (weighted) for `mean`, and is zero where the target is `ignore_index`.
+
+```mlir
+%d = fsdp.cross_entropy_grad %logits, %t, %g {kind = "softmax", reduction = "mean"}
+    : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x100xf32>
+```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnySignlessInteger]>:$target,
+                   RankedTensorOf<[AnyFloat]>:$grad,
+                   Optional<RankedTensorOf<[AnyFloat]>>:$weight,
+                   StrAttr:$kind,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+class Fsdp_OptimizerOp<string mnemonic> : Fsdp_Op<mnemonic,
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_AdamWOp : Fsdp_OptimizerOp<"adamw"> {
+  let summary = "Updates a parameter in place with AdamW";
+  let description = [{
+    torch.optim.AdamW: `m = b1·m + (1-b1)·g`, `v = b2·v + (1-b2)·g²`,
+    `p -= lr·wd·p` (decoupled decay), `p -= lr·m̂/(√v̂ + eps)` with bias
+    corrections `1 - b1^t`, `1 - b2^t`. `m`, `v` and the step `t` are
+    optimizer state owned by the runtime; `lr` is the base rate, which the
+    module's schedule scales per step.
+
+```mlir
+fsdp.adamw @fc.weight, %g {lr = 1.0e-03 : f32, beta1 = 0.9 : f32,
+    beta2 = 0.999 : f32, eps = 1.0e-08 : f32, weight_decay = 0.01 : f32}
+    : tensor<4x8xf32>
+```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, RankedTensorOf<[AnyFloat]>:$grad,
+                   F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
+                   F32Attr:$weight_decay);
+}
+
+def Fsdp_SgdOp : Fsdp_OptimizerOp<"sgd"> {
+  let summary = "Updates a parameter in place with SGD (momentum, Nesterov)";
+  let description = [{
+    torch.optim.SGD: `g += wd·p`; with momentum `b = μ·b + g` (`b = g` on the
+    first step), `g = g + μ·b` for Nesterov or `g = b`; then `p -= lr·g`.
+
+```mlir
+fsdp.sgd @fc.weight, %g {lr = 0.1 : f32, momentum = 0.9 : f32,
+    nesterov = false, weight_decay = 0.0 : f32} : tensor<4x8xf32>
+```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, RankedTensorOf<[AnyFloat]>:$grad,
+                   F32Attr:$lr, F32Attr:$momentum, BoolAttr:$nesterov,
+                   F32Attr:$weight_decay);
+}
+
+#endif // FSDP_TRAIN_OPS_TD

@@ -1,0 +1,309 @@
+//===- BuildTrainStep.cpp - Loss, gradients and optimizer updates ---------===//
+//
+// Before:
+//   func.func @forward(%x) -> tensor<f32> { ... %loss ... }
+// After:
+//   func.func @forward(...)            // unchanged, for evaluation
+//   func.func @train_step(%x) -> (tensor<f32> loss, tensor<f32> grad_norm) {
+//     ... forward ...
+//     ... reverse pass (one VJP per op) ...
+//     %norm = sqrt(sum_p sum(g_p * g_p))
+//     fsdp.adamw @p, %g_p {...}        // one per trained parameter
+//     return %loss, %norm
+//   }
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Autodiff.h"
+#include "passes/Passes.h"
+
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Regex.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPBUILDTRAINSTEP
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+Value scalar(OpBuilder &b, Location loc, Type element, double v) {
+  auto t = RankedTensorType::get({}, element);
+  return ConstantOp::create(b, loc,
+                            DenseElementsAttr::get(t, b.getFloatAttr(element, v)));
+}
+
+/// Mean over every element.
+Value meanAll(OpBuilder &b, Location loc, Value x) {
+  auto t = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i < t.getRank(); ++i)
+    axes.push_back(i);
+  return ReduceMeanOp::create(b, loc, x, axes, /*keepdims=*/false);
+}
+
+struct FsdpBuildTrainStep
+    : fsdp::impl::FsdpBuildTrainStepBase<FsdpBuildTrainStep> {
+  using Base::Base;
+
+  void runOnOperation() override;
+
+private:
+  FailureOr<Value> buildLoss(func::FuncOp step);
+};
+
+FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
+  Block &body = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder b(ret);
+  Location loc = step.getLoc();
+
+  auto outputs = [&] {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      auto name = step.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+      os << (i ? ", " : "") << (name ? name.getValue() : "?") << " : "
+         << v.getType();
+    }
+    return s;
+  };
+  auto floatOutputs = [&](int64_t minRank) {
+    SmallVector<Value> found;
+    for (Value v : ret.getOperands()) {
+      auto t = cast<RankedTensorType>(v.getType());
+      if (isa<FloatType>(t.getElementType()) && t.getRank() >= minRank)
+        found.push_back(v);
+    }
+    return found;
+  };
+
+  if (loss == "auto") {
+    SmallVector<Value> scalars;
+    for (Value v : floatOutputs(0))
+      if (cast<RankedTensorType>(v.getType()).getRank() == 0)
+        scalars.push_back(v);
+    if (scalars.size() != 1)
+      return emitError(loc, "--loss=auto needs exactly one scalar float graph "
+                            "output, the graph has: ")
+             << outputs() << "; choose --loss=cross-entropy, mse or bce";
+    return scalars.front();
+  }
+  if (loss != "cross-entropy" && loss != "mse" && loss != "bce")
+    return emitError(loc, "unknown --loss '")
+           << loss << "' (auto, cross-entropy, mse or bce)";
+
+  SmallVector<Value> candidates = floatOutputs(loss == "cross-entropy" ? 2 : 1);
+  if (candidates.size() != 1)
+    return emitError(loc, "--loss=")
+           << loss << " needs exactly one float output of rank >= "
+           << (loss == "cross-entropy" ? 2 : 1) << ", the graph has: "
+           << outputs();
+  Value out = candidates.front();
+  auto outType = cast<RankedTensorType>(out.getType());
+  Type targetType =
+      loss == "cross-entropy"
+          ? RankedTensorType::get(outType.getShape().drop_back(),
+                                  b.getI64Type())
+          : (Type)outType;
+  unsigned index = step.getNumArguments();
+  if (failed(step.insertArgument(index, targetType, {}, loc)))
+    return failure();
+  step.setArgAttr(index, "fsdp.name", b.getStringAttr("targets"));
+  Value targets = body.getArgument(index);
+
+  if (loss == "cross-entropy") {
+    // [N, ..., C] logits against [N, ...] classes, mean over positions.
+    int64_t classes = outType.getShape().back();
+    int64_t rows = outType.getNumElements() / std::max<int64_t>(classes, 1);
+    Value logits = ReshapeOp::create(
+        b, loc, RankedTensorType::get({rows, classes}, outType.getElementType()),
+        out);
+    Value flat = ReshapeOp::create(
+        b, loc, RankedTensorType::get({rows}, b.getI64Type()), targets);
+    auto ce = CrossEntropyOp::create(
+        b, loc, TypeRange{RankedTensorType::get({}, outType.getElementType())},
+        ValueRange{logits, flat},
+        {b.getNamedAttr("ignore_index", b.getI64IntegerAttr(ignoreIndex))});
+    return ce.getResult();
+  }
+  Type et = outType.getElementType();
+  if (loss == "mse") {
+    Value d = SubOp::create(b, loc, out, targets);
+    return meanAll(b, loc, MulOp::create(b, loc, d, d));
+  }
+  // BCE with logits, stable form: max(x, 0) - x*t + log(1 + exp(-|x|)).
+  Value softplus = LogOp::create(
+      b, loc,
+      AddOp::create(b, loc, scalar(b, loc, et, 1.0),
+                    ExpOp::create(b, loc, NegOp::create(b, loc,
+                                                        AbsOp::create(b, loc, out)))));
+  Value terms = AddOp::create(
+      b, loc,
+      SubOp::create(b, loc, ReluOp::create(b, loc, out),
+                    MulOp::create(b, loc, out, targets)),
+      softplus);
+  return meanAll(b, loc, terms);
+}
+
+void FsdpBuildTrainStep::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto forward = module.lookupSymbol<func::FuncOp>("forward");
+  if (!forward) {
+    module.emitError("no func.func @forward to build a training step from");
+    return signalPassFailure();
+  }
+  if (module.lookupSymbol("train_step")) {
+    module.emitError("the module already has a @train_step");
+    return signalPassFailure();
+  }
+  if (optimizer != "adamw" && optimizer != "sgd") {
+    module.emitError("unknown --optimizer '")
+        << optimizer << "' (adamw or sgd)";
+    return signalPassFailure();
+  }
+  if (lrSchedule != "constant" && lrSchedule != "cosine") {
+    module.emitError("unknown --lr-schedule '")
+        << lrSchedule << "' (constant or cosine)";
+    return signalPassFailure();
+  }
+  if (gradAccum < 1 || warmupSteps < 0 || totalSteps < 0 || gradClip < 0) {
+    module.emitError("--grad-accum must be >= 1 and --warmup-steps, "
+                     "--total-steps, --grad-clip >= 0");
+    return signalPassFailure();
+  }
+  llvm::Regex frozenRe(frozen);
+  std::string reError;
+  if (!frozen.empty() && !frozenRe.isValid(reError)) {
+    module.emitError("invalid --frozen regular expression '")
+        << frozen << "': " << reError;
+    return signalPassFailure();
+  }
+
+  OpBuilder mb(module.getBodyRegion());
+  mb.setInsertionPointAfter(forward);
+  auto step = cast<func::FuncOp>(mb.clone(*forward));
+  step.setName("train_step");
+  Block &body = step.getBody().front();
+
+  FailureOr<Value> lossValue = buildLoss(step);
+  if (failed(lossValue))
+    return signalPassFailure();
+
+  // Trained parameters and every read of them inside the step.
+  SmallVector<ParameterOp> trained;
+  SmallVector<Value> wrt;
+  SmallVector<unsigned> owner; // wrt index -> trained index
+  for (auto param : module.getOps<ParameterOp>()) {
+    if (!isa<FloatType>(param.getTensorType().getElementType()) ||
+        (!frozen.empty() && frozenRe.match(param.getSymName())))
+      continue;
+    trained.push_back(param);
+    for (auto read : body.getOps<GetParameterOp>())
+      if (read.getParam() == param.getSymName()) {
+        wrt.push_back(read.getResult());
+        owner.push_back(trained.size() - 1);
+      }
+  }
+
+  auto grads = buildGradients(body, *lossValue, wrt);
+  if (failed(grads))
+    return signalPassFailure();
+
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  OpBuilder b(ret);
+  Location loc = step.getLoc();
+  SmallVector<Value> paramGrads(trained.size());
+  for (auto [i, g] : llvm::enumerate(*grads)) {
+    if (!g)
+      continue;
+    Value &slot = paramGrads[owner[i]];
+    slot = slot ? AddOp::create(b, loc, slot, g).getResult() : g;
+  }
+
+  // Global gradient norm (logged, and used by clipping).
+  Type et = cast<RankedTensorType>(lossValue->getType()).getElementType();
+  Value sumSq = scalar(b, loc, et, 0.0);
+  for (Value g : paramGrads) {
+    if (!g)
+      continue;
+    Value gf = g;
+    if (cast<RankedTensorType>(g.getType()).getElementType() != et)
+      gf = CastOp::create(
+          b, loc,
+          RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(), et),
+          g);
+    Value sq = MulOp::create(b, loc, gf, gf);
+    auto t = cast<RankedTensorType>(sq.getType());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      axes.push_back(i);
+    Value s = axes.empty() ? sq : ReduceSumOp::create(b, loc, sq, axes, false);
+    sumSq = AddOp::create(b, loc, sumSq, s);
+  }
+  Value norm = SqrtOp::create(b, loc, sumSq);
+  if (gradClip > 0) {
+    // clip_grad_norm_: coef = min(max_norm / (norm + 1e-6), 1).
+    Value coef = MinOp::create(
+        b, loc,
+        DivOp::create(b, loc, scalar(b, loc, et, gradClip),
+                      AddOp::create(b, loc, norm, scalar(b, loc, et, 1e-6))),
+        scalar(b, loc, et, 1.0));
+    for (Value &g : paramGrads)
+      if (g) {
+        Type ge = cast<RankedTensorType>(g.getType()).getElementType();
+        Value c = ge == et ? coef
+                           : CastOp::create(b, loc, RankedTensorType::get({}, ge),
+                                            coef).getResult();
+        g = MulOp::create(b, loc, g, c);
+      }
+  }
+
+  float wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);
+  for (auto [param, g] : llvm::zip(trained, paramGrads)) {
+    if (!g) {
+      param.emitRemark("parameter '")
+          << param.getSymName()
+          << "' does not affect the loss: it gets no gradient and no update";
+      continue;
+    }
+    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    if (optimizer == "adamw")
+      AdamWOp::create(b, loc, ref, g, b.getF32FloatAttr(lr),
+                      b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
+                      b.getF32FloatAttr(eps), b.getF32FloatAttr(wd));
+    else
+      SgdOp::create(b, loc, ref, g, b.getF32FloatAttr(lr),
+                    b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov),
+                    b.getF32FloatAttr(wd));
+  }
+
+  func::ReturnOp::create(b, loc, ValueRange{*lossValue, norm});
+  ret.erase();
+  SmallVector<Type> argTypes(body.getArgumentTypes());
+  step.setFunctionType(b.getFunctionType(argTypes, {lossValue->getType(), norm.getType()}));
+  step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
+      b.getDictionaryAttr(b.getNamedAttr("fsdp.name", b.getStringAttr("loss"))),
+      b.getDictionaryAttr(
+          b.getNamedAttr("fsdp.name", b.getStringAttr("grad_norm")))});
+  eraseDeadOps(body);
+
+  module->setAttr(
+      "fsdp.train",
+      b.getDictionaryAttr({
+          b.getNamedAttr("loss", b.getStringAttr(loss)),
+          b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),
+          b.getNamedAttr("lr_schedule", b.getStringAttr(lrSchedule)),
+          b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(warmupSteps)),
+          b.getNamedAttr("total_steps", b.getI64IntegerAttr(totalSteps)),
+          b.getNamedAttr("grad_accum", b.getI64IntegerAttr(gradAccum)),
+          b.getNamedAttr("grad_clip", b.getF32FloatAttr(gradClip)),
+      }));
+}
+
+} // namespace
