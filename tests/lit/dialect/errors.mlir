@@ -399,3 +399,62 @@ func.func @double_free(%x: tensor<8xf32>) {
   fsdp.free %x : tensor<8xf32>
   return
 }
+
+// -----
+
+func.func @scatter_add(%z: tensor<10x4xf32>, %i: tensor<3xi64>, %u: tensor<3x5xf32>) {
+  // expected-error @+1 {{updates 'tensor<3x5xf32>' do not match the gathered shape 'tensor<3x4xf32>'}}
+  %0 = fsdp.scatter_add %z, %i, %u : (tensor<10x4xf32>, tensor<3xi64>, tensor<3x5xf32>) -> tensor<10x4xf32>
+  return
+}
+
+// -----
+
+func.func @insert_slice(%d: tensor<2x8xf32>, %s: tensor<2x4xf32>) {
+  // expected-error @+1 {{slice [6, 10) of dimension 1 is outside [0, 8]}}
+  %0 = fsdp.insert_slice %d, %s {starts = array<i64: 0, 6>, strides = array<i64: 1, 1>} : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad(%x: tensor<8x10xf32>, %t: tensor<8xi64>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{loss gradient 'tensor<8xf32>' does not match the loss type 'tensor<f32>'}}
+  %0 = fsdp.cross_entropy_grad %x, %t, %g {kind = "softmax"} : (tensor<8x10xf32>, tensor<8xi64>, tensor<8xf32>) -> tensor<8x10xf32>
+  return
+}
+
+// -----
+
+func.func @cross_entropy_grad_kind(%x: tensor<8x10xf32>, %t: tensor<8xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{kind must be "softmax" or "nll", got "hinge"}}
+  %0 = fsdp.cross_entropy_grad %x, %t, %g {kind = "hinge"} : (tensor<8x10xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x10xf32>
+  return
+}
+
+// -----
+
+fsdp.parameter @w : tensor<4xf32> {module_path = ""}
+func.func @adamw_type(%g: tensor<5xf32>) {
+  // expected-error @+1 {{gradient type 'tensor<5xf32>' differs from the parameter's 'tensor<4xf32>'}}
+  fsdp.adamw @w, %g {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<5xf32>
+  return
+}
+
+// -----
+
+fsdp.parameter @w : tensor<4xf32> {module_path = ""}
+func.func @adamw_beta(%g: tensor<4xf32>) {
+  // expected-error @+1 {{needs lr >= 0, betas in [0, 1), eps > 0 and weight_decay >= 0}}
+  fsdp.adamw @w, %g {lr = 1.0e-3 : f32, beta1 = 1.0 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}
+
+// -----
+
+fsdp.parameter @w : tensor<4xf32> {module_path = ""}
+func.func @sgd_nesterov(%g: tensor<4xf32>) {
+  // expected-error @+1 {{Nesterov momentum needs momentum > 0}}
+  fsdp.sgd @w, %g {lr = 0.1 : f32, momentum = 0.0 : f32, nesterov = true, weight_decay = 0.0 : f32} : tensor<4xf32>
+  return
+}

@@ -1,0 +1,27 @@
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step -verify-diagnostics | FileCheck %s
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=optimizer=adam 2>&1 | FileCheck %s --check-prefix=OPT
+// OPT: error: unknown --optimizer 'adam' (adamw or sgd)
+// RUN: not fsdp-opt %s -split-input-file '-fsdp-build-train-step=frozen=(' 2>&1 | FileCheck %s --check-prefix=RE
+// RE: error: invalid --frozen regular expression '('
+
+// loss=auto needs one scalar output.
+// expected-error @below {{--loss=auto needs exactly one scalar float graph output, the graph has: logits : tensor<2x3xf32>; choose --loss=cross-entropy, mse or bce}}
+func.func @forward(%x: tensor<2x3xf32>) -> (tensor<2x3xf32> {fsdp.name = "logits"}) {
+  return %x : tensor<2x3xf32>
+}
+
+// -----
+
+// A parameter that does not reach the loss is reported, not updated.
+// expected-remark @+1 {{parameter 'unused' does not affect the loss: it gets no gradient and no update}}
+fsdp.parameter @unused : tensor<4xf32> {module_path = ""}
+fsdp.parameter @v : tensor<4xf32> {module_path = ""}
+// CHECK-LABEL: func.func @train_step
+// CHECK-NOT: fsdp.adamw @unused
+// CHECK: fsdp.adamw @v
+func.func @forward(%x: tensor<4xf32> {fsdp.name = "x"}) -> (tensor<f32> {fsdp.name = "loss"}) {
+  %v = fsdp.get_parameter @v : tensor<4xf32>
+  %p = fsdp.mul %x, %v : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %s = fsdp.reduce_sum %p {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
