@@ -75,7 +75,9 @@ def Fsdp_CrossEntropyGradOp : Fsdp_Op<"cross_entropy_grad", [Pure]> {
 class Fsdp_OptimizerOp<string mnemonic> : Fsdp_Op<mnemonic,
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      MemoryEffects<[MemRead, MemWrite]>]> {
-  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+  let assemblyFormat = [{
+    $param `,` $grad (`scaled` `by` $scale^ `:` type($scale))? attr-dict `:` type($grad)
+  }];
   let hasVerifier = 1;
 }
 
@@ -86,7 +88,8 @@ def Fsdp_AdamWOp : Fsdp_OptimizerOp<"adamw"> {
     `p -= lr·wd·p` (decoupled decay), `p -= lr·m̂/(√v̂ + eps)` with bias
     corrections `1 - b1^t`, `1 - b2^t`. `m`, `v` and the step `t` are
     optimizer state owned by the runtime; `lr` is the base rate, which the
-    module's schedule scales per step.
+    module's schedule scales per step. The optional `scale` multiplies the
+    gradient first (gradient clipping), fused into the update.
 
 ```mlir
 fsdp.adamw @fc.weight, %g {lr = 1.0e-03 : f32, beta1 = 0.9 : f32,
@@ -95,6 +98,7 @@ fsdp.adamw @fc.weight, %g {lr = 1.0e-03 : f32, beta1 = 0.9 : f32,
 ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, RankedTensorOf<[AnyFloat]>:$grad,
+                   Optional<0DTensorOf<[AnyFloat]>>:$scale,
                    F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
                    F32Attr:$weight_decay);
 }
@@ -111,6 +115,7 @@ fsdp.sgd @fc.weight, %g {lr = 0.1 : f32, momentum = 0.9 : f32,
 ```
   }];
   let arguments = (ins FlatSymbolRefAttr:$param, RankedTensorOf<[AnyFloat]>:$grad,
+                   Optional<0DTensorOf<[AnyFloat]>>:$scale,
                    F32Attr:$lr, F32Attr:$momentum, BoolAttr:$nesterov,
                    F32Attr:$weight_decay);
 }

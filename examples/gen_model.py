@@ -320,12 +320,12 @@ def build(args):
     return model.eval(), inputs
 
 
-def export(argv):
-    """Exports one model as the command line says; returns its shapes."""
+def parse_args(argv):
+    """The generator's options for a command line (without -o: no export)."""
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp"])
-    p.add_argument("-o", "--output", required=True)
+    p.add_argument("-o", "--output")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--dynamic-batch", action="store_true")
     p.add_argument("--untied", action="store_true", help="gpt2: untie lm_head")
@@ -346,7 +346,14 @@ def export(argv):
     args = p.parse_args(argv)
     if args.model == "mlp" and args.loss == "default":
         args.loss = "mse"
+    return args
 
+
+def export(argv):
+    """Exports one model as the command line says; returns its shapes."""
+    args = parse_args(argv)
+    if not args.output:
+        raise SystemExit("gen_model.py: -o/--output is required")
     model, inputs = build(args)
     names = list(inputs)
     with torch.no_grad():

@@ -247,22 +247,15 @@ void FsdpBuildTrainStep::runOnOperation() {
     sumSq = AddOp::create(b, loc, sumSq, s);
   }
   Value norm = SqrtOp::create(b, loc, sumSq);
-  if (gradClip > 0) {
-    // clip_grad_norm_: coef = min(max_norm / (norm + 1e-6), 1).
-    Value coef = MinOp::create(
+  // clip_grad_norm_: every gradient is scaled by min(max_norm / (norm +
+  // 1e-6), 1), fused into the optimizer update.
+  Value coef;
+  if (gradClip > 0)
+    coef = MinOp::create(
         b, loc,
         DivOp::create(b, loc, scalar(b, loc, et, gradClip),
                       AddOp::create(b, loc, norm, scalar(b, loc, et, 1e-6))),
         scalar(b, loc, et, 1.0));
-    for (Value &g : paramGrads)
-      if (g) {
-        Type ge = cast<RankedTensorType>(g.getType()).getElementType();
-        Value c = ge == et ? coef
-                           : CastOp::create(b, loc, RankedTensorType::get({}, ge),
-                                            coef).getResult();
-        g = MulOp::create(b, loc, g, c);
-      }
-  }
 
   float wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);
   for (auto [param, g] : llvm::zip(trained, paramGrads)) {
@@ -273,12 +266,16 @@ void FsdpBuildTrainStep::runOnOperation() {
       continue;
     }
     auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    Value scale = coef;
+    Type ge = cast<RankedTensorType>(g.getType()).getElementType();
+    if (coef && ge != et)
+      scale = CastOp::create(b, loc, RankedTensorType::get({}, ge), coef);
     if (optimizer == "adamw")
-      AdamWOp::create(b, loc, ref, g, b.getF32FloatAttr(lr),
+      AdamWOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
                       b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
                       b.getF32FloatAttr(eps), b.getF32FloatAttr(wd));
     else
-      SgdOp::create(b, loc, ref, g, b.getF32FloatAttr(lr),
+      SgdOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
                     b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov),
                     b.getF32FloatAttr(wd));
   }

@@ -64,4 +64,39 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {
+  let summary = "Assigns every tensor of @train_step an offset in one arena";
+  let description = [{
+    Walks the step in program order with static liveness: a result is
+    allocated when its op runs (while the op's inputs are still live) and
+    released after its last use; offsets come from a first-fit free list,
+    64-byte aligned. Parameter reads live in parameter storage, constants in
+    the plan, and reshapes alias their operand (their uses extend its life).
+    Results get `fsdp.offsets`, arguments `fsdp.offset`, and the module
+    `fsdp.arena_bytes` (the peak, i.e. the arena the runtime allocates).
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the function to plan">,
+  ];
+}
+
+def FsdpEmitPlan : Pass<"fsdp-emit-plan", "::mlir::ModuleOp"> {
+  let summary = "Writes the runtime plan (JSON) of a memory-planned step";
+  let description = [{
+    Serialises the planned @train_step into the versioned JSON plan that
+    fsdp-run executes: meta, training options, parameters (original names
+    and where their initial values are), constants, inputs, outputs, the
+    arena size and the program, one instruction per op with its tensors'
+    locations and its attributes.
+  }];
+  let options = [
+    Option<"output", "output", "std::string", "\"-\"",
+           "file to write the plan to ('-': standard output)">,
+    Option<"function", "function", "std::string", "\"train_step\"",
+           "the function to emit">,
+  ];
+}
+
 #endif // FSDP_PASSES_TD

@@ -42,6 +42,76 @@ static llvm::cl::opt<bool> listOnnxOps(
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
     llvm::cl::cat(onnxCategory));
 
+// Training-step options, forwarded to fsdp-build-train-step when the output
+// is a plan (-o model.plan).
+static llvm::cl::OptionCategory trainCategory("Training step options");
+static llvm::cl::opt<std::string>
+    lossOpt("loss", llvm::cl::desc("auto | cross-entropy | mse | bce"),
+            llvm::cl::init("auto"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t>
+    ignoreIndexOpt("ignore-index", llvm::cl::desc("cross-entropy ignore index"),
+                   llvm::cl::init(-100), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    frozenOpt("frozen", llvm::cl::desc("regex of parameters not to train"),
+              llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    optimizerOpt("optimizer", llvm::cl::desc("adamw | sgd"),
+                 llvm::cl::init("adamw"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float> lrOpt("lr", llvm::cl::init(1e-3f),
+                                  llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float> beta1Opt("beta1", llvm::cl::init(0.9f),
+                                     llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float> beta2Opt("beta2", llvm::cl::init(0.999f),
+                                     llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float> epsOpt("eps", llvm::cl::init(1e-8f),
+                                   llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float>
+    weightDecayOpt("weight-decay",
+                   llvm::cl::desc("default 0.01 (AdamW), 0 (SGD)"),
+                   llvm::cl::init(-1.0f), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float> momentumOpt("momentum", llvm::cl::init(0.0f),
+                                        llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> nesterovOpt("nesterov",
+                                       llvm::cl::cat(trainCategory));
+static llvm::cl::opt<float>
+    gradClipOpt("grad-clip", llvm::cl::desc("max global gradient norm"),
+                llvm::cl::init(0.0f), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    lrScheduleOpt("lr-schedule", llvm::cl::desc("constant | cosine"),
+                  llvm::cl::init("constant"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> warmupOpt("warmup-steps", llvm::cl::init(0),
+                                        llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> totalStepsOpt("total-steps", llvm::cl::init(0),
+                                            llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
+                                           llvm::cl::cat(trainCategory));
+
+/// import → train step → memory plan → plan file.
+static void addPlanPipeline(PassManager &pm, StringRef planPath) {
+  fsdp::FsdpBuildTrainStepOptions train;
+  train.loss = lossOpt;
+  train.ignoreIndex = ignoreIndexOpt;
+  train.frozen = frozenOpt;
+  train.optimizer = optimizerOpt;
+  train.lr = lrOpt;
+  train.beta1 = beta1Opt;
+  train.beta2 = beta2Opt;
+  train.eps = epsOpt;
+  train.weightDecay = weightDecayOpt;
+  train.momentum = momentumOpt;
+  train.nesterov = nesterovOpt;
+  train.gradClip = gradClipOpt;
+  train.lrSchedule = lrScheduleOpt;
+  train.warmupSteps = warmupOpt;
+  train.totalSteps = totalStepsOpt;
+  train.gradAccum = gradAccumOpt;
+  pm.addPass(fsdp::createFsdpBuildTrainStep(train));
+  pm.addPass(fsdp::createFsdpPlanMemory());
+  fsdp::FsdpEmitPlanOptions emit;
+  emit.output = planPath.str();
+  pm.addPass(fsdp::createFsdpEmitPlan(emit));
+}
+
 static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
                    const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
@@ -54,10 +124,17 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
   if (!module)
     return 1;
 
+  bool plan = StringRef(output).ends_with(".plan");
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)) ||
-      failed(config.setupPassPipeline(pm)) || failed(pm.run(*module)))
+      failed(config.setupPassPipeline(pm)))
     return 1;
+  if (plan)
+    addPlanPipeline(pm, output);
+  if (failed(pm.run(*module)))
+    return 1;
+  if (plan)
+    return 0;
 
   std::string error;
   auto out = openOutputFile(output, &error);

@@ -22,7 +22,7 @@ fsdp.parameter @w : tensor<4x4xf32> {module_path = "fc"}
 // SGD-LABEL: func.func @train_step
 // SGD: fsdp.min
 // SGD-NOT: fsdp.sgd @emb
-// SGD: fsdp.sgd @w, %{{.*}} {lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4x4xf32>
+// SGD: fsdp.sgd @w, %{{.*}} scaled by %{{.*}} : tensor<f32> {lr = 1.000000e-03 : f32, momentum = 0.899999976 : f32, nesterov = false, weight_decay = 0.000000e+00 : f32} : tensor<4x4xf32>
 // SGD-NOT: fsdp.sgd @emb
 func.func @forward(%ids: tensor<3xi64> {fsdp.name = "ids"}, %t: tensor<3xi64> {fsdp.name = "targets"}) -> (tensor<f32> {fsdp.name = "loss"}) {
   %e = fsdp.get_parameter @emb : tensor<10x4xf32>

@@ -1,0 +1,259 @@
+//===- EmitPlan.cpp - The runtime plan, as JSON ---------------------------===//
+//
+// The compiler → runtime contract (see DESIGN.md, "The plan"). Each
+// instruction names its op, its tensors (space, offset or index, shape,
+// dtype) and its attributes; reshapes, parameter reads and constants are
+// not instructions (they are views of storage the runtime already has).
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPEMITPLAN
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace json = llvm::json;
+
+namespace {
+
+constexpr int64_t kPlanVersion = 1;
+
+std::string dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF64())
+    return "f64";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(1))
+    return "i1";
+  if (auto it = dyn_cast<IntegerType>(t))
+    return (it.isUnsigned() ? "ui" : "i") + std::to_string(it.getWidth());
+  return "unknown";
+}
+
+json::Array shapeOf(RankedTensorType t) {
+  json::Array a;
+  for (int64_t d : t.getShape())
+    a.push_back(d);
+  return a;
+}
+
+struct Emitter {
+  ModuleOp module;
+  llvm::StringMap<int64_t> paramIndex;
+  llvm::DenseMap<Operation *, int64_t> constIndex;
+  json::Array constants;
+
+  json::Object tensor(Value v, int64_t offset) {
+    auto t = cast<RankedTensorType>(v.getType());
+    json::Object o{{"shape", shapeOf(t)},
+                   {"dtype", dtypeName(t.getElementType())}};
+    while (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getX();
+    if (auto read = v.getDefiningOp<GetParameterOp>()) {
+      o["space"] = "param";
+      o["index"] = paramIndex.lookup(read.getParam());
+    } else if (auto c = v.getDefiningOp<ConstantOp>()) {
+      o["space"] = "const";
+      o["index"] = constant(c);
+    } else {
+      o["space"] = "arena";
+      o["offset"] = offset;
+    }
+    return o;
+  }
+
+  int64_t constant(ConstantOp c) {
+    auto [it, inserted] = constIndex.try_emplace(c, constants.size());
+    if (!inserted)
+      return it->second;
+    auto attr = cast<DenseElementsAttr>(c.getValue());
+    auto t = cast<RankedTensorType>(attr.getType());
+    json::Object o{{"shape", shapeOf(t)},
+                   {"dtype", dtypeName(t.getElementType())}};
+    auto number = [&](int64_t i) -> json::Value {
+      if (isa<FloatType>(t.getElementType())) {
+        double v = attr.getValues<APFloat>()[i].convertToDouble();
+        // JSON has no infinities: masks use them, so spell them out.
+        if (std::isinf(v))
+          return v > 0 ? "inf" : "-inf";
+        if (std::isnan(v))
+          return "nan";
+        return v;
+      }
+      if (t.getElementType().isInteger(1))
+        return (int64_t)attr.getValues<bool>()[i];
+      return attr.getValues<APInt>()[i].getSExtValue();
+    };
+    if (attr.isSplat()) {
+      o["splat"] = number(0);
+    } else {
+      json::Array data;
+      for (int64_t i = 0, e = attr.getNumElements(); i < e; ++i)
+        data.push_back(number(i));
+      o["data"] = std::move(data);
+    }
+    constants.push_back(std::move(o));
+    return constants.size() - 1;
+  }
+
+  json::Value attribute(Attribute a) {
+    if (auto b = dyn_cast<BoolAttr>(a))
+      return b.getValue();
+    if (auto i = dyn_cast<IntegerAttr>(a))
+      return i.getInt();
+    if (auto f = dyn_cast<FloatAttr>(a))
+      return f.getValueAsDouble();
+    if (auto s = dyn_cast<StringAttr>(a))
+      return s.getValue();
+    if (auto arr = dyn_cast<DenseI64ArrayAttr>(a)) {
+      json::Array out;
+      for (int64_t v : arr.asArrayRef())
+        out.push_back(v);
+      return out;
+    }
+    if (auto ref = dyn_cast<FlatSymbolRefAttr>(a))
+      return paramIndex.lookup(ref.getValue());
+    return nullptr;
+  }
+};
+
+struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>(function);
+    auto arena = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes");
+    if (!func || !arena) {
+      module.emitError("fsdp-emit-plan needs @")
+          << function << " planned by fsdp-plan-memory";
+      return signalPassFailure();
+    }
+    Emitter e;
+    e.module = module;
+    Block &body = func.getBody().front();
+
+    llvm::StringSet<llvm::MallocAllocator> trained;
+    body.walk([&](Operation *op) {
+      if (isa<AdamWOp, SgdOp>(op))
+        trained.insert(cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
+    });
+    std::string source;
+    if (auto s = module->getAttrOfType<StringAttr>("fsdp.source")) {
+      SmallString<256> abs(s.getValue());
+      llvm::sys::fs::make_absolute(abs);
+      source = abs.str().str();
+    }
+    json::Array params;
+    for (auto p : module.getOps<ParameterOp>()) {
+      e.paramIndex[p.getSymName()] = params.size();
+      json::Object o;
+      o["name"] = p.getSymName().str();
+      o["shape"] = shapeOf(p.getTensorType());
+      o["dtype"] = dtypeName(p.getTensorType().getElementType());
+      o["module_path"] = p.getModulePath().str();
+      o["trainable"] = trained.contains(p.getSymName());
+      o["source"] = p.getSource().str();
+      if (p.getLocation()) {
+        o["location"] = p.getLocation()->str();
+        o["offset"] = p.getOffsetAttr().getInt();
+        o["length"] = p.getLengthAttr().getInt();
+      }
+      params.push_back(std::move(o));
+    }
+
+    json::Array inputs;
+    for (BlockArgument arg : body.getArguments()) {
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+      auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset");
+      json::Object t = e.tensor(arg, off ? off.getInt() : 0);
+      t["name"] = name ? name.getValue() : "";
+      inputs.push_back(std::move(t));
+    }
+
+    llvm::DenseMap<Value, int64_t> offsets;
+    for (BlockArgument arg : body.getArguments())
+      offsets[arg] = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset").getInt();
+    json::Array program;
+    json::Array outputs;
+    for (Operation &op : body) {
+      if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
+        for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
+          offsets[r] = o;
+      if (isa<ReshapeOp, GetParameterOp, ConstantOp>(op))
+        continue;
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+          json::Object t = e.tensor(v, offsets.lookup(v));
+          t["name"] = name ? name.getValue() : "";
+          outputs.push_back(std::move(t));
+        }
+        continue;
+      }
+      if (op.getDialect() != module->getContext()->getLoadedDialect<FsdpDialect>()) {
+        op.emitError("cannot emit '") << op.getName() << "' into a plan";
+        return signalPassFailure();
+      }
+      json::Array in, out;
+      for (Value v : op.getOperands())
+        in.push_back(e.tensor(v, offsets.lookup(v)));
+      for (Value v : op.getResults())
+        out.push_back(e.tensor(v, offsets.lookup(v)));
+      json::Object attrs;
+      for (NamedAttribute a : op.getAttrs())
+        if (a.getName() != "fsdp.offsets")
+          attrs[a.getName().getValue()] = e.attribute(a.getValue());
+      program.push_back(json::Object{{"op", op.getName().stripDialect()},
+                                     {"in", std::move(in)},
+                                     {"out", std::move(out)},
+                                     {"attrs", std::move(attrs)}});
+    }
+
+    json::Object train;
+    if (auto t = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
+      for (NamedAttribute a : t)
+        train[a.getName().getValue()] = e.attribute(a.getValue());
+    json::Object meta{{"source", source}, {"world_size", 1}};
+    if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))
+      meta["batch_size"] = b.getInt();
+    json::Object plan{{"format", "fsdp-plan"},
+                      {"version", kPlanVersion},
+                      {"meta", std::move(meta)},
+                      {"train", std::move(train)},
+                      {"arena_bytes", arena.getInt()},
+                      {"params", std::move(params)},
+                      {"constants", std::move(e.constants)},
+                      {"inputs", std::move(inputs)},
+                      {"outputs", std::move(outputs)},
+                      {"program", std::move(program)}};
+
+    std::string error;
+    auto file = openOutputFile(output, &error);
+    if (!file) {
+      module.emitError("cannot write the plan: ") << error;
+      return signalPassFailure();
+    }
+    file->os() << llvm::formatv("{0:1}", json::Value(std::move(plan))) << "\n";
+    file->keep();
+  }
+};
+
+} // namespace

@@ -1,0 +1,1025 @@
+//===- Kernels.cpp - CPU kernels of every op a plan can contain -----------===//
+//
+// Kernels check the shapes they are given (a malformed plan is an error, not
+// an out-of-bounds access), accumulate reductions in double, and call
+// OpenBLAS's sgemm for every matrix product.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/Kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+
+namespace fsdp::cpu {
+
+using Shape = std::vector<int64_t>;
+
+void *Context::data(const TensorRef &t) const {
+  switch (t.space) {
+  case Space::Arena:
+    return arena + t.offset;
+  case Space::Param:
+    return params[t.index];
+  case Space::Const:
+    return const_cast<uint8_t *>(constants[t.index]);
+  }
+  return nullptr;
+}
+
+namespace {
+
+std::string str(const Shape &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+/// Product of s[from, to) (to < 0: to the end).
+int64_t product(const Shape &s, int64_t from = 0, int64_t to = -1) {
+  int64_t end = to < 0 ? (int64_t)s.size() : std::min<int64_t>(to, (int64_t)s.size());
+  int64_t n = 1;
+  for (int64_t i = from; i < end; ++i)
+    n *= s[i];
+  return n;
+}
+
+Shape stridesOf(const Shape &s) {
+  Shape st(s.size(), 1);
+  for (int64_t i = (int64_t)s.size() - 2; i >= 0; --i)
+    st[i] = st[i + 1] * s[i + 1];
+  return st;
+}
+
+/// Per-output-dimension strides of `in` broadcast to `out` (0 on broadcast
+/// dims); empty when `in` does not broadcast to `out`.
+bool broadcastStrides(const Shape &in, const Shape &out, Shape &strides) {
+  if (in.size() > out.size())
+    return false;
+  Shape own = stridesOf(in);
+  strides.assign(out.size(), 0);
+  size_t lead = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (in[d] != out[lead + d] && in[d] != 1)
+      return false;
+    strides[lead + d] = in[d] == 1 ? 0 : own[d];
+  }
+  return true;
+}
+
+/// Visits every output index with the matching offsets of up to three
+/// broadcast operands.
+template <typename F>
+void forEach(const Shape &out, const std::vector<const Shape *> &strides, F f) {
+  size_t rank = out.size(), k = strides.size();
+  int64_t n = product(out);
+  Shape idx(rank, 0);
+  int64_t off[3] = {0, 0, 0};
+  for (int64_t i = 0; i < n; ++i) {
+    f(i, off);
+    for (int64_t d = (int64_t)rank - 1; d >= 0; --d) {
+      for (size_t o = 0; o < k; ++o)
+        off[o] += (*strides[o])[d];
+      if (++idx[d] < out[d])
+        break;
+      for (size_t o = 0; o < k; ++o)
+        off[o] -= (*strides[o])[d] * out[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+int64_t attrInt(const Instruction &in, const char *name, int64_t dflt) {
+  auto it = in.attrs.find(name);
+  return it != in.attrs.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
+}
+double attrFloat(const Instruction &in, const char *name, double dflt) {
+  auto it = in.attrs.find(name);
+  return it != in.attrs.end() && it->is_number() ? it->get<double>() : dflt;
+}
+bool attrBool(const Instruction &in, const char *name, bool dflt) {
+  auto it = in.attrs.find(name);
+  return it != in.attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
+}
+std::string attrString(const Instruction &in, const char *name, const char *dflt) {
+  auto it = in.attrs.find(name);
+  return it != in.attrs.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+Shape attrInts(const Instruction &in, const char *name) {
+  Shape out;
+  auto it = in.attrs.find(name);
+  if (it != in.attrs.end() && it->is_array())
+    for (const auto &v : *it)
+      if (v.is_number_integer())
+        out.push_back(v.get<int64_t>());
+  return out;
+}
+
+double loadAsDouble(const TensorRef &t, const void *p, int64_t i) {
+  switch (t.dtype) {
+  case DType::F32:
+    return static_cast<const float *>(p)[i];
+  case DType::I64:
+    return (double)static_cast<const int64_t *>(p)[i];
+  case DType::I1:
+    return static_cast<const uint8_t *>(p)[i];
+  }
+  return 0;
+}
+void storeDouble(const TensorRef &t, void *p, int64_t i, double v) {
+  switch (t.dtype) {
+  case DType::F32:
+    static_cast<float *>(p)[i] = (float)v;
+    break;
+  case DType::I64:
+    static_cast<int64_t *>(p)[i] = std::isfinite(v) ? (int64_t)v : 0;
+    break;
+  case DType::I1:
+    static_cast<uint8_t *>(p)[i] = v != 0;
+    break;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+Status unary(const Instruction &in, Context &c, float (*f)(float)) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 input and output of one shape");
+  const float *a = c.get<float>(x);
+  float *o = c.get<float>(y);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    o[i] = f(a[i]);
+  return Status::ok();
+}
+
+#define UNARY(NAME, EXPR)                                                      \
+  Status NAME(const Instruction &in, Context &c) {                            \
+    return unary(in, c, [](float x) -> float { return EXPR; });               \
+  }
+UNARY(kNeg, -x)
+UNARY(kAbs, std::fabs(x))
+UNARY(kExp, std::exp(x))
+UNARY(kLog, std::log(x))
+UNARY(kSqrt, std::sqrt(x))
+UNARY(kRsqrt, 1.0f / std::sqrt(x))
+UNARY(kReciprocal, 1.0f / x)
+UNARY(kTanh, std::tanh(x))
+UNARY(kErf, std::erf(x))
+UNARY(kRelu, x > 0 ? x : 0.0f)
+UNARY(kSigmoid, 1.0f / (1.0f + std::exp(-x)))
+UNARY(kSilu, x / (1.0f + std::exp(-x)))
+#undef UNARY
+
+Status kGelu(const Instruction &in, Context &c) {
+  if (attrString(in, "approximate", "none") == "tanh")
+    return unary(in, c, [](float x) -> float {
+      const float k = 0.7978845608028654f; // sqrt(2/pi)
+      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+    });
+  return unary(in, c, [](float x) -> float {
+    return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+  });
+}
+
+Status kNot(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.dtype != DType::I1 || y.dtype != DType::I1)
+    return Status::error("expects i1 input and output of one shape");
+  const uint8_t *a = c.get<uint8_t>(x);
+  uint8_t *o = c.get<uint8_t>(y);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    o[i] = !a[i];
+  return Status::ok();
+}
+
+/// Broadcasting binary op computed in double (exact for f32, and for the
+/// small integers shape arithmetic produces).
+Status binary(const Instruction &in, Context &c, double (*f)(double, double)) {
+  const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
+  Shape sa, sb;
+  if (!broadcastStrides(a.shape, y.shape, sa) || !broadcastStrides(b.shape, y.shape, sb))
+    return Status::error("operands " + str(a.shape) + " and " + str(b.shape) +
+                         " do not broadcast to " + str(y.shape));
+  const void *pa = c.data(a), *pb = c.data(b);
+  void *py = c.data(y);
+  if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32) {
+    const float *fa = static_cast<const float *>(pa), *fb = static_cast<const float *>(pb);
+    float *fy = static_cast<float *>(py);
+    forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+      fy[i] = (float)f(fa[off[0]], fb[off[1]]);
+    });
+    return Status::ok();
+  }
+  forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+    storeDouble(y, py, i, f(loadAsDouble(a, pa, off[0]), loadAsDouble(b, pb, off[1])));
+  });
+  return Status::ok();
+}
+
+#define BINARY(NAME, EXPR)                                                     \
+  Status NAME(const Instruction &in, Context &c) {                            \
+    return binary(in, c, [](double a, double b) -> double { return EXPR; });  \
+  }
+BINARY(kAdd, a + b)
+BINARY(kSub, a - b)
+BINARY(kMul, a * b)
+BINARY(kDiv, a / b)
+BINARY(kPow, std::pow(a, b))
+BINARY(kMax, std::max(a, b))
+BINARY(kMin, std::min(a, b))
+BINARY(kEqual, a == b)
+BINARY(kLess, a < b)
+BINARY(kGreater, a > b)
+BINARY(kAnd, a != 0 && b != 0)
+BINARY(kOr, a != 0 || b != 0)
+#undef BINARY
+
+Status kWhere(const Instruction &in, Context &c) {
+  const TensorRef &cond = in.in[0], &x = in.in[1], &yv = in.in[2], &out = in.out[0];
+  Shape sc, sx, sy;
+  if (cond.dtype != DType::I1 || x.dtype != out.dtype || yv.dtype != out.dtype ||
+      !broadcastStrides(cond.shape, out.shape, sc) ||
+      !broadcastStrides(x.shape, out.shape, sx) ||
+      !broadcastStrides(yv.shape, out.shape, sy))
+    return Status::error("operands do not broadcast to " + str(out.shape));
+  const uint8_t *pc = c.get<uint8_t>(cond);
+  int64_t size = dtypeSize(out.dtype);
+  const uint8_t *px = c.get<uint8_t>(x), *py = c.get<uint8_t>(yv);
+  uint8_t *po = c.get<uint8_t>(out);
+  forEach(out.shape, {&sc, &sx, &sy}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(po + i * size, pc[off[0]] ? px + off[1] * size : py + off[2] * size, size);
+  });
+  return Status::ok();
+}
+
+Status kCast(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.numel() != y.numel())
+    return Status::error("changes the element count");
+  const void *px = c.data(x);
+  void *py = c.data(y);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    storeDouble(y, py, i, loadAsDouble(x, px, i));
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+/// C[M,N] = alpha * op(A) op(B) + beta * C on row-major matrices.
+void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
+           float *out) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k,
+              alpha, a, (blasint)lda, b, (blasint)ldb, beta, out, (blasint)n);
+}
+
+Status kMatmul(const Instruction &in, Context &c) {
+  const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
+  bool ta = attrBool(in, "transpose_lhs", false), tb = attrBool(in, "transpose_rhs", false);
+  if (a.rank() < 2 || b.rank() < 2 || y.rank() < 2 || a.dtype != DType::F32 ||
+      b.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 operands of rank >= 2");
+  int64_t ar = a.rank(), br = b.rank(), yr = y.rank();
+  int64_t m = ta ? a.shape[ar - 1] : a.shape[ar - 2];
+  int64_t k = ta ? a.shape[ar - 2] : a.shape[ar - 1];
+  int64_t kb = tb ? b.shape[br - 1] : b.shape[br - 2];
+  int64_t n = tb ? b.shape[br - 2] : b.shape[br - 1];
+  if (k != kb || y.shape[yr - 2] != m || y.shape[yr - 1] != n)
+    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
+                         " do not give " + str(y.shape));
+  Shape batch(y.shape.begin(), y.shape.end() - 2);
+  Shape abatch(a.shape.begin(), a.shape.end() - 2), bbatch(b.shape.begin(), b.shape.end() - 2);
+  Shape sa, sb;
+  if (!broadcastStrides(abatch, batch, sa) || !broadcastStrides(bbatch, batch, sb))
+    return Status::error("batch dimensions do not broadcast");
+  const float *pa = c.get<float>(a), *pb = c.get<float>(b);
+  float *py = c.get<float>(y);
+  int64_t amat = a.shape[ar - 2] * a.shape[ar - 1], bmat = b.shape[br - 2] * b.shape[br - 1];
+  forEach(batch, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+    sgemm(ta, tb, m, n, k, 1.0f, pa + off[0] * amat, a.shape[ar - 1],
+          pb + off[1] * bmat, b.shape[br - 1], 0.0f, py + i * m * n);
+  });
+  return Status::ok();
+}
+
+Status kGemm(const Instruction &in, Context &c) {
+  const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
+  bool ta = attrBool(in, "trans_a", false), tb = attrBool(in, "trans_b", false);
+  float alpha = (float)attrFloat(in, "alpha", 1.0), beta = (float)attrFloat(in, "beta", 1.0);
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2)
+    return Status::error("expects 2-D operands");
+  int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
+  int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
+  if (k != kb || y.shape != Shape{m, n})
+    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
+                         " do not give " + str(y.shape));
+  float *py = c.get<float>(y);
+  float betaNow = 0.0f;
+  if (in.in.size() == 3) {
+    const TensorRef &bias = in.in[2];
+    Shape sc;
+    if (!broadcastStrides(bias.shape, y.shape, sc))
+      return Status::error("bias " + str(bias.shape) + " does not broadcast");
+    const float *pc = c.get<float>(bias);
+    forEach(y.shape, {&sc}, [&](int64_t i, const int64_t *off) { py[i] = beta * pc[off[0]]; });
+    betaNow = 1.0f;
+  }
+  sgemm(ta, tb, m, n, k, alpha, c.get<float>(a), a.shape[1], c.get<float>(b),
+        b.shape[1], betaNow, py);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+Status reduce(const Instruction &in, Context &c, int kind) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  Shape axes = attrInts(in, "axes");
+  std::vector<bool> reduced(x.rank(), false);
+  for (int64_t a : axes) {
+    if (a < 0 || a >= x.rank())
+      return Status::error("axis " + std::to_string(a) + " out of range");
+    reduced[a] = true;
+  }
+  Shape kept, inner;
+  int64_t count = 1;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (reduced[d]) {
+      inner.push_back(x.shape[d]);
+      count *= x.shape[d];
+    } else {
+      kept.push_back(x.shape[d]);
+    }
+  }
+  if (product(kept) != y.numel() || x.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("output " + str(y.shape) + " does not match the reduction");
+  Shape xs = stridesOf(x.shape), keptStride, innerStride;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    (reduced[d] ? innerStride : keptStride).push_back(xs[d]);
+  const float *px = c.get<float>(x);
+  float *py = c.get<float>(y);
+  forEach(kept, {&keptStride}, [&](int64_t i, const int64_t *base) {
+    double acc = kind == 2 ? -std::numeric_limits<double>::infinity() : 0.0;
+    int64_t b0 = base[0];
+    forEach(inner, {&innerStride}, [&](int64_t, const int64_t *off) {
+      double v = px[b0 + off[0]];
+      acc = kind == 2 ? std::max(acc, v) : acc + v;
+    });
+    py[i] = (float)(kind == 1 ? acc / std::max<int64_t>(count, 1) : acc);
+  });
+  return Status::ok();
+}
+
+Status kReduceSum(const Instruction &in, Context &c) { return reduce(in, c, 0); }
+Status kReduceMean(const Instruction &in, Context &c) { return reduce(in, c, 1); }
+Status kReduceMax(const Instruction &in, Context &c) { return reduce(in, c, 2); }
+
+Status softmaxLike(const Instruction &in, Context &c, bool log) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  int64_t axis = attrInt(in, "axis", -1);
+  if (x.shape != y.shape || axis < 0 || axis >= x.rank())
+    return Status::error("bad axis or shapes");
+  int64_t outer = product(x.shape, 0, axis), len = x.shape[axis],
+          inner = product(x.shape, axis + 1);
+  const float *px = c.get<float>(x);
+  float *py = c.get<float>(y);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const float *row = px + o * len * inner + i;
+      float *out = py + o * len * inner + i;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < len; ++j)
+        mx = std::max(mx, (double)row[j * inner]);
+      double sum = 0;
+      for (int64_t j = 0; j < len; ++j)
+        sum += std::exp(row[j * inner] - mx);
+      for (int64_t j = 0; j < len; ++j)
+        out[j * inner] = log ? (float)(row[j * inner] - mx - std::log(sum))
+                             : (float)(std::exp(row[j * inner] - mx) / sum);
+    }
+  return Status::ok();
+}
+
+Status kSoftmax(const Instruction &in, Context &c) { return softmaxLike(in, c, false); }
+Status kLogSoftmax(const Instruction &in, Context &c) { return softmaxLike(in, c, true); }
+
+Status kLayerNorm(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &w = in.in[1], &y = in.out[0];
+  int64_t axis = attrInt(in, "axis", -1);
+  double eps = attrFloat(in, "epsilon", 1e-5);
+  if (axis < 0 || axis >= x.rank() || x.shape != y.shape)
+    return Status::error("bad axis or shapes");
+  int64_t cols = product(x.shape, axis), rows = x.numel() / std::max<int64_t>(cols, 1);
+  if (w.numel() != cols || (in.in.size() == 3 && in.in[2].numel() != cols))
+    return Status::error("scale/bias do not match the normalised size");
+  const float *px = c.get<float>(x), *pw = c.get<float>(w);
+  const float *pb = in.in.size() == 3 ? c.get<float>(in.in[2]) : nullptr;
+  float *py = c.get<float>(y);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      mean += row[j];
+    mean /= cols;
+    for (int64_t j = 0; j < cols; ++j)
+      var += (row[j] - mean) * (row[j] - mean);
+    var /= cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    for (int64_t j = 0; j < cols; ++j)
+      py[r * cols + j] = (float)((row[j] - mean) * rstd * pw[j] + (pb ? pb[j] : 0.0));
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+Status kAttention(const Instruction &in, Context &c) {
+  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &y = in.out[0];
+  int64_t r = q.rank();
+  if (r < 2 || k.rank() != r || v.rank() != r || y.rank() != r)
+    return Status::error("q, k, v need one rank >= 2");
+  int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
+  if (k.shape[r - 1] != d || v.shape[r - 2] != tk || y.shape[r - 2] != tq ||
+      y.shape[r - 1] != dv ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+    return Status::error("q, k, v shapes do not match");
+  float scale = (float)attrFloat(in, "scale", 1.0);
+  bool causal = attrBool(in, "causal", false);
+  Shape scores(q.shape.begin(), q.shape.end() - 1);
+  scores.push_back(tk);
+  const TensorRef *mask = in.in.size() == 4 ? &in.in[3] : nullptr;
+  Shape ms;
+  if (mask && !broadcastStrides(mask->shape, scores, ms))
+    return Status::error("mask " + str(mask->shape) + " does not broadcast to " +
+                         str(scores));
+  int64_t batch = product(q.shape, 0, r - 2);
+  const float *pq = c.get<float>(q), *pk = c.get<float>(k), *pv = c.get<float>(v);
+  float *py = c.get<float>(y), *s = c.scratch;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Shape bshape(q.shape.begin(), q.shape.end() - 2), bidx(bshape.size(), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    sgemm(false, true, tq, tk, d, scale, pq + b * tq * d, d, pk + b * tk * d, d, 0.0f, s);
+    int64_t mbase = 0;
+    for (size_t i = 0; i < bidx.size(); ++i)
+      mbase += bidx[i] * (mask ? ms[i] : 0);
+    for (int64_t i = 0; i < tq; ++i) {
+      float *row = s + i * tk;
+      for (int64_t j = 0; j < tk; ++j) {
+        if (causal && j > i + (tk - tq))
+          row[j] = ninf;
+        if (mask) {
+          int64_t off = mbase + i * ms[r - 2] + j * ms[r - 1];
+          if (mask->dtype == DType::I1) {
+            if (!c.get<uint8_t>(*mask)[off])
+              row[j] = ninf;
+          } else {
+            row[j] += c.get<float>(*mask)[off];
+          }
+        }
+      }
+      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (int64_t j = 0; j < tk; ++j)
+        mx = std::max(mx, (double)row[j]);
+      for (int64_t j = 0; j < tk; ++j)
+        sum += std::exp(row[j] - mx);
+      for (int64_t j = 0; j < tk; ++j)
+        row[j] = (float)(std::exp(row[j] - mx) / sum);
+    }
+    sgemm(false, false, tq, dv, tk, 1.0f, s, tk, pv + b * tk * dv, dv, 0.0f, py + b * tq * dv);
+    for (int64_t dd = (int64_t)bidx.size() - 1; dd >= 0; --dd) {
+      if (++bidx[dd] < bshape[dd])
+        break;
+      bidx[dd] = 0;
+    }
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing and losses
+//===----------------------------------------------------------------------===//
+
+Status kGather(const Instruction &in, Context &c) {
+  const TensorRef &data = in.in[0], &idx = in.in[1], &y = in.out[0];
+  int64_t axis = attrInt(in, "axis", 0);
+  if (axis < 0 || axis >= data.rank() || idx.dtype != DType::I64 || data.dtype != y.dtype)
+    return Status::error("bad axis or dtypes");
+  int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis],
+          inner = product(data.shape, axis + 1), count = idx.numel();
+  if (y.numel() != outer * count * inner)
+    return Status::error("output " + str(y.shape) + " does not match");
+  int64_t size = dtypeSize(data.dtype) * inner;
+  const uint8_t *pd = c.get<uint8_t>(data);
+  const int64_t *pi = c.get<int64_t>(idx);
+  uint8_t *py = c.get<uint8_t>(y);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t k = pi[j] < 0 ? pi[j] + dim : pi[j];
+      if (k < 0 || k >= dim)
+        return Status::error("index " + std::to_string(pi[j]) +
+                             " is out of range for extent " + std::to_string(dim));
+      std::memcpy(py + (o * count + j) * size, pd + (o * dim + k) * size, size);
+    }
+  return Status::ok();
+}
+
+Status kScatterAdd(const Instruction &in, Context &c) {
+  const TensorRef &dest = in.in[0], &idx = in.in[1], &upd = in.in[2], &y = in.out[0];
+  int64_t axis = attrInt(in, "axis", 0);
+  if (axis < 0 || axis >= dest.rank() || dest.shape != y.shape || idx.dtype != DType::I64)
+    return Status::error("bad axis or shapes");
+  int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
+          inner = product(dest.shape, axis + 1), count = idx.numel();
+  if (upd.numel() != outer * count * inner)
+    return Status::error("updates " + str(upd.shape) + " do not match");
+  float *py = c.get<float>(y);
+  const float *pd = c.get<float>(dest), *pu = c.get<float>(upd);
+  const int64_t *pi = c.get<int64_t>(idx);
+  if (py != pd)
+    std::memcpy(py, pd, dest.bytes());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t k = pi[j] < 0 ? pi[j] + dim : pi[j];
+      if (k < 0 || k >= dim)
+        return Status::error("index " + std::to_string(pi[j]) + " is out of range");
+      float *row = py + (o * dim + k) * inner;
+      const float *src = pu + (o * count + j) * inner;
+      for (int64_t t = 0; t < inner; ++t)
+        row[t] += src[t];
+    }
+  return Status::ok();
+}
+
+/// Shared layout of cross-entropy style ops: input [N, C, d...], target [N, d...].
+struct LossLayout {
+  int64_t n = 0, classes = 0, inner = 0;
+};
+Status lossLayout(const TensorRef &x, const TensorRef &t, LossLayout &l) {
+  if (x.rank() < 2 || t.dtype != DType::I64 || t.numel() * x.shape[1] != x.numel())
+    return Status::error("input " + str(x.shape) + " and target " + str(t.shape) +
+                         " do not match");
+  l.n = x.shape[0];
+  l.classes = x.shape[1];
+  l.inner = product(x.shape, 2);
+  return Status::ok();
+}
+
+/// Per-position terms; returns the total weight of non-ignored positions.
+Status lossTerms(const Instruction &in, Context &c, bool softmax,
+                 const std::function<void(int64_t pos, int64_t cls, double w,
+                                          const float *row, int64_t stride)> &f,
+                 double &totalWeight) {
+  const TensorRef &x = in.in[0], &t = in.in[1];
+  LossLayout l;
+  FSDP_RETURN_IF_ERROR(lossLayout(x, t, l));
+  // The optional class weight follows the targets (and, for the gradient,
+  // the incoming loss gradient).
+  size_t wi = in.op == "cross_entropy_grad" ? 3 : 2;
+  const TensorRef *weight = in.in.size() > wi ? &in.in[wi] : nullptr;
+  if (weight && (weight->numel() != l.classes || weight->dtype != DType::F32))
+    return Status::error("class weight " + str(weight->shape) + " does not match " +
+                         std::to_string(l.classes) + " classes");
+  bool hasIgnore = in.attrs.contains("ignore_index");
+  int64_t ignore = attrInt(in, "ignore_index", 0);
+  const float *px = c.get<float>(x);
+  const int64_t *pt = c.get<int64_t>(t);
+  totalWeight = 0;
+  (void)softmax;
+  for (int64_t s = 0; s < l.n; ++s)
+    for (int64_t i = 0; i < l.inner; ++i) {
+      int64_t pos = s * l.inner + i, cls = pt[pos];
+      if (hasIgnore && cls == ignore) {
+        f(pos, -1, 0, nullptr, l.inner);
+        continue;
+      }
+      if (cls < 0 || cls >= l.classes)
+        return Status::error("target " + std::to_string(cls) + " is out of range for " +
+                             std::to_string(l.classes) + " classes");
+      double w = weight ? c.get<float>(*weight)[cls] : 1.0;
+      totalWeight += w;
+      f(pos, cls, w, px + s * l.classes * l.inner + i, l.inner);
+    }
+  return Status::ok();
+}
+
+double logSumExp(const float *row, int64_t classes, int64_t stride) {
+  double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (int64_t j = 0; j < classes; ++j)
+    mx = std::max(mx, (double)row[j * stride]);
+  for (int64_t j = 0; j < classes; ++j)
+    sum += std::exp(row[j * stride] - mx);
+  return mx + std::log(sum);
+}
+
+Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
+  const TensorRef &y = in.out[0];
+  std::string reduction = attrString(in, "reduction", "mean");
+  int64_t classes = in.in[0].rank() >= 2 ? in.in[0].shape[1] : 0;
+  float *py = c.get<float>(y);
+  if (reduction == "none" && y.numel() != in.in[1].numel())
+    return Status::error("output does not match the targets");
+  if (reduction != "none" && y.numel() != 1)
+    return Status::error("a reduced loss is a scalar");
+  double sum = 0, total = 0;
+  FSDP_RETURN_IF_ERROR(lossTerms(
+      in, c, softmax,
+      [&](int64_t pos, int64_t cls, double w, const float *row, int64_t stride) {
+        double term = 0;
+        if (cls >= 0)
+          term = w * ((softmax ? logSumExp(row, classes, stride) : 0.0) - row[cls * stride]);
+        if (reduction == "none")
+          py[pos] = (float)term;
+        sum += term;
+      },
+      total));
+  if (reduction == "mean")
+    py[0] = (float)(sum / total);
+  else if (reduction == "sum")
+    py[0] = (float)sum;
+  return Status::ok();
+}
+
+Status kCrossEntropy(const Instruction &in, Context &c) { return classificationLoss(in, c, true); }
+Status kNllLoss(const Instruction &in, Context &c) { return classificationLoss(in, c, false); }
+
+Status kCrossEntropyGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &g = in.in[2], &y = in.out[0];
+  bool softmax = attrString(in, "kind", "softmax") == "softmax";
+  std::string reduction = attrString(in, "reduction", "mean");
+  if (x.shape != y.shape || x.rank() < 2)
+    return Status::error("output does not match the input");
+  int64_t classes = x.shape[1];
+  const float *pg = c.get<float>(g);
+  float *py = c.get<float>(y);
+  const float *px = c.get<float>(x);
+  // First pass: the total weight (for mean); second: the gradient rows.
+  double total = 0;
+  FSDP_RETURN_IF_ERROR(lossTerms(in, c, softmax,
+                                 [](int64_t, int64_t, double, const float *, int64_t) {},
+                                 total));
+  int64_t inner = product(x.shape, 2);
+  double again = 0; // the second pass recounts; `total` must stay fixed
+  return lossTerms(
+      in, c, softmax,
+      [&](int64_t pos, int64_t cls, double w, const float *, int64_t stride) {
+        int64_t s = pos / inner, i = pos % inner;
+        const float *row = px + s * classes * inner + i;
+        float *out = py + s * classes * inner + i;
+        double scale = reduction == "none" ? pg[pos]
+                       : reduction == "mean" ? pg[0] / total
+                                             : pg[0];
+        if (cls < 0) {
+          for (int64_t j = 0; j < classes; ++j)
+            out[j * stride] = 0;
+          return;
+        }
+        double lse = softmax ? logSumExp(row, classes, stride) : 0;
+        for (int64_t j = 0; j < classes; ++j) {
+          double p = softmax ? std::exp(row[j * stride] - lse) : 0.0;
+          out[j * stride] = (float)(w * scale * (p - (j == cls ? 1.0 : 0.0)));
+        }
+      },
+      again);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+Status kReshape(const Instruction &in, Context &c) {
+  if (in.in[0].bytes() != in.out[0].bytes())
+    return Status::error("changes the size");
+  void *dst = c.data(in.out[0]);
+  const void *src = c.data(in.in[0]);
+  if (dst != src)
+    std::memmove(dst, src, in.in[0].bytes());
+  return Status::ok();
+}
+
+/// out[index] = in[sum(start[d] + index[d] * step[d]) * inStride[d]]
+Status strided(Context &c, const TensorRef &x, const TensorRef &y, const Shape &starts,
+               const Shape &steps, const Shape &perm) {
+  Shape xs = stridesOf(x.shape), s(y.rank());
+  int64_t base = 0;
+  for (int64_t d = 0; d < y.rank(); ++d) {
+    int64_t src = perm.empty() ? d : perm[d];
+    s[d] = xs[src] * (steps.empty() ? 1 : steps[d]);
+    base += (starts.empty() ? 0 : starts[d]) * xs[src];
+  }
+  int64_t size = dtypeSize(x.dtype);
+  const uint8_t *px = c.get<uint8_t>(x);
+  uint8_t *py = c.get<uint8_t>(y);
+  forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(py + i * size, px + (base + off[0]) * size, size);
+  });
+  return Status::ok();
+}
+
+Status kTranspose(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  Shape perm = attrInts(in, "perm");
+  if ((int64_t)perm.size() != x.rank() || y.rank() != x.rank())
+    return Status::error("bad permutation");
+  std::vector<bool> seen(perm.size(), false);
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (perm[d] < 0 || perm[d] >= x.rank() || seen[perm[d]] || y.shape[d] != x.shape[perm[d]])
+      return Status::error("bad permutation");
+    seen[perm[d]] = true;
+  }
+  return strided(c, x, y, {}, {}, perm);
+}
+
+/// Checks a strided box of `x` with the extents of `box`.
+Status checkBox(const TensorRef &x, const Shape &box, const Shape &starts, const Shape &steps) {
+  if ((int64_t)box.size() != x.rank() || starts.size() != box.size() || steps.size() != box.size())
+    return Status::error("needs one start and stride per dimension");
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (starts[d] < 0 || steps[d] <= 0 ||
+        (box[d] > 0 && starts[d] + (box[d] - 1) * steps[d] >= x.shape[d]))
+      return Status::error("box outside " + str(x.shape));
+  return Status::ok();
+}
+
+Status kSlice(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  Shape starts = attrInts(in, "starts"), steps = attrInts(in, "strides");
+  FSDP_RETURN_IF_ERROR(checkBox(x, y.shape, starts, steps));
+  return strided(c, x, y, starts, steps, {});
+}
+
+Status kInsertSlice(const Instruction &in, Context &c) {
+  const TensorRef &dest = in.in[0], &src = in.in[1], &y = in.out[0];
+  Shape starts = attrInts(in, "starts"), steps = attrInts(in, "strides");
+  if (dest.shape != y.shape || dest.dtype != src.dtype)
+    return Status::error("output does not match the destination");
+  FSDP_RETURN_IF_ERROR(checkBox(y, src.shape, starts, steps));
+  uint8_t *py = c.get<uint8_t>(y);
+  if (py != c.get<uint8_t>(dest))
+    std::memcpy(py, c.get<uint8_t>(dest), dest.bytes());
+  Shape ys = stridesOf(y.shape), s(y.rank());
+  int64_t base = 0;
+  for (int64_t d = 0; d < y.rank(); ++d) {
+    s[d] = ys[d] * steps[d];
+    base += starts[d] * ys[d];
+  }
+  int64_t size = dtypeSize(y.dtype);
+  const uint8_t *ps = c.get<uint8_t>(src);
+  forEach(src.shape, {&s}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(py + (base + off[0]) * size, ps + i * size, size);
+  });
+  return Status::ok();
+}
+
+Status kConcat(const Instruction &in, Context &c) {
+  const TensorRef &y = in.out[0];
+  int64_t axis = attrInt(in, "axis", 0);
+  if (axis < 0 || axis >= y.rank())
+    return Status::error("bad axis");
+  int64_t outer = product(y.shape, 0, axis), inner = product(y.shape, axis + 1);
+  int64_t size = dtypeSize(y.dtype), total = 0;
+  for (const TensorRef &x : in.in) {
+    if (x.rank() != y.rank() || x.dtype != y.dtype || x.numel() != outer * x.shape[axis] * inner)
+      return Status::error("input " + str(x.shape) + " does not match " + str(y.shape));
+    total += x.shape[axis];
+  }
+  if (total != y.shape[axis])
+    return Status::error("inputs do not fill the output");
+  uint8_t *py = c.get<uint8_t>(y);
+  int64_t row = y.shape[axis] * inner * size, at = 0;
+  for (const TensorRef &x : in.in) {
+    int64_t chunk = x.shape[axis] * inner * size;
+    const uint8_t *px = c.get<uint8_t>(x);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(py + o * row + at, px + o * chunk, chunk);
+    at += chunk;
+  }
+  return Status::ok();
+}
+
+Status kSplit(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0];
+  int64_t axis = attrInt(in, "axis", 0);
+  if (axis < 0 || axis >= x.rank())
+    return Status::error("bad axis");
+  int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
+  int64_t size = dtypeSize(x.dtype), total = 0;
+  for (const TensorRef &y : in.out) {
+    if (y.rank() != x.rank() || y.numel() != outer * y.shape[axis] * inner)
+      return Status::error("output " + str(y.shape) + " does not match");
+    total += y.shape[axis];
+  }
+  if (total != x.shape[axis])
+    return Status::error("outputs do not cover the input");
+  const uint8_t *px = c.get<uint8_t>(x);
+  int64_t row = x.shape[axis] * inner * size, at = 0;
+  for (const TensorRef &y : in.out) {
+    int64_t chunk = y.shape[axis] * inner * size;
+    uint8_t *py = c.get<uint8_t>(y);
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(py + o * chunk, px + o * row + at, chunk);
+    at += chunk;
+  }
+  return Status::ok();
+}
+
+Status kBroadcast(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  Shape s;
+  if (!broadcastStrides(x.shape, y.shape, s) || x.dtype != y.dtype)
+    return Status::error(str(x.shape) + " does not broadcast to " + str(y.shape));
+  int64_t size = dtypeSize(x.dtype);
+  const uint8_t *px = c.get<uint8_t>(x);
+  uint8_t *py = c.get<uint8_t>(y);
+  forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(py + i * size, px + off[0] * size, size);
+  });
+  return Status::ok();
+}
+
+Status kTrilu(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.rank() < 2)
+    return Status::error("needs rank >= 2 and one shape");
+  int64_t k = attrInt(in, "k", 0);
+  bool upper = attrBool(in, "upper", true);
+  int64_t rows = x.shape[x.rank() - 2], cols = x.shape[x.rank() - 1];
+  const void *px = c.data(x);
+  void *py = c.data(y);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    storeDouble(y, py, i, keep ? loadAsDouble(x, px, i) : 0.0);
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers (torch.optim semantics)
+//===----------------------------------------------------------------------===//
+
+/// The parameter index and the gradient scale (clipping) of an update.
+Status optimizerArgs(const Instruction &in, Context &c, int64_t &param, float &scale) {
+  param = attrInt(in, "param", -1);
+  if (param < 0 || param >= (int64_t)c.params.size() || !c.optimizer)
+    return Status::error("bad parameter index");
+  scale = 1.0f;
+  if (in.in.size() == 2) {
+    if (in.in[1].numel() != 1 || in.in[1].dtype != DType::F32)
+      return Status::error("the gradient scale must be an f32 scalar");
+    scale = *c.get<float>(in.in[1]);
+  }
+  if (c.captureGrads) {
+    const float *g = c.get<float>(in.in[0]);
+    (*c.captureGrads)[param].assign(g, g + in.in[0].numel());
+  }
+  return Status::ok();
+}
+
+Status kAdamW(const Instruction &in, Context &c) {
+  int64_t param;
+  float scale;
+  FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
+  OptimizerState &s = *c.optimizer;
+  float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
+  float b1 = (float)attrFloat(in, "beta1", 0.9), b2 = (float)attrFloat(in, "beta2", 0.999);
+  float eps = (float)attrFloat(in, "eps", 1e-8), wd = (float)attrFloat(in, "weight_decay", 0.01);
+  int64_t n = in.in[0].numel();
+  std::vector<float> &m = s.first[param], &v = s.second[param];
+  if ((int64_t)m.size() != n || (int64_t)v.size() != n)
+    return Status::error("optimizer state does not match the gradient");
+  const float *g = c.get<float>(in.in[0]);
+  float *p = c.params[param];
+  double bc1 = 1.0 - std::pow((double)b1, (double)s.step);
+  double bc2 = 1.0 - std::pow((double)b2, (double)s.step);
+  float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
+  for (int64_t i = 0; i < n; ++i) {
+    float gi = g[i] * scale;
+    p[i] *= 1.0f - lr * wd;
+    m[i] = m[i] * b1 + (1.0f - b1) * gi;
+    v[i] = v[i] * b2 + (1.0f - b2) * gi * gi;
+    float denom = std::sqrt(v[i]) / bc2Sqrt + eps;
+    p[i] -= stepSize * (m[i] / denom);
+  }
+  return Status::ok();
+}
+
+Status kSgd(const Instruction &in, Context &c) {
+  int64_t param;
+  float scale;
+  FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
+  OptimizerState &s = *c.optimizer;
+  float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
+  float mu = (float)attrFloat(in, "momentum", 0), wd = (float)attrFloat(in, "weight_decay", 0);
+  bool nesterov = attrBool(in, "nesterov", false);
+  int64_t n = in.in[0].numel();
+  const float *g = c.get<float>(in.in[0]);
+  float *p = c.params[param];
+  std::vector<float> &buf = s.first[param];
+  if ((int64_t)buf.size() != n)
+    return Status::error("optimizer state does not match the gradient");
+  bool first = !s.started[param];
+  for (int64_t i = 0; i < n; ++i) {
+    float d = g[i] * scale + wd * p[i];
+    if (mu != 0) {
+      buf[i] = first ? d : mu * buf[i] + d;
+      d = nesterov ? d + mu * buf[i] : buf[i];
+    }
+    p[i] -= lr * d;
+  }
+  s.started[param] = 1;
+  return Status::ok();
+}
+
+struct OpInfo {
+  Kernel kernel;
+  int minIn, maxIn, outs; // outs < 0: one or more
+};
+
+const std::map<std::string, OpInfo> &table() {
+  static const std::map<std::string, OpInfo> t = {
+      {"neg", {kNeg, 1, 1, 1}},           {"abs", {kAbs, 1, 1, 1}},
+      {"exp", {kExp, 1, 1, 1}},           {"log", {kLog, 1, 1, 1}},
+      {"sqrt", {kSqrt, 1, 1, 1}},         {"rsqrt", {kRsqrt, 1, 1, 1}},
+      {"reciprocal", {kReciprocal, 1, 1, 1}}, {"tanh", {kTanh, 1, 1, 1}},
+      {"erf", {kErf, 1, 1, 1}},           {"relu", {kRelu, 1, 1, 1}},
+      {"sigmoid", {kSigmoid, 1, 1, 1}},   {"silu", {kSilu, 1, 1, 1}},
+      {"gelu", {kGelu, 1, 1, 1}},         {"not", {kNot, 1, 1, 1}},
+      {"add", {kAdd, 2, 2, 1}},           {"sub", {kSub, 2, 2, 1}},
+      {"mul", {kMul, 2, 2, 1}},           {"div", {kDiv, 2, 2, 1}},
+      {"pow", {kPow, 2, 2, 1}},           {"max", {kMax, 2, 2, 1}},
+      {"min", {kMin, 2, 2, 1}},           {"equal", {kEqual, 2, 2, 1}},
+      {"less", {kLess, 2, 2, 1}},         {"greater", {kGreater, 2, 2, 1}},
+      {"and", {kAnd, 2, 2, 1}},           {"or", {kOr, 2, 2, 1}},
+      {"where", {kWhere, 3, 3, 1}},       {"cast", {kCast, 1, 1, 1}},
+      {"matmul", {kMatmul, 2, 2, 1}},     {"gemm", {kGemm, 2, 3, 1}},
+      {"reduce_sum", {kReduceSum, 1, 1, 1}}, {"reduce_mean", {kReduceMean, 1, 1, 1}},
+      {"reduce_max", {kReduceMax, 1, 1, 1}}, {"softmax", {kSoftmax, 1, 1, 1}},
+      {"log_softmax", {kLogSoftmax, 1, 1, 1}}, {"layer_norm", {kLayerNorm, 2, 3, 1}},
+      {"attention", {kAttention, 3, 4, 1}}, {"gather", {kGather, 2, 2, 1}},
+      {"scatter_add", {kScatterAdd, 3, 3, 1}}, {"cross_entropy", {kCrossEntropy, 2, 3, 1}},
+      {"nll_loss", {kNllLoss, 2, 3, 1}},  {"cross_entropy_grad", {kCrossEntropyGrad, 3, 4, 1}},
+      {"reshape", {kReshape, 1, 1, 1}},   {"transpose", {kTranspose, 1, 1, 1}},
+      {"slice", {kSlice, 1, 1, 1}},       {"insert_slice", {kInsertSlice, 2, 2, 1}},
+      {"concat", {kConcat, 1, 1 << 20, 1}}, {"split", {kSplit, 1, 1, -1}},
+      {"broadcast", {kBroadcast, 1, 1, 1}}, {"trilu", {kTrilu, 1, 1, 1}},
+      {"adamw", {kAdamW, 1, 2, 0}},       {"sgd", {kSgd, 1, 2, 0}},
+  };
+  return t;
+}
+
+} // namespace
+
+Status checkInstruction(const Plan &plan, const Instruction &instr) {
+  auto it = table().find(instr.op);
+  if (it == table().end())
+    return Status::error("unknown op '" + instr.op + "'");
+  const OpInfo &info = it->second;
+  int n = (int)instr.in.size(), m = (int)instr.out.size();
+  if (n < info.minIn || n > info.maxIn)
+    return Status::error("expects " + std::to_string(info.minIn) + " to " +
+                         std::to_string(info.maxIn) + " inputs, got " + std::to_string(n));
+  if ((info.outs >= 0 && m != info.outs) || (info.outs < 0 && m < 1))
+    return Status::error("has " + std::to_string(m) + " outputs");
+  for (const TensorRef &t : instr.out)
+    if (t.space != Space::Arena)
+      return Status::error("writes outside the arena");
+  if (info.outs == 0) {
+    int64_t p = attrInt(instr, "param", -1);
+    if (p < 0 || p >= (int64_t)plan.params.size() ||
+        plan.params[p].numel() != instr.in[0].numel() || instr.in[0].dtype != DType::F32)
+      return Status::error("does not name a parameter matching its gradient");
+  }
+  return Status::ok();
+}
+
+Kernel kernelFor(const std::string &op) {
+  auto it = table().find(op);
+  return it == table().end() ? nullptr : it->second.kernel;
+}
+
+int64_t scratchFloats(const Instruction &instr) {
+  if (instr.op != "attention" || instr.in.size() < 2)
+    return 0;
+  const TensorRef &q = instr.in[0], &k = instr.in[1];
+  if (q.rank() < 2 || k.rank() < 2)
+    return 0;
+  return q.shape[q.rank() - 2] * k.shape[k.rank() - 2];
+}
+
+} // namespace fsdp::cpu

@@ -1,0 +1,55 @@
+//===- Kernels.h - CPU kernels of every op a plan can contain ---*- C++ -*-===//
+//
+// One kernel per fsdp op (runtime/cpu/Kernels.cpp): float32 math, int64
+// indices, i1 stored as bytes, OpenBLAS for every GEMM. Kernels read their
+// tensors through a Context that maps plan references to memory and never
+// allocate: scratch space is sized from the plan before the first step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_CPU_KERNELS_H
+#define FSDP_RUNTIME_CPU_KERNELS_H
+
+#include "runtime/plan/Plan.h"
+
+#include <vector>
+
+namespace fsdp::cpu {
+
+/// Optimizer state and schedule the optimizer kernels read and update.
+struct OptimizerState {
+  std::vector<std::vector<float>> first, second; // AdamW m, v; SGD momentum
+  std::vector<char> started;                     // SGD: momentum initialised
+  int64_t step = 0;                              // 1-based inside a step
+  double lrScale = 1.0;
+};
+
+struct Context {
+  uint8_t *arena = nullptr;
+  std::vector<float *> params;
+  std::vector<const uint8_t *> constants;
+  float *scratch = nullptr;
+  OptimizerState *optimizer = nullptr;
+  /// When set, optimizer kernels record the gradient they apply, by param.
+  std::vector<std::vector<float>> *captureGrads = nullptr;
+
+  void *data(const TensorRef &t) const;
+  template <typename T> T *get(const TensorRef &t) const {
+    return static_cast<T *>(data(t));
+  }
+};
+
+using Kernel = Status (*)(const Instruction &, Context &);
+
+/// Validates an instruction's operand counts, dtypes and attributes for its
+/// kernel; an unknown op is an error.
+Status checkInstruction(const Plan &plan, const Instruction &instr);
+
+/// The kernel of `op` (checked by checkInstruction first).
+Kernel kernelFor(const std::string &op);
+
+/// Scratch floats an instruction needs (attention's score matrix).
+int64_t scratchFloats(const Instruction &instr);
+
+} // namespace fsdp::cpu
+
+#endif // FSDP_RUNTIME_CPU_KERNELS_H

@@ -1,0 +1,130 @@
+//===- Executor.cpp - Runs a plan's training step on the CPU --------------===//
+#include "runtime/exec/Executor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+namespace fsdp {
+
+Status Executor::init(const Plan &p) {
+  plan = &p;
+  // 64-byte aligned, as the planner aligned every offset.
+  size_t bytes = (size_t)std::max<int64_t>(p.arenaBytes, 64);
+  bytes = (bytes + 63) / 64 * 64;
+  arena = {static_cast<uint8_t *>(std::aligned_alloc(64, bytes)), std::free};
+  if (!arena)
+    return Status::error("cannot allocate the " + std::to_string(bytes) +
+                         "-byte arena");
+  std::memset(arena.get(), 0, bytes);
+
+  params.clear();
+  for (const ParamInfo &info : p.params) {
+    if (info.dtype != DType::F32)
+      return Status::error("parameter '" + info.name +
+                           "': only f32 parameters are supported");
+    params.emplace_back(info.numel(), 0.0f);
+  }
+  constants.clear();
+  for (const ConstantInfo &c : p.constants) {
+    int64_t n = 1;
+    for (int64_t d : c.shape)
+      n *= d;
+    TensorRef t;
+    t.shape = c.shape;
+    t.dtype = c.dtype;
+    std::vector<uint8_t> data(std::max<int64_t>(t.bytes(), 1));
+    for (int64_t i = 0; i < n; ++i) {
+      double v = c.splat ? c.values[0] : c.values[i];
+      if (c.dtype == DType::F32) {
+        float f = (float)v;
+        std::memcpy(data.data() + i * 4, &f, 4);
+      } else if (c.dtype == DType::I64) {
+        int64_t x = (int64_t)v;
+        std::memcpy(data.data() + i * 8, &x, 8);
+      } else {
+        data[i] = v != 0;
+      }
+    }
+    constants.push_back(std::move(data));
+  }
+
+  int64_t scratchNeed = 0;
+  kernels.clear();
+  for (const Instruction &in : p.program) {
+    scratchNeed = std::max(scratchNeed, cpu::scratchFloats(in));
+    if ((in.op == "adamw" || in.op == "sgd") && in.attrs.contains("lr") &&
+        in.attrs["lr"].is_number())
+      baseLr = in.attrs["lr"].get<double>();
+    kernels.push_back(cpu::kernelFor(in.op));
+  }
+  scratch.assign(std::max<int64_t>(scratchNeed, 1), 0.0f);
+
+  optimizer = cpu::OptimizerState();
+  for (const ParamInfo &info : p.params) {
+    bool adam = p.train.optimizer == "adamw";
+    optimizer.first.emplace_back(info.trainable ? info.numel() : 0, 0.0f);
+    optimizer.second.emplace_back(info.trainable && adam ? info.numel() : 0, 0.0f);
+    optimizer.started.push_back(0);
+  }
+
+  ctx = cpu::Context();
+  ctx.arena = arena.get();
+  for (auto &v : params)
+    ctx.params.push_back(v.data());
+  for (auto &v : constants)
+    ctx.constants.push_back(v.data());
+  ctx.scratch = scratch.data();
+  ctx.optimizer = &optimizer;
+  return Status::ok();
+}
+
+int64_t Executor::peakBytes() const {
+  int64_t bytes = plan->arenaBytes + (int64_t)scratch.size() * 4;
+  for (const auto &v : params)
+    bytes += (int64_t)v.size() * 4;
+  for (size_t i = 0; i < optimizer.first.size(); ++i)
+    bytes += (int64_t)(optimizer.first[i].size() + optimizer.second[i].size()) * 4;
+  for (const auto &c : constants)
+    bytes += (int64_t)c.size();
+  return bytes;
+}
+
+double Executor::lrFactor(int64_t t) const {
+  const TrainOptions &o = plan->train;
+  if (o.warmupSteps > 0 && t < o.warmupSteps)
+    return double(t + 1) / double(o.warmupSteps);
+  if (o.lrSchedule == "cosine" && o.totalSteps > o.warmupSteps) {
+    double progress = double(t - o.warmupSteps) / double(o.totalSteps - o.warmupSteps);
+    progress = std::min(std::max(progress, 0.0), 1.0);
+    return 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  return 1.0;
+}
+
+Status Executor::step(int64_t t, StepResult &result,
+                      std::vector<std::vector<float>> *grads) {
+  optimizer.step = t + 1;
+  optimizer.lrScale = lrFactor(t);
+  if (grads)
+    grads->assign(params.size(), {});
+  ctx.captureGrads = grads;
+  for (size_t i = 0; i < plan->program.size(); ++i) {
+    const Instruction &in = plan->program[i];
+    Status s = kernels[i](in, ctx);
+    if (!s)
+      return s.withContext("instruction " + std::to_string(i) + " (" + in.op + ")");
+  }
+  ctx.captureGrads = nullptr;
+  auto scalar = [&](const std::string &name, double &out) {
+    for (const TensorRef &o : plan->outputs)
+      if (o.name == name && o.dtype == DType::F32 && o.numel() == 1)
+        out = *ctx.get<float>(o);
+  };
+  scalar("loss", result.loss);
+  scalar("grad_norm", result.gradNorm);
+  result.lr = baseLr * optimizer.lrScale;
+  return Status::ok();
+}
+
+} // namespace fsdp

@@ -1,0 +1,60 @@
+//===- Executor.h - Runs a plan's training step on the CPU ------*- C++ -*-===//
+//
+// Owns every byte a step touches, allocated once at start: the arena of the
+// plan's size, parameter storage, constants, optimizer state and kernel
+// scratch. A step writes nothing else: no allocation inside a step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_EXEC_EXECUTOR_H
+#define FSDP_RUNTIME_EXEC_EXECUTOR_H
+
+#include "runtime/cpu/Kernels.h"
+#include "runtime/plan/Plan.h"
+
+#include <memory>
+#include <vector>
+
+namespace fsdp {
+
+struct StepResult {
+  double loss = 0, gradNorm = 0, lr = 0;
+};
+
+class Executor {
+public:
+  /// Allocates everything; parameters start at zero until loaded.
+  Status init(const Plan &plan);
+
+  /// Storage of input `i` (write the batch here before step()).
+  void *input(size_t i) { return ctx.data(plan->inputs[i]); }
+  float *param(size_t i) { return params[i].data(); }
+  int64_t peakBytes() const;
+
+  /// The learning-rate factor of optimizer step `t` (0-based): linear
+  /// warm-up to 1 over warmup_steps, then constant or cosine to 0 at
+  /// total_steps.
+  double lrFactor(int64_t t) const;
+
+  /// Runs one optimizer step (index `t`, 0-based). With `grads` set, the
+  /// gradients the optimizer applies are copied there, by parameter.
+  Status step(int64_t t, StepResult &result,
+              std::vector<std::vector<float>> *grads = nullptr);
+
+  /// Optimizer state, for checkpoints.
+  cpu::OptimizerState &optimizerState() { return optimizer; }
+
+private:
+  const Plan *plan = nullptr;
+  std::unique_ptr<uint8_t, void (*)(void *)> arena{nullptr, nullptr};
+  std::vector<std::vector<float>> params;
+  std::vector<std::vector<uint8_t>> constants;
+  std::vector<float> scratch;
+  cpu::OptimizerState optimizer;
+  double baseLr = 0;
+  std::vector<cpu::Kernel> kernels;
+  cpu::Context ctx;
+};
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_EXEC_EXECUTOR_H

@@ -1,0 +1,269 @@
+//===- Data.cpp - Training batches and safetensors output -----------------===//
+#include "runtime/io/Data.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+namespace fsdp {
+
+namespace {
+
+/// The exclusive upper bound of an integer input: the extent it indexes.
+int64_t indexRange(const Plan &plan, const TensorRef &input) {
+  for (const Instruction &in : plan.program) {
+    auto same = [&](const TensorRef &t) {
+      return t.space == Space::Arena && t.offset == input.offset &&
+             t.numel() == input.numel() && t.dtype == input.dtype;
+    };
+    if (in.op == "gather" && in.in.size() == 2 && same(in.in[1])) {
+      int64_t axis = in.attrs.value("axis", 0);
+      if (axis >= 0 && axis < in.in[0].rank())
+        return in.in[0].shape[axis];
+    }
+    if ((in.op == "cross_entropy" || in.op == "nll_loss") && in.in.size() >= 2 &&
+        same(in.in[1]) && in.in[0].rank() >= 2)
+      return in.in[0].shape[1];
+  }
+  return 2;
+}
+
+class Synthetic : public DataSource {
+public:
+  Synthetic(const Plan &plan, uint64_t seed) : plan(plan), seed(seed) {
+    for (const TensorRef &t : plan.inputs)
+      ranges.push_back(t.dtype == DType::I64 ? indexRange(plan, t) : 0);
+  }
+  Status next(int64_t step, const std::vector<void *> &dest) override {
+    std::mt19937_64 rng(seed * 1000003ull + (uint64_t)step);
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const TensorRef &t = plan.inputs[i];
+      int64_t n = t.numel();
+      if (t.dtype == DType::I64) {
+        std::uniform_int_distribution<int64_t> d(0, std::max<int64_t>(ranges[i], 1) - 1);
+        for (int64_t k = 0; k < n; ++k)
+          static_cast<int64_t *>(dest[i])[k] = d(rng);
+      } else if (t.dtype == DType::F32) {
+        std::normal_distribution<float> d(0.0f, 1.0f);
+        for (int64_t k = 0; k < n; ++k)
+          static_cast<float *>(dest[i])[k] = d(rng);
+      } else {
+        std::bernoulli_distribution d(0.5);
+        for (int64_t k = 0; k < n; ++k)
+          static_cast<uint8_t *>(dest[i])[k] = d(rng);
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  const Plan &plan;
+  uint64_t seed;
+  std::vector<int64_t> ranges;
+};
+
+struct Array {
+  std::string descr;
+  std::vector<int64_t> shape;
+  std::string data;
+};
+
+uint32_t u32(const std::string &s, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, s.data() + at, 4);
+  return v;
+}
+uint16_t u16(const std::string &s, size_t at) {
+  uint16_t v;
+  std::memcpy(&v, s.data() + at, 2);
+  return v;
+}
+
+Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
+  if (npy.size() < 10 || npy.compare(0, 6, "\x93NUMPY") != 0)
+    return Status::error("'" + name + "' is not a .npy array");
+  int major = (unsigned char)npy[6];
+  size_t headerLen = major == 1 ? u16(npy, 8) : u32(npy, 8);
+  size_t start = major == 1 ? 10 : 12;
+  if (start + headerLen > npy.size())
+    return Status::error("'" + name + "': truncated header");
+  std::string h = npy.substr(start, headerLen);
+  auto field = [&](const std::string &key) -> std::string {
+    size_t k = h.find("'" + key + "'");
+    if (k == std::string::npos)
+      return "";
+    size_t colon = h.find(':', k);
+    return colon == std::string::npos ? "" : h.substr(colon + 1);
+  };
+  std::string descr = field("descr"), fortran = field("fortran_order"),
+              shape = field("shape");
+  size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
+  if (q1 == std::string::npos || q2 == std::string::npos)
+    return Status::error("'" + name + "': no dtype in the header");
+  out.descr = descr.substr(q1 + 1, q2 - q1 - 1);
+  if (fortran.find("True") != std::string::npos &&
+      fortran.find("True") < fortran.find(','))
+    return Status::error("'" + name + "': Fortran-ordered arrays are not supported");
+  size_t p1 = shape.find('('), p2 = shape.find(')');
+  if (p1 == std::string::npos || p2 == std::string::npos)
+    return Status::error("'" + name + "': no shape in the header");
+  std::stringstream dims(shape.substr(p1 + 1, p2 - p1 - 1));
+  std::string tok;
+  while (std::getline(dims, tok, ','))
+    if (tok.find_first_not_of(" ") != std::string::npos)
+      out.shape.push_back(std::stoll(tok));
+  out.data = npy.substr(start + headerLen);
+  return Status::ok();
+}
+
+Status readNpz(const std::string &path, std::map<std::string, Array> &arrays) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string z = ss.str();
+  size_t at = 0;
+  while (at + 30 <= z.size() && u32(z, at) == 0x04034b50) {
+    uint16_t flags = u16(z, at + 6), method = u16(z, at + 8);
+    uint64_t csize = u32(z, at + 18);
+    uint16_t nameLen = u16(z, at + 26), extraLen = u16(z, at + 28);
+    if (at + 30 + nameLen + extraLen > z.size())
+      return Status::error(path + ": truncated zip entry");
+    std::string name = z.substr(at + 30, nameLen);
+    size_t extra = at + 30 + nameLen;
+    if (csize == 0xFFFFFFFFu) { // zip64: sizes in the extra field
+      for (size_t e = extra; e + 4 <= extra + extraLen;) {
+        uint16_t id = u16(z, e), len = u16(z, e + 2);
+        if (id == 1 && len >= 16) {
+          std::memcpy(&csize, z.data() + e + 4 + 8, 8);
+          break;
+        }
+        e += 4 + len;
+      }
+    }
+    if (method != 0 || (flags & 8))
+      return Status::error(path + ": '" + name +
+                           "' is compressed; write the data with np.savez");
+    size_t data = extra + extraLen;
+    if (data + csize > z.size())
+      return Status::error(path + ": truncated zip entry '" + name + "'");
+    std::string key = name.size() > 4 && name.substr(name.size() - 4) == ".npy"
+                          ? name.substr(0, name.size() - 4)
+                          : name;
+    Array a;
+    FSDP_RETURN_IF_ERROR(parseNpy(key, z.substr(data, csize), a).withContext(path));
+    arrays[key] = std::move(a);
+    at = data + csize;
+  }
+  if (arrays.empty())
+    return Status::error(path + ": not an .npz archive");
+  return Status::ok();
+}
+
+class Npz : public DataSource {
+public:
+  Npz(const Plan &plan, std::vector<Array> arrays, int64_t rank, int64_t world)
+      : plan(plan), arrays(std::move(arrays)), rank(rank), world(world) {}
+  Status next(int64_t step, const std::vector<void *> &dest) override {
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+      const TensorRef &t = plan.inputs[i];
+      const Array &a = arrays[i];
+      int64_t batch = t.shape.empty() ? 1 : t.shape[0];
+      int64_t rows = a.shape.empty() ? 1 : a.shape[0];
+      int64_t rowBytes = t.bytes() / std::max<int64_t>(batch, 1);
+      for (int64_t b = 0; b < batch; ++b) {
+        int64_t row = ((step * world + rank) * batch + b) % rows;
+        std::memcpy(static_cast<uint8_t *>(dest[i]) + b * rowBytes,
+                    a.data.data() + row * rowBytes, rowBytes);
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  const Plan &plan;
+  std::vector<Array> arrays;
+  int64_t rank, world;
+};
+
+} // namespace
+
+std::unique_ptr<DataSource> syntheticData(const Plan &plan, uint64_t seed) {
+  return std::make_unique<Synthetic>(plan, seed);
+}
+
+Status npzData(const std::string &path, const Plan &plan, int64_t rank,
+               int64_t worldSize, std::unique_ptr<DataSource> &out) {
+  std::map<std::string, Array> arrays;
+  FSDP_RETURN_IF_ERROR(readNpz(path, arrays));
+  std::vector<Array> ordered;
+  for (const TensorRef &t : plan.inputs) {
+    auto it = arrays.find(t.name);
+    if (it == arrays.end())
+      return Status::error(path + ": no array named '" + t.name +
+                           "' (the graph input)");
+    Array &a = it->second;
+    std::string want = t.dtype == DType::F32 ? "<f4" : t.dtype == DType::I64 ? "<i8" : "|b1";
+    if (a.descr != want)
+      return Status::error(path + ": '" + t.name + "' has dtype " + a.descr +
+                           ", the plan needs " + want);
+    if (a.shape.size() != t.shape.size() ||
+        !std::equal(a.shape.begin() + 1, a.shape.end(), t.shape.begin() + 1) ||
+        a.shape.empty() || a.shape[0] < 1)
+      return Status::error(path + ": '" + t.name +
+                           "' rows do not have the plan's shape");
+    int64_t elems = 1;
+    for (int64_t d : a.shape)
+      elems *= d;
+    if ((int64_t)a.data.size() != elems * dtypeSize(t.dtype))
+      return Status::error(path + ": '" + t.name + "' holds the wrong number of bytes");
+    ordered.push_back(std::move(a));
+  }
+  out = std::make_unique<Npz>(plan, std::move(ordered), rank, worldSize);
+  return Status::ok();
+}
+
+Status writeSafetensors(const std::string &path,
+                        const std::vector<NamedTensor> &tensors) {
+  nlohmann::json header = nlohmann::json::object();
+  uint64_t offset = 0;
+  for (const NamedTensor &t : tensors) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= d;
+    header[t.name] = {{"dtype", "F32"},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + n * 4}}};
+    offset += n * 4;
+  }
+  header["__metadata__"] = {{"format", "pt"}};
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out)
+      return Status::error(path + ": cannot write");
+    uint64_t len = h.size();
+    out.write(reinterpret_cast<const char *>(&len), 8);
+    out.write(h.data(), (std::streamsize)h.size());
+    for (const NamedTensor &t : tensors) {
+      uint64_t n = 1;
+      for (int64_t d : t.shape)
+        n *= d;
+      out.write(reinterpret_cast<const char *>(t.data), (std::streamsize)(n * 4));
+    }
+    if (!out)
+      return Status::error(path + ": write failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::error(path + ": cannot rename the written file into place");
+  return Status::ok();
+}
+
+} // namespace fsdp

@@ -1,0 +1,349 @@
+//===- Plan.cpp - Load and validate a plan --------------------------------===//
+#include "runtime/plan/Plan.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace fsdp {
+
+int64_t dtypeSize(DType t) {
+  switch (t) {
+  case DType::F32:
+    return 4;
+  case DType::I64:
+    return 8;
+  case DType::I1:
+    return 1;
+  }
+  return 1;
+}
+
+const char *dtypeName(DType t) {
+  switch (t) {
+  case DType::F32:
+    return "f32";
+  case DType::I64:
+    return "i64";
+  case DType::I1:
+    return "i1";
+  }
+  return "?";
+}
+
+static int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+int64_t TensorRef::numel() const { return product(shape); }
+int64_t ParamInfo::numel() const { return product(shape); }
+
+namespace {
+
+using json = nlohmann::json;
+
+/// Checks a JSON field's presence and type; errors name the path.
+struct Reader {
+  Status status = Status::ok();
+
+  bool fail(const std::string &where, const std::string &what) {
+    if (status.isOk())
+      status = Status::error(where + ": " + what);
+    return false;
+  }
+
+  const json *field(const json &obj, const std::string &key,
+                    const std::string &where, bool required = true) {
+    if (!obj.is_object())
+      return fail(where, "expected an object"), nullptr;
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required)
+        fail(where, "missing field '" + key + "'");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  bool integer(const json &obj, const std::string &key, const std::string &where,
+               int64_t &out, bool required = true) {
+    const json *f = field(obj, key, where, required);
+    if (!f)
+      return !required;
+    if (!f->is_number_integer())
+      return fail(where + "." + key, "expected an integer");
+    out = f->get<int64_t>();
+    return true;
+  }
+
+  bool string(const json &obj, const std::string &key, const std::string &where,
+              std::string &out, bool required = true) {
+    const json *f = field(obj, key, where, required);
+    if (!f)
+      return !required;
+    if (!f->is_string())
+      return fail(where + "." + key, "expected a string");
+    out = f->get<std::string>();
+    return true;
+  }
+
+  bool shape(const json &obj, const std::string &where,
+             std::vector<int64_t> &out) {
+    const json *f = field(obj, "shape", where);
+    if (!f)
+      return false;
+    if (!f->is_array())
+      return fail(where + ".shape", "expected an array");
+    out.clear();
+    int64_t count = 1;
+    for (const json &d : *f) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return fail(where + ".shape", "dimensions must be non-negative integers");
+      int64_t v = d.get<int64_t>();
+      if (v != 0 && count > (int64_t(1) << 40) / v)
+        return fail(where + ".shape", "too many elements");
+      count *= v;
+      out.push_back(v);
+    }
+    return true;
+  }
+
+  bool dtype(const json &obj, const std::string &where, DType &out) {
+    std::string name;
+    if (!string(obj, "dtype", where, name))
+      return false;
+    if (name == "f32")
+      out = DType::F32;
+    else if (name == "i64")
+      out = DType::I64;
+    else if (name == "i1")
+      out = DType::I1;
+    else
+      return fail(where + ".dtype",
+                  "'" + name + "' is not supported by the CPU backend");
+    return true;
+  }
+
+  bool tensor(const json &obj, const std::string &where, const Plan &plan,
+              TensorRef &t) {
+    std::string space;
+    if (!string(obj, "space", where, space) || !shape(obj, where, t.shape) ||
+        !dtype(obj, where, t.dtype))
+      return false;
+    if (space == "arena") {
+      t.space = Space::Arena;
+      if (!integer(obj, "offset", where, t.offset))
+        return false;
+      if (t.offset < 0 || t.offset > plan.arenaBytes ||
+          t.bytes() > plan.arenaBytes - t.offset)
+        return fail(where, "bytes [" + std::to_string(t.offset) + ", " +
+                               std::to_string(t.offset + t.bytes()) +
+                               ") lie outside the arena of " +
+                               std::to_string(plan.arenaBytes) + " bytes");
+    } else if (space == "param" || space == "const") {
+      t.space = space == "param" ? Space::Param : Space::Const;
+      if (!integer(obj, "index", where, t.index))
+        return false;
+      if (t.space == Space::Param) {
+        if (t.index < 0 || t.index >= (int64_t)plan.params.size())
+          return fail(where, "parameter index " + std::to_string(t.index) +
+                                 " out of range");
+        if (plan.params[t.index].numel() != t.numel() ||
+            plan.params[t.index].dtype != t.dtype)
+          return fail(where, "does not match parameter '" +
+                                 plan.params[t.index].name + "'");
+      } else {
+        if (t.index < 0 || t.index >= (int64_t)plan.constants.size())
+          return fail(where, "constant index " + std::to_string(t.index) +
+                                 " out of range");
+        const ConstantInfo &c = plan.constants[t.index];
+        if (product(c.shape) != t.numel() || c.dtype != t.dtype)
+          return fail(where, "does not match constant " +
+                                 std::to_string(t.index));
+      }
+    } else {
+      return fail(where + ".space", "unknown space '" + space + "'");
+    }
+    std::string name;
+    if (!string(obj, "name", where, name, /*required=*/false))
+      return false;
+    t.name = name;
+    return true;
+  }
+};
+
+double constantValue(const json &v) {
+  if (v.is_string()) {
+    std::string s = v.get<std::string>();
+    if (s == "inf")
+      return std::numeric_limits<double>::infinity();
+    if (s == "-inf")
+      return -std::numeric_limits<double>::infinity();
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+  return v.get<double>();
+}
+
+} // namespace
+
+Status parsePlan(const std::string &text, Plan &plan) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded())
+    return Status::error("not valid JSON (truncated or corrupt plan)");
+  Reader r;
+  std::string format;
+  int64_t version = 0;
+  if (!r.string(doc, "format", "plan", format) ||
+      !r.integer(doc, "version", "plan", version))
+    return r.status;
+  if (format != "fsdp-plan")
+    return Status::error("not an fsdp plan (format '" + format + "')");
+  if (version != kPlanVersion)
+    return Status::error("plan version " + std::to_string(version) +
+                         " is not supported (this runtime reads version " +
+                         std::to_string(kPlanVersion) + ")");
+  if (!r.integer(doc, "arena_bytes", "plan", plan.arenaBytes))
+    return r.status;
+  if (plan.arenaBytes < 0 || plan.arenaBytes > (int64_t(1) << 42))
+    return Status::error("plan.arena_bytes: " +
+                         std::to_string(plan.arenaBytes) + " is out of range");
+
+  if (const json *meta = r.field(doc, "meta", "plan")) {
+    r.string(*meta, "source", "plan.meta", plan.source, false);
+    r.integer(*meta, "world_size", "plan.meta", plan.worldSize, false);
+  }
+  if (const json *t = r.field(doc, "train", "plan", false)) {
+    TrainOptions &o = plan.train;
+    r.string(*t, "loss", "plan.train", o.loss, false);
+    r.string(*t, "optimizer", "plan.train", o.optimizer, false);
+    r.string(*t, "lr_schedule", "plan.train", o.lrSchedule, false);
+    r.integer(*t, "warmup_steps", "plan.train", o.warmupSteps, false);
+    r.integer(*t, "total_steps", "plan.train", o.totalSteps, false);
+    r.integer(*t, "grad_accum", "plan.train", o.gradAccum, false);
+    if (const json *c = r.field(*t, "grad_clip", "plan.train", false))
+      o.gradClip = c->is_number() ? c->get<double>() : 0;
+  }
+  if (!r.status)
+    return r.status;
+
+  const json *params = r.field(doc, "params", "plan");
+  if (!params || !params->is_array())
+    return r.status.isOk() ? Status::error("plan.params: expected an array")
+                           : r.status;
+  for (size_t i = 0; i < params->size(); ++i) {
+    const json &p = (*params)[i];
+    std::string where = "plan.params[" + std::to_string(i) + "]";
+    ParamInfo info;
+    if (!r.string(p, "name", where, info.name) ||
+        !r.shape(p, where, info.shape) || !r.dtype(p, where, info.dtype) ||
+        !r.string(p, "source", where, info.source) ||
+        !r.string(p, "module_path", where, info.modulePath, false) ||
+        !r.string(p, "location", where, info.location, false) ||
+        !r.integer(p, "offset", where, info.offset, false) ||
+        !r.integer(p, "length", where, info.length, false))
+      return r.status;
+    if (const json *t = r.field(p, "trainable", where, false))
+      info.trainable = t->is_boolean() && t->get<bool>();
+    plan.params.push_back(std::move(info));
+  }
+
+  if (const json *consts = r.field(doc, "constants", "plan", false)) {
+    if (!consts->is_array())
+      return Status::error("plan.constants: expected an array");
+    for (size_t i = 0; i < consts->size(); ++i) {
+      const json &c = (*consts)[i];
+      std::string where = "plan.constants[" + std::to_string(i) + "]";
+      ConstantInfo info;
+      if (!r.shape(c, where, info.shape) || !r.dtype(c, where, info.dtype))
+        return r.status;
+      auto isValue = [](const json &v) { return v.is_number() || v.is_string(); };
+      if (const json *s = r.field(c, "splat", where, false)) {
+        if (!isValue(*s))
+          return Status::error(where + ".splat: expected a number");
+        info.splat = true;
+        info.values.push_back(constantValue(*s));
+      } else if (const json *d = r.field(c, "data", where)) {
+        if (!d->is_array() || (int64_t)d->size() != product(info.shape))
+          return Status::error(where + ".data: expected " +
+                               std::to_string(product(info.shape)) + " values");
+        for (const json &v : *d) {
+          if (!isValue(v))
+            return Status::error(where + ".data: expected numbers");
+          info.values.push_back(constantValue(v));
+        }
+      } else {
+        return r.status;
+      }
+      plan.constants.push_back(std::move(info));
+    }
+  }
+
+  for (auto [key, list] : {std::pair{"inputs", &plan.inputs},
+                           std::pair{"outputs", &plan.outputs}}) {
+    const json *arr = r.field(doc, key, "plan");
+    if (!arr || !arr->is_array())
+      return r.status.isOk()
+                 ? Status::error(std::string("plan.") + key + ": expected an array")
+                 : r.status;
+    for (size_t i = 0; i < arr->size(); ++i) {
+      TensorRef t;
+      if (!r.tensor((*arr)[i], std::string("plan.") + key + "[" +
+                                   std::to_string(i) + "]",
+                    plan, t))
+        return r.status;
+      list->push_back(std::move(t));
+    }
+  }
+
+  const json *program = r.field(doc, "program", "plan");
+  if (!program || !program->is_array())
+    return r.status.isOk() ? Status::error("plan.program: expected an array")
+                           : r.status;
+  for (size_t i = 0; i < program->size(); ++i) {
+    const json &ins = (*program)[i];
+    std::string where = "plan.program[" + std::to_string(i) + "]";
+    Instruction instr;
+    if (!r.string(ins, "op", where, instr.op))
+      return r.status;
+    where += " (" + instr.op + ")";
+    for (auto [key, list] : {std::pair{"in", &instr.in}, std::pair{"out", &instr.out}}) {
+      const json *arr = r.field(ins, key, where);
+      if (!arr || !arr->is_array())
+        return r.status.isOk() ? Status::error(where + "." + key + ": expected an array")
+                               : r.status;
+      for (size_t k = 0; k < arr->size(); ++k) {
+        TensorRef t;
+        if (!r.tensor((*arr)[k], where + "." + key + "[" + std::to_string(k) + "]",
+                      plan, t))
+          return r.status;
+        list->push_back(std::move(t));
+      }
+    }
+    if (const json *a = r.field(ins, "attrs", where, false)) {
+      if (!a->is_object())
+        return Status::error(where + ".attrs: expected an object");
+      instr.attrs = *a;
+    } else {
+      instr.attrs = json::object();
+    }
+    FSDP_RETURN_IF_ERROR(cpu::checkInstruction(plan, instr).withContext(where));
+    plan.program.push_back(std::move(instr));
+  }
+  return Status::ok();
+}
+
+Status loadPlan(const std::string &path, Plan &plan) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error(path + ": cannot open the plan");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Status s = parsePlan(ss.str(), plan);
+  return s.withContext(path);
+}
+
+} // namespace fsdp

@@ -1,0 +1,89 @@
+//===- Plan.h - The compiler → runtime plan, loaded and checked -*- C++ -*-===//
+//
+// A plan is the JSON document fsdp-opt writes (passes/EmitPlan.cpp). Loading
+// validates everything the executor relies on: the version, every tensor
+// reference (space, bounds inside the arena, known dtype), every op name and
+// its operand counts. A bad plan is a Status error, never a crash.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_PLAN_PLAN_H
+#define FSDP_RUNTIME_PLAN_PLAN_H
+
+#include "runtime/support/Status.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+
+constexpr int64_t kPlanVersion = 1;
+
+enum class DType { F32, I64, I1 };
+enum class Space { Arena, Param, Const };
+
+int64_t dtypeSize(DType t);
+const char *dtypeName(DType t);
+
+struct TensorRef {
+  Space space = Space::Arena;
+  int64_t offset = 0; // arena byte offset
+  int64_t index = 0;  // param or constant index
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::string name; // inputs and outputs only
+
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * dtypeSize(dtype); }
+  int64_t rank() const { return (int64_t)shape.size(); }
+};
+
+struct ParamInfo {
+  std::string name, modulePath, source, location;
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  bool trainable = false;
+  int64_t offset = 0, length = 0;
+  int64_t numel() const;
+};
+
+struct ConstantInfo {
+  std::vector<int64_t> shape;
+  DType dtype = DType::F32;
+  std::vector<double> values; // one value when splat
+  bool splat = false;
+};
+
+struct Instruction {
+  std::string op;
+  std::vector<TensorRef> in, out;
+  nlohmann::json attrs;
+};
+
+struct TrainOptions {
+  std::string loss = "auto", optimizer = "adamw", lrSchedule = "constant";
+  int64_t warmupSteps = 0, totalSteps = 0, gradAccum = 1;
+  double gradClip = 0;
+};
+
+struct Plan {
+  std::string source; // the ONNX model the initial weights come from
+  int64_t worldSize = 1;
+  int64_t arenaBytes = 0;
+  TrainOptions train;
+  std::vector<ParamInfo> params;
+  std::vector<ConstantInfo> constants;
+  std::vector<TensorRef> inputs, outputs;
+  std::vector<Instruction> program;
+};
+
+/// Parses and validates a plan held in memory (the fuzzing entry point).
+Status parsePlan(const std::string &text, Plan &plan);
+/// Reads and validates the plan at `path`.
+Status loadPlan(const std::string &path, Plan &plan);
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_PLAN_PLAN_H

@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+"""Training parity against PyTorch (Debian's python3-torch, CPU, float32).
+
+For each case: build a model with examples/gen_model.py (loss inside the
+graph), export it with torch.onnx.export, compile it with fsdp-opt into a
+plan, train it with fsdp-run on batches from an .npz, and train the same
+model object in PyTorch on the same batches with the same optimizer. Then
+compare, as relative L2 errors ||ours - torch|| / ||torch||:
+  - the first step's loss and every parameter's gradient,
+  - the loss of every step and every final weight.
+Tolerance 1e-4 (float32 kernels that sum in a different order than ATen's
+differ by ~1e-6 per op; ten optimizer steps amplify it, well under 1e-4).
+
+Two floors keep the comparison meaningful where the exact value is zero:
+  - a gradient smaller than 1e-3 of the global gradient norm is compared
+    against that floor instead of its own norm. Attention's key bias is the
+    case: softmax ignores adding a constant to every score, so its gradient
+    is exactly zero and both sides hold float32 noise (~1e-9);
+  - elements whose first-step gradient is below 1e-6 of the largest gradient
+    element are left out of the final-weight comparison: AdamW divides the
+    gradient by its own running magnitude, so it turns that noise into
+    updates of up to lr per step, in PyTorch as much as here.
+"""
+import argparse
+import copy
+import importlib.util
+import json
+import re
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+TOL = 1e-4
+
+
+def load_generator(path):
+    spec = importlib.util.spec_from_file_location("gen_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], np.float32).reshape(info["shape"])
+    return out
+
+
+def rel(a, b, floor=1e-12):
+    """||a - b|| / max(||b||, floor), in float64."""
+    a = np.asarray(a, np.float64)
+    b = np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), floor))
+
+
+def torch_optimizer(params, opts):
+    if opts.get("optimizer", "adamw") == "sgd":
+        return torch.optim.SGD(params, lr=opts.get("lr", 1e-3),
+                               momentum=opts.get("momentum", 0.0),
+                               nesterov=opts.get("nesterov", False),
+                               weight_decay=opts.get("weight_decay", 0.0))
+    return torch.optim.AdamW(params, lr=opts.get("lr", 1e-3), betas=(0.9, 0.999),
+                             eps=1e-8, weight_decay=opts.get("weight_decay", 0.01))
+
+
+def run_case(name, gen, gen_args, opts, tools, steps, tmp):
+    args = gen.parse_args(gen_args + ([] if gen_args[0] == "mlp" else ["--loss"]))
+    model, inputs = gen.build(args)
+    torch_model = copy.deepcopy(model)
+    batches = []
+    for s in range(steps):
+        args.seed = 1000 + s
+        batches.append(gen.build(args)[1])
+    names = list(inputs)
+    onnx_path = os.path.join(tmp, name + ".onnx")
+    torch.onnx.export(model, tuple(inputs.values()), onnx_path, input_names=names,
+                      output_names=["loss"], opset_version=17,
+                      do_constant_folding=False)
+    npz = os.path.join(tmp, name + ".npz")
+    np.savez(npz, **{n: np.concatenate([b[n].numpy() for b in batches]) for n in names})
+
+    plan = os.path.join(tmp, name + ".plan")
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()
+             if not isinstance(v, bool)] + [f"--{k}" for k, v in opts.items() if v is True]
+    subprocess.run([tools["opt"], onnx_path, "-o", plan] + flags, check=True)
+    log, grads, weights = (os.path.join(tmp, name + s) for s in
+                           (".jsonl", ".grads.safetensors", ".weights.safetensors"))
+    subprocess.run([tools["run"], plan, "--data", npz, "--steps", str(steps),
+                    "--log", log, "--dump-grads", grads, "--save-full", weights,
+                    "--quiet"], check=True)
+    ours_losses = [json.loads(l)["loss"] for l in open(log)]
+    ours_grads = read_safetensors(grads)
+    ours_weights = read_safetensors(weights)
+
+    # PyTorch on the same batches, with the same optimizer.
+    frozen = opts.get("frozen")
+    state = dict(torch_model.state_dict(keep_vars=True))
+    trained = [p for n, p in torch_model.named_parameters()
+               if not (frozen and re.search(frozen, n))]
+    trained_ids = {id(p) for p in trained}
+    for p in torch_model.parameters():
+        p.requires_grad_(id(p) in trained_ids)
+    opt = torch_optimizer(trained, opts)
+    torch_losses, torch_grads = [], None
+    for s in range(steps):
+        opt.zero_grad()
+        loss = torch_model(*batches[s].values())
+        loss.backward()
+        if s == 0:
+            torch_grads = {n: p.grad.detach().clone() for n, p in state.items()
+                           if p.grad is not None}
+        if opts.get("grad_clip"):
+            torch.nn.utils.clip_grad_norm_(trained, opts["grad_clip"])
+        opt.step()
+        torch_losses.append(loss.item())
+
+    failures = []
+
+    def check(what, err):
+        if not err <= TOL:
+            failures.append(f"{what}: relative error {err:.3g}")
+    check("first-step loss", rel([ours_losses[0]], [torch_losses[0]]))
+    global_norm = np.sqrt(sum(float(np.sum(g.numpy().astype(np.float64) ** 2))
+                              for g in torch_grads.values()))
+    largest = max(float(np.abs(g.numpy()).max()) for g in torch_grads.values())
+
+    def grad_error(n, g):
+        t = torch_grads[n].numpy()
+        return rel(g, t, floor=1e-3 * global_norm)
+    for n, g in ours_grads.items():
+        if n not in torch_grads:
+            failures.append(f"gradient of {n}: PyTorch computes none")
+            continue
+        check(f"gradient of {n}", grad_error(n, g))
+    for n in torch_grads:
+        if n not in ours_grads and n in ours_weights:
+            failures.append(f"gradient of {n}: missing from ours")
+    check(f"losses over {steps} steps", rel(ours_losses, torch_losses))
+    def weight_error(n, w):
+        t = state[n].detach().numpy()
+        if n in torch_grads:  # leave out exactly-null gradient directions
+            keep = np.abs(torch_grads[n].numpy()) >= 1e-6 * largest
+            w, t = w[keep], t[keep]
+        return rel(w, t) if np.size(t) else 0.0
+    for n, w in ours_weights.items():
+        check(f"final {n}", weight_error(n, w))
+    worst = max((grad_error(n, g) for n, g in ours_grads.items()
+                 if n in torch_grads), default=0.0)
+    worst_w = max((weight_error(n, w) for n, w in ours_weights.items()), default=0.0)
+    print(f"{'FAIL' if failures else 'PASS'} {name}: first loss {ours_losses[0]:.6f} "
+          f"(torch {torch_losses[0]:.6f}), last {ours_losses[-1]:.6f} "
+          f"(torch {torch_losses[-1]:.6f}); worst relative error: gradient "
+          f"{worst:.1e}, losses {rel(ours_losses, torch_losses):.1e}, "
+          f"final weight {worst_w:.1e} ({len(ours_grads)} gradients, "
+          f"{len(ours_weights)} weights)")
+    for f in failures[:8]:
+        print("   ", f)
+    return not failures
+
+
+CASES = {
+    "mlp-mse": (["mlp", "--loss", "mse"], {}),
+    "mlp-nll-sgd": (["mlp", "--loss", "nll"], {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9}),
+    "gpt2-tied": (["gpt2"], {}),
+    "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
+    "llama-gqa": (["llama"], {}),
+    "bert": (["bert"], {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "nesterov": True}),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--generator", required=True)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("cases", nargs="*", default=list(CASES))
+    a = ap.parse_args()
+    torch.manual_seed(0)
+    gen = load_generator(a.generator)
+    tools = {"opt": a.fsdp_opt, "run": a.fsdp_run}
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.cases:
+            gen_args, opts = CASES[name]
+            ok = run_case(name, gen, gen_args, opts, tools, a.steps, tmp)
+            passed += ok
+            failed += not ok
+    print(f"parity: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

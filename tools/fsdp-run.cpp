@@ -1,0 +1,167 @@
+//===- fsdp-run.cpp - Execute a plan: load weights, train, log ------------===//
+//
+// A thin main: parse flags, load and validate the plan, initialise the
+// executor with the model's weights, then step through batches, logging.
+// Every error arrives here as a Status and leaves as a message and exit 1.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/exec/Executor.h"
+#include "runtime/io/Data.h"
+#include "runtime/io/OnnxWeights.h"
+#include "runtime/plan/Plan.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <unistd.h>
+
+using namespace fsdp;
+
+namespace {
+
+int fail(const Status &s) {
+  std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
+  return 1;
+}
+
+/// Tokens a step processes: the elements of the first integer input (token
+/// ids), or the batch size.
+int64_t tokensPerStep(const Plan &plan) {
+  for (const TensorRef &t : plan.inputs)
+    if (t.dtype == DType::I64)
+      return t.numel();
+  return plan.inputs.empty() || plan.inputs[0].shape.empty() ? 1
+                                                             : plan.inputs[0].shape[0];
+}
+
+std::vector<NamedTensor> namedParams(const Plan &plan,
+                                     const std::vector<const float *> &data) {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < plan.params.size(); ++i)
+    if (data[i])
+      out.push_back({plan.params[i].name, plan.params[i].shape, data[i]});
+  return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"fsdp-run: execute an fsdp plan (train with the CPU backend)"};
+  std::string planPath, data = "synthetic", weights, logPath, saveFull, dumpGrads;
+  int64_t steps = 10;
+  uint64_t seed = 0;
+  bool quiet = false;
+  app.add_option("plan", planPath, "the plan written by fsdp-opt -o model.plan")
+      ->required();
+  app.add_option("--steps", steps, "optimizer steps to run")->check(CLI::PositiveNumber);
+  app.add_option("--seed", seed, "seed of the synthetic data");
+  app.add_option("--data", data, "synthetic (default) or FILE.npz");
+  app.add_option("--weights", weights, "initial weights (default: the plan's model)");
+  app.add_option("--log", logPath, "JSON lines, one object per optimizer step");
+  app.add_option("--save-full", saveFull, "full state dict after the last step (.safetensors)");
+  app.add_option("--dump-grads", dumpGrads, "the first step's gradients (.safetensors)");
+  app.add_flag("--quiet", quiet, "print only errors");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e);
+  }
+
+  Plan plan;
+  if (Status s = loadPlan(planPath, plan); !s)
+    return fail(s);
+  if (plan.worldSize != 1)
+    return fail(Status::error(planPath + ": planned for " +
+                              std::to_string(plan.worldSize) +
+                              " ranks; this runtime runs world size 1"));
+  Executor exec;
+  if (Status s = exec.init(plan); !s)
+    return fail(s);
+  std::string weightsPath = weights.empty() ? plan.source : weights;
+  if (weightsPath.empty())
+    return fail(Status::error("the plan names no model; pass --weights FILE.onnx"));
+  if (Status s = loadOnnxWeights(weightsPath, plan,
+                                 [&](size_t i) { return exec.param(i); });
+      !s)
+    return fail(s);
+
+  std::unique_ptr<DataSource> source;
+  if (data == "synthetic") {
+    source = syntheticData(plan, seed);
+  } else if (data.size() > 4 && data.substr(data.size() - 4) == ".npz") {
+    if (Status s = npzData(data, plan, 0, 1, source); !s)
+      return fail(s);
+  } else {
+    return fail(Status::error("--data must be 'synthetic' or a .npz file, got '" + data + "'"));
+  }
+
+  std::ofstream log;
+  if (!logPath.empty()) {
+    log.open(logPath);
+    if (!log)
+      return fail(Status::error(logPath + ": cannot write the log"));
+  }
+  std::vector<void *> inputs;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    inputs.push_back(exec.input(i));
+  bool tty = isatty(fileno(stdout));
+  int64_t tokens = tokensPerStep(plan);
+  std::vector<std::vector<float>> grads;
+
+  for (int64_t t = 0; t < steps; ++t) {
+    if (Status s = source->next(t, inputs); !s)
+      return fail(s);
+    auto start = std::chrono::steady_clock::now();
+    StepResult r;
+    bool capture = t == 0 && !dumpGrads.empty();
+    if (Status s = exec.step(t, r, capture ? &grads : nullptr); !s)
+      return fail(s.withContext("step " + std::to_string(t + 1)));
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    double tps = tokens / (ms / 1000.0);
+    if (log.is_open())
+      log << nlohmann::json{{"step", t + 1},        {"loss", r.loss},
+                            {"grad_norm", r.gradNorm}, {"lr", r.lr},
+                            {"step_ms", ms},          {"tokens_per_s", tps},
+                            {"peak_bytes", exec.peakBytes()}}
+                 .dump()
+          << "\n";
+    if (!quiet) {
+      if (tty) {
+        int width = 30, done = (int)((t + 1) * width / steps);
+        std::printf("\r[%s%s] %lld/%lld loss %.4f  %.0f tok/s ",
+                    std::string(done, '#').c_str(),
+                    std::string(width - done, '.').c_str(), (long long)(t + 1),
+                    (long long)steps, r.loss, tps);
+        if (t + 1 == steps)
+          std::printf("\n");
+      } else {
+        std::printf("step %lld/%lld loss %.6f grad_norm %.6f lr %.3g %.1f ms "
+                    "%.0f tok/s\n",
+                    (long long)(t + 1), (long long)steps, r.loss, r.gradNorm,
+                    r.lr, ms, tps);
+      }
+      std::fflush(stdout);
+    }
+    if (capture) {
+      std::vector<const float *> ptrs;
+      for (auto &g : grads)
+        ptrs.push_back(g.empty() ? nullptr : g.data());
+      if (Status s = writeSafetensors(dumpGrads, namedParams(plan, ptrs)); !s)
+        return fail(s);
+    }
+  }
+
+  if (!saveFull.empty()) {
+    std::vector<const float *> ptrs;
+    for (size_t i = 0; i < plan.params.size(); ++i)
+      ptrs.push_back(exec.param(i));
+    if (Status s = writeSafetensors(saveFull, namedParams(plan, ptrs)); !s)
+      return fail(s);
+  }
+  return 0;
+}
