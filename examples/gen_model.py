@@ -311,6 +311,14 @@ def build(args):
         elif loss in ("mse", "bce"):
             inputs["targets"] = torch.rand(B, args.dim)
         del out
+    # GPT-2's initialisation (normal 0.02 weights, zero biases) for the
+    # transformers, so the first loss is near log(vocab) as in practice.
+    if args.model != "mlp":
+        for m in model.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(m.weight, 0.0, 0.02)
+                if getattr(m, "bias", None) is not None:
+                    nn.init.zeros_(m.bias)
     # Fresh LayerNorm/RMSNorm parameters are all ones or zeros, and the
     # exporter merges initializers with equal values in eval mode; perturb
     # them as training would (tied weights stay one tensor).

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# The demo: export a small GPT-2 from PyTorch with a dynamic batch axis,
-# import it with fsdp-opt at batch size 4, show what was found and write the
-# imported module next to it.
+# The demo: export a small GPT-2 from PyTorch, import it (what fsdp-opt
+# found), compile it into a training plan and train it on the CPU.
 set -euo pipefail
 build=${1:-build}
 out="$build/demo"
 mkdir -p "$out"
-echo "== exporting a 4-layer GPT-2 (tied embeddings, dynamic batch) with torch.onnx.export"
-/usr/bin/python3 examples/gen_model.py gpt2 -o "$out/gpt2.onnx" --dynamic-batch \
-  --layers 4 --dim 64 --heads 4 --seq 32 --vocab 256
-echo "== fsdp-opt $out/gpt2.onnx --batch-size=4 --summary"
-"$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=4 --summary
-"$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=4 -o "$out/gpt2.mlir"
-echo "== imported module written to $out/gpt2.mlir ($(wc -l < "$out/gpt2.mlir") lines)"
+model="--layers 4 --dim 64 --heads 4 --seq 32 --vocab 256"
+echo "== exporting a 4-layer GPT-2 (tied embeddings, loss in the graph) with torch.onnx.export"
+/usr/bin/python3 examples/gen_model.py gpt2 -o "$out/gpt2.onnx" --dynamic-batch --loss $model
+echo "== fsdp-opt $out/gpt2.onnx --batch-size=8 --summary"
+"$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=8 --summary
+echo "== fsdp-opt $out/gpt2.onnx --batch-size=8 --lr=3e-3 -o $out/gpt2.plan"
+"$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=8 --lr=3e-3 -o "$out/gpt2.plan"
+echo "   plan: $(grep -c '"op"' "$out/gpt2.plan") instructions," \
+     "arena $(grep -m1 '"arena_bytes"' "$out/gpt2.plan" | tr -dc 0-9) bytes"
+/usr/bin/python3 examples/make_dataset.py "$out/count.npz" --rows 64 --seq 32 --vocab 256
+echo "== fsdp-run $out/gpt2.plan --data $out/count.npz --steps 40 (next token = token + 1)"
+"$build/tools/fsdp-run" "$out/gpt2.plan" --data "$out/count.npz" --steps 40 \
+  --log "$out/train.jsonl"
+echo "== step log: $out/train.jsonl"
