@@ -33,7 +33,7 @@ docs: build
 	cp $(BUILD)/docs/Dialects/FsdpDialect.md docs/FsdpDialect.md
 
 fuzz: deps
-	@bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGET)
 
 bench: build
 	@bash bench/import_llama70b.sh $(BUILD)

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/exec/Executor.h"
+#include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
 #include "runtime/plan/Plan.h"
@@ -51,7 +52,8 @@ std::vector<NamedTensor> namedParams(const Plan &plan,
 int main(int argc, char **argv) {
   CLI::App app{"fsdp-run: execute an fsdp plan (train with the CPU backend)"};
   std::string planPath, data = "synthetic", weights, logPath, saveFull, dumpGrads;
-  int64_t steps = 10;
+  std::string checkpointDir, resume;
+  int64_t steps = 10, checkpointEvery = 0;
   uint64_t seed = 0;
   bool quiet = false;
   app.add_option("plan", planPath, "the plan written by fsdp-opt -o model.plan")
@@ -63,6 +65,11 @@ int main(int argc, char **argv) {
   app.add_option("--log", logPath, "JSON lines, one object per optimizer step");
   app.add_option("--save-full", saveFull, "full state dict after the last step (.safetensors)");
   app.add_option("--dump-grads", dumpGrads, "the first step's gradients (.safetensors)");
+  app.add_option("--checkpoint-dir", checkpointDir, "write checkpoints here");
+  app.add_option("--checkpoint-every", checkpointEvery,
+                 "steps between checkpoints (0: only after the last step)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", resume, "continue from this checkpoint directory");
   app.add_flag("--quiet", quiet, "print only errors");
   try {
     app.parse(argc, argv);
@@ -98,6 +105,28 @@ int main(int argc, char **argv) {
     return fail(Status::error("--data must be 'synthetic' or a .npz file, got '" + data + "'"));
   }
 
+  TrainingPosition position{0, seed, data};
+  if (!resume.empty()) {
+    TrainingPosition saved;
+    if (Status s = loadCheckpoint(resume, plan, [&](size_t i) { return exec.param(i); },
+                                  exec.optimizerState(), saved);
+        !s)
+      return fail(s);
+    if (saved.seed != seed || saved.data != data)
+      return fail(Status::error(resume + ": saved with --data " + saved.data + " --seed " +
+                                std::to_string(saved.seed) +
+                                "; resume with the same data and seed"));
+    position.step = saved.step;
+    if (!quiet)
+      std::printf("resumed from %s at step %lld\n", resume.c_str(),
+                  (long long)saved.step);
+  }
+  auto checkpoint = [&](int64_t done) -> Status {
+    position.step = done;
+    return saveCheckpoint(checkpointDir, plan, [&](size_t i) { return exec.param(i); },
+                          exec.optimizerState(), position);
+  };
+
   std::ofstream log;
   if (!logPath.empty()) {
     log.open(logPath);
@@ -111,7 +140,7 @@ int main(int argc, char **argv) {
   int64_t tokens = tokensPerStep(plan);
   std::vector<std::vector<float>> grads;
 
-  for (int64_t t = 0; t < steps; ++t) {
+  for (int64_t t = position.step; t < steps; ++t) {
     if (Status s = source->next(t, inputs); !s)
       return fail(s);
     auto start = std::chrono::steady_clock::now();
@@ -134,7 +163,7 @@ int main(int argc, char **argv) {
       if (tty) {
         int width = 30, done = (int)((t + 1) * width / steps);
         std::printf("\r[%s%s] %lld/%lld loss %.4f  %.0f tok/s ",
-                    std::string(done, '#').c_str(),
+                    std::string(std::max(done, 0), '#').c_str(),
                     std::string(width - done, '.').c_str(), (long long)(t + 1),
                     (long long)steps, r.loss, tps);
         if (t + 1 == steps)
@@ -147,6 +176,10 @@ int main(int argc, char **argv) {
       }
       std::fflush(stdout);
     }
+    if (!checkpointDir.empty() &&
+        ((checkpointEvery > 0 && (t + 1) % checkpointEvery == 0) || t + 1 == steps))
+      if (Status s = checkpoint(t + 1); !s)
+        return fail(s);
     if (capture) {
       std::vector<const float *> ptrs;
       for (auto &g : grads)
