@@ -37,6 +37,6 @@ func.func @train_step(%x: tensor<16x16xf32> {fsdp.name = "x"}) -> (tensor<f32> {
 // PLAN: "params": [
 // PLAN: "name": "w",
 // PLAN: "program": [
-// PLAN: "op": "matmul",
 // PLAN: "space": "param"
+// PLAN: "op": "matmul",
 // PLAN: "version": 1
