@@ -177,6 +177,12 @@ void FsdpBuildTrainStep::runOnOperation() {
                      "--total-steps, --grad-clip >= 0");
     return signalPassFailure();
   }
+  if (gradAccum > 1) {
+    // Accumulation needs the step split into gradient and update parts
+    // (which the FSDP work introduces); refuse rather than ignore it.
+    module.emitError("--grad-accum > 1 is not supported yet");
+    return signalPassFailure();
+  }
   llvm::Regex frozenRe(frozen);
   std::string reError;
   if (!frozen.empty() && !frozenRe.isValid(reError)) {

@@ -53,14 +53,15 @@ int main(int argc, char **argv) {
   CLI::App app{"fsdp-run: execute an fsdp plan (train with the CPU backend)"};
   std::string planPath, data = "synthetic", weights, logPath, saveFull, dumpGrads;
   std::string checkpointDir, resume;
-  int64_t steps = 10, checkpointEvery = 0;
+  int64_t steps = 10, checkpointEvery = 0, seqLen = 0;
   uint64_t seed = 0;
   bool quiet = false;
   app.add_option("plan", planPath, "the plan written by fsdp-opt -o model.plan")
       ->required();
   app.add_option("--steps", steps, "optimizer steps to run")->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "seed of the synthetic data");
-  app.add_option("--data", data, "synthetic (default) or FILE.npz");
+  app.add_option("--data", data, "synthetic (default), FILE.npz or FILE.bin (llm.c tokens)");
+  app.add_option("--seq-len", seqLen, "tokens per row of .bin data (the plan's T)");
   app.add_option("--weights", weights, "initial weights (default: the plan's model)");
   app.add_option("--log", logPath, "JSON lines, one object per optimizer step");
   app.add_option("--save-full", saveFull, "full state dict after the last step (.safetensors)");
@@ -101,8 +102,14 @@ int main(int argc, char **argv) {
   } else if (data.size() > 4 && data.substr(data.size() - 4) == ".npz") {
     if (Status s = npzData(data, plan, 0, 1, source); !s)
       return fail(s);
+  } else if (data.size() > 4 && data.substr(data.size() - 4) == ".bin") {
+    if (seqLen <= 0)
+      return fail(Status::error("--data FILE.bin needs --seq-len"));
+    if (Status s = binTokenData(data, plan, seqLen, 0, 1, source); !s)
+      return fail(s);
   } else {
-    return fail(Status::error("--data must be 'synthetic' or a .npz file, got '" + data + "'"));
+    return fail(Status::error("--data must be 'synthetic', a .npz or a .bin file, got '" +
+                              data + "'"));
   }
 
   TrainingPosition position{0, seed, data};

@@ -191,7 +191,77 @@ private:
   int64_t rank, world;
 };
 
+class BinTokens : public DataSource {
+public:
+  BinTokens(std::vector<uint16_t> tokens, size_t ids, int64_t targets,
+            int64_t batch, int64_t seq, int64_t rank, int64_t world)
+      : tokens(std::move(tokens)), ids(ids), targets(targets), batch(batch),
+        seq(seq), rank(rank), world(world) {}
+  Status next(int64_t step, const std::vector<void *> &dest) override {
+    int64_t windows = ((int64_t)tokens.size() - 1) / seq;
+    for (int64_t b = 0; b < batch; ++b) {
+      int64_t w = ((step * world + rank) * batch + b) % windows;
+      const uint16_t *src = tokens.data() + w * seq;
+      int64_t *in = static_cast<int64_t *>(dest[ids]) + b * seq;
+      for (int64_t t = 0; t < seq; ++t)
+        in[t] = src[t];
+      if (targets >= 0) {
+        int64_t *tg = static_cast<int64_t *>(dest[targets]) + b * seq;
+        for (int64_t t = 0; t < seq; ++t)
+          tg[t] = src[t + 1];
+      }
+    }
+    return Status::ok();
+  }
+
+private:
+  std::vector<uint16_t> tokens;
+  size_t ids;
+  int64_t targets, batch, seq, rank, world;
+};
+
 } // namespace
+
+Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
+                    int64_t rank, int64_t worldSize, std::unique_ptr<DataSource> &out) {
+  int64_t ids = -1, targets = -1;
+  for (size_t i = 0; i < plan.inputs.size(); ++i) {
+    const TensorRef &t = plan.inputs[i];
+    if (t.dtype != DType::I64)
+      return Status::error(path + ": token data feeds only integer inputs; '" + t.name +
+                           "' is " + dtypeName(t.dtype));
+    if (t.name == "targets")
+      targets = i;
+    else if (ids < 0)
+      ids = i;
+    else
+      return Status::error(path + ": the plan has more than one token input");
+  }
+  if (ids < 0)
+    return Status::error(path + ": the plan has no integer input for tokens");
+  const TensorRef &in = plan.inputs[ids];
+  if (in.rank() != 2 || (targets >= 0 && plan.inputs[targets].shape != in.shape))
+    return Status::error(path + ": token inputs must be [batch, seq]");
+  if (seqLen != in.shape[1])
+    return Status::error("--seq-len " + std::to_string(seqLen) +
+                         " differs from the plan's sequence length " +
+                         std::to_string(in.shape[1]));
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return Status::error(path + ": cannot open");
+  int32_t header[256];
+  if (!f.read(reinterpret_cast<char *>(header), sizeof(header)) || header[0] != 20240520 ||
+      header[1] != 1 || header[2] < 0)
+    return Status::error(path + ": not an llm.c token file (magic 20240520, version 1)");
+  std::vector<uint16_t> tokens((size_t)header[2]);
+  if (!f.read(reinterpret_cast<char *>(tokens.data()), (std::streamsize)tokens.size() * 2))
+    return Status::error(path + ": holds fewer tokens than its header says");
+  if ((int64_t)tokens.size() < seqLen + 1)
+    return Status::error(path + ": fewer than seq-len + 1 tokens");
+  out = std::make_unique<BinTokens>(std::move(tokens), ids, targets, in.shape[0], seqLen,
+                                    rank, worldSize);
+  return Status::ok();
+}
 
 std::unique_ptr<DataSource> syntheticData(const Plan &plan, uint64_t seed) {
   return std::make_unique<Synthetic>(plan, seed);
