@@ -150,7 +150,7 @@ void storeDouble(const TensorRef &t, void *p, int64_t i, double v) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-Status unary(const Instruction &in, Context &c, float (*f)(float)) {
+template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
     return Status::error("expects f32 input and output of one shape");
@@ -202,8 +202,8 @@ Status kNot(const Instruction &in, Context &c) {
 }
 
 /// Broadcasting binary op computed in double (exact for f32, and for the
-/// small integers shape arithmetic produces).
-Status binary(const Instruction &in, Context &c, double (*f)(double, double)) {
+/// small integers shape arithmetic produces). `f` is inlined per op.
+template <typename F> Status binary(const Instruction &in, Context &c, F f) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   Shape sa, sb;
   if (!broadcastStrides(a.shape, y.shape, sa) || !broadcastStrides(b.shape, y.shape, sb))
@@ -214,6 +214,40 @@ Status binary(const Instruction &in, Context &c, double (*f)(double, double)) {
   if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32) {
     const float *fa = static_cast<const float *>(pa), *fb = static_cast<const float *>(pb);
     float *fy = static_cast<float *>(py);
+    int64_t n = y.numel();
+    if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
+      for (int64_t i = 0; i < n; ++i)
+        fy[i] = (float)f(fa[i], fb[i]);
+      return Status::ok();
+    }
+    // One operand repeats along leading dimensions (a bias, a scale).
+    auto trailing = [&](const Shape &s) {
+      size_t lead = y.shape.size() - s.size();
+      for (size_t d = 0; d < s.size(); ++d)
+        if (s[d] != y.shape[lead + d])
+          return false;
+      return true;
+    };
+    if (a.shape == y.shape && trailing(b.shape)) {
+      int64_t m = std::max<int64_t>(b.numel(), 1);
+      for (int64_t i = 0; i < n; i += m)
+        for (int64_t j = 0; j < m; ++j)
+          fy[i + j] = (float)f(fa[i + j], fb[j]);
+      return Status::ok();
+    }
+    if (b.shape == y.shape && trailing(a.shape)) {
+      int64_t m = std::max<int64_t>(a.numel(), 1);
+      for (int64_t i = 0; i < n; i += m)
+        for (int64_t j = 0; j < m; ++j)
+          fy[i + j] = (float)f(fa[j], fb[i + j]);
+      return Status::ok();
+    }
+    if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
+      double sb = fb[0];
+      for (int64_t i = 0; i < n; ++i)
+        fy[i] = (float)f(fa[i], sb);
+      return Status::ok();
+    }
     forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
       fy[i] = (float)f(fa[off[0]], fb[off[1]]);
     });
@@ -354,32 +388,66 @@ Status reduce(const Instruction &in, Context &c, int kind) {
       return Status::error("axis " + std::to_string(a) + " out of range");
     reduced[a] = true;
   }
-  Shape kept, inner;
+  Shape kept;
   int64_t count = 1;
   for (int64_t d = 0; d < x.rank(); ++d) {
-    if (reduced[d]) {
-      inner.push_back(x.shape[d]);
+    if (reduced[d])
       count *= x.shape[d];
-    } else {
+    else
       kept.push_back(x.shape[d]);
-    }
   }
   if (product(kept) != y.numel() || x.dtype != DType::F32 || y.dtype != DType::F32)
     return Status::error("output " + str(y.shape) + " does not match the reduction");
-  Shape xs = stridesOf(x.shape), keptStride, innerStride;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    (reduced[d] ? innerStride : keptStride).push_back(xs[d]);
+  // Each input element's output offset: kept dims' strides, 0 on reduced dims.
+  Shape ks = stridesOf(kept), outStride(x.rank(), 0);
+  for (int64_t d = 0, k = 0; d < x.rank(); ++d)
+    if (!reduced[d])
+      outStride[d] = ks[k++];
   const float *px = c.get<float>(x);
   float *py = c.get<float>(y);
-  forEach(kept, {&keptStride}, [&](int64_t i, const int64_t *base) {
-    double acc = kind == 2 ? -std::numeric_limits<double>::infinity() : 0.0;
-    int64_t b0 = base[0];
-    forEach(inner, {&innerStride}, [&](int64_t, const int64_t *off) {
-      double v = px[b0 + off[0]];
-      acc = kind == 2 ? std::max(acc, v) : acc + v;
-    });
-    py[i] = (float)(kind == 1 ? acc / std::max<int64_t>(count, 1) : acc);
+  int64_t n = y.numel();
+  if (count == 0 || n == 0) {
+    std::fill(py, py + n, kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
+    return Status::ok();
+  }
+  // Reducing trailing axes of a contiguous input: one row per output.
+  int64_t firstReduced = x.rank();
+  while (firstReduced > 0 && reduced[firstReduced - 1])
+    --firstReduced;
+  bool trailing = std::count(reduced.begin(), reduced.end(), true) == x.rank() - firstReduced;
+  if (trailing) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float *row = px + i * count;
+      double acc = kind == 2 ? -std::numeric_limits<double>::infinity() : 0.0;
+      for (int64_t j = 0; j < count; ++j)
+        acc = kind == 2 ? std::max(acc, (double)row[j]) : acc + row[j];
+      py[i] = (float)(kind == 1 ? acc / count : acc);
+    }
+    return Status::ok();
+  }
+  // Reducing leading axes: output rows accumulate input rows.
+  int64_t lastReduced = 0;
+  while (lastReduced < x.rank() && reduced[lastReduced])
+    ++lastReduced;
+  bool leading = std::count(reduced.begin(), reduced.end(), true) == lastReduced;
+  if (leading && kind != 2) {
+    double *acc = reinterpret_cast<double *>(c.scratch); // sized by scratchFloats
+    std::fill(acc, acc + n, 0.0);
+    for (int64_t r = 0; r < count; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        acc[j] += px[r * n + j];
+    for (int64_t j = 0; j < n; ++j)
+      py[j] = (float)(kind == 1 ? acc[j] / count : acc[j]);
+    return Status::ok();
+  }
+  std::fill(py, py + n, kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
+  forEach(x.shape, {&outStride}, [&](int64_t i, const int64_t *off) {
+    float &o = py[off[0]];
+    o = kind == 2 ? std::max(o, px[i]) : o + px[i];
   });
+  if (kind == 1)
+    for (int64_t i = 0; i < n; ++i)
+      py[i] /= (float)count;
   return Status::ok();
 }
 
@@ -723,6 +791,12 @@ Status strided(Context &c, const TensorRef &x, const TensorRef &y, const Shape &
     base += (starts.empty() ? 0 : starts[d]) * xs[src];
   }
   int64_t size = dtypeSize(x.dtype);
+  if (size == 4) {
+    const float *px = c.get<float>(x);
+    float *py = c.get<float>(y);
+    forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) { py[i] = px[base + off[0]]; });
+    return Status::ok();
+  }
   const uint8_t *px = c.get<uint8_t>(x);
   uint8_t *py = c.get<uint8_t>(y);
   forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) {
@@ -844,6 +918,12 @@ Status kBroadcast(const Instruction &in, Context &c) {
   if (!broadcastStrides(x.shape, y.shape, s) || x.dtype != y.dtype)
     return Status::error(str(x.shape) + " does not broadcast to " + str(y.shape));
   int64_t size = dtypeSize(x.dtype);
+  if (size == 4) {
+    const float *px = c.get<float>(x);
+    float *py = c.get<float>(y);
+    forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) { py[i] = px[off[0]]; });
+    return Status::ok();
+  }
   const uint8_t *px = c.get<uint8_t>(x);
   uint8_t *py = c.get<uint8_t>(y);
   forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) {
@@ -1014,6 +1094,9 @@ Kernel kernelFor(const std::string &op) {
 }
 
 int64_t scratchFloats(const Instruction &instr) {
+  // Reductions accumulate their output in double.
+  if (instr.op.rfind("reduce_", 0) == 0 && !instr.out.empty())
+    return 2 * instr.out[0].numel();
   if (instr.op != "attention" || instr.in.size() < 2)
     return 0;
   const TensorRef &q = instr.in[0], &k = instr.in[1];

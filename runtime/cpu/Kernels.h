@@ -27,7 +27,8 @@ struct Context {
   uint8_t *arena = nullptr;
   std::vector<float *> params;
   std::vector<const uint8_t *> constants;
-  float *scratch = nullptr;
+  float *scratch = nullptr; // 8-byte aligned: kernels may use it as double
+
   OptimizerState *optimizer = nullptr;
   /// When set, optimizer kernels record the gradient they apply, by param.
   std::vector<std::vector<float>> *captureGrads = nullptr;
@@ -47,7 +48,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr);
 /// The kernel of `op` (checked by checkInstruction first).
 Kernel kernelFor(const std::string &op);
 
-/// Scratch floats an instruction needs (attention's score matrix).
+/// Scratch floats an instruction needs (attention's score matrix, a
+/// reduction's double accumulators).
 int64_t scratchFloats(const Instruction &instr);
 
 } // namespace fsdp::cpu

@@ -58,7 +58,7 @@ Status Executor::init(const Plan &p) {
       baseLr = in.attrs["lr"].get<double>();
     kernels.push_back(cpu::kernelFor(in.op));
   }
-  scratch.assign(std::max<int64_t>(scratchNeed, 1), 0.0f);
+  scratch.assign(std::max<int64_t>((scratchNeed + 1) / 2, 1), 0.0);
 
   optimizer = cpu::OptimizerState();
   for (const ParamInfo &info : p.params) {
@@ -74,13 +74,13 @@ Status Executor::init(const Plan &p) {
     ctx.params.push_back(v.data());
   for (auto &v : constants)
     ctx.constants.push_back(v.data());
-  ctx.scratch = scratch.data();
+  ctx.scratch = reinterpret_cast<float *>(scratch.data());
   ctx.optimizer = &optimizer;
   return Status::ok();
 }
 
 int64_t Executor::peakBytes() const {
-  int64_t bytes = plan->arenaBytes + (int64_t)scratch.size() * 4;
+  int64_t bytes = plan->arenaBytes + (int64_t)scratch.size() * 8;
   for (const auto &v : params)
     bytes += (int64_t)v.size() * 4;
   for (size_t i = 0; i < optimizer.first.size(); ++i)

@@ -48,7 +48,7 @@ private:
   std::unique_ptr<uint8_t, void (*)(void *)> arena{nullptr, nullptr};
   std::vector<std::vector<float>> params;
   std::vector<std::vector<uint8_t>> constants;
-  std::vector<float> scratch;
+  std::vector<double> scratch; // viewed as floats by most kernels
   cpu::OptimizerState optimizer;
   double baseLr = 0;
   std::vector<cpu::Kernel> kernels;

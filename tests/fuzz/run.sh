@@ -34,7 +34,7 @@ if [ "$target" = runtime ]; then
     { printf '\x01'; cat "$tmp/w.safetensors"; } > "$corpus/safetensors"
     rm -rf "$tmp"
   fi
-  exec "$out/fsdp-runtime-fuzzer" "$corpus" -max_total_time="$seconds" \
+  exec "$out/tests/fuzz/fsdp-runtime-fuzzer" "$corpus" -max_total_time="$seconds" \
     -rss_limit_mb=2048 -timeout=10 -max_len=65536 -print_final_stats=1 \
     -artifact_prefix="$out/crashes/"
 fi
