@@ -243,7 +243,7 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
       return Status::ok();
     }
     if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
-      double sb = fb[0];
+      float sb = fb[0];
       for (int64_t i = 0; i < n; ++i)
         fy[i] = (float)f(fa[i], sb);
       return Status::ok();
@@ -254,14 +254,17 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
     return Status::ok();
   }
   forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
-    storeDouble(y, py, i, f(loadAsDouble(a, pa, off[0]), loadAsDouble(b, pb, off[1])));
+    storeDouble(y, py, i,
+                (double)f(loadAsDouble(a, pa, off[0]), loadAsDouble(b, pb, off[1])));
   });
   return Status::ok();
 }
 
+// Generic lambdas: float math on float tensors (as ATen does), double on
+// the mixed and integer paths.
 #define BINARY(NAME, EXPR)                                                     \
   Status NAME(const Instruction &in, Context &c) {                            \
-    return binary(in, c, [](double a, double b) -> double { return EXPR; });  \
+    return binary(in, c, [](auto a, auto b) { return EXPR; });                \
   }
 BINARY(kAdd, a + b)
 BINARY(kSub, a - b)
@@ -270,11 +273,11 @@ BINARY(kDiv, a / b)
 BINARY(kPow, std::pow(a, b))
 BINARY(kMax, std::max(a, b))
 BINARY(kMin, std::min(a, b))
-BINARY(kEqual, a == b)
-BINARY(kLess, a < b)
-BINARY(kGreater, a > b)
-BINARY(kAnd, a != 0 && b != 0)
-BINARY(kOr, a != 0 || b != 0)
+BINARY(kEqual, decltype(a)(a == b))
+BINARY(kLess, decltype(a)(a < b))
+BINARY(kGreater, decltype(a)(a > b))
+BINARY(kAnd, decltype(a)(a != 0 && b != 0))
+BINARY(kOr, decltype(a)(a != 0 || b != 0))
 #undef BINARY
 
 Status kWhere(const Instruction &in, Context &c) {
