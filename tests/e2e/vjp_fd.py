@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Every VJP against central finite differences of our own forward pass.
+
+For each case a one-op ONNX model is built whose float inputs are
+initializers (so they become trained parameters) and whose loss is
+sum(op(inputs) * R) for a fixed random R. fsdp-opt compiles it, fsdp-run
+--dump-grads gives the gradients; for a few random coordinates of each
+parameter the loss is re-evaluated at w ± h (--weights with a perturbed
+copy of the model, same plan). The runtime computes in float32, so h = 1e-2
+and the tolerance is 2e-2 relative to max(|fd|, 0.1 * mean |grad|): a
+wrong VJP is wrong by O(1), float32 differences are ~1e-4 here.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+H = 1e-2
+TOL = 2e-2
+rng = np.random.default_rng(0)
+
+
+def param(name, shape, positive=False):
+    a = rng.standard_normal(shape).astype(np.float32)
+    if positive:
+        a = np.abs(a) + 0.5
+    return numpy_helper.from_array(a, name)
+
+
+def const(name, array):
+    return helper.make_node("Constant", [], [name], name="/c/" + name,
+                            value=numpy_helper.from_array(np.asarray(array), name + "_v"))
+
+
+def model(nodes, inits, outputs, opset=17):
+    """`outputs`: (value name, shape) of the op; the loss weighs them."""
+    all_nodes = list(nodes)
+    terms = []
+    for i, (name, shape) in enumerate(outputs):
+        r = rng.standard_normal(shape).astype(np.float32)
+        all_nodes.append(const(f"r{i}", r))
+        all_nodes.append(helper.make_node("Mul", [name, f"r{i}"], [f"m{i}"], name=f"/loss/Mul{i}"))
+        all_nodes.append(helper.make_node("ReduceSum", [f"m{i}"], [f"s{i}"], name=f"/loss/Sum{i}",
+                                          keepdims=0))
+        terms.append(f"s{i}")
+    total = terms[0]
+    for i, t in enumerate(terms[1:]):
+        all_nodes.append(helper.make_node("Add", [total, t], [f"t{i}"], name=f"/loss/Add{i}"))
+        total = f"t{i}"
+    all_nodes.append(helper.make_node("Identity", [total], ["loss"], name="/loss/Identity"))
+    g = helper.make_graph(all_nodes, "m", [], [helper.make_tensor_value_info("loss", TensorProto.FLOAT, [])],
+                          inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)], ir_version=8)
+
+
+def unary(op, positive=False, shape=(3, 4)):
+    return model([helper.make_node(op, ["x"], ["y"], name="/op")], [param("x", shape, positive)],
+                 [("y", shape)])
+
+
+def binary(op, sa=(3, 4), sb=(4,), positive=False):
+    out = tuple(np.broadcast_shapes(sa, sb))
+    return model([helper.make_node(op, ["a", "b"], ["y"], name="/op")],
+                 [param("a", sa, positive), param("b", sb, positive)], [("y", out)])
+
+
+def cases():
+    c = {}
+    for op in ["Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Abs", "Relu"]:
+        c[op] = unary(op)
+    for op in ["Log", "Sqrt", "Reciprocal"]:
+        c[op] = unary(op, positive=True)
+    for op in ["Add", "Sub", "Mul", "Div", "Max", "Min"]:
+        c[op] = binary(op, positive=op == "Div")
+    c["Pow"] = binary("Pow", (3, 4), (3, 4), positive=True)
+    c["MatMul-batched"] = model([helper.make_node("MatMul", ["a", "b"], ["y"], name="/op")],
+                                [param("a", (2, 3, 4)), param("b", (4, 5))], [("y", (2, 3, 5))])
+    c["Gemm-transB-bias"] = model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="/op",
+                                                    transB=1, alpha=0.5, beta=2.0)],
+                                  [param("a", (3, 4)), param("b", (5, 4)), param("c", (5,))],
+                                  [("y", (3, 5))])
+    for op, extra in [("ReduceSum", {}), ("ReduceMean", {"axes": [1]}), ("ReduceMax", {"axes": [0]})]:
+        nodes = []
+        ins = ["x"]
+        if op == "ReduceSum":
+            nodes.append(const("axes", np.array([0, 2], np.int64)))
+            ins.append("axes")
+        nodes.append(helper.make_node(op, ins, ["y"], name="/op", keepdims=1, **extra))
+        shape = {"ReduceSum": (1, 3, 1), "ReduceMean": (2, 1, 4), "ReduceMax": (1, 3, 4)}[op]
+        c[op] = model(nodes, [param("x", (2, 3, 4))], [("y", shape)])
+    c["Softmax"] = model([helper.make_node("Softmax", ["x"], ["y"], name="/op", axis=1)],
+                         [param("x", (3, 5))], [("y", (3, 5))])
+    c["LogSoftmax"] = model([helper.make_node("LogSoftmax", ["x"], ["y"], name="/op", axis=-1)],
+                            [param("x", (3, 5))], [("y", (3, 5))])
+    c["LayerNormalization"] = model(
+        [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="/op", axis=-1)],
+        [param("x", (3, 6)), param("g", (6,)), param("b", (6,))], [("y", (3, 6))])
+    c["Gather-embedding"] = model(
+        [const("ids", np.array([[1, 3, 1], [0, 2, 3]], np.int64)),
+         helper.make_node("Gather", ["w", "ids"], ["y"], name="/op")],
+        [param("w", (4, 5))], [("y", (2, 3, 5))])
+    c["Transpose"] = model([helper.make_node("Transpose", ["x"], ["y"], name="/op", perm=[2, 0, 1])],
+                           [param("x", (2, 3, 4))], [("y", (4, 2, 3))])
+    c["Slice-strided"] = model(
+        [const("st", np.array([1, 0], np.int64)), const("en", np.array([4, 5], np.int64)),
+         const("ax", np.array([0, 1], np.int64)), const("sp", np.array([2, 2], np.int64)),
+         helper.make_node("Slice", ["x", "st", "en", "ax", "sp"], ["y"], name="/op")],
+        [param("x", (5, 6))], [("y", (2, 3))])
+    c["Concat"] = model([helper.make_node("Concat", ["a", "b"], ["y"], name="/op", axis=1)],
+                        [param("a", (2, 3)), param("b", (2, 2))], [("y", (2, 5))])
+    c["Split"] = model([const("sz", np.array([1, 3], np.int64)),
+                        helper.make_node("Split", ["x", "sz"], ["y0", "y1"], name="/op", axis=1)],
+                       [param("x", (2, 4))], [("y0", (2, 1)), ("y1", (2, 3))])
+    c["Expand"] = model([const("sh", np.array([3, 4], np.int64)),
+                         helper.make_node("Expand", ["x", "sh"], ["y"], name="/op")],
+                        [param("x", (1, 4))], [("y", (3, 4))])
+    c["Where"] = model([const("cond", np.array([[True, False, True, False]] * 3)),
+                        helper.make_node("Where", ["cond", "a", "b"], ["y"], name="/op")],
+                       [param("a", (3, 4)), param("b", (4,))], [("y", (3, 4))])
+    c["Trilu"] = model([helper.make_node("Trilu", ["x"], ["y"], name="/op", upper=0)],
+                       [param("x", (4, 4))], [("y", (4, 4))])
+    c["SoftmaxCrossEntropyLoss"] = model(
+        [const("t", np.array([1, 4, 0, 2], np.int64)),
+         helper.make_node("SoftmaxCrossEntropyLoss", ["x", "t"], ["y"], name="/op", ignore_index=0)],
+        [param("x", (4, 5))], [("y", ())])
+    # Class weights take no gradient (as in PyTorch): a constant here.
+    c["NegativeLogLikelihoodLoss-weighted"] = model(
+        [const("t", np.array([1, 4, 0, 2], np.int64)),
+         const("w", (np.abs(rng.standard_normal(5)) + 0.5).astype(np.float32)),
+         helper.make_node("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["y"], name="/op")],
+        [param("x", (4, 5))], [("y", ())])
+    # Causal attention (fused at import): q·kᵀ·s → where(tril) → softmax → ·v.
+    T, D = 4, 3
+    c["attention-causal"] = model(
+        [helper.make_node("Transpose", ["k"], ["kt"], name="/kt", perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["q", "kt"], ["s"], name="/qk"),
+         const("scale", np.float32(0.5)),
+         helper.make_node("Mul", ["s", "scale"], ["ss"], name="/scale"),
+         const("ones", np.ones((T, T), np.float32)),
+         helper.make_node("Trilu", ["ones"], ["tril"], name="/tril", upper=0),
+         const("zero", np.float32(0)),
+         helper.make_node("Equal", ["tril", "zero"], ["hide"], name="/eq"),
+         const("ninf", np.float32(-np.inf)),
+         helper.make_node("Where", ["hide", "ninf", "ss"], ["m"], name="/mask"),
+         helper.make_node("Softmax", ["m"], ["p"], name="/softmax", axis=-1),
+         helper.make_node("MatMul", ["p", "v"], ["y"], name="/pv")],
+        [param("q", (2, T, D)), param("k", (2, T, D)), param("v", (2, T, D))], [("y", (2, T, D))])
+    return c
+
+
+def loss_at(tools, plan, weights_path, tmp):
+    log = os.path.join(tmp, "fd.jsonl")
+    subprocess.run([tools[1], plan, "--weights", weights_path, "--steps", "1", "--log", log,
+                    "--quiet"], check=True)
+    return json.loads(open(log).readline())["loss"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--coords", type=int, default=3)
+    a = ap.parse_args()
+    tools = (a.fsdp_opt, a.fsdp_run)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from parity import read_safetensors
+    passed = failed = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, m in cases().items():
+            path = os.path.join(tmp, "m.onnx")
+            onnx.save(m, path)
+            plan = os.path.join(tmp, "m.plan")
+            r = subprocess.run([tools[0], path, "-o", plan], capture_output=True, text=True)
+            if r.returncode != 0:
+                print(f"FAIL {name}: fsdp-opt: {r.stderr.strip()}")
+                failed += 1
+                continue
+            grads_path = os.path.join(tmp, "g.safetensors")
+            subprocess.run([tools[1], plan, "--steps", "1", "--dump-grads", grads_path, "--quiet"],
+                           check=True)
+            grads = read_safetensors(grads_path)
+            worst, problems = 0.0, []
+            for init in m.graph.initializer:
+                w = numpy_helper.to_array(init)
+                g = grads.get(init.name)
+                if g is None:
+                    problems.append(f"no gradient for {init.name}")
+                    continue
+                scale = 0.1 * float(np.mean(np.abs(g))) + 1e-6
+                for flat in rng.choice(w.size, size=min(a.coords, w.size), replace=False):
+                    vals = []
+                    for sign in (1, -1):
+                        pert = w.copy().reshape(-1)
+                        pert[flat] += sign * H
+                        mm = onnx.ModelProto()
+                        mm.CopyFrom(m)
+                        for t in mm.graph.initializer:
+                            if t.name == init.name:
+                                t.CopyFrom(numpy_helper.from_array(pert.reshape(w.shape), init.name))
+                        wp = os.path.join(tmp, "w.onnx")
+                        onnx.save(mm, wp)
+                        vals.append(loss_at(tools, plan, wp, tmp))
+                    fd = (vals[0] - vals[1]) / (2 * H)
+                    got = float(g.reshape(-1)[flat])
+                    err = abs(got - fd) / max(abs(fd), scale)
+                    worst = max(worst, err)
+                    if err > TOL:
+                        problems.append(f"{init.name}[{flat}]: vjp {got:.6g}, fd {fd:.6g}")
+            ok = not problems
+            passed += ok
+            failed += not ok
+            print(f"{'PASS' if ok else 'FAIL'} {name}: worst relative error {worst:.1e}")
+            for p in problems[:4]:
+                print("   ", p)
+    print(f"vjp-finite-differences: {passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
