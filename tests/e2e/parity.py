@@ -114,6 +114,19 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     for p in torch_model.parameters():
         p.requires_grad_(id(p) in trained_ids)
     opt = torch_optimizer(trained, opts)
+    sched = None
+    if opts.get("lr_schedule") == "cosine" or opts.get("warmup_steps"):
+        import math
+        warm, total = opts.get("warmup_steps", 0), opts.get("total_steps", 0)
+
+        def factor(t):  # the schedule fsdp-run implements (Executor::lrFactor)
+            if t < warm:
+                return (t + 1) / warm
+            if opts.get("lr_schedule") == "cosine" and total > warm:
+                progress = min(max((t - warm) / (total - warm), 0.0), 1.0)
+                return 0.5 * (1 + math.cos(math.pi * progress))
+            return 1.0
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
     torch_losses, torch_grads = [], None
     for s in range(steps):
         opt.zero_grad()
@@ -125,6 +138,8 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         if opts.get("grad_clip"):
             torch.nn.utils.clip_grad_norm_(trained, opts["grad_clip"])
         opt.step()
+        if sched:
+            sched.step()
         torch_losses.append(loss.item())
 
     failures = []
@@ -177,6 +192,8 @@ CASES = {
     "gpt2-tied": (["gpt2"], {}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
+    "llama-cosine-warmup": (["llama"], {"lr": 3e-3, "lr_schedule": "cosine",
+                                        "warmup_steps": 3, "total_steps": 10}),
     "bert": (["bert"], {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "nesterov": True}),
 }
 
