@@ -111,3 +111,12 @@ LogicalResult SgdOp::verify() {
     return emitOpError("Nesterov momentum needs momentum > 0");
   return success();
 }
+
+LogicalResult
+AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyParam(*this, getParamAttr(), getGrad().getType(), symbolTable);
+}
+
+LogicalResult ReadGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyParam(*this, getParamAttr(), getType(), symbolTable);
+}

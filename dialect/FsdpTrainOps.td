@@ -120,4 +120,40 @@ fsdp.sgd @fc.weight, %g {lr = 0.1 : f32, momentum = 0.9 : f32,
                    F32Attr:$weight_decay);
 }
 
+def Fsdp_AccumulateGradOp : Fsdp_Op<"accumulate_grad",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Adds a micro-step's gradient into a parameter's accumulator";
+  let description = [{
+    With gradient accumulation the training step is two functions: the
+    micro-step (run once per micro-batch) adds each parameter's gradient into
+    a persistent accumulator owned by the runtime; the update function reads
+    the sums with `fsdp.read_grad` and applies the optimizer, after which the
+    runtime zeroes the accumulators.
+
+```mlir
+fsdp.accumulate_grad @fc.weight, %g : tensor<4x8xf32>
+```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param, RankedTensorOf<[AnyFloat]>:$grad);
+  let assemblyFormat = "$param `,` $grad attr-dict `:` type($grad)";
+}
+
+def Fsdp_ReadGradOp : Fsdp_Op<"read_grad",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "Reads a parameter's accumulated gradient";
+  let description = [{
+    The sum of the gradients `fsdp.accumulate_grad` added since the last
+    update.
+
+```mlir
+%g = fsdp.read_grad @fc.weight : tensor<4x8xf32>
+```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$result);
+  let assemblyFormat = "$param attr-dict `:` type($result)";
+}
+
 #endif // FSDP_TRAIN_OPS_TD

@@ -55,6 +55,10 @@ struct FsdpBuildTrainStep
 
 private:
   FailureOr<Value> buildLoss(func::FuncOp step);
+  /// Global norm, optional clipping and one optimizer update per gradient;
+  /// returns the norm.
+  Value emitUpdate(OpBuilder &b, Location loc, Type lossType,
+                   ArrayRef<ParameterOp> trained, SmallVector<Value> paramGrads);
 };
 
 FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
@@ -151,6 +155,67 @@ FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
   return meanAll(b, loc, terms);
 }
 
+Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
+                                     ArrayRef<ParameterOp> trained,
+                                     SmallVector<Value> paramGrads) {
+  // Global gradient norm (logged, and used by clipping).
+  Type et = cast<RankedTensorType>(lossType).getElementType();
+  Value sumSq = scalar(b, loc, et, 0.0);
+  for (Value g : paramGrads) {
+    if (!g)
+      continue;
+    Value gf = g;
+    if (cast<RankedTensorType>(g.getType()).getElementType() != et)
+      gf = CastOp::create(
+          b, loc,
+          RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(), et),
+          g);
+    Value sq = MulOp::create(b, loc, gf, gf);
+    auto t = cast<RankedTensorType>(sq.getType());
+    SmallVector<int64_t> axes;
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      axes.push_back(i);
+    Value s = axes.empty() ? sq : ReduceSumOp::create(b, loc, sq, axes, false);
+    sumSq = AddOp::create(b, loc, sumSq, s);
+  }
+  Value norm = SqrtOp::create(b, loc, sumSq);
+  // clip_grad_norm_: every gradient is scaled by min(max_norm / (norm +
+  // 1e-6), 1), fused into the optimizer update.
+  Value coef;
+  if (gradClip > 0)
+    coef = MinOp::create(
+        b, loc,
+        DivOp::create(b, loc, scalar(b, loc, et, gradClip),
+                      AddOp::create(b, loc, norm, scalar(b, loc, et, 1e-6))),
+        scalar(b, loc, et, 1.0));
+
+  float wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);
+  for (auto [constParam, g] : llvm::zip(trained, paramGrads)) {
+    ParameterOp param = constParam;
+    if (!g) {
+      param.emitRemark("parameter '")
+          << param.getSymName()
+          << "' does not affect the loss: it gets no gradient and no update";
+      continue;
+    }
+    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
+    Value scale = coef;
+    Type ge = cast<RankedTensorType>(g.getType()).getElementType();
+    if (coef && ge != et)
+      scale = CastOp::create(b, loc, RankedTensorType::get({}, ge), coef);
+    if (optimizer == "adamw")
+      AdamWOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
+                      b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
+                      b.getF32FloatAttr(eps), b.getF32FloatAttr(wd));
+    else
+      SgdOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
+                    b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov),
+                    b.getF32FloatAttr(wd));
+  }
+
+  return norm;
+}
+
 void FsdpBuildTrainStep::runOnOperation() {
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -175,12 +240,6 @@ void FsdpBuildTrainStep::runOnOperation() {
   if (gradAccum < 1 || warmupSteps < 0 || totalSteps < 0 || gradClip < 0) {
     module.emitError("--grad-accum must be >= 1 and --warmup-steps, "
                      "--total-steps, --grad-clip >= 0");
-    return signalPassFailure();
-  }
-  if (gradAccum > 1) {
-    // Accumulation needs the step split into gradient and update parts
-    // (which the FSDP work introduces); refuse rather than ignore it.
-    module.emitError("--grad-accum > 1 is not supported yet");
     return signalPassFailure();
   }
   llvm::Regex frozenRe(frozen);
@@ -217,7 +276,16 @@ void FsdpBuildTrainStep::runOnOperation() {
       }
   }
 
-  auto grads = buildGradients(body, *lossValue, wrt);
+  Value differentiated = *lossValue;
+  if (gradAccum > 1) {
+    OpBuilder sb(body.getTerminator());
+    differentiated = MulOp::create(
+        sb, step.getLoc(), *lossValue,
+        scalar(sb, step.getLoc(),
+               cast<RankedTensorType>(lossValue->getType()).getElementType(),
+               1.0 / gradAccum));
+  }
+  auto grads = buildGradients(body, differentiated, wrt);
   if (failed(grads))
     return signalPassFailure();
 
@@ -232,68 +300,46 @@ void FsdpBuildTrainStep::runOnOperation() {
     slot = slot ? AddOp::create(b, loc, slot, g).getResult() : g;
   }
 
-  // Global gradient norm (logged, and used by clipping).
-  Type et = cast<RankedTensorType>(lossValue->getType()).getElementType();
-  Value sumSq = scalar(b, loc, et, 0.0);
-  for (Value g : paramGrads) {
-    if (!g)
-      continue;
-    Value gf = g;
-    if (cast<RankedTensorType>(g.getType()).getElementType() != et)
-      gf = CastOp::create(
-          b, loc,
-          RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(), et),
-          g);
-    Value sq = MulOp::create(b, loc, gf, gf);
-    auto t = cast<RankedTensorType>(sq.getType());
-    SmallVector<int64_t> axes;
-    for (int64_t i = 0; i < t.getRank(); ++i)
-      axes.push_back(i);
-    Value s = axes.empty() ? sq : ReduceSumOp::create(b, loc, sq, axes, false);
-    sumSq = AddOp::create(b, loc, sumSq, s);
-  }
-  Value norm = SqrtOp::create(b, loc, sumSq);
-  // clip_grad_norm_: every gradient is scaled by min(max_norm / (norm +
-  // 1e-6), 1), fused into the optimizer update.
-  Value coef;
-  if (gradClip > 0)
-    coef = MinOp::create(
-        b, loc,
-        DivOp::create(b, loc, scalar(b, loc, et, gradClip),
-                      AddOp::create(b, loc, norm, scalar(b, loc, et, 1e-6))),
-        scalar(b, loc, et, 1.0));
-
-  float wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);
-  for (auto [param, g] : llvm::zip(trained, paramGrads)) {
-    if (!g) {
-      param.emitRemark("parameter '")
-          << param.getSymName()
-          << "' does not affect the loss: it gets no gradient and no update";
-      continue;
-    }
-    auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
-    Value scale = coef;
-    Type ge = cast<RankedTensorType>(g.getType()).getElementType();
-    if (coef && ge != et)
-      scale = CastOp::create(b, loc, RankedTensorType::get({}, ge), coef);
-    if (optimizer == "adamw")
-      AdamWOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
-                      b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
-                      b.getF32FloatAttr(eps), b.getF32FloatAttr(wd));
-    else
-      SgdOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
-                    b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov),
-                    b.getF32FloatAttr(wd));
-  }
-
-  func::ReturnOp::create(b, loc, ValueRange{*lossValue, norm});
-  ret.erase();
   SmallVector<Type> argTypes(body.getArgumentTypes());
-  step.setFunctionType(b.getFunctionType(argTypes, {lossValue->getType(), norm.getType()}));
-  step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
-      b.getDictionaryAttr(b.getNamedAttr("fsdp.name", b.getStringAttr("loss"))),
-      b.getDictionaryAttr(
-          b.getNamedAttr("fsdp.name", b.getStringAttr("grad_norm")))});
+  Type lossType = lossValue->getType();
+  if (gradAccum == 1) {
+    // One function: forward, backward, update.
+    Value norm = emitUpdate(b, loc, lossType, trained, paramGrads);
+    func::ReturnOp::create(b, loc, ValueRange{*lossValue, norm});
+    ret.erase();
+    step.setFunctionType(b.getFunctionType(argTypes, {lossType, norm.getType()}));
+    step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
+        b.getDictionaryAttr(b.getNamedAttr("fsdp.name", b.getStringAttr("loss"))),
+        b.getDictionaryAttr(
+            b.getNamedAttr("fsdp.name", b.getStringAttr("grad_norm")))});
+  } else {
+    // Micro-steps accumulate (gradients of loss / K); @apply_update reads
+    // the sums and updates, once per K micro-steps.
+    for (auto [param, g] : llvm::zip(trained, paramGrads))
+      if (g)
+        AccumulateGradOp::create(b, loc, FlatSymbolRefAttr::get(param.getSymNameAttr()), g);
+    func::ReturnOp::create(b, loc, ValueRange{*lossValue});
+    ret.erase();
+    step.setFunctionType(b.getFunctionType(argTypes, {lossType}));
+    step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
+        b.getDictionaryAttr(b.getNamedAttr("fsdp.name", b.getStringAttr("loss")))});
+
+    OpBuilder ub(module.getBodyRegion());
+    ub.setInsertionPointAfter(step);
+    auto update = func::FuncOp::create(ub, loc, "apply_update",
+                                       ub.getFunctionType({}, {}));
+    Block *ubody = update.addEntryBlock();
+    ub.setInsertionPointToEnd(ubody);
+    SmallVector<Value> sums(trained.size());
+    for (auto [i, param] : llvm::enumerate(trained))
+      if (paramGrads[i])
+        sums[i] = ReadGradOp::create(ub, loc, paramGrads[i].getType(),
+                                     FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    Value norm = emitUpdate(ub, loc, lossType, trained, sums);
+    func::ReturnOp::create(ub, loc, ValueRange{norm});
+    update.setFunctionType(ub.getFunctionType({}, {norm.getType()}));
+    update.setResultAttr(0, "fsdp.name", ub.getStringAttr("grad_norm"));
+  }
   eraseDeadOps(body);
 
   module->setAttr(

@@ -69,6 +69,9 @@ struct Emitter {
     if (auto read = v.getDefiningOp<GetParameterOp>()) {
       o["space"] = "param";
       o["index"] = paramIndex.lookup(read.getParam());
+    } else if (auto grad = v.getDefiningOp<ReadGradOp>()) {
+      o["space"] = "grad";
+      o["index"] = paramIndex.lookup(grad.getParam());
     } else if (auto c = v.getDefiningOp<ConstantOp>()) {
       o["space"] = "const";
       o["index"] = constant(c);
@@ -137,6 +140,52 @@ struct Emitter {
 struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
   using Base::Base;
 
+  /// Appends `func`'s instructions and named results.
+  LogicalResult emitProgram(Emitter &e, func::FuncOp func, json::Array &program,
+                            json::Array &outputs) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Value, int64_t> offsets;
+    for (BlockArgument arg : body.getArguments())
+      if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset"))
+        offsets[arg] = off.getInt();
+    for (Operation &op : body) {
+      if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
+        for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
+          offsets[r] = o;
+      if (isa<ReshapeOp, GetParameterOp, ConstantOp, ReadGradOp>(op))
+        continue;
+      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+          auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+          json::Object t = e.tensor(v, offsets.lookup(v));
+          t["name"] = name ? name.getValue() : "";
+          outputs.push_back(std::move(t));
+        }
+        continue;
+      }
+      if (!isa<FsdpDialect>(op.getDialect())) {
+        op.emitError("cannot emit '") << op.getName() << "' into a plan";
+        return failure();
+      }
+      json::Array in, out;
+      for (Value v : op.getOperands())
+        in.push_back(e.tensor(v, offsets.lookup(v)));
+      for (Value v : op.getResults())
+        out.push_back(e.tensor(v, offsets.lookup(v)));
+      json::Object attrs;
+      for (NamedAttribute a : op.getAttrs())
+        if (a.getName() != "fsdp.offsets")
+          attrs[a.getName().getValue()] = e.attribute(a.getValue());
+      program.push_back(json::Object{{"op", op.getName().stripDialect()},
+                                     {"in", std::move(in)},
+                                     {"out", std::move(out)},
+                                     {"attrs", std::move(attrs)}});
+    }
+
+    return success();
+  }
+
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>(function);
@@ -151,7 +200,7 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     Block &body = func.getBody().front();
 
     llvm::StringSet<llvm::MallocAllocator> trained;
-    body.walk([&](Operation *op) {
+    module.walk([&](Operation *op) {
       if (isa<AdamWOp, SgdOp>(op))
         trained.insert(cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
     });
@@ -188,44 +237,12 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       inputs.push_back(std::move(t));
     }
 
-    llvm::DenseMap<Value, int64_t> offsets;
-    for (BlockArgument arg : body.getArguments())
-      offsets[arg] = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset").getInt();
-    json::Array program;
-    json::Array outputs;
-    for (Operation &op : body) {
-      if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
-        for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
-          offsets[r] = o;
-      if (isa<ReshapeOp, GetParameterOp, ConstantOp>(op))
-        continue;
-      if (auto ret = dyn_cast<func::ReturnOp>(op)) {
-        for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
-          json::Object t = e.tensor(v, offsets.lookup(v));
-          t["name"] = name ? name.getValue() : "";
-          outputs.push_back(std::move(t));
-        }
-        continue;
-      }
-      if (op.getDialect() != module->getContext()->getLoadedDialect<FsdpDialect>()) {
-        op.emitError("cannot emit '") << op.getName() << "' into a plan";
+    json::Array program, outputs, update, updateOutputs;
+    if (failed(emitProgram(e, func, program, outputs)))
+      return signalPassFailure();
+    if (auto u = module.lookupSymbol<func::FuncOp>("apply_update"))
+      if (failed(emitProgram(e, u, update, updateOutputs)))
         return signalPassFailure();
-      }
-      json::Array in, out;
-      for (Value v : op.getOperands())
-        in.push_back(e.tensor(v, offsets.lookup(v)));
-      for (Value v : op.getResults())
-        out.push_back(e.tensor(v, offsets.lookup(v)));
-      json::Object attrs;
-      for (NamedAttribute a : op.getAttrs())
-        if (a.getName() != "fsdp.offsets")
-          attrs[a.getName().getValue()] = e.attribute(a.getValue());
-      program.push_back(json::Object{{"op", op.getName().stripDialect()},
-                                     {"in", std::move(in)},
-                                     {"out", std::move(out)},
-                                     {"attrs", std::move(attrs)}});
-    }
 
     json::Object train;
     if (auto t = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
@@ -244,6 +261,10 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
                       {"inputs", std::move(inputs)},
                       {"outputs", std::move(outputs)},
                       {"program", std::move(program)}};
+    if (!update.empty()) {
+      plan["update"] = std::move(update);
+      plan["update_outputs"] = std::move(updateOutputs);
+    }
 
     std::string error;
     auto file = openOutputFile(output, &error);

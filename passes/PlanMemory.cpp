@@ -98,7 +98,7 @@ Value storageOf(Value v) {
 
 bool inArena(Value v) {
   Operation *def = v.getDefiningOp();
-  return !def || !isa<GetParameterOp, ConstantOp>(def);
+  return !def || !isa<GetParameterOp, ConstantOp, ReadGradOp>(def);
 }
 
 struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
@@ -111,6 +111,17 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
       module.emitError("no func.func @") << function << " to plan";
       return signalPassFailure();
     }
+    // With gradient accumulation the update is a second function; the two
+    // run one after the other and share the arena.
+    int64_t peak = plan(func);
+    if (auto update = module.lookupSymbol<func::FuncOp>("apply_update"))
+      peak = std::max(peak, plan(update));
+    module->setAttr("fsdp.arena_bytes",
+                    IntegerAttr::get(IntegerType::get(&getContext(), 64), peak));
+  }
+
+  /// Plans one function; returns its peak arena bytes.
+  int64_t plan(func::FuncOp func) {
     Block &body = func.getBody().front();
 
     // Program order and the last use of every storage value.
@@ -174,9 +185,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
         releaseAt.erase(it);
       }
     }
-    module->setAttr("fsdp.arena_bytes",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                     arena.peakBytes()));
+    return arena.peakBytes();
   }
 };
 

@@ -147,18 +147,18 @@ int main(int argc, char **argv) {
   int64_t tokens = tokensPerStep(plan);
   std::vector<std::vector<float>> grads;
 
+  int64_t accum = std::max<int64_t>(plan.train.gradAccum, 1);
+  auto loadBatch = [&](int64_t micro) { return source->next(micro, inputs); };
   for (int64_t t = position.step; t < steps; ++t) {
-    if (Status s = source->next(t, inputs); !s)
-      return fail(s);
     auto start = std::chrono::steady_clock::now();
     StepResult r;
     bool capture = t == 0 && !dumpGrads.empty();
-    if (Status s = exec.step(t, r, capture ? &grads : nullptr); !s)
+    if (Status s = exec.step(t, loadBatch, r, capture ? &grads : nullptr); !s)
       return fail(s.withContext("step " + std::to_string(t + 1)));
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    double tps = tokens / (ms / 1000.0);
+    double tps = tokens * accum / (ms / 1000.0);
     if (log.is_open())
       log << nlohmann::json{{"step", t + 1},        {"loss", r.loss},
                             {"grad_norm", r.gradNorm}, {"lr", r.lr},

@@ -28,6 +28,8 @@ void *Context::data(const TensorRef &t) const {
     return params[t.index];
   case Space::Const:
     return const_cast<uint8_t *>(constants[t.index]);
+  case Space::Grad:
+    return grads[t.index];
   }
   return nullptr;
 }
@@ -1029,6 +1031,17 @@ Status kSgd(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+Status kAccumulateGrad(const Instruction &in, Context &c) {
+  int64_t param = attrInt(in, "param", -1);
+  if (param < 0 || param >= (int64_t)c.grads.size() || !c.grads[param])
+    return Status::error("no gradient accumulator for this parameter");
+  const float *g = c.get<float>(in.in[0]);
+  float *acc = c.grads[param];
+  for (int64_t i = 0, n = in.in[0].numel(); i < n; ++i)
+    acc[i] += g[i];
+  return Status::ok();
+}
+
 struct OpInfo {
   Kernel kernel;
   int minIn, maxIn, outs; // outs < 0: one or more
@@ -1062,6 +1075,7 @@ const std::map<std::string, OpInfo> &table() {
       {"concat", {kConcat, 1, 1 << 20, 1}}, {"split", {kSplit, 1, 1, -1}},
       {"broadcast", {kBroadcast, 1, 1, 1}}, {"trilu", {kTrilu, 1, 1, 1}},
       {"adamw", {kAdamW, 1, 2, 0}},       {"sgd", {kSgd, 1, 2, 0}},
+      {"accumulate_grad", {kAccumulateGrad, 1, 1, 0}},
   };
   return t;
 }

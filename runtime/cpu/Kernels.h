@@ -26,6 +26,7 @@ struct OptimizerState {
 struct Context {
   uint8_t *arena = nullptr;
   std::vector<float *> params;
+  std::vector<float *> grads; // gradient accumulators (grad_accum > 1)
   std::vector<const uint8_t *> constants;
   float *scratch = nullptr; // 8-byte aligned: kernels may use it as double
 

@@ -51,6 +51,14 @@ Status Executor::init(const Plan &p) {
 
   int64_t scratchNeed = 0;
   kernels.clear();
+  updateKernels.clear();
+  for (const Instruction &in : p.update) {
+    scratchNeed = std::max(scratchNeed, cpu::scratchFloats(in));
+    updateKernels.push_back(cpu::kernelFor(in.op));
+    if ((in.op == "adamw" || in.op == "sgd") && in.attrs.contains("lr") &&
+        in.attrs["lr"].is_number())
+      baseLr = in.attrs["lr"].get<double>();
+  }
   for (const Instruction &in : p.program) {
     scratchNeed = std::max(scratchNeed, cpu::scratchFloats(in));
     if ((in.op == "adamw" || in.op == "sgd") && in.attrs.contains("lr") &&
@@ -68,10 +76,16 @@ Status Executor::init(const Plan &p) {
     optimizer.started.push_back(0);
   }
 
+  gradSums.clear();
+  for (const ParamInfo &info : p.params)
+    gradSums.emplace_back(!p.update.empty() && info.trainable ? info.numel() : 0, 0.0f);
+
   ctx = cpu::Context();
   ctx.arena = arena.get();
   for (auto &v : params)
     ctx.params.push_back(v.data());
+  for (auto &v : gradSums)
+    ctx.grads.push_back(v.empty() ? nullptr : v.data());
   for (auto &v : constants)
     ctx.constants.push_back(v.data());
   ctx.scratch = reinterpret_cast<float *>(scratch.data());
@@ -87,6 +101,8 @@ int64_t Executor::peakBytes() const {
     bytes += (int64_t)(optimizer.first[i].size() + optimizer.second[i].size()) * 4;
   for (const auto &c : constants)
     bytes += (int64_t)c.size();
+  for (const auto &g : gradSums)
+    bytes += (int64_t)g.size() * 4;
   return bytes;
 }
 
@@ -102,27 +118,48 @@ double Executor::lrFactor(int64_t t) const {
   return 1.0;
 }
 
-Status Executor::step(int64_t t, StepResult &result,
-                      std::vector<std::vector<float>> *grads) {
+Status Executor::run(const std::vector<Instruction> &program,
+                     const std::vector<cpu::Kernel> &kernels, const char *what) {
+  for (size_t i = 0; i < program.size(); ++i) {
+    Status s = kernels[i](program[i], ctx);
+    if (!s)
+      return s.withContext(std::string(what) + " instruction " + std::to_string(i) +
+                           " (" + program[i].op + ")");
+  }
+  return Status::ok();
+}
+
+Status Executor::step(int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
+                      StepResult &result, std::vector<std::vector<float>> *grads) {
   optimizer.step = t + 1;
   optimizer.lrScale = lrFactor(t);
   if (grads)
     grads->assign(params.size(), {});
   ctx.captureGrads = grads;
-  for (size_t i = 0; i < plan->program.size(); ++i) {
-    const Instruction &in = plan->program[i];
-    Status s = kernels[i](in, ctx);
-    if (!s)
-      return s.withContext("instruction " + std::to_string(i) + " (" + in.op + ")");
-  }
-  ctx.captureGrads = nullptr;
-  auto scalar = [&](const std::string &name, double &out) {
-    for (const TensorRef &o : plan->outputs)
+  auto scalar = [&](const std::vector<TensorRef> &outs, const std::string &name,
+                    double &out) {
+    for (const TensorRef &o : outs)
       if (o.name == name && o.dtype == DType::F32 && o.numel() == 1)
         out = *ctx.get<float>(o);
   };
-  scalar("loss", result.loss);
-  scalar("grad_norm", result.gradNorm);
+  int64_t k = std::max<int64_t>(plan->train.gradAccum, 1);
+  double lossSum = 0;
+  for (int64_t m = 0; m < k; ++m) {
+    FSDP_RETURN_IF_ERROR(loadBatch(t * k + m));
+    FSDP_RETURN_IF_ERROR(run(plan->program, kernels, "step"));
+    double loss = 0;
+    scalar(plan->outputs, "loss", loss);
+    lossSum += loss;
+    scalar(plan->outputs, "grad_norm", result.gradNorm);
+  }
+  if (!plan->update.empty()) {
+    FSDP_RETURN_IF_ERROR(run(plan->update, updateKernels, "update"));
+    scalar(plan->updateOutputs, "grad_norm", result.gradNorm);
+    for (auto &g : gradSums)
+      std::fill(g.begin(), g.end(), 0.0f);
+  }
+  ctx.captureGrads = nullptr;
+  result.loss = lossSum / k;
   result.lr = baseLr * optimizer.lrScale;
   return Status::ok();
 }

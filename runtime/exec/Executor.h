@@ -11,6 +11,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Plan.h"
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -35,10 +36,12 @@ public:
   /// total_steps.
   double lrFactor(int64_t t) const;
 
-  /// Runs one optimizer step (index `t`, 0-based). With `grads` set, the
-  /// gradients the optimizer applies are copied there, by parameter.
-  Status step(int64_t t, StepResult &result,
-              std::vector<std::vector<float>> *grads = nullptr);
+  /// Runs one optimizer step (index `t`, 0-based): train.gradAccum
+  /// micro-steps, each after `loadBatch(micro)` wrote the inputs (micro =
+  /// t * gradAccum + i), then the update. The loss is the micro-steps' mean.
+  /// With `grads` set, the gradients the optimizer applies are copied there.
+  Status step(int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
+              StepResult &result, std::vector<std::vector<float>> *grads = nullptr);
 
   /// Optimizer state, for checkpoints.
   cpu::OptimizerState &optimizerState() { return optimizer; }
@@ -46,7 +49,10 @@ public:
 private:
   const Plan *plan = nullptr;
   std::unique_ptr<uint8_t, void (*)(void *)> arena{nullptr, nullptr};
-  std::vector<std::vector<float>> params;
+  std::vector<std::vector<float>> params, gradSums;
+  std::vector<cpu::Kernel> updateKernels;
+  Status run(const std::vector<Instruction> &program,
+             const std::vector<cpu::Kernel> &kernels, const char *what);
   std::vector<std::vector<uint8_t>> constants;
   std::vector<double> scratch; // viewed as floats by most kernels
   cpu::OptimizerState optimizer;

@@ -144,17 +144,22 @@ struct Reader {
                                std::to_string(t.offset + t.bytes()) +
                                ") lie outside the arena of " +
                                std::to_string(plan.arenaBytes) + " bytes");
-    } else if (space == "param" || space == "const") {
-      t.space = space == "param" ? Space::Param : Space::Const;
+    } else if (space == "param" || space == "const" || space == "grad") {
+      t.space = space == "param" ? Space::Param
+                : space == "grad"  ? Space::Grad
+                                   : Space::Const;
       if (!integer(obj, "index", where, t.index))
         return false;
-      if (t.space == Space::Param) {
+      if (t.space == Space::Param || t.space == Space::Grad) {
         if (t.index < 0 || t.index >= (int64_t)plan.params.size())
           return fail(where, "parameter index " + std::to_string(t.index) +
                                  " out of range");
         if (plan.params[t.index].numel() != t.numel() ||
             plan.params[t.index].dtype != t.dtype)
           return fail(where, "does not match parameter '" +
+                                 plan.params[t.index].name + "'");
+        if (t.space == Space::Grad && !plan.params[t.index].trainable)
+          return fail(where, "reads the gradient of frozen parameter '" +
                                  plan.params[t.index].name + "'");
       } else {
         if (t.index < 0 || t.index >= (int64_t)plan.constants.size())
@@ -186,6 +191,47 @@ double constantValue(const json &v) {
     return std::numeric_limits<double>::quiet_NaN();
   }
   return v.get<double>();
+}
+
+/// Parses the instruction list `key` (absent is fine unless required).
+Status parseProgram(Reader &r, const json &doc, const char *key, const Plan &plan,
+                    std::vector<Instruction> &out, bool required) {
+  const json *program = r.field(doc, key, "plan", required);
+  if (!program)
+    return r.status;
+  if (!program->is_array())
+    return Status::error(std::string("plan.") + key + ": expected an array");
+  for (size_t i = 0; i < program->size(); ++i) {
+    const json &ins = (*program)[i];
+    std::string where = std::string("plan.") + key + "[" + std::to_string(i) + "]";
+    Instruction instr;
+    if (!r.string(ins, "op", where, instr.op))
+      return r.status;
+    where += " (" + instr.op + ")";
+    for (auto [key, list] : {std::pair{"in", &instr.in}, std::pair{"out", &instr.out}}) {
+      const json *arr = r.field(ins, key, where);
+      if (!arr || !arr->is_array())
+        return r.status.isOk() ? Status::error(where + "." + key + ": expected an array")
+                               : r.status;
+      for (size_t k = 0; k < arr->size(); ++k) {
+        TensorRef t;
+        if (!r.tensor((*arr)[k], where + "." + key + "[" + std::to_string(k) + "]",
+                      plan, t))
+          return r.status;
+        list->push_back(std::move(t));
+      }
+    }
+    if (const json *a = r.field(ins, "attrs", where, false)) {
+      if (!a->is_object())
+        return Status::error(where + ".attrs: expected an object");
+      instr.attrs = *a;
+    } else {
+      instr.attrs = json::object();
+    }
+    FSDP_RETURN_IF_ERROR(cpu::checkInstruction(plan, instr).withContext(where));
+    out.push_back(std::move(instr));
+  }
+  return Status::ok();
 }
 
 } // namespace
@@ -299,40 +345,22 @@ Status parsePlan(const std::string &text, Plan &plan) {
     }
   }
 
-  const json *program = r.field(doc, "program", "plan");
-  if (!program || !program->is_array())
-    return r.status.isOk() ? Status::error("plan.program: expected an array")
-                           : r.status;
-  for (size_t i = 0; i < program->size(); ++i) {
-    const json &ins = (*program)[i];
-    std::string where = "plan.program[" + std::to_string(i) + "]";
-    Instruction instr;
-    if (!r.string(ins, "op", where, instr.op))
-      return r.status;
-    where += " (" + instr.op + ")";
-    for (auto [key, list] : {std::pair{"in", &instr.in}, std::pair{"out", &instr.out}}) {
-      const json *arr = r.field(ins, key, where);
-      if (!arr || !arr->is_array())
-        return r.status.isOk() ? Status::error(where + "." + key + ": expected an array")
-                               : r.status;
-      for (size_t k = 0; k < arr->size(); ++k) {
-        TensorRef t;
-        if (!r.tensor((*arr)[k], where + "." + key + "[" + std::to_string(k) + "]",
-                      plan, t))
-          return r.status;
-        list->push_back(std::move(t));
-      }
+  FSDP_RETURN_IF_ERROR(parseProgram(r, doc, "program", plan, plan.program, true));
+  FSDP_RETURN_IF_ERROR(parseProgram(r, doc, "update", plan, plan.update, false));
+  if (const json *arr = r.field(doc, "update_outputs", "plan", false)) {
+    if (!arr->is_array())
+      return Status::error("plan.update_outputs: expected an array");
+    for (size_t i = 0; i < arr->size(); ++i) {
+      TensorRef t;
+      if (!r.tensor((*arr)[i], "plan.update_outputs[" + std::to_string(i) + "]", plan, t))
+        return r.status;
+      plan.updateOutputs.push_back(std::move(t));
     }
-    if (const json *a = r.field(ins, "attrs", where, false)) {
-      if (!a->is_object())
-        return Status::error(where + ".attrs: expected an object");
-      instr.attrs = *a;
-    } else {
-      instr.attrs = json::object();
-    }
-    FSDP_RETURN_IF_ERROR(cpu::checkInstruction(plan, instr).withContext(where));
-    plan.program.push_back(std::move(instr));
   }
+  if (plan.train.gradAccum < 1)
+    return Status::error("plan.train.grad_accum must be >= 1");
+  if ((plan.train.gradAccum > 1) != !plan.update.empty())
+    return Status::error("plan.update must be present exactly when grad_accum > 1");
   return Status::ok();
 }
 

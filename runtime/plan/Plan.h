@@ -22,7 +22,7 @@ namespace fsdp {
 constexpr int64_t kPlanVersion = 1;
 
 enum class DType { F32, I64, I1 };
-enum class Space { Arena, Param, Const };
+enum class Space { Arena, Param, Const, Grad };
 
 int64_t dtypeSize(DType t);
 const char *dtypeName(DType t);
@@ -30,7 +30,7 @@ const char *dtypeName(DType t);
 struct TensorRef {
   Space space = Space::Arena;
   int64_t offset = 0; // arena byte offset
-  int64_t index = 0;  // param or constant index
+  int64_t index = 0;  // param, constant or gradient-accumulator index
   std::vector<int64_t> shape;
   DType dtype = DType::F32;
   std::string name; // inputs and outputs only
@@ -77,6 +77,10 @@ struct Plan {
   std::vector<ConstantInfo> constants;
   std::vector<TensorRef> inputs, outputs;
   std::vector<Instruction> program;
+  /// With gradient accumulation: the update run once per optimizer step,
+  /// after train.gradAccum runs of `program` (empty otherwise).
+  std::vector<Instruction> update;
+  std::vector<TensorRef> updateOutputs;
 };
 
 /// Parses and validates a plan held in memory (the fuzzing entry point).

@@ -80,8 +80,9 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     args = gen.parse_args(gen_args + ([] if gen_args[0] == "mlp" else ["--loss"]))
     model, inputs = gen.build(args)
     torch_model = copy.deepcopy(model)
+    accum = opts.get("grad_accum", 1)
     batches = []
-    for s in range(steps):
+    for s in range(steps * accum):
         args.seed = 1000 + s
         batches.append(gen.build(args)[1])
     names = list(inputs)
@@ -130,8 +131,11 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     torch_losses, torch_grads = [], None
     for s in range(steps):
         opt.zero_grad()
-        loss = torch_model(*batches[s].values())
-        loss.backward()
+        losses = []
+        for m in range(accum):  # micro-batches: mean loss, gradients of loss / K
+            loss = torch_model(*batches[s * accum + m].values())
+            (loss / accum).backward()
+            losses.append(loss.item())
         if s == 0:
             torch_grads = {n: p.grad.detach().clone() for n, p in state.items()
                            if p.grad is not None}
@@ -140,7 +144,7 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         opt.step()
         if sched:
             sched.step()
-        torch_losses.append(loss.item())
+        torch_losses.append(sum(losses) / accum)
 
     failures = []
 
@@ -192,6 +196,7 @@ CASES = {
     "gpt2-tied": (["gpt2"], {}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
+    "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),
     "llama-cosine-warmup": (["llama"], {"lr": 3e-3, "lr_schedule": "cosine",
                                         "warmup_steps": 3, "total_steps": 10}),
     "bert": (["bert"], {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "nesterov": True}),

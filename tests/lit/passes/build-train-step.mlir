@@ -1,5 +1,18 @@
 // RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step -verify-diagnostics | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file '-fsdp-build-train-step=optimizer=sgd momentum=0.9 frozen=^emb grad-clip=1.0' | FileCheck %s --check-prefix=SGD
+// RUN: fsdp-opt %s '-fsdp-build-train-step=grad-accum=4' | FileCheck %s --check-prefix=ACCUM
+
+// With accumulation the micro-step differentiates loss / 4 and accumulates;
+// @apply_update reads the sums and updates.
+// ACCUM-LABEL: func.func @train_step
+// ACCUM-SAME: -> (tensor<f32> {fsdp.name = "loss"})
+// ACCUM: fsdp.constant dense<2.500000e-01>
+// ACCUM-DAG: fsdp.accumulate_grad @emb, %{{.*}} : tensor<10x4xf32>
+// ACCUM-DAG: fsdp.accumulate_grad @w, %{{.*}} : tensor<4x4xf32>
+// ACCUM-NOT: fsdp.adamw
+// ACCUM-LABEL: func.func @apply_update() -> (tensor<f32> {fsdp.name = "grad_norm"})
+// ACCUM: fsdp.read_grad @emb : tensor<10x4xf32>
+// ACCUM: fsdp.adamw @emb
 
 // A tied embedding (read for the lookup and for the output projection)
 // accumulates both gradients; every parameter gets one update.
