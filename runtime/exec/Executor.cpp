@@ -123,7 +123,7 @@ Status Executor::run(const std::vector<Instruction> &program,
   for (size_t i = 0; i < program.size(); ++i) {
     Status s = kernels[i](program[i], ctx);
     if (!s)
-      return s.withContext(std::string(what) + " instruction " + std::to_string(i) +
+      return s.withContext(std::string(what) + "instruction " + std::to_string(i) +
                            " (" + program[i].op + ")");
   }
   return Status::ok();
@@ -146,14 +146,14 @@ Status Executor::step(int64_t t, const std::function<Status(int64_t micro)> &loa
   double lossSum = 0;
   for (int64_t m = 0; m < k; ++m) {
     FSDP_RETURN_IF_ERROR(loadBatch(t * k + m));
-    FSDP_RETURN_IF_ERROR(run(plan->program, kernels, "step"));
+    FSDP_RETURN_IF_ERROR(run(plan->program, kernels, ""));
     double loss = 0;
     scalar(plan->outputs, "loss", loss);
     lossSum += loss;
     scalar(plan->outputs, "grad_norm", result.gradNorm);
   }
   if (!plan->update.empty()) {
-    FSDP_RETURN_IF_ERROR(run(plan->update, updateKernels, "update"));
+    FSDP_RETURN_IF_ERROR(run(plan->update, updateKernels, "update "));
     scalar(plan->updateOutputs, "grad_norm", result.gradNorm);
     for (auto &g : gradSums)
       std::fill(g.begin(), g.end(), 0.0f);
