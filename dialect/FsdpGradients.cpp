@@ -18,7 +18,9 @@ using namespace mlir::fsdp;
 
 namespace {
 
-RankedTensorType tensorOf(Value v) { return cast<RankedTensorType>(v.getType()); }
+RankedTensorType tensorOf(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
 
 /// Builds fsdp ops with types from the shape functions (valid IR only).
 struct G {
@@ -26,7 +28,8 @@ struct G {
   Location loc;
 
   template <typename OpTy>
-  Value make(Type type, ValueRange operands, ArrayRef<NamedAttribute> attrs = {}) {
+  Value make(Type type, ValueRange operands,
+             ArrayRef<NamedAttribute> attrs = {}) {
     return OpTy::create(b, loc, TypeRange{type}, operands, attrs)->getResult(0);
   }
 
@@ -47,7 +50,8 @@ struct G {
     return ConstantOp::create(b, loc, DenseElementsAttr::get(t, zero));
   }
 
-  template <typename OpTy> Value binary(Value x, Value y, Type element = Type()) {
+  template <typename OpTy>
+  Value binary(Value x, Value y, Type element = Type()) {
     auto t = shape::binary(std::nullopt, tensorOf(x), tensorOf(y), element);
     assert(succeeded(t) && "binary on incompatible operands");
     return make<OpTy>(*t, {x, y});
@@ -57,9 +61,13 @@ struct G {
   Value mul(Value x, Value y) { return binary<MulOp>(x, y); }
   Value div(Value x, Value y) { return binary<DivOp>(x, y); }
   Value mul(Value x, double c) { return mul(x, scalarLike(x, c)); }
-  Value greater(Value x, Value y) { return binary<GreaterOp>(x, y, b.getI1Type()); }
+  Value greater(Value x, Value y) {
+    return binary<GreaterOp>(x, y, b.getI1Type());
+  }
   Value equal(Value x, Value y) { return binary<EqualOp>(x, y, b.getI1Type()); }
-  template <typename OpTy> Value unary(Value x) { return make<OpTy>(x.getType(), {x}); }
+  template <typename OpTy> Value unary(Value x) {
+    return make<OpTy>(x.getType(), {x});
+  }
   Value where(Value c, Value x, Value y) {
     auto t = shape::where(std::nullopt, tensorOf(c), tensorOf(x), tensorOf(y));
     assert(succeeded(t));
@@ -76,15 +84,17 @@ struct G {
     if (axes.empty())
       return x;
     auto t = shape::reduce(std::nullopt, tensorOf(x), axes, keepdims);
-    return make<ReduceSumOp>(*t, {x},
-                             {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                              b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
+    return make<ReduceSumOp>(
+        *t, {x},
+        {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+         b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
   }
   Value reduceMean(Value x, ArrayRef<int64_t> axes) {
     auto t = shape::reduce(std::nullopt, tensorOf(x), axes, true);
-    return make<ReduceMeanOp>(*t, {x},
-                              {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-                               b.getNamedAttr("keepdims", b.getBoolAttr(true))});
+    return make<ReduceMeanOp>(
+        *t, {x},
+        {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
+         b.getNamedAttr("keepdims", b.getBoolAttr(true))});
   }
   Value matmul(Value x, Value y, bool tl, bool tr) {
     auto t = shape::matmul(std::nullopt, tensorOf(x), tensorOf(y), tl, tr);
@@ -95,10 +105,12 @@ struct G {
   }
   Value transpose(Value x, ArrayRef<int64_t> perm) {
     auto t = shape::transpose(std::nullopt, tensorOf(x), perm);
-    return make<TransposeOp>(*t, {x}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
+    return make<TransposeOp>(
+        *t, {x}, {b.getNamedAttr("perm", b.getDenseI64ArrayAttr(perm))});
   }
   Value softmax(Value x, int64_t axis) {
-    return make<SoftmaxOp>(x.getType(), {x}, {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
+    return make<SoftmaxOp>(x.getType(), {x},
+                           {b.getNamedAttr("axis", b.getI64IntegerAttr(axis))});
   }
 
   /// Sums a gradient of a broadcast result back to the operand's shape.
@@ -129,7 +141,7 @@ SmallVector<int64_t> trailingAxes(int64_t from, int64_t rank) {
 //===----------------------------------------------------------------------===//
 
 #define FSDP_UNARY_VJP(OP, BODY)                                               \
-  LogicalResult OP::buildVJP(OpBuilder &builder, ValueRange resultGrads,      \
+  LogicalResult OP::buildVJP(OpBuilder &builder, ValueRange resultGrads,       \
                              SmallVectorImpl<Value> &operandGrads) {           \
     G g{builder, getLoc()};                                                    \
     Value dy = resultGrads[0], x = getX(), y = getResult();                    \
@@ -142,8 +154,7 @@ SmallVector<int64_t> trailingAxes(int64_t from, int64_t rank) {
 FSDP_UNARY_VJP(NegOp, g.unary<NegOp>(dy))
 FSDP_UNARY_VJP(AbsOp, g.where(g.greater(x, g.scalarLike(x, 0)), dy,
                               g.where(g.greater(g.scalarLike(x, 0), x),
-                                      g.unary<NegOp>(dy),
-                                      g.mul(dy, 0.0))))
+                                      g.unary<NegOp>(dy), g.mul(dy, 0.0))))
 FSDP_UNARY_VJP(ExpOp, g.mul(dy, y))
 FSDP_UNARY_VJP(LogOp, g.div(dy, x))
 FSDP_UNARY_VJP(SqrtOp, g.div(g.mul(dy, 0.5), y))
@@ -186,11 +197,14 @@ LogicalResult GeluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
     Value t = g.unary<TanhOp>(u);
     Value du = g.mul(g.add(one, g.mul(x2, 3 * k)), c);
     Value sech2 = g.sub(one, g.mul(t, t));
-    d = g.add(g.mul(g.add(one, t), 0.5), g.mul(g.mul(g.mul(x, sech2), du), 0.5));
+    d = g.add(g.mul(g.add(one, t), 0.5),
+              g.mul(g.mul(g.mul(x, sech2), du), 0.5));
   } else {
     // Phi(x) + x phi(x)
-    Value cdf = g.mul(g.add(one, g.unary<ErfOp>(g.mul(x, 1.0 / std::sqrt(2.0)))), 0.5);
-    Value pdf = g.mul(g.unary<ExpOp>(g.mul(g.mul(x, x), -0.5)), 1.0 / std::sqrt(2 * M_PI));
+    Value cdf =
+        g.mul(g.add(one, g.unary<ErfOp>(g.mul(x, 1.0 / std::sqrt(2.0)))), 0.5);
+    Value pdf = g.mul(g.unary<ExpOp>(g.mul(g.mul(x, x), -0.5)),
+                      1.0 / std::sqrt(2 * M_PI));
     d = g.add(cdf, g.mul(x, pdf));
   }
   operandGrads.push_back(g.mul(dy, d));
@@ -202,7 +216,7 @@ LogicalResult GeluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 //===----------------------------------------------------------------------===//
 
 #define FSDP_BINARY_VJP(OP, DA, DB)                                            \
-  LogicalResult OP::buildVJP(OpBuilder &builder, ValueRange resultGrads,      \
+  LogicalResult OP::buildVJP(OpBuilder &builder, ValueRange resultGrads,       \
                              SmallVectorImpl<Value> &operandGrads) {           \
     G g{builder, getLoc()};                                                    \
     Value dy = resultGrads[0], a = getLhs(), b = getRhs(), y = getResult();    \
@@ -254,8 +268,10 @@ LogicalResult WhereOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
     return success();
   }
   Value zero = g.scalarLike(dy, 0);
-  operandGrads.push_back(g.unbroadcast(g.where(getCond(), dy, zero), tensorOf(getX())));
-  operandGrads.push_back(g.unbroadcast(g.where(getCond(), zero, dy), tensorOf(getY())));
+  operandGrads.push_back(
+      g.unbroadcast(g.where(getCond(), dy, zero), tensorOf(getX())));
+  operandGrads.push_back(
+      g.unbroadcast(g.where(getCond(), zero, dy), tensorOf(getY())));
   return success();
 }
 
@@ -302,9 +318,11 @@ LogicalResult GemmOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
     operandGrads.append((*this)->getNumOperands(), Value());
     return success();
   }
-  double alpha = getAlpha().convertToDouble(), beta = getBeta().convertToDouble();
+  double alpha = getAlpha().convertToDouble(),
+         beta = getBeta().convertToDouble();
   Value scaled = alpha == 1.0 ? dy : g.mul(dy, alpha);
-  auto [da, db] = matmulGrads(g, getA(), getB(), scaled, getTransA(), getTransB());
+  auto [da, db] =
+      matmulGrads(g, getA(), getB(), scaled, getTransA(), getTransB());
   operandGrads.append({da, db});
   if (getC()) {
     Value dc = g.unbroadcast(dy, tensorOf(getC()));
@@ -330,7 +348,8 @@ LogicalResult ReduceSumOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
   G g{builder, getLoc()};
   Value dy = resultGrads[0];
-  operandGrads.push_back(dy ? expandReduced(g, dy, tensorOf(getX()), getAxes()) : Value());
+  operandGrads.push_back(dy ? expandReduced(g, dy, tensorOf(getX()), getAxes())
+                            : Value());
   return success();
 }
 
@@ -360,8 +379,8 @@ LogicalResult ReduceMaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   }
   RankedTensorType in = tensorOf(getX());
   Value hit = g.equal(getX(), expandReduced(g, getResult(), in, getAxes()));
-  operandGrads.push_back(g.where(hit, expandReduced(g, dy, in, getAxes()),
-                                 g.scalarLike(dy, 0)));
+  operandGrads.push_back(
+      g.where(hit, expandReduced(g, dy, in, getAxes()), g.scalarLike(dy, 0)));
   return success();
 }
 
@@ -402,18 +421,21 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
     return success();
   }
   int64_t axis = getAxisAttr().getInt(), rank = tensorOf(x).getRank();
-  SmallVector<int64_t> norm = trailingAxes(axis, rank), lead = trailingAxes(0, axis);
+  SmallVector<int64_t> norm = trailingAxes(axis, rank),
+                       lead = trailingAxes(0, axis);
   Value xc = g.sub(x, g.reduceMean(x, norm));
   Value var = g.reduceMean(g.mul(xc, xc), norm);
   Value rstd = g.unary<RsqrtOp>(
       g.add(var, g.scalarLike(x, getEpsilon().convertToDouble())));
   Value xhat = g.mul(xc, rstd);
   Value gw = g.mul(dy, w);
-  Value dx = g.mul(rstd, g.sub(g.sub(gw, g.reduceMean(gw, norm)),
-                               g.mul(xhat, g.reduceMean(g.mul(gw, xhat), norm))));
+  Value dx =
+      g.mul(rstd, g.sub(g.sub(gw, g.reduceMean(gw, norm)),
+                        g.mul(xhat, g.reduceMean(g.mul(gw, xhat), norm))));
   operandGrads.push_back(dx);
   auto paramShape = tensorOf(w).getShape();
-  operandGrads.push_back(g.reshape(g.reduceSum(g.mul(dy, xhat), lead, false), paramShape));
+  operandGrads.push_back(
+      g.reshape(g.reduceSum(g.mul(dy, xhat), lead, false), paramShape));
   if (getBias())
     operandGrads.push_back(g.reshape(g.reduceSum(dy, lead, false), paramShape));
   return success();
@@ -447,7 +469,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
       for (int64_t j = 0; j < tk; ++j)
         keep[i * tk + j] = j <= i + (tk - tq);
     auto kt = RankedTensorType::get({tq, tk}, builder.getI1Type());
-    Value keepMask = ConstantOp::create(builder, getLoc(), DenseElementsAttr::get(kt, keep));
+    Value keepMask =
+        ConstantOp::create(builder, getLoc(), DenseElementsAttr::get(kt, keep));
     s = g.where(keepMask, s, ninf);
   }
   Value p = g.softmax(s, rank - 1);
@@ -481,8 +504,9 @@ LogicalResult GatherOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 }
 
 template <typename OpTy>
-static LogicalResult lossVJP(OpTy op, OpBuilder &builder, ValueRange resultGrads,
-                             SmallVectorImpl<Value> &operandGrads, StringRef kind) {
+static LogicalResult
+lossVJP(OpTy op, OpBuilder &builder, ValueRange resultGrads,
+        SmallVectorImpl<Value> &operandGrads, StringRef kind) {
   G g{builder, op.getLoc()};
   Value dy = resultGrads[0];
   if (!dy) {
@@ -496,13 +520,16 @@ static LogicalResult lossVJP(OpTy op, OpBuilder &builder, ValueRange resultGrads
       builder.getNamedAttr("kind", builder.getStringAttr(kind)),
       builder.getNamedAttr("reduction", op.getReductionAttr())};
   if (op.getIgnoreIndexAttr())
-    attrs.push_back(builder.getNamedAttr("ignore_index", op.getIgnoreIndexAttr()));
-  operandGrads.push_back(g.make<CrossEntropyGradOp>(op.getInput().getType(), operands, attrs));
+    attrs.push_back(
+        builder.getNamedAttr("ignore_index", op.getIgnoreIndexAttr()));
+  operandGrads.push_back(
+      g.make<CrossEntropyGradOp>(op.getInput().getType(), operands, attrs));
   operandGrads.append(op->getNumOperands() - 1, Value());
   return success();
 }
 
-LogicalResult CrossEntropyOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+LogicalResult CrossEntropyOp::buildVJP(OpBuilder &builder,
+                                       ValueRange resultGrads,
                                        SmallVectorImpl<Value> &operandGrads) {
   return lossVJP(*this, builder, resultGrads, operandGrads, "softmax");
 }
@@ -520,7 +547,8 @@ LogicalResult ReshapeOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
   G g{builder, getLoc()};
   Value dy = resultGrads[0];
-  operandGrads.push_back(dy ? g.reshape(dy, tensorOf(getX()).getShape()) : Value());
+  operandGrads.push_back(dy ? g.reshape(dy, tensorOf(getX()).getShape())
+                            : Value());
   return success();
 }
 
@@ -541,9 +569,10 @@ LogicalResult SliceOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   Value dy = resultGrads[0];
   RankedTensorType in = tensorOf(getX());
   operandGrads.push_back(
-      dy ? g.make<InsertSliceOp>(in, {g.zeros(in), dy},
-                                 {builder.getNamedAttr("starts", getStartsAttr()),
-                                  builder.getNamedAttr("strides", getStridesAttr())})
+      dy ? g.make<InsertSliceOp>(
+               in, {g.zeros(in), dy},
+               {builder.getNamedAttr("starts", getStartsAttr()),
+                builder.getNamedAttr("strides", getStridesAttr())})
          : Value());
   return success();
 }
@@ -568,7 +597,8 @@ LogicalResult ConcatOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
         t, {dy},
         {builder.getNamedAttr("starts", builder.getDenseI64ArrayAttr(starts)),
          builder.getNamedAttr("limits", builder.getDenseI64ArrayAttr(limits)),
-         builder.getNamedAttr("strides", builder.getDenseI64ArrayAttr(strides))}));
+         builder.getNamedAttr("strides",
+                              builder.getDenseI64ArrayAttr(strides))}));
     offset += t.getDimSize(axis);
   }
   return success();

@@ -15,8 +15,7 @@ LogicalResult ScatterAddOp::verify() {
            << getType() << " differs from the destination's "
            << getDest().getType();
   auto expected = shape::gather(getLoc(), tensorOf(getDest()),
-                                tensorOf(getIndices()),
-                                getAxisAttr().getInt());
+                                tensorOf(getIndices()), getAxisAttr().getInt());
   if (failed(expected))
     return failure();
   if (*expected != getUpdates().getType())
@@ -58,8 +57,7 @@ LogicalResult CrossEntropyGradOp::verify() {
            << getKind() << "\"";
   if (getType() != getInput().getType())
     return emitOpError("result type ")
-           << getType() << " differs from the input's "
-           << getInput().getType();
+           << getType() << " differs from the input's " << getInput().getType();
   auto loss = shape::classificationLoss(getLoc(), tensorOf(getInput()),
                                         tensorOf(getTarget()),
                                         tensorOf(getWeight()), getReduction());
@@ -95,9 +93,8 @@ LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 
 LogicalResult AdamWOp::verify() {
   float b1 = getBeta1().convertToFloat(), b2 = getBeta2().convertToFloat();
-  if (getLr().convertToFloat() < 0 || b1 < 0 || b1 >= 1 || b2 < 0 ||
-      b2 >= 1 || getEps().convertToFloat() <= 0 ||
-      getWeightDecay().convertToFloat() < 0)
+  if (getLr().convertToFloat() < 0 || b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1 ||
+      getEps().convertToFloat() <= 0 || getWeightDecay().convertToFloat() < 0)
     return emitOpError("needs lr >= 0, betas in [0, 1), eps > 0 and "
                        "weight_decay >= 0");
   return success();

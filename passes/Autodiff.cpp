@@ -10,13 +10,13 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-FailureOr<SmallVector<Value>> mlir::fsdp::buildGradients(Block &block,
-                                                         Value loss,
-                                                         ArrayRef<Value> wrt) {
+FailureOr<SmallVector<Value>>
+mlir::fsdp::buildGradients(Block &block, Value loss, ArrayRef<Value> wrt) {
   auto lossType = dyn_cast<RankedTensorType>(loss.getType());
   if (!lossType || lossType.getRank() != 0 ||
       !isa<FloatType>(lossType.getElementType()))
-    return emitError(loss.getLoc(), "the loss must be a scalar float tensor, got ")
+    return emitError(loss.getLoc(),
+                     "the loss must be a scalar float tensor, got ")
            << loss.getType();
 
   // Ops on a path from some `wrt` value to the loss: forward from wrt,

@@ -34,8 +34,8 @@ namespace {
 
 Value scalar(OpBuilder &b, Location loc, Type element, double v) {
   auto t = RankedTensorType::get({}, element);
-  return ConstantOp::create(b, loc,
-                            DenseElementsAttr::get(t, b.getFloatAttr(element, v)));
+  return ConstantOp::create(
+      b, loc, DenseElementsAttr::get(t, b.getFloatAttr(element, v)));
 }
 
 /// Mean over every element.
@@ -58,7 +58,8 @@ private:
   /// Global norm, optional clipping and one optimizer update per gradient;
   /// returns the norm.
   Value emitUpdate(OpBuilder &b, Location loc, Type lossType,
-                   ArrayRef<ParameterOp> trained, SmallVector<Value> paramGrads);
+                   ArrayRef<ParameterOp> trained,
+                   SmallVector<Value> paramGrads);
 };
 
 FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
@@ -106,15 +107,14 @@ FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
   if (candidates.size() != 1)
     return emitError(loc, "--loss=")
            << loss << " needs exactly one float output of rank >= "
-           << (loss == "cross-entropy" ? 2 : 1) << ", the graph has: "
-           << outputs();
+           << (loss == "cross-entropy" ? 2 : 1)
+           << ", the graph has: " << outputs();
   Value out = candidates.front();
   auto outType = cast<RankedTensorType>(out.getType());
-  Type targetType =
-      loss == "cross-entropy"
-          ? RankedTensorType::get(outType.getShape().drop_back(),
-                                  b.getI64Type())
-          : (Type)outType;
+  Type targetType = loss == "cross-entropy"
+                        ? RankedTensorType::get(outType.getShape().drop_back(),
+                                                b.getI64Type())
+                        : (Type)outType;
   unsigned index = step.getNumArguments();
   if (failed(step.insertArgument(index, targetType, {}, loc)))
     return failure();
@@ -126,8 +126,8 @@ FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
     int64_t classes = outType.getShape().back();
     int64_t rows = outType.getNumElements() / std::max<int64_t>(classes, 1);
     Value logits = ReshapeOp::create(
-        b, loc, RankedTensorType::get({rows, classes}, outType.getElementType()),
-        out);
+        b, loc,
+        RankedTensorType::get({rows, classes}, outType.getElementType()), out);
     Value flat = ReshapeOp::create(
         b, loc, RankedTensorType::get({rows}, b.getI64Type()), targets);
     auto ce = CrossEntropyOp::create(
@@ -144,14 +144,15 @@ FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
   // BCE with logits, stable form: max(x, 0) - x*t + log(1 + exp(-|x|)).
   Value softplus = LogOp::create(
       b, loc,
-      AddOp::create(b, loc, scalar(b, loc, et, 1.0),
-                    ExpOp::create(b, loc, NegOp::create(b, loc,
-                                                        AbsOp::create(b, loc, out)))));
-  Value terms = AddOp::create(
-      b, loc,
-      SubOp::create(b, loc, ReluOp::create(b, loc, out),
-                    MulOp::create(b, loc, out, targets)),
-      softplus);
+      AddOp::create(
+          b, loc, scalar(b, loc, et, 1.0),
+          ExpOp::create(b, loc,
+                        NegOp::create(b, loc, AbsOp::create(b, loc, out)))));
+  Value terms =
+      AddOp::create(b, loc,
+                    SubOp::create(b, loc, ReluOp::create(b, loc, out),
+                                  MulOp::create(b, loc, out, targets)),
+                    softplus);
   return meanAll(b, loc, terms);
 }
 
@@ -168,7 +169,8 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
     if (cast<RankedTensorType>(g.getType()).getElementType() != et)
       gf = CastOp::create(
           b, loc,
-          RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(), et),
+          RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(),
+                                et),
           g);
     Value sq = MulOp::create(b, loc, gf, gf);
     auto t = cast<RankedTensorType>(sq.getType());
@@ -189,7 +191,8 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
                       AddOp::create(b, loc, norm, scalar(b, loc, et, 1e-6))),
         scalar(b, loc, et, 1.0));
 
-  float wd = weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);
+  float wd =
+      weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);
   for (auto [constParam, g] : llvm::zip(trained, paramGrads)) {
     ParameterOp param = constParam;
     if (!g) {
@@ -307,9 +310,11 @@ void FsdpBuildTrainStep::runOnOperation() {
     Value norm = emitUpdate(b, loc, lossType, trained, paramGrads);
     func::ReturnOp::create(b, loc, ValueRange{*lossValue, norm});
     ret.erase();
-    step.setFunctionType(b.getFunctionType(argTypes, {lossType, norm.getType()}));
+    step.setFunctionType(
+        b.getFunctionType(argTypes, {lossType, norm.getType()}));
     step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
-        b.getDictionaryAttr(b.getNamedAttr("fsdp.name", b.getStringAttr("loss"))),
+        b.getDictionaryAttr(
+            b.getNamedAttr("fsdp.name", b.getStringAttr("loss"))),
         b.getDictionaryAttr(
             b.getNamedAttr("fsdp.name", b.getStringAttr("grad_norm")))});
   } else {
@@ -317,12 +322,13 @@ void FsdpBuildTrainStep::runOnOperation() {
     // the sums and updates, once per K micro-steps.
     for (auto [param, g] : llvm::zip(trained, paramGrads))
       if (g)
-        AccumulateGradOp::create(b, loc, FlatSymbolRefAttr::get(param.getSymNameAttr()), g);
+        AccumulateGradOp::create(
+            b, loc, FlatSymbolRefAttr::get(param.getSymNameAttr()), g);
     func::ReturnOp::create(b, loc, ValueRange{*lossValue});
     ret.erase();
     step.setFunctionType(b.getFunctionType(argTypes, {lossType}));
-    step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
-        b.getDictionaryAttr(b.getNamedAttr("fsdp.name", b.getStringAttr("loss")))});
+    step.setAllResultAttrs(ArrayRef<DictionaryAttr>{b.getDictionaryAttr(
+        b.getNamedAttr("fsdp.name", b.getStringAttr("loss")))});
 
     OpBuilder ub(module.getBodyRegion());
     ub.setInsertionPointAfter(step);
@@ -333,8 +339,9 @@ void FsdpBuildTrainStep::runOnOperation() {
     SmallVector<Value> sums(trained.size());
     for (auto [i, param] : llvm::enumerate(trained))
       if (paramGrads[i])
-        sums[i] = ReadGradOp::create(ub, loc, paramGrads[i].getType(),
-                                     FlatSymbolRefAttr::get(param.getSymNameAttr()));
+        sums[i] =
+            ReadGradOp::create(ub, loc, paramGrads[i].getType(),
+                               FlatSymbolRefAttr::get(param.getSymNameAttr()));
     Value norm = emitUpdate(ub, loc, lossType, trained, sums);
     func::ReturnOp::create(ub, loc, ValueRange{norm});
     update.setFunctionType(ub.getFunctionType({}, {norm.getType()}));

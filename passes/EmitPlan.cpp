@@ -146,7 +146,8 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     Block &body = func.getBody().front();
     llvm::DenseMap<Value, int64_t> offsets;
     for (BlockArgument arg : body.getArguments())
-      if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset"))
+      if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                        "fsdp.offset"))
         offsets[arg] = off.getInt();
     for (Operation &op : body) {
       if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
@@ -185,7 +186,6 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     return success();
   }
 
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>(function);
@@ -202,7 +202,8 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     llvm::StringSet<llvm::MallocAllocator> trained;
     module.walk([&](Operation *op) {
       if (isa<AdamWOp, SgdOp>(op))
-        trained.insert(cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
+        trained.insert(
+            cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
     });
     std::string source;
     if (auto s = module->getAttrOfType<StringAttr>("fsdp.source")) {
@@ -230,8 +231,10 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
 
     json::Array inputs;
     for (BlockArgument arg : body.getArguments()) {
-      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
-      auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset");
+      auto name =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+      auto off =
+          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset");
       json::Object t = e.tensor(arg, off ? off.getInt() : 0);
       t["name"] = name ? name.getValue() : "";
       inputs.push_back(std::move(t));

@@ -116,8 +116,9 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     int64_t peak = plan(func);
     if (auto update = module.lookupSymbol<func::FuncOp>("apply_update"))
       peak = std::max(peak, plan(update));
-    module->setAttr("fsdp.arena_bytes",
-                    IntegerAttr::get(IntegerType::get(&getContext(), 64), peak));
+    module->setAttr(
+        "fsdp.arena_bytes",
+        IntegerAttr::get(IntegerType::get(&getContext(), 64), peak));
   }
 
   /// Plans one function; returns its peak arena bytes.
@@ -148,9 +149,9 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     // Inputs are written before the step starts.
     for (BlockArgument arg : body.getArguments()) {
       offset[arg] = arena.allocate(bytesOf(arg.getType()));
-      func.setArgAttr(arg.getArgNumber(), "fsdp.offset",
-                      IntegerAttr::get(IntegerType::get(&getContext(), 64),
-                                       offset[arg]));
+      func.setArgAttr(
+          arg.getArgNumber(), "fsdp.offset",
+          IntegerAttr::get(IntegerType::get(&getContext(), 64), offset[arg]));
     }
     std::map<int64_t, SmallVector<Value>> releaseAt;
     for (BlockArgument arg : body.getArguments())

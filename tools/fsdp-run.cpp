@@ -34,8 +34,9 @@ int64_t tokensPerStep(const Plan &plan) {
   for (const TensorRef &t : plan.inputs)
     if (t.dtype == DType::I64)
       return t.numel();
-  return plan.inputs.empty() || plan.inputs[0].shape.empty() ? 1
-                                                             : plan.inputs[0].shape[0];
+  return plan.inputs.empty() || plan.inputs[0].shape.empty()
+             ? 1
+             : plan.inputs[0].shape[0];
 }
 
 std::vector<NamedTensor> namedParams(const Plan &plan,
@@ -51,21 +52,28 @@ std::vector<NamedTensor> namedParams(const Plan &plan,
 
 int main(int argc, char **argv) {
   CLI::App app{"fsdp-run: execute an fsdp plan (train with the CPU backend)"};
-  std::string planPath, data = "synthetic", weights, logPath, saveFull, dumpGrads;
+  std::string planPath, data = "synthetic", weights, logPath, saveFull,
+                        dumpGrads;
   std::string checkpointDir, resume;
   int64_t steps = 10, checkpointEvery = 0, seqLen = 0;
   uint64_t seed = 0;
   bool quiet = false;
   app.add_option("plan", planPath, "the plan written by fsdp-opt -o model.plan")
       ->required();
-  app.add_option("--steps", steps, "optimizer steps to run")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "optimizer steps to run")
+      ->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "seed of the synthetic data");
-  app.add_option("--data", data, "synthetic (default), FILE.npz or FILE.bin (llm.c tokens)");
-  app.add_option("--seq-len", seqLen, "tokens per row of .bin data (the plan's T)");
-  app.add_option("--weights", weights, "initial weights (default: the plan's model)");
+  app.add_option("--data", data,
+                 "synthetic (default), FILE.npz or FILE.bin (llm.c tokens)");
+  app.add_option("--seq-len", seqLen,
+                 "tokens per row of .bin data (the plan's T)");
+  app.add_option("--weights", weights,
+                 "initial weights (default: the plan's model)");
   app.add_option("--log", logPath, "JSON lines, one object per optimizer step");
-  app.add_option("--save-full", saveFull, "full state dict after the last step (.safetensors)");
-  app.add_option("--dump-grads", dumpGrads, "the first step's gradients (.safetensors)");
+  app.add_option("--save-full", saveFull,
+                 "full state dict after the last step (.safetensors)");
+  app.add_option("--dump-grads", dumpGrads,
+                 "the first step's gradients (.safetensors)");
   app.add_option("--checkpoint-dir", checkpointDir, "write checkpoints here");
   app.add_option("--checkpoint-every", checkpointEvery,
                  "steps between checkpoints (0: only after the last step)")
@@ -90,7 +98,8 @@ int main(int argc, char **argv) {
     return fail(s);
   std::string weightsPath = weights.empty() ? plan.source : weights;
   if (weightsPath.empty())
-    return fail(Status::error("the plan names no model; pass --weights FILE.onnx"));
+    return fail(
+        Status::error("the plan names no model; pass --weights FILE.onnx"));
   if (Status s = loadOnnxWeights(weightsPath, plan,
                                  [&](size_t i) { return exec.param(i); });
       !s)
@@ -108,20 +117,22 @@ int main(int argc, char **argv) {
     if (Status s = binTokenData(data, plan, seqLen, 0, 1, source); !s)
       return fail(s);
   } else {
-    return fail(Status::error("--data must be 'synthetic', a .npz or a .bin file, got '" +
-                              data + "'"));
+    return fail(Status::error(
+        "--data must be 'synthetic', a .npz or a .bin file, got '" + data +
+        "'"));
   }
 
   TrainingPosition position{0, seed, data};
   if (!resume.empty()) {
     TrainingPosition saved;
-    if (Status s = loadCheckpoint(resume, plan, [&](size_t i) { return exec.param(i); },
-                                  exec.optimizerState(), saved);
+    if (Status s = loadCheckpoint(
+            resume, plan, [&](size_t i) { return exec.param(i); },
+            exec.optimizerState(), saved);
         !s)
       return fail(s);
     if (saved.seed != seed || saved.data != data)
-      return fail(Status::error(resume + ": saved with --data " + saved.data + " --seed " +
-                                std::to_string(saved.seed) +
+      return fail(Status::error(resume + ": saved with --data " + saved.data +
+                                " --seed " + std::to_string(saved.seed) +
                                 "; resume with the same data and seed"));
     position.step = saved.step;
     if (!quiet)
@@ -130,8 +141,9 @@ int main(int argc, char **argv) {
   }
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;
-    return saveCheckpoint(checkpointDir, plan, [&](size_t i) { return exec.param(i); },
-                          exec.optimizerState(), position);
+    return saveCheckpoint(
+        checkpointDir, plan, [&](size_t i) { return exec.param(i); },
+        exec.optimizerState(), position);
   };
 
   std::ofstream log;
@@ -160,9 +172,12 @@ int main(int argc, char **argv) {
                     .count();
     double tps = tokens * accum / (ms / 1000.0);
     if (log.is_open())
-      log << nlohmann::json{{"step", t + 1},        {"loss", r.loss},
-                            {"grad_norm", r.gradNorm}, {"lr", r.lr},
-                            {"step_ms", ms},          {"tokens_per_s", tps},
+      log << nlohmann::json{{"step", t + 1},
+                            {"loss", r.loss},
+                            {"grad_norm", r.gradNorm},
+                            {"lr", r.lr},
+                            {"step_ms", ms},
+                            {"tokens_per_s", tps},
                             {"peak_bytes", exec.peakBytes()}}
                  .dump()
           << "\n";
@@ -184,7 +199,8 @@ int main(int argc, char **argv) {
       std::fflush(stdout);
     }
     if (!checkpointDir.empty() &&
-        ((checkpointEvery > 0 && (t + 1) % checkpointEvery == 0) || t + 1 == steps))
+        ((checkpointEvery > 0 && (t + 1) % checkpointEvery == 0) ||
+         t + 1 == steps))
       if (Status s = checkpoint(t + 1); !s)
         return fail(s);
     if (capture) {

@@ -8,6 +8,9 @@
 #include "runtime/cpu/Kernels.h"
 
 #include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +39,10 @@ void *Context::data(const TensorRef &t) const {
 
 namespace {
 
+/// Loops over more elements than this run on every core (OpenMP); smaller
+/// ones stay serial, where a thread hand-off costs more than it saves.
+constexpr int64_t kParallelMin = 1 << 15;
+
 std::string str(const Shape &s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i)
@@ -45,7 +52,8 @@ std::string str(const Shape &s) {
 
 /// Product of s[from, to) (to < 0: to the end).
 int64_t product(const Shape &s, int64_t from = 0, int64_t to = -1) {
-  int64_t end = to < 0 ? (int64_t)s.size() : std::min<int64_t>(to, (int64_t)s.size());
+  int64_t end =
+      to < 0 ? (int64_t)s.size() : std::min<int64_t>(to, (int64_t)s.size());
   int64_t n = 1;
   for (int64_t i = from; i < end; ++i)
     n *= s[i];
@@ -99,7 +107,8 @@ void forEach(const Shape &out, const std::vector<const Shape *> &strides, F f) {
 
 int64_t attrInt(const Instruction &in, const char *name, int64_t dflt) {
   auto it = in.attrs.find(name);
-  return it != in.attrs.end() && it->is_number_integer() ? it->get<int64_t>() : dflt;
+  return it != in.attrs.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                         : dflt;
 }
 double attrFloat(const Instruction &in, const char *name, double dflt) {
   auto it = in.attrs.find(name);
@@ -109,9 +118,11 @@ bool attrBool(const Instruction &in, const char *name, bool dflt) {
   auto it = in.attrs.find(name);
   return it != in.attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
 }
-std::string attrString(const Instruction &in, const char *name, const char *dflt) {
+std::string attrString(const Instruction &in, const char *name,
+                       const char *dflt) {
   auto it = in.attrs.find(name);
-  return it != in.attrs.end() && it->is_string() ? it->get<std::string>() : dflt;
+  return it != in.attrs.end() && it->is_string() ? it->get<std::string>()
+                                                 : dflt;
 }
 Shape attrInts(const Instruction &in, const char *name) {
   Shape out;
@@ -158,14 +169,16 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
     return Status::error("expects f32 input and output of one shape");
   const float *a = c.get<float>(x);
   float *o = c.get<float>(y);
-  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+  int64_t n = x.numel();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
     o[i] = f(a[i]);
   return Status::ok();
 }
 
 #define UNARY(NAME, EXPR)                                                      \
-  Status NAME(const Instruction &in, Context &c) {                            \
-    return unary(in, c, [](float x) -> float { return EXPR; });               \
+  Status NAME(const Instruction &in, Context &c) {                             \
+    return unary(in, c, [](float x) -> float { return EXPR; });                \
   }
 UNARY(kNeg, -x)
 UNARY(kAbs, std::fabs(x))
@@ -208,16 +221,19 @@ Status kNot(const Instruction &in, Context &c) {
 template <typename F> Status binary(const Instruction &in, Context &c, F f) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   Shape sa, sb;
-  if (!broadcastStrides(a.shape, y.shape, sa) || !broadcastStrides(b.shape, y.shape, sb))
+  if (!broadcastStrides(a.shape, y.shape, sa) ||
+      !broadcastStrides(b.shape, y.shape, sb))
     return Status::error("operands " + str(a.shape) + " and " + str(b.shape) +
                          " do not broadcast to " + str(y.shape));
   const void *pa = c.data(a), *pb = c.data(b);
   void *py = c.data(y);
   if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32) {
-    const float *fa = static_cast<const float *>(pa), *fb = static_cast<const float *>(pb);
+    const float *fa = static_cast<const float *>(pa),
+                *fb = static_cast<const float *>(pb);
     float *fy = static_cast<float *>(py);
     int64_t n = y.numel();
     if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
+#pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i)
         fy[i] = (float)f(fa[i], fb[i]);
       return Status::ok();
@@ -232,6 +248,7 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
     };
     if (a.shape == y.shape && trailing(b.shape)) {
       int64_t m = std::max<int64_t>(b.numel(), 1);
+#pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; i += m)
         for (int64_t j = 0; j < m; ++j)
           fy[i + j] = (float)f(fa[i + j], fb[j]);
@@ -239,6 +256,7 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
     }
     if (b.shape == y.shape && trailing(a.shape)) {
       int64_t m = std::max<int64_t>(a.numel(), 1);
+#pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; i += m)
         for (int64_t j = 0; j < m; ++j)
           fy[i + j] = (float)f(fa[j], fb[i + j]);
@@ -246,6 +264,7 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
     }
     if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
       float sb = fb[0];
+#pragma omp parallel for if (n > kParallelMin)
       for (int64_t i = 0; i < n; ++i)
         fy[i] = (float)f(fa[i], sb);
       return Status::ok();
@@ -256,8 +275,9 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
     return Status::ok();
   }
   forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
-    storeDouble(y, py, i,
-                (double)f(loadAsDouble(a, pa, off[0]), loadAsDouble(b, pb, off[1])));
+    storeDouble(
+        y, py, i,
+        (double)f(loadAsDouble(a, pa, off[0]), loadAsDouble(b, pb, off[1])));
   });
   return Status::ok();
 }
@@ -265,12 +285,12 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
 // Generic lambdas: float math on float tensors (as ATen does), double on
 // the mixed and integer paths.
 #define BINARY(NAME, EXPR)                                                     \
-  Status NAME(const Instruction &in, Context &c) {                            \
-    return binary(in, c, [](auto a, auto b) { return EXPR; });                \
+  Status NAME(const Instruction &in, Context &c) {                             \
+    return binary(in, c, [](auto a, auto b) { return EXPR; });                 \
   }
 BINARY(kAdd, a + b)
 BINARY(kSub, a - b)
-BINARY(kMul, a * b)
+BINARY(kMul, a *b)
 BINARY(kDiv, a / b)
 BINARY(kPow, std::pow(a, b))
 BINARY(kMax, std::max(a, b))
@@ -283,10 +303,11 @@ BINARY(kOr, decltype(a)(a != 0 || b != 0))
 #undef BINARY
 
 Status kWhere(const Instruction &in, Context &c) {
-  const TensorRef &cond = in.in[0], &x = in.in[1], &yv = in.in[2], &out = in.out[0];
+  const TensorRef &cond = in.in[0], &x = in.in[1], &yv = in.in[2],
+                  &out = in.out[0];
   Shape sc, sx, sy;
-  if (cond.dtype != DType::I1 || x.dtype != out.dtype || yv.dtype != out.dtype ||
-      !broadcastStrides(cond.shape, out.shape, sc) ||
+  if (cond.dtype != DType::I1 || x.dtype != out.dtype ||
+      yv.dtype != out.dtype || !broadcastStrides(cond.shape, out.shape, sc) ||
       !broadcastStrides(x.shape, out.shape, sx) ||
       !broadcastStrides(yv.shape, out.shape, sy))
     return Status::error("operands do not broadcast to " + str(out.shape));
@@ -295,7 +316,8 @@ Status kWhere(const Instruction &in, Context &c) {
   const uint8_t *px = c.get<uint8_t>(x), *py = c.get<uint8_t>(yv);
   uint8_t *po = c.get<uint8_t>(out);
   forEach(out.shape, {&sc, &sx, &sy}, [&](int64_t i, const int64_t *off) {
-    std::memcpy(po + i * size, pc[off[0]] ? px + off[1] * size : py + off[2] * size, size);
+    std::memcpy(po + i * size,
+                pc[off[0]] ? px + off[1] * size : py + off[2] * size, size);
   });
   return Status::ok();
 }
@@ -316,17 +338,45 @@ Status kCast(const Instruction &in, Context &c) {
 //===----------------------------------------------------------------------===//
 
 /// C[M,N] = alpha * op(A) op(B) + beta * C on row-major matrices.
+void sgemmSerial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                 const float *a, int64_t lda, const float *b, int64_t ldb,
+                 float beta, float *out) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
+              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
+              (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, out,
+              (blasint)n);
+}
+
+/// OpenBLAS runs single-threaded (the executor sets it): a large product is
+/// split by output rows across the OpenMP threads instead, so no BLAS
+/// thread pool spins between the many small products of a step.
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
            float *out) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n, (blasint)k,
-              alpha, a, (blasint)lda, b, (blasint)ldb, beta, out, (blasint)n);
+  if (m * n * k < (int64_t(1) << 21) || m < 16) {
+    sgemmSerial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, out);
+    return;
+  }
+#pragma omp parallel
+  {
+#ifdef _OPENMP
+    int parts = omp_get_num_threads(), id = omp_get_thread_num();
+#else
+    int parts = 1, id = 0;
+#endif
+    int64_t rows = (m + parts - 1) / parts, r0 = id * rows,
+            r1 = std::min(m, r0 + rows);
+    if (r0 < r1)
+      // Row r of op(A) is A's row r (no transpose) or column r (transposed).
+      sgemmSerial(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * lda, lda,
+                  b, ldb, beta, out + r0 * n);
+  }
 }
 
 Status kMatmul(const Instruction &in, Context &c) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
-  bool ta = attrBool(in, "transpose_lhs", false), tb = attrBool(in, "transpose_rhs", false);
+  bool ta = attrBool(in, "transpose_lhs", false),
+       tb = attrBool(in, "transpose_rhs", false);
   if (a.rank() < 2 || b.rank() < 2 || y.rank() < 2 || a.dtype != DType::F32 ||
       b.dtype != DType::F32 || y.dtype != DType::F32)
     return Status::error("expects f32 operands of rank >= 2");
@@ -339,24 +389,43 @@ Status kMatmul(const Instruction &in, Context &c) {
     return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
                          " do not give " + str(y.shape));
   Shape batch(y.shape.begin(), y.shape.end() - 2);
-  Shape abatch(a.shape.begin(), a.shape.end() - 2), bbatch(b.shape.begin(), b.shape.end() - 2);
+  Shape abatch(a.shape.begin(), a.shape.end() - 2),
+      bbatch(b.shape.begin(), b.shape.end() - 2);
   Shape sa, sb;
-  if (!broadcastStrides(abatch, batch, sa) || !broadcastStrides(bbatch, batch, sb))
+  if (!broadcastStrides(abatch, batch, sa) ||
+      !broadcastStrides(bbatch, batch, sb))
     return Status::error("batch dimensions do not broadcast");
   const float *pa = c.get<float>(a), *pb = c.get<float>(b);
   float *py = c.get<float>(y);
-  int64_t amat = a.shape[ar - 2] * a.shape[ar - 1], bmat = b.shape[br - 2] * b.shape[br - 1];
-  forEach(batch, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
-    sgemm(ta, tb, m, n, k, 1.0f, pa + off[0] * amat, a.shape[ar - 1],
-          pb + off[1] * bmat, b.shape[br - 1], 0.0f, py + i * m * n);
-  });
+  int64_t amat = a.shape[ar - 2] * a.shape[ar - 1],
+          bmat = b.shape[br - 2] * b.shape[br - 1];
+  int64_t nb = product(batch);
+  if (nb == 1) {
+    sgemm(ta, tb, m, n, k, 1.0f, pa, a.shape[ar - 1], pb, b.shape[br - 1], 0.0f,
+          py);
+    return Status::ok();
+  }
+  // Many products: one per thread at a time.
+#pragma omp parallel for
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t oa = 0, ob = 0, rest = i;
+    for (int64_t d = (int64_t)batch.size() - 1; d >= 0; --d) {
+      int64_t idx = rest % batch[d];
+      rest /= batch[d];
+      oa += idx * sa[d];
+      ob += idx * sb[d];
+    }
+    sgemmSerial(ta, tb, m, n, k, 1.0f, pa + oa * amat, a.shape[ar - 1],
+                pb + ob * bmat, b.shape[br - 1], 0.0f, py + i * m * n);
+  }
   return Status::ok();
 }
 
 Status kGemm(const Instruction &in, Context &c) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   bool ta = attrBool(in, "trans_a", false), tb = attrBool(in, "trans_b", false);
-  float alpha = (float)attrFloat(in, "alpha", 1.0), beta = (float)attrFloat(in, "beta", 1.0);
+  float alpha = (float)attrFloat(in, "alpha", 1.0),
+        beta = (float)attrFloat(in, "beta", 1.0);
   if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2)
     return Status::error("expects 2-D operands");
   int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
@@ -372,7 +441,8 @@ Status kGemm(const Instruction &in, Context &c) {
     if (!broadcastStrides(bias.shape, y.shape, sc))
       return Status::error("bias " + str(bias.shape) + " does not broadcast");
     const float *pc = c.get<float>(bias);
-    forEach(y.shape, {&sc}, [&](int64_t i, const int64_t *off) { py[i] = beta * pc[off[0]]; });
+    forEach(y.shape, {&sc},
+            [&](int64_t i, const int64_t *off) { py[i] = beta * pc[off[0]]; });
     betaNow = 1.0f;
   }
   sgemm(ta, tb, m, n, k, alpha, c.get<float>(a), a.shape[1], c.get<float>(b),
@@ -401,8 +471,10 @@ Status reduce(const Instruction &in, Context &c, int kind) {
     else
       kept.push_back(x.shape[d]);
   }
-  if (product(kept) != y.numel() || x.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("output " + str(y.shape) + " does not match the reduction");
+  if (product(kept) != y.numel() || x.dtype != DType::F32 ||
+      y.dtype != DType::F32)
+    return Status::error("output " + str(y.shape) +
+                         " does not match the reduction");
   // Each input element's output offset: kept dims' strides, 0 on reduced dims.
   Shape ks = stridesOf(kept), outStride(x.rank(), 0);
   for (int64_t d = 0, k = 0; d < x.rank(); ++d)
@@ -412,14 +484,16 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   float *py = c.get<float>(y);
   int64_t n = y.numel();
   if (count == 0 || n == 0) {
-    std::fill(py, py + n, kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
+    std::fill(py, py + n,
+              kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
     return Status::ok();
   }
   // Reducing trailing axes of a contiguous input: one row per output.
   int64_t firstReduced = x.rank();
   while (firstReduced > 0 && reduced[firstReduced - 1])
     --firstReduced;
-  bool trailing = std::count(reduced.begin(), reduced.end(), true) == x.rank() - firstReduced;
+  bool trailing = std::count(reduced.begin(), reduced.end(), true) ==
+                  x.rank() - firstReduced;
   if (trailing) {
     for (int64_t i = 0; i < n; ++i) {
       const float *row = px + i * count;
@@ -434,9 +508,11 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   int64_t lastReduced = 0;
   while (lastReduced < x.rank() && reduced[lastReduced])
     ++lastReduced;
-  bool leading = std::count(reduced.begin(), reduced.end(), true) == lastReduced;
+  bool leading =
+      std::count(reduced.begin(), reduced.end(), true) == lastReduced;
   if (leading && kind != 2) {
-    double *acc = reinterpret_cast<double *>(c.scratch); // sized by scratchFloats
+    double *acc =
+        reinterpret_cast<double *>(c.scratch); // sized by scratchFloats
     std::fill(acc, acc + n, 0.0);
     for (int64_t r = 0; r < count; ++r)
       for (int64_t j = 0; j < n; ++j)
@@ -445,7 +521,8 @@ Status reduce(const Instruction &in, Context &c, int kind) {
       py[j] = (float)(kind == 1 ? acc[j] / count : acc[j]);
     return Status::ok();
   }
-  std::fill(py, py + n, kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
+  std::fill(py, py + n,
+            kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
   forEach(x.shape, {&outStride}, [&](int64_t i, const int64_t *off) {
     float &o = py[off[0]];
     o = kind == 2 ? std::max(o, px[i]) : o + px[i];
@@ -456,9 +533,15 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   return Status::ok();
 }
 
-Status kReduceSum(const Instruction &in, Context &c) { return reduce(in, c, 0); }
-Status kReduceMean(const Instruction &in, Context &c) { return reduce(in, c, 1); }
-Status kReduceMax(const Instruction &in, Context &c) { return reduce(in, c, 2); }
+Status kReduceSum(const Instruction &in, Context &c) {
+  return reduce(in, c, 0);
+}
+Status kReduceMean(const Instruction &in, Context &c) {
+  return reduce(in, c, 1);
+}
+Status kReduceMax(const Instruction &in, Context &c) {
+  return reduce(in, c, 2);
+}
 
 Status softmaxLike(const Instruction &in, Context &c, bool log) {
   const TensorRef &x = in.in[0], &y = in.out[0];
@@ -486,8 +569,12 @@ Status softmaxLike(const Instruction &in, Context &c, bool log) {
   return Status::ok();
 }
 
-Status kSoftmax(const Instruction &in, Context &c) { return softmaxLike(in, c, false); }
-Status kLogSoftmax(const Instruction &in, Context &c) { return softmaxLike(in, c, true); }
+Status kSoftmax(const Instruction &in, Context &c) {
+  return softmaxLike(in, c, false);
+}
+Status kLogSoftmax(const Instruction &in, Context &c) {
+  return softmaxLike(in, c, true);
+}
 
 Status kLayerNorm(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &w = in.in[1], &y = in.out[0];
@@ -495,7 +582,8 @@ Status kLayerNorm(const Instruction &in, Context &c) {
   double eps = attrFloat(in, "epsilon", 1e-5);
   if (axis < 0 || axis >= x.rank() || x.shape != y.shape)
     return Status::error("bad axis or shapes");
-  int64_t cols = product(x.shape, axis), rows = x.numel() / std::max<int64_t>(cols, 1);
+  int64_t cols = product(x.shape, axis),
+          rows = x.numel() / std::max<int64_t>(cols, 1);
   if (w.numel() != cols || (in.in.size() == 3 && in.in[2].numel() != cols))
     return Status::error("scale/bias do not match the normalised size");
   const float *px = c.get<float>(x), *pw = c.get<float>(w);
@@ -512,7 +600,8 @@ Status kLayerNorm(const Instruction &in, Context &c) {
     var /= cols;
     double rstd = 1.0 / std::sqrt(var + eps);
     for (int64_t j = 0; j < cols; ++j)
-      py[r * cols + j] = (float)((row[j] - mean) * rstd * pw[j] + (pb ? pb[j] : 0.0));
+      py[r * cols + j] =
+          (float)((row[j] - mean) * rstd * pw[j] + (pb ? pb[j] : 0.0));
   }
   return Status::ok();
 }
@@ -526,7 +615,8 @@ Status kAttention(const Instruction &in, Context &c) {
   int64_t r = q.rank();
   if (r < 2 || k.rank() != r || v.rank() != r || y.rank() != r)
     return Status::error("q, k, v need one rank >= 2");
-  int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2], dv = v.shape[r - 1];
+  int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2],
+          dv = v.shape[r - 1];
   if (k.shape[r - 1] != d || v.shape[r - 2] != tk || y.shape[r - 2] != tq ||
       y.shape[r - 1] != dv ||
       !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
@@ -539,18 +629,29 @@ Status kAttention(const Instruction &in, Context &c) {
   const TensorRef *mask = in.in.size() == 4 ? &in.in[3] : nullptr;
   Shape ms;
   if (mask && !broadcastStrides(mask->shape, scores, ms))
-    return Status::error("mask " + str(mask->shape) + " does not broadcast to " +
-                         str(scores));
+    return Status::error("mask " + str(mask->shape) +
+                         " does not broadcast to " + str(scores));
   int64_t batch = product(q.shape, 0, r - 2);
-  const float *pq = c.get<float>(q), *pk = c.get<float>(k), *pv = c.get<float>(v);
-  float *py = c.get<float>(y), *s = c.scratch;
+  const float *pq = c.get<float>(q), *pk = c.get<float>(k),
+              *pv = c.get<float>(v);
+  float *py = c.get<float>(y);
   const float ninf = -std::numeric_limits<float>::infinity();
-  Shape bshape(q.shape.begin(), q.shape.end() - 2), bidx(bshape.size(), 0);
+  Shape bshape(q.shape.begin(), q.shape.end() - 2);
+#pragma omp parallel for
   for (int64_t b = 0; b < batch; ++b) {
-    sgemm(false, true, tq, tk, d, scale, pq + b * tq * d, d, pk + b * tk * d, d, 0.0f, s);
+#ifdef _OPENMP
+    float *s = c.scratch + omp_get_thread_num() * tq * tk; // per-thread scores
+#else
+    float *s = c.scratch;
+#endif
+    sgemmSerial(false, true, tq, tk, d, scale, pq + b * tq * d, d,
+                pk + b * tk * d, d, 0.0f, s);
     int64_t mbase = 0;
-    for (size_t i = 0; i < bidx.size(); ++i)
-      mbase += bidx[i] * (mask ? ms[i] : 0);
+    if (mask)
+      for (int64_t dd = (int64_t)bshape.size() - 1, rest = b; dd >= 0; --dd) {
+        mbase += (rest % bshape[dd]) * ms[dd];
+        rest /= bshape[dd];
+      }
     for (int64_t i = 0; i < tq; ++i) {
       float *row = s + i * tk;
       for (int64_t j = 0; j < tk; ++j) {
@@ -574,12 +675,8 @@ Status kAttention(const Instruction &in, Context &c) {
       for (int64_t j = 0; j < tk; ++j)
         row[j] = (float)(std::exp(row[j] - mx) / sum);
     }
-    sgemm(false, false, tq, dv, tk, 1.0f, s, tk, pv + b * tk * dv, dv, 0.0f, py + b * tq * dv);
-    for (int64_t dd = (int64_t)bidx.size() - 1; dd >= 0; --dd) {
-      if (++bidx[dd] < bshape[dd])
-        break;
-      bidx[dd] = 0;
-    }
+    sgemmSerial(false, false, tq, dv, tk, 1.0f, s, tk, pv + b * tk * dv, dv,
+                0.0f, py + b * tq * dv);
   }
   return Status::ok();
 }
@@ -591,7 +688,8 @@ Status kAttention(const Instruction &in, Context &c) {
 Status kGather(const Instruction &in, Context &c) {
   const TensorRef &data = in.in[0], &idx = in.in[1], &y = in.out[0];
   int64_t axis = attrInt(in, "axis", 0);
-  if (axis < 0 || axis >= data.rank() || idx.dtype != DType::I64 || data.dtype != y.dtype)
+  if (axis < 0 || axis >= data.rank() || idx.dtype != DType::I64 ||
+      data.dtype != y.dtype)
     return Status::error("bad axis or dtypes");
   int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis],
           inner = product(data.shape, axis + 1), count = idx.numel();
@@ -606,16 +704,19 @@ Status kGather(const Instruction &in, Context &c) {
       int64_t k = pi[j] < 0 ? pi[j] + dim : pi[j];
       if (k < 0 || k >= dim)
         return Status::error("index " + std::to_string(pi[j]) +
-                             " is out of range for extent " + std::to_string(dim));
+                             " is out of range for extent " +
+                             std::to_string(dim));
       std::memcpy(py + (o * count + j) * size, pd + (o * dim + k) * size, size);
     }
   return Status::ok();
 }
 
 Status kScatterAdd(const Instruction &in, Context &c) {
-  const TensorRef &dest = in.in[0], &idx = in.in[1], &upd = in.in[2], &y = in.out[0];
+  const TensorRef &dest = in.in[0], &idx = in.in[1], &upd = in.in[2],
+                  &y = in.out[0];
   int64_t axis = attrInt(in, "axis", 0);
-  if (axis < 0 || axis >= dest.rank() || dest.shape != y.shape || idx.dtype != DType::I64)
+  if (axis < 0 || axis >= dest.rank() || dest.shape != y.shape ||
+      idx.dtype != DType::I64)
     return Status::error("bad axis or shapes");
   int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
           inner = product(dest.shape, axis + 1), count = idx.numel();
@@ -630,7 +731,8 @@ Status kScatterAdd(const Instruction &in, Context &c) {
     for (int64_t j = 0; j < count; ++j) {
       int64_t k = pi[j] < 0 ? pi[j] + dim : pi[j];
       if (k < 0 || k >= dim)
-        return Status::error("index " + std::to_string(pi[j]) + " is out of range");
+        return Status::error("index " + std::to_string(pi[j]) +
+                             " is out of range");
       float *row = py + (o * dim + k) * inner;
       const float *src = pu + (o * count + j) * inner;
       for (int64_t t = 0; t < inner; ++t)
@@ -639,14 +741,16 @@ Status kScatterAdd(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
-/// Shared layout of cross-entropy style ops: input [N, C, d...], target [N, d...].
+/// Shared layout of cross-entropy style ops: input [N, C, d...], target [N,
+/// d...].
 struct LossLayout {
   int64_t n = 0, classes = 0, inner = 0;
 };
 Status lossLayout(const TensorRef &x, const TensorRef &t, LossLayout &l) {
-  if (x.rank() < 2 || t.dtype != DType::I64 || t.numel() * x.shape[1] != x.numel())
-    return Status::error("input " + str(x.shape) + " and target " + str(t.shape) +
-                         " do not match");
+  if (x.rank() < 2 || t.dtype != DType::I64 ||
+      t.numel() * x.shape[1] != x.numel())
+    return Status::error("input " + str(x.shape) + " and target " +
+                         str(t.shape) + " do not match");
   l.n = x.shape[0];
   l.classes = x.shape[1];
   l.inner = product(x.shape, 2);
@@ -666,8 +770,9 @@ Status lossTerms(const Instruction &in, Context &c, bool softmax,
   size_t wi = in.op == "cross_entropy_grad" ? 3 : 2;
   const TensorRef *weight = in.in.size() > wi ? &in.in[wi] : nullptr;
   if (weight && (weight->numel() != l.classes || weight->dtype != DType::F32))
-    return Status::error("class weight " + str(weight->shape) + " does not match " +
-                         std::to_string(l.classes) + " classes");
+    return Status::error("class weight " + str(weight->shape) +
+                         " does not match " + std::to_string(l.classes) +
+                         " classes");
   bool hasIgnore = in.attrs.contains("ignore_index");
   int64_t ignore = attrInt(in, "ignore_index", 0);
   const float *px = c.get<float>(x);
@@ -682,7 +787,8 @@ Status lossTerms(const Instruction &in, Context &c, bool softmax,
         continue;
       }
       if (cls < 0 || cls >= l.classes)
-        return Status::error("target " + std::to_string(cls) + " is out of range for " +
+        return Status::error("target " + std::to_string(cls) +
+                             " is out of range for " +
                              std::to_string(l.classes) + " classes");
       double w = weight ? c.get<float>(*weight)[cls] : 1.0;
       totalWeight += w;
@@ -712,10 +818,12 @@ Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
   double sum = 0, total = 0;
   FSDP_RETURN_IF_ERROR(lossTerms(
       in, c, softmax,
-      [&](int64_t pos, int64_t cls, double w, const float *row, int64_t stride) {
+      [&](int64_t pos, int64_t cls, double w, const float *row,
+          int64_t stride) {
         double term = 0;
         if (cls >= 0)
-          term = w * ((softmax ? logSumExp(row, classes, stride) : 0.0) - row[cls * stride]);
+          term = w * ((softmax ? logSumExp(row, classes, stride) : 0.0) -
+                      row[cls * stride]);
         if (reduction == "none")
           py[pos] = (float)term;
         sum += term;
@@ -728,8 +836,12 @@ Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
   return Status::ok();
 }
 
-Status kCrossEntropy(const Instruction &in, Context &c) { return classificationLoss(in, c, true); }
-Status kNllLoss(const Instruction &in, Context &c) { return classificationLoss(in, c, false); }
+Status kCrossEntropy(const Instruction &in, Context &c) {
+  return classificationLoss(in, c, true);
+}
+Status kNllLoss(const Instruction &in, Context &c) {
+  return classificationLoss(in, c, false);
+}
 
 Status kCrossEntropyGrad(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &g = in.in[2], &y = in.out[0];
@@ -743,9 +855,9 @@ Status kCrossEntropyGrad(const Instruction &in, Context &c) {
   const float *px = c.get<float>(x);
   // First pass: the total weight (for mean); second: the gradient rows.
   double total = 0;
-  FSDP_RETURN_IF_ERROR(lossTerms(in, c, softmax,
-                                 [](int64_t, int64_t, double, const float *, int64_t) {},
-                                 total));
+  FSDP_RETURN_IF_ERROR(lossTerms(
+      in, c, softmax, [](int64_t, int64_t, double, const float *, int64_t) {},
+      total));
   int64_t inner = product(x.shape, 2);
   double again = 0; // the second pass recounts; `total` must stay fixed
   return lossTerms(
@@ -754,7 +866,7 @@ Status kCrossEntropyGrad(const Instruction &in, Context &c) {
         int64_t s = pos / inner, i = pos % inner;
         const float *row = px + s * classes * inner + i;
         float *out = py + s * classes * inner + i;
-        double scale = reduction == "none" ? pg[pos]
+        double scale = reduction == "none"   ? pg[pos]
                        : reduction == "mean" ? pg[0] / total
                                              : pg[0];
         if (cls < 0) {
@@ -786,8 +898,8 @@ Status kReshape(const Instruction &in, Context &c) {
 }
 
 /// out[index] = in[sum(start[d] + index[d] * step[d]) * inStride[d]]
-Status strided(Context &c, const TensorRef &x, const TensorRef &y, const Shape &starts,
-               const Shape &steps, const Shape &perm) {
+Status strided(Context &c, const TensorRef &x, const TensorRef &y,
+               const Shape &starts, const Shape &steps, const Shape &perm) {
   Shape xs = stridesOf(x.shape), s(y.rank());
   int64_t base = 0;
   for (int64_t d = 0; d < y.rank(); ++d) {
@@ -799,7 +911,8 @@ Status strided(Context &c, const TensorRef &x, const TensorRef &y, const Shape &
   if (size == 4) {
     const float *px = c.get<float>(x);
     float *py = c.get<float>(y);
-    forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) { py[i] = px[base + off[0]]; });
+    forEach(y.shape, {&s},
+            [&](int64_t i, const int64_t *off) { py[i] = px[base + off[0]]; });
     return Status::ok();
   }
   const uint8_t *px = c.get<uint8_t>(x);
@@ -817,7 +930,8 @@ Status kTranspose(const Instruction &in, Context &c) {
     return Status::error("bad permutation");
   std::vector<bool> seen(perm.size(), false);
   for (size_t d = 0; d < perm.size(); ++d) {
-    if (perm[d] < 0 || perm[d] >= x.rank() || seen[perm[d]] || y.shape[d] != x.shape[perm[d]])
+    if (perm[d] < 0 || perm[d] >= x.rank() || seen[perm[d]] ||
+        y.shape[d] != x.shape[perm[d]])
       return Status::error("bad permutation");
     seen[perm[d]] = true;
   }
@@ -825,8 +939,10 @@ Status kTranspose(const Instruction &in, Context &c) {
 }
 
 /// Checks a strided box of `x` with the extents of `box`.
-Status checkBox(const TensorRef &x, const Shape &box, const Shape &starts, const Shape &steps) {
-  if ((int64_t)box.size() != x.rank() || starts.size() != box.size() || steps.size() != box.size())
+Status checkBox(const TensorRef &x, const Shape &box, const Shape &starts,
+                const Shape &steps) {
+  if ((int64_t)box.size() != x.rank() || starts.size() != box.size() ||
+      steps.size() != box.size())
     return Status::error("needs one start and stride per dimension");
   for (int64_t d = 0; d < x.rank(); ++d)
     if (starts[d] < 0 || steps[d] <= 0 ||
@@ -873,8 +989,10 @@ Status kConcat(const Instruction &in, Context &c) {
   int64_t outer = product(y.shape, 0, axis), inner = product(y.shape, axis + 1);
   int64_t size = dtypeSize(y.dtype), total = 0;
   for (const TensorRef &x : in.in) {
-    if (x.rank() != y.rank() || x.dtype != y.dtype || x.numel() != outer * x.shape[axis] * inner)
-      return Status::error("input " + str(x.shape) + " does not match " + str(y.shape));
+    if (x.rank() != y.rank() || x.dtype != y.dtype ||
+        x.numel() != outer * x.shape[axis] * inner)
+      return Status::error("input " + str(x.shape) + " does not match " +
+                           str(y.shape));
     total += x.shape[axis];
   }
   if (total != y.shape[axis])
@@ -921,12 +1039,14 @@ Status kBroadcast(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   Shape s;
   if (!broadcastStrides(x.shape, y.shape, s) || x.dtype != y.dtype)
-    return Status::error(str(x.shape) + " does not broadcast to " + str(y.shape));
+    return Status::error(str(x.shape) + " does not broadcast to " +
+                         str(y.shape));
   int64_t size = dtypeSize(x.dtype);
   if (size == 4) {
     const float *px = c.get<float>(x);
     float *py = c.get<float>(y);
-    forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) { py[i] = px[off[0]]; });
+    forEach(y.shape, {&s},
+            [&](int64_t i, const int64_t *off) { py[i] = px[off[0]]; });
     return Status::ok();
   }
   const uint8_t *px = c.get<uint8_t>(x);
@@ -959,7 +1079,8 @@ Status kTrilu(const Instruction &in, Context &c) {
 //===----------------------------------------------------------------------===//
 
 /// The parameter index and the gradient scale (clipping) of an update.
-Status optimizerArgs(const Instruction &in, Context &c, int64_t &param, float &scale) {
+Status optimizerArgs(const Instruction &in, Context &c, int64_t &param,
+                     float &scale) {
   param = attrInt(in, "param", -1);
   if (param < 0 || param >= (int64_t)c.params.size() || !c.optimizer)
     return Status::error("bad parameter index");
@@ -982,8 +1103,10 @@ Status kAdamW(const Instruction &in, Context &c) {
   FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
   OptimizerState &s = *c.optimizer;
   float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
-  float b1 = (float)attrFloat(in, "beta1", 0.9), b2 = (float)attrFloat(in, "beta2", 0.999);
-  float eps = (float)attrFloat(in, "eps", 1e-8), wd = (float)attrFloat(in, "weight_decay", 0.01);
+  float b1 = (float)attrFloat(in, "beta1", 0.9),
+        b2 = (float)attrFloat(in, "beta2", 0.999);
+  float eps = (float)attrFloat(in, "eps", 1e-8),
+        wd = (float)attrFloat(in, "weight_decay", 0.01);
   int64_t n = in.in[0].numel();
   std::vector<float> &m = s.first[param], &v = s.second[param];
   if ((int64_t)m.size() != n || (int64_t)v.size() != n)
@@ -1010,7 +1133,8 @@ Status kSgd(const Instruction &in, Context &c) {
   FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
   OptimizerState &s = *c.optimizer;
   float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
-  float mu = (float)attrFloat(in, "momentum", 0), wd = (float)attrFloat(in, "weight_decay", 0);
+  float mu = (float)attrFloat(in, "momentum", 0),
+        wd = (float)attrFloat(in, "weight_decay", 0);
   bool nesterov = attrBool(in, "nesterov", false);
   int64_t n = in.in[0].numel();
   const float *g = c.get<float>(in.in[0]);
@@ -1049,32 +1173,58 @@ struct OpInfo {
 
 const std::map<std::string, OpInfo> &table() {
   static const std::map<std::string, OpInfo> t = {
-      {"neg", {kNeg, 1, 1, 1}},           {"abs", {kAbs, 1, 1, 1}},
-      {"exp", {kExp, 1, 1, 1}},           {"log", {kLog, 1, 1, 1}},
-      {"sqrt", {kSqrt, 1, 1, 1}},         {"rsqrt", {kRsqrt, 1, 1, 1}},
-      {"reciprocal", {kReciprocal, 1, 1, 1}}, {"tanh", {kTanh, 1, 1, 1}},
-      {"erf", {kErf, 1, 1, 1}},           {"relu", {kRelu, 1, 1, 1}},
-      {"sigmoid", {kSigmoid, 1, 1, 1}},   {"silu", {kSilu, 1, 1, 1}},
-      {"gelu", {kGelu, 1, 1, 1}},         {"not", {kNot, 1, 1, 1}},
-      {"add", {kAdd, 2, 2, 1}},           {"sub", {kSub, 2, 2, 1}},
-      {"mul", {kMul, 2, 2, 1}},           {"div", {kDiv, 2, 2, 1}},
-      {"pow", {kPow, 2, 2, 1}},           {"max", {kMax, 2, 2, 1}},
-      {"min", {kMin, 2, 2, 1}},           {"equal", {kEqual, 2, 2, 1}},
-      {"less", {kLess, 2, 2, 1}},         {"greater", {kGreater, 2, 2, 1}},
-      {"and", {kAnd, 2, 2, 1}},           {"or", {kOr, 2, 2, 1}},
-      {"where", {kWhere, 3, 3, 1}},       {"cast", {kCast, 1, 1, 1}},
-      {"matmul", {kMatmul, 2, 2, 1}},     {"gemm", {kGemm, 2, 3, 1}},
-      {"reduce_sum", {kReduceSum, 1, 1, 1}}, {"reduce_mean", {kReduceMean, 1, 1, 1}},
-      {"reduce_max", {kReduceMax, 1, 1, 1}}, {"softmax", {kSoftmax, 1, 1, 1}},
-      {"log_softmax", {kLogSoftmax, 1, 1, 1}}, {"layer_norm", {kLayerNorm, 2, 3, 1}},
-      {"attention", {kAttention, 3, 4, 1}}, {"gather", {kGather, 2, 2, 1}},
-      {"scatter_add", {kScatterAdd, 3, 3, 1}}, {"cross_entropy", {kCrossEntropy, 2, 3, 1}},
-      {"nll_loss", {kNllLoss, 2, 3, 1}},  {"cross_entropy_grad", {kCrossEntropyGrad, 3, 4, 1}},
-      {"reshape", {kReshape, 1, 1, 1}},   {"transpose", {kTranspose, 1, 1, 1}},
-      {"slice", {kSlice, 1, 1, 1}},       {"insert_slice", {kInsertSlice, 2, 2, 1}},
-      {"concat", {kConcat, 1, 1 << 20, 1}}, {"split", {kSplit, 1, 1, -1}},
-      {"broadcast", {kBroadcast, 1, 1, 1}}, {"trilu", {kTrilu, 1, 1, 1}},
-      {"adamw", {kAdamW, 1, 2, 0}},       {"sgd", {kSgd, 1, 2, 0}},
+      {"neg", {kNeg, 1, 1, 1}},
+      {"abs", {kAbs, 1, 1, 1}},
+      {"exp", {kExp, 1, 1, 1}},
+      {"log", {kLog, 1, 1, 1}},
+      {"sqrt", {kSqrt, 1, 1, 1}},
+      {"rsqrt", {kRsqrt, 1, 1, 1}},
+      {"reciprocal", {kReciprocal, 1, 1, 1}},
+      {"tanh", {kTanh, 1, 1, 1}},
+      {"erf", {kErf, 1, 1, 1}},
+      {"relu", {kRelu, 1, 1, 1}},
+      {"sigmoid", {kSigmoid, 1, 1, 1}},
+      {"silu", {kSilu, 1, 1, 1}},
+      {"gelu", {kGelu, 1, 1, 1}},
+      {"not", {kNot, 1, 1, 1}},
+      {"add", {kAdd, 2, 2, 1}},
+      {"sub", {kSub, 2, 2, 1}},
+      {"mul", {kMul, 2, 2, 1}},
+      {"div", {kDiv, 2, 2, 1}},
+      {"pow", {kPow, 2, 2, 1}},
+      {"max", {kMax, 2, 2, 1}},
+      {"min", {kMin, 2, 2, 1}},
+      {"equal", {kEqual, 2, 2, 1}},
+      {"less", {kLess, 2, 2, 1}},
+      {"greater", {kGreater, 2, 2, 1}},
+      {"and", {kAnd, 2, 2, 1}},
+      {"or", {kOr, 2, 2, 1}},
+      {"where", {kWhere, 3, 3, 1}},
+      {"cast", {kCast, 1, 1, 1}},
+      {"matmul", {kMatmul, 2, 2, 1}},
+      {"gemm", {kGemm, 2, 3, 1}},
+      {"reduce_sum", {kReduceSum, 1, 1, 1}},
+      {"reduce_mean", {kReduceMean, 1, 1, 1}},
+      {"reduce_max", {kReduceMax, 1, 1, 1}},
+      {"softmax", {kSoftmax, 1, 1, 1}},
+      {"log_softmax", {kLogSoftmax, 1, 1, 1}},
+      {"layer_norm", {kLayerNorm, 2, 3, 1}},
+      {"attention", {kAttention, 3, 4, 1}},
+      {"gather", {kGather, 2, 2, 1}},
+      {"scatter_add", {kScatterAdd, 3, 3, 1}},
+      {"cross_entropy", {kCrossEntropy, 2, 3, 1}},
+      {"nll_loss", {kNllLoss, 2, 3, 1}},
+      {"cross_entropy_grad", {kCrossEntropyGrad, 3, 4, 1}},
+      {"reshape", {kReshape, 1, 1, 1}},
+      {"transpose", {kTranspose, 1, 1, 1}},
+      {"slice", {kSlice, 1, 1, 1}},
+      {"insert_slice", {kInsertSlice, 2, 2, 1}},
+      {"concat", {kConcat, 1, 1 << 20, 1}},
+      {"split", {kSplit, 1, 1, -1}},
+      {"broadcast", {kBroadcast, 1, 1, 1}},
+      {"trilu", {kTrilu, 1, 1, 1}},
+      {"adamw", {kAdamW, 1, 2, 0}},
+      {"sgd", {kSgd, 1, 2, 0}},
       {"accumulate_grad", {kAccumulateGrad, 1, 1, 0}},
   };
   return t;
@@ -1090,7 +1240,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   int n = (int)instr.in.size(), m = (int)instr.out.size();
   if (n < info.minIn || n > info.maxIn)
     return Status::error("expects " + std::to_string(info.minIn) + " to " +
-                         std::to_string(info.maxIn) + " inputs, got " + std::to_string(n));
+                         std::to_string(info.maxIn) + " inputs, got " +
+                         std::to_string(n));
   if ((info.outs >= 0 && m != info.outs) || (info.outs < 0 && m < 1))
     return Status::error("has " + std::to_string(m) + " outputs");
   for (const TensorRef &t : instr.out)
@@ -1099,7 +1250,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   if (info.outs == 0) {
     int64_t p = attrInt(instr, "param", -1);
     if (p < 0 || p >= (int64_t)plan.params.size() ||
-        plan.params[p].numel() != instr.in[0].numel() || instr.in[0].dtype != DType::F32)
+        plan.params[p].numel() != instr.in[0].numel() ||
+        instr.in[0].dtype != DType::F32)
       return Status::error("does not name a parameter matching its gradient");
   }
   return Status::ok();
@@ -1119,7 +1271,12 @@ int64_t scratchFloats(const Instruction &instr) {
   const TensorRef &q = instr.in[0], &k = instr.in[1];
   if (q.rank() < 2 || k.rank() < 2)
     return 0;
-  return q.shape[q.rank() - 2] * k.shape[k.rank() - 2];
+#ifdef _OPENMP
+  int64_t threads = omp_get_max_threads();
+#else
+  int64_t threads = 1;
+#endif
+  return q.shape[q.rank() - 2] * k.shape[k.rank() - 2] * threads;
 }
 
 } // namespace fsdp::cpu

@@ -1,6 +1,8 @@
 //===- Executor.cpp - Runs a plan's training step on the CPU --------------===//
 #include "runtime/exec/Executor.h"
 
+#include <cblas.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,8 @@ namespace fsdp {
 
 Status Executor::init(const Plan &p) {
   plan = &p;
+  // Kernels parallelise with OpenMP; BLAS calls stay on the calling thread.
+  openblas_set_num_threads(1);
   // 64-byte aligned, as the planner aligned every offset.
   size_t bytes = (size_t)std::max<int64_t>(p.arenaBytes, 64);
   bytes = (bytes + 63) / 64 * 64;
@@ -72,13 +76,15 @@ Status Executor::init(const Plan &p) {
   for (const ParamInfo &info : p.params) {
     bool adam = p.train.optimizer == "adamw";
     optimizer.first.emplace_back(info.trainable ? info.numel() : 0, 0.0f);
-    optimizer.second.emplace_back(info.trainable && adam ? info.numel() : 0, 0.0f);
+    optimizer.second.emplace_back(info.trainable && adam ? info.numel() : 0,
+                                  0.0f);
     optimizer.started.push_back(0);
   }
 
   gradSums.clear();
   for (const ParamInfo &info : p.params)
-    gradSums.emplace_back(!p.update.empty() && info.trainable ? info.numel() : 0, 0.0f);
+    gradSums.emplace_back(
+        !p.update.empty() && info.trainable ? info.numel() : 0, 0.0f);
 
   ctx = cpu::Context();
   ctx.arena = arena.get();
@@ -98,7 +104,8 @@ int64_t Executor::peakBytes() const {
   for (const auto &v : params)
     bytes += (int64_t)v.size() * 4;
   for (size_t i = 0; i < optimizer.first.size(); ++i)
-    bytes += (int64_t)(optimizer.first[i].size() + optimizer.second[i].size()) * 4;
+    bytes +=
+        (int64_t)(optimizer.first[i].size() + optimizer.second[i].size()) * 4;
   for (const auto &c : constants)
     bytes += (int64_t)c.size();
   for (const auto &g : gradSums)
@@ -111,7 +118,8 @@ double Executor::lrFactor(int64_t t) const {
   if (o.warmupSteps > 0 && t < o.warmupSteps)
     return double(t + 1) / double(o.warmupSteps);
   if (o.lrSchedule == "cosine" && o.totalSteps > o.warmupSteps) {
-    double progress = double(t - o.warmupSteps) / double(o.totalSteps - o.warmupSteps);
+    double progress =
+        double(t - o.warmupSteps) / double(o.totalSteps - o.warmupSteps);
     progress = std::min(std::max(progress, 0.0), 1.0);
     return 0.5 * (1.0 + std::cos(M_PI * progress));
   }
@@ -119,18 +127,21 @@ double Executor::lrFactor(int64_t t) const {
 }
 
 Status Executor::run(const std::vector<Instruction> &program,
-                     const std::vector<cpu::Kernel> &kernels, const char *what) {
+                     const std::vector<cpu::Kernel> &kernels,
+                     const char *what) {
   for (size_t i = 0; i < program.size(); ++i) {
     Status s = kernels[i](program[i], ctx);
     if (!s)
-      return s.withContext(std::string(what) + "instruction " + std::to_string(i) +
-                           " (" + program[i].op + ")");
+      return s.withContext(std::string(what) + "instruction " +
+                           std::to_string(i) + " (" + program[i].op + ")");
   }
   return Status::ok();
 }
 
-Status Executor::step(int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
-                      StepResult &result, std::vector<std::vector<float>> *grads) {
+Status Executor::step(int64_t t,
+                      const std::function<Status(int64_t micro)> &loadBatch,
+                      StepResult &result,
+                      std::vector<std::vector<float>> *grads) {
   optimizer.step = t + 1;
   optimizer.lrScale = lrFactor(t);
   if (grads)

@@ -41,7 +41,8 @@ public:
   /// t * gradAccum + i), then the update. The loss is the micro-steps' mean.
   /// With `grads` set, the gradients the optimizer applies are copied there.
   Status step(int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
-              StepResult &result, std::vector<std::vector<float>> *grads = nullptr);
+              StepResult &result,
+              std::vector<std::vector<float>> *grads = nullptr);
 
   /// Optimizer state, for checkpoints.
   cpu::OptimizerState &optimizerState() { return optimizer; }

@@ -16,13 +16,15 @@ namespace fsdp {
 Status parseSafetensors(const std::string &bytes,
                         std::map<std::string, LoadedTensor> &out) {
   if (bytes.size() < 8)
-    return Status::error("not a safetensors file (shorter than its header size)");
+    return Status::error(
+        "not a safetensors file (shorter than its header size)");
   uint64_t n;
   std::memcpy(&n, bytes.data(), 8);
   if (n > bytes.size() - 8)
-    return Status::error("header size " + std::to_string(n) + " exceeds the file");
-  nlohmann::json header =
-      nlohmann::json::parse(bytes.substr(8, n), nullptr, /*allow_exceptions=*/false);
+    return Status::error("header size " + std::to_string(n) +
+                         " exceeds the file");
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n), nullptr,
+                                                /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object())
     return Status::error("the header is not a JSON object");
   uint64_t dataSize = bytes.size() - 8 - n;
@@ -55,8 +57,8 @@ Status parseSafetensors(const std::string &bytes,
       return Status::error(where + ": bad data offsets");
     uint64_t begin = o[0].get<uint64_t>(), end = o[1].get<uint64_t>();
     if (begin > end || end > dataSize || end - begin != count * 4)
-      return Status::error(where + ": data offsets [" + std::to_string(begin) + ", " +
-                           std::to_string(end) + ") do not hold its " +
+      return Status::error(where + ": data offsets [" + std::to_string(begin) +
+                           ", " + std::to_string(end) + ") do not hold its " +
                            std::to_string(count) + " floats");
     t.data.resize(count);
     std::memcpy(t.data.data(), data + begin, count * 4);
@@ -111,22 +113,29 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
     if (!p.trainable)
       continue;
     if (adam) {
-      state.push_back({p.name + ".exp_avg", p.shape, optimizer.first[i].data()});
-      state.push_back({p.name + ".exp_avg_sq", p.shape, optimizer.second[i].data()});
+      state.push_back(
+          {p.name + ".exp_avg", p.shape, optimizer.first[i].data()});
+      state.push_back(
+          {p.name + ".exp_avg_sq", p.shape, optimizer.second[i].data()});
     } else if (optimizer.started[i]) {
-      state.push_back({p.name + ".momentum_buffer", p.shape, optimizer.first[i].data()});
+      state.push_back(
+          {p.name + ".momentum_buffer", p.shape, optimizer.first[i].data()});
     }
   }
-  FSDP_RETURN_IF_ERROR(writeSafetensors((tmp / "params.safetensors").string(), params));
-  FSDP_RETURN_IF_ERROR(writeSafetensors((tmp / "optimizer.safetensors").string(), state));
-  nlohmann::json s{{"step", position.step}, {"seed", position.seed},
-                   {"data", position.data}, {"optimizer", plan.train.optimizer},
-                   {"format", "fsdp-checkpoint"}, {"version", 1}};
+  FSDP_RETURN_IF_ERROR(
+      writeSafetensors((tmp / "params.safetensors").string(), params));
+  FSDP_RETURN_IF_ERROR(
+      writeSafetensors((tmp / "optimizer.safetensors").string(), state));
+  nlohmann::json s{
+      {"step", position.step},       {"seed", position.seed},
+      {"data", position.data},       {"optimizer", plan.train.optimizer},
+      {"format", "fsdp-checkpoint"}, {"version", 1}};
   FSDP_RETURN_IF_ERROR(writeText(tmp / "state.json", s.dump(1) + "\n"));
   fs::remove_all(final, ec);
   fs::rename(tmp, final, ec);
   if (ec)
-    return Status::error(final.string() + ": cannot rename the checkpoint into place");
+    return Status::error(final.string() +
+                         ": cannot rename the checkpoint into place");
   // Point `latest` at it, atomically.
   fs::path latestTmp = fs::path(dir) / "latest.tmp";
   FSDP_RETURN_IF_ERROR(writeText(latestTmp, name + "\n"));
@@ -138,23 +147,28 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
 
 Status loadCheckpoint(const std::string &dir, const Plan &plan,
                       const std::function<float *(size_t)> &param,
-                      cpu::OptimizerState &optimizer, TrainingPosition &position) {
+                      cpu::OptimizerState &optimizer,
+                      TrainingPosition &position) {
   fs::path base(dir);
   if (!fs::exists(base / "state.json")) {
     std::ifstream latest(base / "latest");
     std::string name;
     if (!latest || !std::getline(latest, name) || name.empty() ||
-        name.find('/') != std::string::npos || name.find("..") != std::string::npos)
-      return Status::error(dir + ": no checkpoint ('latest' is missing or invalid)");
+        name.find('/') != std::string::npos ||
+        name.find("..") != std::string::npos)
+      return Status::error(dir +
+                           ": no checkpoint ('latest' is missing or invalid)");
     base /= name;
   }
   std::ifstream in(base / "state.json");
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json s = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (!in || s.is_discarded() || !s.is_object() || s.value("format", "") != "fsdp-checkpoint" ||
-      !s.contains("step") || !s["step"].is_number_integer())
-    return Status::error((base / "state.json").string() + ": not a checkpoint state");
+  if (!in || s.is_discarded() || !s.is_object() ||
+      s.value("format", "") != "fsdp-checkpoint" || !s.contains("step") ||
+      !s["step"].is_number_integer())
+    return Status::error((base / "state.json").string() +
+                         ": not a checkpoint state");
   if (s.value("optimizer", "") != plan.train.optimizer)
     return Status::error(base.string() + ": saved with optimizer '" +
                          s.value("optimizer", "") + "', the plan uses '" +
@@ -164,10 +178,13 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
   position.data = s.value("data", "");
 
   std::map<std::string, LoadedTensor> params, state;
-  FSDP_RETURN_IF_ERROR(readSafetensors((base / "params.safetensors").string(), params));
-  FSDP_RETURN_IF_ERROR(readSafetensors((base / "optimizer.safetensors").string(), state));
-  auto take = [&](std::map<std::string, LoadedTensor> &from, const std::string &key,
-                  const ParamInfo &p, float *dest) -> Status {
+  FSDP_RETURN_IF_ERROR(
+      readSafetensors((base / "params.safetensors").string(), params));
+  FSDP_RETURN_IF_ERROR(
+      readSafetensors((base / "optimizer.safetensors").string(), state));
+  auto take = [&](std::map<std::string, LoadedTensor> &from,
+                  const std::string &key, const ParamInfo &p,
+                  float *dest) -> Status {
     auto it = from.find(key);
     if (it == from.end())
       return Status::error(base.string() + ": '" + key + "' is missing");
@@ -183,11 +200,13 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
     if (!p.trainable)
       continue;
     if (adam) {
-      FSDP_RETURN_IF_ERROR(take(state, p.name + ".exp_avg", p, optimizer.first[i].data()));
-      FSDP_RETURN_IF_ERROR(take(state, p.name + ".exp_avg_sq", p, optimizer.second[i].data()));
-    } else if (state.count(p.name + ".momentum_buffer")) {
       FSDP_RETURN_IF_ERROR(
-          take(state, p.name + ".momentum_buffer", p, optimizer.first[i].data()));
+          take(state, p.name + ".exp_avg", p, optimizer.first[i].data()));
+      FSDP_RETURN_IF_ERROR(
+          take(state, p.name + ".exp_avg_sq", p, optimizer.second[i].data()));
+    } else if (state.count(p.name + ".momentum_buffer")) {
+      FSDP_RETURN_IF_ERROR(take(state, p.name + ".momentum_buffer", p,
+                                optimizer.first[i].data()));
       optimizer.started[i] = 1;
     }
   }

@@ -34,7 +34,8 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
 /// Loads `dir`'s latest checkpoint (or `dir` itself if it is one).
 Status loadCheckpoint(const std::string &dir, const Plan &plan,
                       const std::function<float *(size_t)> &param,
-                      cpu::OptimizerState &optimizer, TrainingPosition &position);
+                      cpu::OptimizerState &optimizer,
+                      TrainingPosition &position);
 
 /// Reads a safetensors file of F32 tensors, checking every header field.
 struct LoadedTensor {

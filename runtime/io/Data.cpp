@@ -25,8 +25,8 @@ int64_t indexRange(const Plan &plan, const TensorRef &input) {
       if (axis >= 0 && axis < in.in[0].rank())
         return in.in[0].shape[axis];
     }
-    if ((in.op == "cross_entropy" || in.op == "nll_loss") && in.in.size() >= 2 &&
-        same(in.in[1]) && in.in[0].rank() >= 2)
+    if ((in.op == "cross_entropy" || in.op == "nll_loss") &&
+        in.in.size() >= 2 && same(in.in[1]) && in.in[0].rank() >= 2)
       return in.in[0].shape[1];
   }
   return 2;
@@ -44,7 +44,8 @@ public:
       const TensorRef &t = plan.inputs[i];
       int64_t n = t.numel();
       if (t.dtype == DType::I64) {
-        std::uniform_int_distribution<int64_t> d(0, std::max<int64_t>(ranges[i], 1) - 1);
+        std::uniform_int_distribution<int64_t> d(
+            0, std::max<int64_t>(ranges[i], 1) - 1);
         for (int64_t k = 0; k < n; ++k)
           static_cast<int64_t *>(dest[i])[k] = d(rng);
       } else if (t.dtype == DType::F32) {
@@ -107,7 +108,8 @@ Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
   out.descr = descr.substr(q1 + 1, q2 - q1 - 1);
   if (fortran.find("True") != std::string::npos &&
       fortran.find("True") < fortran.find(','))
-    return Status::error("'" + name + "': Fortran-ordered arrays are not supported");
+    return Status::error("'" + name +
+                         "': Fortran-ordered arrays are not supported");
   size_t p1 = shape.find('('), p2 = shape.find(')');
   if (p1 == std::string::npos || p2 == std::string::npos)
     return Status::error("'" + name + "': no shape in the header");
@@ -156,7 +158,8 @@ Status readNpz(const std::string &path, std::map<std::string, Array> &arrays) {
                           ? name.substr(0, name.size() - 4)
                           : name;
     Array a;
-    FSDP_RETURN_IF_ERROR(parseNpy(key, z.substr(data, csize), a).withContext(path));
+    FSDP_RETURN_IF_ERROR(
+        parseNpy(key, z.substr(data, csize), a).withContext(path));
     arrays[key] = std::move(a);
     at = data + csize;
   }
@@ -223,13 +226,14 @@ private:
 } // namespace
 
 Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
-                    int64_t rank, int64_t worldSize, std::unique_ptr<DataSource> &out) {
+                    int64_t rank, int64_t worldSize,
+                    std::unique_ptr<DataSource> &out) {
   int64_t ids = -1, targets = -1;
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const TensorRef &t = plan.inputs[i];
     if (t.dtype != DType::I64)
-      return Status::error(path + ": token data feeds only integer inputs; '" + t.name +
-                           "' is " + dtypeName(t.dtype));
+      return Status::error(path + ": token data feeds only integer inputs; '" +
+                           t.name + "' is " + dtypeName(t.dtype));
     if (t.name == "targets")
       targets = i;
     else if (ids < 0)
@@ -240,7 +244,8 @@ Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
   if (ids < 0)
     return Status::error(path + ": the plan has no integer input for tokens");
   const TensorRef &in = plan.inputs[ids];
-  if (in.rank() != 2 || (targets >= 0 && plan.inputs[targets].shape != in.shape))
+  if (in.rank() != 2 ||
+      (targets >= 0 && plan.inputs[targets].shape != in.shape))
     return Status::error(path + ": token inputs must be [batch, seq]");
   if (seqLen != in.shape[1])
     return Status::error("--seq-len " + std::to_string(seqLen) +
@@ -250,16 +255,18 @@ Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
   if (!f)
     return Status::error(path + ": cannot open");
   int32_t header[256];
-  if (!f.read(reinterpret_cast<char *>(header), sizeof(header)) || header[0] != 20240520 ||
-      header[1] != 1 || header[2] < 0)
-    return Status::error(path + ": not an llm.c token file (magic 20240520, version 1)");
+  if (!f.read(reinterpret_cast<char *>(header), sizeof(header)) ||
+      header[0] != 20240520 || header[1] != 1 || header[2] < 0)
+    return Status::error(
+        path + ": not an llm.c token file (magic 20240520, version 1)");
   std::vector<uint16_t> tokens((size_t)header[2]);
-  if (!f.read(reinterpret_cast<char *>(tokens.data()), (std::streamsize)tokens.size() * 2))
+  if (!f.read(reinterpret_cast<char *>(tokens.data()),
+              (std::streamsize)tokens.size() * 2))
     return Status::error(path + ": holds fewer tokens than its header says");
   if ((int64_t)tokens.size() < seqLen + 1)
     return Status::error(path + ": fewer than seq-len + 1 tokens");
-  out = std::make_unique<BinTokens>(std::move(tokens), ids, targets, in.shape[0], seqLen,
-                                    rank, worldSize);
+  out = std::make_unique<BinTokens>(std::move(tokens), ids, targets,
+                                    in.shape[0], seqLen, rank, worldSize);
   return Status::ok();
 }
 
@@ -278,7 +285,9 @@ Status npzData(const std::string &path, const Plan &plan, int64_t rank,
       return Status::error(path + ": no array named '" + t.name +
                            "' (the graph input)");
     Array &a = it->second;
-    std::string want = t.dtype == DType::F32 ? "<f4" : t.dtype == DType::I64 ? "<i8" : "|b1";
+    std::string want = t.dtype == DType::F32   ? "<f4"
+                       : t.dtype == DType::I64 ? "<i8"
+                                               : "|b1";
     if (a.descr != want)
       return Status::error(path + ": '" + t.name + "' has dtype " + a.descr +
                            ", the plan needs " + want);
@@ -291,7 +300,8 @@ Status npzData(const std::string &path, const Plan &plan, int64_t rank,
     for (int64_t d : a.shape)
       elems *= d;
     if ((int64_t)a.data.size() != elems * dtypeSize(t.dtype))
-      return Status::error(path + ": '" + t.name + "' holds the wrong number of bytes");
+      return Status::error(path + ": '" + t.name +
+                           "' holds the wrong number of bytes");
     ordered.push_back(std::move(a));
   }
   out = std::make_unique<Npz>(plan, std::move(ordered), rank, worldSize);
@@ -326,7 +336,8 @@ Status writeSafetensors(const std::string &path,
       uint64_t n = 1;
       for (int64_t d : t.shape)
         n *= d;
-      out.write(reinterpret_cast<const char *>(t.data), (std::streamsize)(n * 4));
+      out.write(reinterpret_cast<const char *>(t.data),
+                (std::streamsize)(n * 4));
     }
     if (!out)
       return Status::error(path + ": write failed");

@@ -34,7 +34,8 @@ Status npzData(const std::string &path, const Plan &plan, int64_t rank,
 /// window shifted by one for `targets`; windows advance through the file,
 /// wrapping around, each rank taking its own rows.
 Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
-                    int64_t rank, int64_t worldSize, std::unique_ptr<DataSource> &out);
+                    int64_t rank, int64_t worldSize,
+                    std::unique_ptr<DataSource> &out);
 
 /// Writes tensors as a safetensors file readable by PyTorch/HF loaders.
 struct NamedTensor {

@@ -62,11 +62,13 @@ Status loadOnnxWeights(const std::string &path, const Plan &plan,
       std::filesystem::path rel(location);
       if (location.empty() || rel.is_absolute() ||
           location.find("..") != std::string::npos)
-        return Status::error(where + ": unsafe external data location '" + location + "'");
+        return Status::error(where + ": unsafe external data location '" +
+                             location + "'");
       std::filesystem::path file = dir / rel;
       std::ifstream data(file, std::ios::binary);
       if (!data)
-        return Status::error(where + ": cannot open external data " + file.string());
+        return Status::error(where + ": cannot open external data " +
+                             file.string());
       if (length != (int64_t)bytesNeeded)
         return Status::error(where + ": external data length does not match");
       data.seekg(offset);

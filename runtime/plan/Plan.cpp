@@ -69,8 +69,8 @@ struct Reader {
     return &*it;
   }
 
-  bool integer(const json &obj, const std::string &key, const std::string &where,
-               int64_t &out, bool required = true) {
+  bool integer(const json &obj, const std::string &key,
+               const std::string &where, int64_t &out, bool required = true) {
     const json *f = field(obj, key, where, required);
     if (!f)
       return !required;
@@ -102,7 +102,8 @@ struct Reader {
     int64_t count = 1;
     for (const json &d : *f) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        return fail(where + ".shape", "dimensions must be non-negative integers");
+        return fail(where + ".shape",
+                    "dimensions must be non-negative integers");
       int64_t v = d.get<int64_t>();
       if (v != 0 && count > (int64_t(1) << 40) / v)
         return fail(where + ".shape", "too many elements");
@@ -145,9 +146,9 @@ struct Reader {
                                ") lie outside the arena of " +
                                std::to_string(plan.arenaBytes) + " bytes");
     } else if (space == "param" || space == "const" || space == "grad") {
-      t.space = space == "param" ? Space::Param
-                : space == "grad"  ? Space::Grad
-                                   : Space::Const;
+      t.space = space == "param"  ? Space::Param
+                : space == "grad" ? Space::Grad
+                                  : Space::Const;
       if (!integer(obj, "index", where, t.index))
         return false;
       if (t.space == Space::Param || t.space == Space::Grad) {
@@ -167,8 +168,8 @@ struct Reader {
                                  " out of range");
         const ConstantInfo &c = plan.constants[t.index];
         if (product(c.shape) != t.numel() || c.dtype != t.dtype)
-          return fail(where, "does not match constant " +
-                                 std::to_string(t.index));
+          return fail(where,
+                      "does not match constant " + std::to_string(t.index));
       }
     } else {
       return fail(where + ".space", "unknown space '" + space + "'");
@@ -194,8 +195,9 @@ double constantValue(const json &v) {
 }
 
 /// Parses the instruction list `key` (absent is fine unless required).
-Status parseProgram(Reader &r, const json &doc, const char *key, const Plan &plan,
-                    std::vector<Instruction> &out, bool required) {
+Status parseProgram(Reader &r, const json &doc, const char *key,
+                    const Plan &plan, std::vector<Instruction> &out,
+                    bool required) {
   const json *program = r.field(doc, key, "plan", required);
   if (!program)
     return r.status;
@@ -203,20 +205,24 @@ Status parseProgram(Reader &r, const json &doc, const char *key, const Plan &pla
     return Status::error(std::string("plan.") + key + ": expected an array");
   for (size_t i = 0; i < program->size(); ++i) {
     const json &ins = (*program)[i];
-    std::string where = std::string("plan.") + key + "[" + std::to_string(i) + "]";
+    std::string where =
+        std::string("plan.") + key + "[" + std::to_string(i) + "]";
     Instruction instr;
     if (!r.string(ins, "op", where, instr.op))
       return r.status;
     where += " (" + instr.op + ")";
-    for (auto [key, list] : {std::pair{"in", &instr.in}, std::pair{"out", &instr.out}}) {
+    for (auto [key, list] :
+         {std::pair{"in", &instr.in}, std::pair{"out", &instr.out}}) {
       const json *arr = r.field(ins, key, where);
       if (!arr || !arr->is_array())
-        return r.status.isOk() ? Status::error(where + "." + key + ": expected an array")
-                               : r.status;
+        return r.status.isOk()
+                   ? Status::error(where + "." + key + ": expected an array")
+                   : r.status;
       for (size_t k = 0; k < arr->size(); ++k) {
         TensorRef t;
-        if (!r.tensor((*arr)[k], where + "." + key + "[" + std::to_string(k) + "]",
-                      plan, t))
+        if (!r.tensor((*arr)[k],
+                      where + "." + key + "[" + std::to_string(k) + "]", plan,
+                      t))
           return r.status;
         list->push_back(std::move(t));
       }
@@ -306,7 +312,9 @@ Status parsePlan(const std::string &text, Plan &plan) {
       ConstantInfo info;
       if (!r.shape(c, where, info.shape) || !r.dtype(c, where, info.dtype))
         return r.status;
-      auto isValue = [](const json &v) { return v.is_number() || v.is_string(); };
+      auto isValue = [](const json &v) {
+        return v.is_number() || v.is_string();
+      };
       if (const json *s = r.field(c, "splat", where, false)) {
         if (!isValue(*s))
           return Status::error(where + ".splat: expected a number");
@@ -332,27 +340,30 @@ Status parsePlan(const std::string &text, Plan &plan) {
                            std::pair{"outputs", &plan.outputs}}) {
     const json *arr = r.field(doc, key, "plan");
     if (!arr || !arr->is_array())
-      return r.status.isOk()
-                 ? Status::error(std::string("plan.") + key + ": expected an array")
-                 : r.status;
+      return r.status.isOk() ? Status::error(std::string("plan.") + key +
+                                             ": expected an array")
+                             : r.status;
     for (size_t i = 0; i < arr->size(); ++i) {
       TensorRef t;
-      if (!r.tensor((*arr)[i], std::string("plan.") + key + "[" +
-                                   std::to_string(i) + "]",
+      if (!r.tensor((*arr)[i],
+                    std::string("plan.") + key + "[" + std::to_string(i) + "]",
                     plan, t))
         return r.status;
       list->push_back(std::move(t));
     }
   }
 
-  FSDP_RETURN_IF_ERROR(parseProgram(r, doc, "program", plan, plan.program, true));
-  FSDP_RETURN_IF_ERROR(parseProgram(r, doc, "update", plan, plan.update, false));
+  FSDP_RETURN_IF_ERROR(
+      parseProgram(r, doc, "program", plan, plan.program, true));
+  FSDP_RETURN_IF_ERROR(
+      parseProgram(r, doc, "update", plan, plan.update, false));
   if (const json *arr = r.field(doc, "update_outputs", "plan", false)) {
     if (!arr->is_array())
       return Status::error("plan.update_outputs: expected an array");
     for (size_t i = 0; i < arr->size(); ++i) {
       TensorRef t;
-      if (!r.tensor((*arr)[i], "plan.update_outputs[" + std::to_string(i) + "]", plan, t))
+      if (!r.tensor((*arr)[i], "plan.update_outputs[" + std::to_string(i) + "]",
+                    plan, t))
         return r.status;
       plan.updateOutputs.push_back(std::move(t));
     }
@@ -360,7 +371,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
   if (plan.train.gradAccum < 1)
     return Status::error("plan.train.grad_accum must be >= 1");
   if ((plan.train.gradAccum > 1) != !plan.update.empty())
-    return Status::error("plan.update must be present exactly when grad_accum > 1");
+    return Status::error(
+        "plan.update must be present exactly when grad_accum > 1");
   return Status::ok();
 }
 

@@ -1,8 +1,8 @@
 #include "runtime/backends/cuda/DeviceInfo.h"
 
 #include <cstdio>
-#include <vector>
 #include <gtest/gtest.h>
+#include <vector>
 
 // Exits 77 (ctest: skipped) when the machine has no CUDA device.
 int main(int argc, char **argv) {
