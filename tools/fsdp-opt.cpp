@@ -10,6 +10,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/SourceMgr.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -150,6 +152,31 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
   return 0;
 }
 
+/// A module in the dialect's text (a @forward with fsdp.parameter symbols)
+/// compiled into a plan, as for ONNX input.
+static int runMlirToPlan(DialectRegistry &registry, StringRef input,
+                         StringRef output, const MlirOptMainConfig &config) {
+  MLIRContext ctx(registry);
+  llvm::SourceMgr sources;
+  SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
+  std::string error;
+  auto file = openInputFile(input, &error);
+  if (!file) {
+    llvm::errs() << "fsdp-opt: " << error << "\n";
+    return 1;
+  }
+  sources.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &ctx);
+  if (!module)
+    return 1;
+  PassManager pm(&ctx);
+  if (failed(applyPassManagerCLOptions(pm)) ||
+      failed(config.setupPassPipeline(pm)))
+    return 1;
+  addPlanPipeline(pm, output);
+  return failed(pm.run(*module)) ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   DialectRegistry registry;
@@ -173,6 +200,8 @@ int main(int argc, char **argv) {
   }
   if (StringRef(input).ends_with(".onnx"))
     return runOnnx(registry, input, output, config);
+  if (StringRef(output).ends_with(".plan"))
+    return runMlirToPlan(registry, input, output, config);
   if (batchSize.getNumOccurrences() || summary) {
     llvm::errs() << "fsdp-opt: --batch-size and --summary apply to .onnx "
                     "input only\n";

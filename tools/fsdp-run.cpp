@@ -100,8 +100,12 @@ int main(int argc, char **argv) {
   if (weightsPath.empty())
     return fail(
         Status::error("the plan names no model; pass --weights FILE.onnx"));
-  if (Status s = loadOnnxWeights(weightsPath, plan,
-                                 [&](size_t i) { return exec.param(i); });
+  bool safetensors = weightsPath.size() > 12 &&
+                     weightsPath.substr(weightsPath.size() - 12) == ".safetensors";
+  if (Status s = safetensors ? loadSafetensorsWeights(weightsPath, plan,
+                                                      [&](size_t i) { return exec.param(i); })
+                             : loadOnnxWeights(weightsPath, plan,
+                                               [&](size_t i) { return exec.param(i); });
       !s)
     return fail(s);
 

@@ -77,6 +77,22 @@ Status readSafetensors(const std::string &path,
   return parseSafetensors(ss.str(), out).withContext(path);
 }
 
+Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
+                              const std::function<float *(size_t)> &dest) {
+  std::map<std::string, LoadedTensor> tensors;
+  FSDP_RETURN_IF_ERROR(readSafetensors(path, tensors));
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamInfo &p = plan.params[i];
+    auto it = tensors.find(p.name);
+    if (it == tensors.end())
+      return Status::error(path + ": no tensor named '" + p.name + "'");
+    if (it->second.shape != p.shape)
+      return Status::error(path + ": '" + p.name + "' does not have the planned shape");
+    std::memcpy(dest(i), it->second.data.data(), it->second.data.size() * 4);
+  }
+  return Status::ok();
+}
+
 namespace {
 
 Status writeText(const fs::path &path, const std::string &text) {

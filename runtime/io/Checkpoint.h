@@ -37,6 +37,11 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
                       cpu::OptimizerState &optimizer,
                       TrainingPosition &position);
 
+/// Initial parameters from a safetensors file (a --save-full output, or a
+/// state dict saved by PyTorch/HF as F32), by original name.
+Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
+                              const std::function<float *(size_t)> &dest);
+
 /// Reads a safetensors file of F32 tensors, checking every header field.
 struct LoadedTensor {
   std::vector<int64_t> shape;

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """Every VJP against central finite differences of our own forward pass.
 
-For each case a one-op ONNX model is built whose float inputs are
-initializers (so they become trained parameters) and whose loss is
-sum(op(inputs) * R) for a fixed random R. fsdp-opt compiles it, fsdp-run
+For each case a one-op model is built whose float inputs are parameters
+and whose loss is sum(op(inputs) * R) for a fixed random R: an ONNX model
+(inputs as initializers) for every op the importer emits, MLIR text for the
+fused activations it does not emit yet. fsdp-opt compiles it, fsdp-run
 --dump-grads gives the gradients; for a few random coordinates of each
 parameter the loss is re-evaluated at w ± h (--weights with a perturbed
-copy of the model, same plan). The runtime computes in float32, so h = 1e-2
+safetensors copy, same plan). The runtime computes in float32, so h = 1e-2
 and the tolerance is 2e-2 relative to max(|fd|, 0.1 * mean |grad|): a
 wrong VJP is wrong by O(1), float32 differences are ~1e-4 here.
 """
@@ -30,6 +31,8 @@ def param(name, shape, positive=False):
     a = rng.standard_normal(shape).astype(np.float32)
     if positive:
         a = np.abs(a) + 0.5
+    else:  # keep clear of kinks (abs, relu at 0) by more than h
+        a = np.where(a >= 0, a + 0.1, a - 0.1).astype(np.float32)
     return numpy_helper.from_array(a, name)
 
 
@@ -66,12 +69,55 @@ def unary(op, positive=False, shape=(3, 4)):
 
 def binary(op, sa=(3, 4), sb=(4,), positive=False):
     out = tuple(np.broadcast_shapes(sa, sb))
-    return model([helper.make_node(op, ["a", "b"], ["y"], name="/op")],
-                 [param("a", sa, positive), param("b", sb, positive)], [("y", out)])
+    a, b = param("a", sa, positive), param("b", sb, positive)
+    if op in ("Max", "Min"):  # keep a and b apart by more than h (the kink)
+        av, bv = numpy_helper.to_array(a), numpy_helper.to_array(b)
+        close = np.abs(av - bv) < 0.1
+        a = numpy_helper.from_array(np.where(close, av + 0.3, av).astype(np.float32), "a")
+    return model([helper.make_node(op, ["a", "b"], ["y"], name="/op")], [a, b], [("y", out)])
+
+
+def write_safetensors(path, tensors):
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        a = np.ascontiguousarray(a, np.float32)
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + a.nbytes]}
+        blobs.append(a.tobytes())
+        off += a.nbytes
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def mlir_unary(op, attrs="", positive=False):
+    """Ops the importer never emits yet (fused activations): as MLIR text."""
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    if positive:
+        x = np.abs(x) + 0.5
+    r = rng.standard_normal((3, 4)).astype(np.float32)
+    dense = "[" + ", ".join("[" + ", ".join(f"{v:.8e}" for v in row) + "]" for row in r) + "]"
+    text = f"""
+fsdp.parameter @x : tensor<3x4xf32> {{module_path = ""}}
+func.func @forward() -> (tensor<f32> {{fsdp.name = "loss"}}) {{
+  %x = fsdp.get_parameter @x : tensor<3x4xf32>
+  %y = fsdp.{op} %x {attrs}: tensor<3x4xf32>
+  %r = fsdp.constant dense<{dense}> : tensor<3x4xf32>
+  %m = fsdp.mul %y, %r : tensor<3x4xf32>, tensor<3x4xf32> -> tensor<3x4xf32>
+  %s = fsdp.reduce_sum %m {{axes = array<i64: 0, 1>, keepdims = false}} : tensor<3x4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}}
+"""
+    return ("mlir", text, {"x": x})
 
 
 def cases():
     c = {}
+    c["gelu-mlir"] = mlir_unary("gelu")
+    c["gelu-tanh-mlir"] = mlir_unary("gelu", '{approximate = "tanh"} ')
+    c["silu-mlir"] = mlir_unary("silu")
+    c["rsqrt-mlir"] = mlir_unary("rsqrt", positive=True)
     for op in ["Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Abs", "Relu"]:
         c[op] = unary(op)
     for op in ["Log", "Sqrt", "Reciprocal"]:
@@ -173,8 +219,17 @@ def main():
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, m in cases().items():
-            path = os.path.join(tmp, "m.onnx")
-            onnx.save(m, path)
+            if isinstance(m, tuple):  # (kind, MLIR text, initial values)
+                _, text, values = m
+                path = os.path.join(tmp, "m.mlir")
+                open(path, "w").write(text)
+                weights = {k: v.copy() for k, v in values.items()}
+            else:
+                path = os.path.join(tmp, "m.onnx")
+                onnx.save(m, path)
+                weights = {t.name: numpy_helper.to_array(t) for t in m.graph.initializer}
+            base = os.path.join(tmp, "base.safetensors")
+            write_safetensors(base, weights)
             plan = os.path.join(tmp, "m.plan")
             r = subprocess.run([tools[0], path, "-o", plan], capture_output=True, text=True)
             if r.returncode != 0:
@@ -182,15 +237,14 @@ def main():
                 failed += 1
                 continue
             grads_path = os.path.join(tmp, "g.safetensors")
-            subprocess.run([tools[1], plan, "--steps", "1", "--dump-grads", grads_path, "--quiet"],
-                           check=True)
+            subprocess.run([tools[1], plan, "--weights", base, "--steps", "1", "--dump-grads",
+                            grads_path, "--quiet"], check=True)
             grads = read_safetensors(grads_path)
             worst, problems = 0.0, []
-            for init in m.graph.initializer:
-                w = numpy_helper.to_array(init)
-                g = grads.get(init.name)
+            for pname, w in weights.items():
+                g = grads.get(pname)
                 if g is None:
-                    problems.append(f"no gradient for {init.name}")
+                    problems.append(f"no gradient for {pname}")
                     continue
                 scale = 0.1 * float(np.mean(np.abs(g))) + 1e-6
                 for flat in rng.choice(w.size, size=min(a.coords, w.size), replace=False):
@@ -198,20 +252,15 @@ def main():
                     for sign in (1, -1):
                         pert = w.copy().reshape(-1)
                         pert[flat] += sign * H
-                        mm = onnx.ModelProto()
-                        mm.CopyFrom(m)
-                        for t in mm.graph.initializer:
-                            if t.name == init.name:
-                                t.CopyFrom(numpy_helper.from_array(pert.reshape(w.shape), init.name))
-                        wp = os.path.join(tmp, "w.onnx")
-                        onnx.save(mm, wp)
+                        wp = os.path.join(tmp, "w.safetensors")
+                        write_safetensors(wp, {**weights, pname: pert.reshape(w.shape)})
                         vals.append(loss_at(tools, plan, wp, tmp))
                     fd = (vals[0] - vals[1]) / (2 * H)
                     got = float(g.reshape(-1)[flat])
                     err = abs(got - fd) / max(abs(fd), scale)
                     worst = max(worst, err)
                     if err > TOL:
-                        problems.append(f"{init.name}[{flat}]: vjp {got:.6g}, fd {fd:.6g}")
+                        problems.append(f"{pname}[{flat}]: vjp {got:.6g}, fd {fd:.6g}")
             ok = not problems
             passed += ok
             failed += not ok
