@@ -10,6 +10,7 @@
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/support/AllocationCounter.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -57,7 +58,7 @@ int main(int argc, char **argv) {
   std::string checkpointDir, resume;
   int64_t steps = 10, checkpointEvery = 0, seqLen = 0;
   uint64_t seed = 0;
-  bool quiet = false;
+  bool quiet = false, checkAllocations = false;
   app.add_option("plan", planPath, "the plan written by fsdp-opt -o model.plan")
       ->required();
   app.add_option("--steps", steps, "optimizer steps to run")
@@ -80,6 +81,8 @@ int main(int argc, char **argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", resume, "continue from this checkpoint directory");
   app.add_flag("--quiet", quiet, "print only errors");
+  app.add_flag("--check-allocations", checkAllocations,
+               "fail if any step after the first allocates heap memory");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -169,8 +172,16 @@ int main(int argc, char **argv) {
     auto start = std::chrono::steady_clock::now();
     StepResult r;
     bool capture = t == 0 && !dumpGrads.empty();
-    if (Status s = exec.step(t, loadBatch, r, capture ? &grads : nullptr); !s)
-      return fail(s.withContext("step " + std::to_string(t + 1)));
+    bool counted = checkAllocations && t > position.step && !capture;
+    if (counted)
+      startCountingAllocations();
+    Status stepStatus = exec.step(t, loadBatch, r, capture ? &grads : nullptr);
+    int64_t allocated = counted ? stopCountingAllocations() : 0;
+    if (!stepStatus)
+      return fail(stepStatus.withContext("step " + std::to_string(t + 1)));
+    if (allocated > 0)
+      return fail(Status::error("step " + std::to_string(t + 1) + " allocated heap memory " +
+                                std::to_string(allocated) + " times"));
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();

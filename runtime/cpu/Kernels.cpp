@@ -21,7 +21,46 @@
 
 namespace fsdp::cpu {
 
-using Shape = std::vector<int64_t>;
+/// A tensor shape or stride list held inline: kernels run inside a step,
+/// where nothing may allocate. Plans are limited to rank kMaxRank.
+class Shape {
+public:
+  Shape() = default;
+  Shape(size_t count, int64_t v) { assign(count, v); }
+  Shape(std::initializer_list<int64_t> l) {
+    for (int64_t v : l)
+      push_back(v);
+  }
+  template <typename It> Shape(It b, It e) {
+    for (; b != e; ++b)
+      push_back(*b);
+  }
+  Shape(const std::vector<int64_t> &v) : Shape(v.begin(), v.end()) {}
+  void assign(size_t count, int64_t v) {
+    n = 0;
+    for (size_t i = 0; i < count; ++i)
+      push_back(v);
+  }
+  void push_back(int64_t v) {
+    if (n < kMaxRank)
+      d[n++] = v;
+  }
+  size_t size() const { return n; }
+  bool empty() const { return n == 0; }
+  int64_t &operator[](size_t i) { return d[i]; }
+  int64_t operator[](size_t i) const { return d[i]; }
+  int64_t back() const { return d[n - 1]; }
+  const int64_t *begin() const { return d; }
+  const int64_t *end() const { return d + n; }
+  bool operator==(const Shape &o) const {
+    return n == o.n && std::equal(begin(), end(), o.begin());
+  }
+  bool operator!=(const Shape &o) const { return !(*this == o); }
+
+private:
+  int64_t d[kMaxRank] = {};
+  size_t n = 0;
+};
 
 void *Context::data(const TensorRef &t) const {
   switch (t.space) {
@@ -86,8 +125,9 @@ bool broadcastStrides(const Shape &in, const Shape &out, Shape &strides) {
 /// Visits every output index with the matching offsets of up to three
 /// broadcast operands.
 template <typename F>
-void forEach(const Shape &out, const std::vector<const Shape *> &strides, F f) {
-  size_t rank = out.size(), k = strides.size();
+void forEach(const Shape &out, std::initializer_list<const Shape *> list, F f) {
+  const Shape *const *strides = list.begin();
+  size_t rank = out.size(), k = list.size();
   int64_t n = product(out);
   Shape idx(rank, 0);
   int64_t off[3] = {0, 0, 0};
@@ -430,7 +470,7 @@ Status kGemm(const Instruction &in, Context &c) {
     return Status::error("expects 2-D operands");
   int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
   int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
-  if (k != kb || y.shape != Shape{m, n})
+  if (k != kb || Shape(y.shape) != Shape{m, n})
     return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
                          " do not give " + str(y.shape));
   float *py = c.get<float>(y);
@@ -457,7 +497,7 @@ Status kGemm(const Instruction &in, Context &c) {
 Status reduce(const Instruction &in, Context &c, int kind) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   Shape axes = attrInts(in, "axes");
-  std::vector<bool> reduced(x.rank(), false);
+  bool reduced[kMaxRank] = {};
   for (int64_t a : axes) {
     if (a < 0 || a >= x.rank())
       return Status::error("axis " + std::to_string(a) + " out of range");
@@ -492,8 +532,8 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   int64_t firstReduced = x.rank();
   while (firstReduced > 0 && reduced[firstReduced - 1])
     --firstReduced;
-  bool trailing = std::count(reduced.begin(), reduced.end(), true) ==
-                  x.rank() - firstReduced;
+  int64_t nReduced = std::count(reduced, reduced + x.rank(), true);
+  bool trailing = nReduced == x.rank() - firstReduced;
   if (trailing) {
     for (int64_t i = 0; i < n; ++i) {
       const float *row = px + i * count;
@@ -508,8 +548,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   int64_t lastReduced = 0;
   while (lastReduced < x.rank() && reduced[lastReduced])
     ++lastReduced;
-  bool leading =
-      std::count(reduced.begin(), reduced.end(), true) == lastReduced;
+  bool leading = nReduced == lastReduced;
   if (leading && kind != 2) {
     double *acc =
         reinterpret_cast<double *>(c.scratch); // sized by scratchFloats
@@ -757,10 +796,10 @@ Status lossLayout(const TensorRef &x, const TensorRef &t, LossLayout &l) {
   return Status::ok();
 }
 
-/// Per-position terms; returns the total weight of non-ignored positions.
-Status lossTerms(const Instruction &in, Context &c, bool softmax,
-                 const std::function<void(int64_t pos, int64_t cls, double w,
-                                          const float *row, int64_t stride)> &f,
+/// Per-position terms f(pos, cls, weight, row, stride) (cls < 0: ignored);
+/// returns the total weight of non-ignored positions.
+template <typename F>
+Status lossTerms(const Instruction &in, Context &c, bool softmax, F f,
                  double &totalWeight) {
   const TensorRef &x = in.in[0], &t = in.in[1];
   LossLayout l;
@@ -900,7 +939,7 @@ Status kReshape(const Instruction &in, Context &c) {
 /// out[index] = in[sum(start[d] + index[d] * step[d]) * inStride[d]]
 Status strided(Context &c, const TensorRef &x, const TensorRef &y,
                const Shape &starts, const Shape &steps, const Shape &perm) {
-  Shape xs = stridesOf(x.shape), s(y.rank());
+  Shape xs = stridesOf(x.shape), s((size_t)y.rank(), 0);
   int64_t base = 0;
   for (int64_t d = 0; d < y.rank(); ++d) {
     int64_t src = perm.empty() ? d : perm[d];
@@ -928,7 +967,7 @@ Status kTranspose(const Instruction &in, Context &c) {
   Shape perm = attrInts(in, "perm");
   if ((int64_t)perm.size() != x.rank() || y.rank() != x.rank())
     return Status::error("bad permutation");
-  std::vector<bool> seen(perm.size(), false);
+  bool seen[kMaxRank] = {};
   for (size_t d = 0; d < perm.size(); ++d) {
     if (perm[d] < 0 || perm[d] >= x.rank() || seen[perm[d]] ||
         y.shape[d] != x.shape[perm[d]])
@@ -967,7 +1006,7 @@ Status kInsertSlice(const Instruction &in, Context &c) {
   uint8_t *py = c.get<uint8_t>(y);
   if (py != c.get<uint8_t>(dest))
     std::memcpy(py, c.get<uint8_t>(dest), dest.bytes());
-  Shape ys = stridesOf(y.shape), s(y.rank());
+  Shape ys = stridesOf(y.shape), s((size_t)y.rank(), 0);
   int64_t base = 0;
   for (int64_t d = 0; d < y.rank(); ++d) {
     s[d] = ys[d] * steps[d];

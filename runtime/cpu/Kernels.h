@@ -15,6 +15,9 @@
 
 namespace fsdp::cpu {
 
+/// The largest tensor rank the CPU backend takes (checked at plan load).
+constexpr size_t kMaxRank = 8;
+
 /// Optimizer state and schedule the optimizer kernels read and update.
 struct OptimizerState {
   std::vector<std::vector<float>> first, second; // AdamW m, v; SGD momentum

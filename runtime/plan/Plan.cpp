@@ -99,6 +99,10 @@ struct Reader {
     if (!f->is_array())
       return fail(where + ".shape", "expected an array");
     out.clear();
+    if (f->size() > cpu::kMaxRank)
+      return fail(where + ".shape", "rank " + std::to_string(f->size()) +
+                                        " exceeds the CPU backend's " +
+                                        std::to_string(cpu::kMaxRank));
     int64_t count = 1;
     for (const json &d : *f) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
