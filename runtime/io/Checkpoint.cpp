@@ -1,4 +1,5 @@
 //===- Checkpoint.cpp - Save and resume training state --------------------===//
+#include "runtime/support/File.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 
@@ -69,12 +70,9 @@ Status parseSafetensors(const std::string &bytes,
 
 Status readSafetensors(const std::string &path,
                        std::map<std::string, LoadedTensor> &out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parseSafetensors(ss.str(), out).withContext(path);
+  std::string bytes;
+  FSDP_RETURN_IF_ERROR(readFile(path, bytes));
+  return parseSafetensors(bytes, out).withContext(path);
 }
 
 Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
@@ -176,11 +174,10 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
                            ": no checkpoint ('latest' is missing or invalid)");
     base /= name;
   }
-  std::ifstream in(base / "state.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json s = nlohmann::json::parse(ss.str(), nullptr, false);
-  if (!in || s.is_discarded() || !s.is_object() ||
+  std::string text;
+  FSDP_RETURN_IF_ERROR(readFile((base / "state.json").string(), text, "the checkpoint state"));
+  nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
+  if (s.is_discarded() || !s.is_object() ||
       s.value("format", "") != "fsdp-checkpoint" || !s.contains("step") ||
       !s["step"].is_number_integer())
     return Status::error((base / "state.json").string() +

@@ -1,4 +1,5 @@
 //===- Data.cpp - Training batches and safetensors output -----------------===//
+#include "runtime/support/File.h"
 #include "runtime/io/Data.h"
 
 #include <nlohmann/json.hpp>
@@ -123,12 +124,8 @@ Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
 }
 
 Status readNpz(const std::string &path, std::map<std::string, Array> &arrays) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string z = ss.str();
+  std::string z;
+  FSDP_RETURN_IF_ERROR(readFile(path, z));
   size_t at = 0;
   while (at + 30 <= z.size() && u32(z, at) == 0x04034b50) {
     uint16_t flags = u16(z, at + 6), method = u16(z, at + 8);

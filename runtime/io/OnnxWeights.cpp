@@ -1,4 +1,5 @@
 //===- OnnxWeights.cpp - Initial parameters from an ONNX model ------------===//
+#include "runtime/support/File.h"
 #include "runtime/io/OnnxWeights.h"
 
 #include <onnx/onnx_pb.h>
@@ -13,12 +14,8 @@ namespace fsdp {
 
 Status loadOnnxWeights(const std::string &path, const Plan &plan,
                        const std::function<float *(size_t)> &dest) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path + ": cannot open the model for its weights");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string bytes = ss.str();
+  std::string bytes;
+  FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the model for its weights"));
   onnx::ModelProto model;
   if (bytes.size() > INT32_MAX ||
       !model.ParseFromArray(bytes.data(), (int)bytes.size()))

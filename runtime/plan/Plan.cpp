@@ -1,4 +1,5 @@
 //===- Plan.cpp - Load and validate a plan --------------------------------===//
+#include "runtime/support/File.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/cpu/Kernels.h"
 
@@ -381,12 +382,9 @@ Status parsePlan(const std::string &text, Plan &plan) {
 }
 
 Status loadPlan(const std::string &path, Plan &plan) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path + ": cannot open the plan");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  Status s = parsePlan(ss.str(), plan);
+  std::string text;
+  FSDP_RETURN_IF_ERROR(readFile(path, text, "the plan"));
+  Status s = parsePlan(text, plan);
   return s.withContext(path);
 }
 
