@@ -61,7 +61,10 @@ struct Emitter {
   json::Array constants;
 
   json::Object tensor(Value v, int64_t offset) {
-    auto t = cast<RankedTensorType>(v.getType());
+    Type type = v.getType();
+    if (auto future = dyn_cast<FutureType>(type))
+      type = future.getValueType(); // the buffer the collective writes
+    auto t = cast<RankedTensorType>(type);
     json::Object o{{"shape", shapeOf(t)},
                    {"dtype", dtypeName(t.getElementType())}};
     while (auto r = v.getDefiningOp<ReshapeOp>())
@@ -251,7 +254,12 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     if (auto t = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
       for (NamedAttribute a : t)
         train[a.getName().getValue()] = e.attribute(a.getValue());
-    json::Object meta{{"source", source}, {"world_size", 1}};
+    int64_t worldSize = 1;
+    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+      worldSize = w.getInt();
+    json::Object meta{{"source", source}, {"world_size", worldSize}};
+    if (auto st = module->getAttrOfType<StringAttr>("fsdp.strategy"))
+      meta["strategy"] = st.getValue();
     if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))
       meta["batch_size"] = b.getInt();
     json::Object plan{{"format", "fsdp-plan"},

@@ -64,6 +64,26 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpInsertCollectives : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> {
+  let summary = "Inserts the collectives data parallelism needs";
+  let description = [{
+    For `world-size` > 1 ranks, each running @train_step on its own slice of
+    the global batch. `no-shard` (DDP): every parameter's gradient is averaged
+    over the ranks with `fsdp.all_reduce` (avg: the divide by the world size
+    happens inside the collective) right before its update, and so is the
+    logged loss. The sharded strategies (full-shard, shard-grad-op,
+    hybrid-shard) are not implemented yet and are refused.
+    With gradient accumulation the averaging happens once per optimizer step,
+    in @apply_update.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"worldSize", "world-size", "int64_t", "1", "number of ranks">,
+    Option<"strategy", "strategy", "std::string", "\"no-shard\"",
+           "no-shard (full-shard, shard-grad-op, hybrid-shard: not yet)">,
+  ];
+}
+
 def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assigns every tensor of @train_step an offset in one arena";
   let description = [{

@@ -29,6 +29,8 @@ namespace {
 constexpr int64_t kAlign = 64;
 
 int64_t bytesOf(Type t) {
+  if (auto future = dyn_cast<FutureType>(t))
+    t = future.getValueType(); // a collective's result buffer
   auto tt = cast<RankedTensorType>(t);
   unsigned bits = tt.getElementTypeBitWidth();
   int64_t elem = bits == 1 ? 1 : (bits + 7) / 8;
@@ -89,11 +91,17 @@ private:
   int64_t top = 0, peak = 0;
 };
 
-/// The value whose storage `v` uses (reshape chains alias their source).
+/// The value whose storage `v` uses: reshapes alias their source, and a
+/// wait's result is the buffer its collective wrote.
 Value storageOf(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getX();
-  return v;
+  while (true) {
+    if (auto r = v.getDefiningOp<ReshapeOp>())
+      v = r.getX();
+    else if (auto w = v.getDefiningOp<WaitOp>())
+      v = w.getFuture();
+    else
+      return v;
+  }
 }
 
 bool inArena(Value v) {

@@ -11,7 +11,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "llvm/Support/SourceMgr.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -19,6 +18,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
@@ -56,9 +56,10 @@ static llvm::cl::opt<int64_t>
 static llvm::cl::opt<std::string>
     frozenOpt("frozen", llvm::cl::desc("regex of parameters not to train"),
               llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string>
-    optimizerOpt("optimizer", llvm::cl::desc("adamw | sgd"),
-                 llvm::cl::init("adamw"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> optimizerOpt("optimizer",
+                                               llvm::cl::desc("adamw | sgd"),
+                                               llvm::cl::init("adamw"),
+                                               llvm::cl::cat(trainCategory));
 static llvm::cl::opt<float> lrOpt("lr", llvm::cl::init(1e-3f),
                                   llvm::cl::cat(trainCategory));
 static llvm::cl::opt<float> beta1Opt("beta1", llvm::cl::init(0.9f),
@@ -85,6 +86,13 @@ static llvm::cl::opt<int64_t> warmupOpt("warmup-steps", llvm::cl::init(0),
                                         llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> totalStepsOpt("total-steps", llvm::cl::init(0),
                                             llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t>
+    worldSizeOpt("world-size", llvm::cl::desc("data-parallel ranks"),
+                 llvm::cl::init(1), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    strategyOpt("strategy",
+                llvm::cl::desc("no-shard (sharded strategies: not yet)"),
+                llvm::cl::init("no-shard"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
@@ -108,6 +116,10 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   train.totalSteps = totalStepsOpt;
   train.gradAccum = gradAccumOpt;
   pm.addPass(fsdp::createFsdpBuildTrainStep(train));
+  fsdp::FsdpInsertCollectivesOptions collectives;
+  collectives.worldSize = worldSizeOpt;
+  collectives.strategy = strategyOpt;
+  pm.addPass(fsdp::createFsdpInsertCollectives(collectives));
   pm.addPass(fsdp::createFsdpPlanMemory());
   fsdp::FsdpEmitPlanOptions emit;
   emit.output = planPath.str();

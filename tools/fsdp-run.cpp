@@ -5,12 +5,14 @@
 // Every error arrives here as a Status and leaves as a message and exit 1.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/comm/Comm.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/AllocationCounter.h"
+#include "runtime/support/File.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -24,9 +26,36 @@ using namespace fsdp;
 
 namespace {
 
+/// The communicator, once there is one: errors on one of several ranks
+/// end every rank (MPI_Abort), so none waits for it forever.
+Comm *activeComm = nullptr;
+
 int fail(const Status &s) {
+  if (activeComm && activeComm->size() > 1) {
+    std::fprintf(stderr, "fsdp-run: rank %lld: error: %s\n",
+                 (long long)activeComm->rank(), s.message().c_str());
+    std::fflush(stderr);
+    activeComm->abort(1);
+  }
   std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
   return 1;
+}
+
+/// FNV-1a: the plan text every rank must share.
+uint64_t hashText(const std::string &text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// Test hook: FSDP_FAULT_RANK=R FSDP_FAULT_STEP=S kills rank R as step S
+/// starts, as a crash would.
+void maybeInjectFault(int64_t rank, int64_t step) {
+  const char *r = std::getenv("FSDP_FAULT_RANK"),
+             *s = std::getenv("FSDP_FAULT_STEP");
+  if (r && s && std::atoll(r) == rank && std::atoll(s) == step)
+    std::_Exit(9);
 }
 
 /// Tokens a step processes: the elements of the first integer input (token
@@ -80,6 +109,10 @@ int main(int argc, char **argv) {
                  "steps between checkpoints (0: only after the last step)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", resume, "continue from this checkpoint directory");
+  double commTimeout = 60;
+  app.add_option(
+      "--comm-timeout", commTimeout,
+      "seconds a collective may wait for the other ranks before the run fails");
   app.add_flag("--quiet", quiet, "print only errors");
   app.add_flag("--check-allocations", checkAllocations,
                "fail if any step after the first allocates heap memory");
@@ -92,36 +125,60 @@ int main(int argc, char **argv) {
   Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
-  if (plan.worldSize != 1)
+  std::unique_ptr<Comm> comm;
+  if (launchedByMpi() || plan.worldSize > 1) {
+    if (Status s = mpiComm(commTimeout, comm); !s)
+      return fail(s);
+  } else {
+    comm = localComm();
+  }
+  int64_t rank = comm->rank(), world = comm->size();
+  // Every rank must run the same plan: compare before the first collective.
+  std::string planText;
+  if (Status s = readFile(planPath, planText, "the plan"); !s)
+    return fail(s);
+  if (Status s =
+          comm->checkSame(hashText(planText), "the plan (" + planPath + ")");
+      !s) {
+    std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
+    return 1; // every rank reports it; none waits for another
+  }
+  activeComm = comm.get();
+  if (plan.worldSize != world)
     return fail(Status::error(planPath + ": planned for " +
                               std::to_string(plan.worldSize) +
-                              " ranks; this runtime runs world size 1"));
+                              " ranks, launched on " + std::to_string(world)));
+  bool leader = rank == 0;
+  quiet = quiet || !leader;
   Executor exec;
-  if (Status s = exec.init(plan); !s)
+  if (Status s = exec.init(plan, *comm); !s)
     return fail(s);
   std::string weightsPath = weights.empty() ? plan.source : weights;
   if (weightsPath.empty())
     return fail(
         Status::error("the plan names no model; pass --weights FILE.onnx"));
-  bool safetensors = weightsPath.size() > 12 &&
-                     weightsPath.substr(weightsPath.size() - 12) == ".safetensors";
-  if (Status s = safetensors ? loadSafetensorsWeights(weightsPath, plan,
-                                                      [&](size_t i) { return exec.param(i); })
-                             : loadOnnxWeights(weightsPath, plan,
-                                               [&](size_t i) { return exec.param(i); });
+  bool safetensors =
+      weightsPath.size() > 12 &&
+      weightsPath.substr(weightsPath.size() - 12) == ".safetensors";
+  if (Status s =
+          safetensors
+              ? loadSafetensorsWeights(weightsPath, plan,
+                                       [&](size_t i) { return exec.param(i); })
+              : loadOnnxWeights(weightsPath, plan,
+                                [&](size_t i) { return exec.param(i); });
       !s)
     return fail(s);
 
   std::unique_ptr<DataSource> source;
   if (data == "synthetic") {
-    source = syntheticData(plan, seed);
+    source = syntheticData(plan, seed + 7919 * (uint64_t)rank);
   } else if (data.size() > 4 && data.substr(data.size() - 4) == ".npz") {
-    if (Status s = npzData(data, plan, 0, 1, source); !s)
+    if (Status s = npzData(data, plan, rank, world, source); !s)
       return fail(s);
   } else if (data.size() > 4 && data.substr(data.size() - 4) == ".bin") {
     if (seqLen <= 0)
       return fail(Status::error("--data FILE.bin needs --seq-len"));
-    if (Status s = binTokenData(data, plan, seqLen, 0, 1, source); !s)
+    if (Status s = binTokenData(data, plan, seqLen, rank, world, source); !s)
       return fail(s);
   } else {
     return fail(Status::error(
@@ -154,7 +211,7 @@ int main(int argc, char **argv) {
   };
 
   std::ofstream log;
-  if (!logPath.empty()) {
+  if (!logPath.empty() && leader) {
     log.open(logPath);
     if (!log)
       return fail(Status::error(logPath + ": cannot write the log"));
@@ -163,12 +220,13 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     inputs.push_back(exec.input(i));
   bool tty = isatty(fileno(stdout));
-  int64_t tokens = tokensPerStep(plan);
+  int64_t tokens = tokensPerStep(plan) * world;
   std::vector<std::vector<float>> grads;
 
   int64_t accum = std::max<int64_t>(plan.train.gradAccum, 1);
   auto loadBatch = [&](int64_t micro) { return source->next(micro, inputs); };
   for (int64_t t = position.step; t < steps; ++t) {
+    maybeInjectFault(rank, t + 1);
     auto start = std::chrono::steady_clock::now();
     StepResult r;
     bool capture = t == 0 && !dumpGrads.empty();
@@ -180,7 +238,8 @@ int main(int argc, char **argv) {
     if (!stepStatus)
       return fail(stepStatus.withContext("step " + std::to_string(t + 1)));
     if (allocated > 0)
-      return fail(Status::error("step " + std::to_string(t + 1) + " allocated heap memory " +
+      return fail(Status::error("step " + std::to_string(t + 1) +
+                                " allocated heap memory " +
                                 std::to_string(allocated) + " times"));
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
@@ -213,12 +272,12 @@ int main(int argc, char **argv) {
       }
       std::fflush(stdout);
     }
-    if (!checkpointDir.empty() &&
+    if (!checkpointDir.empty() && leader &&
         ((checkpointEvery > 0 && (t + 1) % checkpointEvery == 0) ||
          t + 1 == steps))
       if (Status s = checkpoint(t + 1); !s)
         return fail(s);
-    if (capture) {
+    if (capture && leader) {
       std::vector<const float *> ptrs;
       for (auto &g : grads)
         ptrs.push_back(g.empty() ? nullptr : g.data());
@@ -227,7 +286,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!saveFull.empty()) {
+  if (!saveFull.empty() && leader) {
     std::vector<const float *> ptrs;
     for (size_t i = 0; i < plan.params.size(); ++i)
       ptrs.push_back(exec.param(i));

@@ -1205,6 +1205,26 @@ Status kAccumulateGrad(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives (started here, completed by `wait`)
+//===----------------------------------------------------------------------===//
+
+Status kAllReduce(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.numel() != y.numel() || x.dtype != DType::F32 ||
+      y.dtype != DType::F32 || !c.comm)
+    return Status::error("expects f32 input and output of one size");
+  std::string reduction = attrString(in, "reduction", "sum");
+  return c.comm->allReduceStart(c.get<float>(x), c.get<float>(y), x.numel(),
+                                reduction == "avg", in.index);
+}
+
+Status kWait(const Instruction &in, Context &c) {
+  if (!c.comm)
+    return Status::error("no communicator");
+  return c.comm->wait(in.start);
+}
+
 struct OpInfo {
   Kernel kernel;
   int minIn, maxIn, outs; // outs < 0: one or more
@@ -1265,6 +1285,8 @@ const std::map<std::string, OpInfo> &table() {
       {"adamw", {kAdamW, 1, 2, 0}},
       {"sgd", {kSgd, 1, 2, 0}},
       {"accumulate_grad", {kAccumulateGrad, 1, 1, 0}},
+      {"all_reduce", {kAllReduce, 1, 1, 1}},
+      {"wait", {kWait, 1, 1, 1}},
   };
   return t;
 }

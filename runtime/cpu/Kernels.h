@@ -9,6 +9,7 @@
 #ifndef FSDP_RUNTIME_CPU_KERNELS_H
 #define FSDP_RUNTIME_CPU_KERNELS_H
 
+#include "runtime/comm/Comm.h"
 #include "runtime/plan/Plan.h"
 
 #include <vector>
@@ -34,6 +35,7 @@ struct Context {
   float *scratch = nullptr; // 8-byte aligned: kernels may use it as double
 
   OptimizerState *optimizer = nullptr;
+  Comm *comm = nullptr;
   /// When set, optimizer kernels record the gradient they apply, by param.
   std::vector<std::vector<float>> *captureGrads = nullptr;
 

@@ -9,7 +9,7 @@
 
 namespace fsdp {
 
-Status Executor::init(const Plan &p) {
+Status Executor::init(const Plan &p, Comm &comm) {
   plan = &p;
   // Kernels parallelise with OpenMP; BLAS calls stay on the calling thread.
   openblas_set_num_threads(1);
@@ -96,6 +96,8 @@ Status Executor::init(const Plan &p) {
     ctx.constants.push_back(v.data());
   ctx.scratch = reinterpret_cast<float *>(scratch.data());
   ctx.optimizer = &optimizer;
+  ctx.comm = &comm;
+  comm.reserve((int64_t)(p.program.size() + p.update.size()));
   return Status::ok();
 }
 

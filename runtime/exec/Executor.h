@@ -23,8 +23,9 @@ struct StepResult {
 
 class Executor {
 public:
-  /// Allocates everything; parameters start at zero until loaded.
-  Status init(const Plan &plan);
+  /// Allocates everything; parameters start at zero until loaded. `comm`
+  /// carries the plan's collectives (it must outlive the executor).
+  Status init(const Plan &plan, Comm &comm);
 
   /// Storage of input `i` (write the batch here before step()).
   void *input(size_t i) { return ctx.data(plan->inputs[i]); }

@@ -1,7 +1,7 @@
 //===- Checkpoint.cpp - Save and resume training state --------------------===//
-#include "runtime/support/File.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
+#include "runtime/support/File.h"
 
 #include <nlohmann/json.hpp>
 
@@ -85,7 +85,8 @@ Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
     if (it == tensors.end())
       return Status::error(path + ": no tensor named '" + p.name + "'");
     if (it->second.shape != p.shape)
-      return Status::error(path + ": '" + p.name + "' does not have the planned shape");
+      return Status::error(path + ": '" + p.name +
+                           "' does not have the planned shape");
     std::memcpy(dest(i), it->second.data.data(), it->second.data.size() * 4);
   }
   return Status::ok();
@@ -175,7 +176,8 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
     base /= name;
   }
   std::string text;
-  FSDP_RETURN_IF_ERROR(readFile((base / "state.json").string(), text, "the checkpoint state"));
+  FSDP_RETURN_IF_ERROR(
+      readFile((base / "state.json").string(), text, "the checkpoint state"));
   nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
   if (s.is_discarded() || !s.is_object() ||
       s.value("format", "") != "fsdp-checkpoint" || !s.contains("step") ||

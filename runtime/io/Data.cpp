@@ -1,6 +1,6 @@
 //===- Data.cpp - Training batches and safetensors output -----------------===//
-#include "runtime/support/File.h"
 #include "runtime/io/Data.h"
+#include "runtime/support/File.h"
 
 #include <nlohmann/json.hpp>
 

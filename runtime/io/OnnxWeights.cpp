@@ -1,6 +1,6 @@
 //===- OnnxWeights.cpp - Initial parameters from an ONNX model ------------===//
-#include "runtime/support/File.h"
 #include "runtime/io/OnnxWeights.h"
+#include "runtime/support/File.h"
 
 #include <onnx/onnx_pb.h>
 

@@ -1,7 +1,7 @@
 //===- Plan.cpp - Load and validate a plan --------------------------------===//
-#include "runtime/support/File.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/support/File.h"
 
 #include <fstream>
 #include <limits>
@@ -371,6 +371,26 @@ Status parsePlan(const std::string &text, Plan &plan) {
                     plan, t))
         return r.status;
       plan.updateOutputs.push_back(std::move(t));
+    }
+  }
+  // Number every instruction and pair each wait with the collective whose
+  // buffer it reads (the latest earlier start writing that buffer).
+  int64_t next = 0;
+  for (std::vector<Instruction> *list : {&plan.program, &plan.update}) {
+    for (size_t i = 0; i < list->size(); ++i) {
+      Instruction &in = (*list)[i];
+      in.index = next++;
+      if (in.op != "wait")
+        continue;
+      for (int64_t j = (int64_t)i - 1; j >= 0 && in.start < 0; --j) {
+        const Instruction &c = (*list)[j];
+        if (c.op == "all_reduce" && c.out[0].space == Space::Arena &&
+            c.out[0].offset == in.in[0].offset)
+          in.start = c.index;
+      }
+      if (in.start < 0)
+        return Status::error("plan: wait at instruction " + std::to_string(i) +
+                             " completes no earlier collective");
     }
   }
   if (plan.train.gradAccum < 1)

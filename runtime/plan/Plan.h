@@ -60,6 +60,10 @@ struct Instruction {
   std::string op;
   std::vector<TensorRef> in, out;
   nlohmann::json attrs;
+  /// Unique over program and update: a collective's request slot.
+  int64_t index = -1;
+  /// For `wait`: the index of the collective it completes.
+  int64_t start = -1;
 };
 
 struct TrainOptions {

@@ -1,4 +1,5 @@
-//===- AllocationCounter.cpp - Count heap allocations on this thread -------===//
+//===- AllocationCounter.cpp - Count heap allocations on this thread
+//-------===//
 #include "runtime/support/AllocationCounter.h"
 
 #include <cstdlib>

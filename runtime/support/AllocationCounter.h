@@ -1,4 +1,5 @@
-//===- AllocationCounter.h - Count heap allocations on this thread -*- C++ -*-===//
+//===- AllocationCounter.h - Count heap allocations on this thread -*- C++
+//-*-===//
 //
 // The executor promises no allocation inside a step; fsdp-run
 // --check-allocations verifies it by counting operator new calls made by

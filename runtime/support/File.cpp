@@ -5,7 +5,8 @@
 
 namespace fsdp {
 
-Status readFile(const std::string &path, std::string &out, const std::string &what) {
+Status readFile(const std::string &path, std::string &out,
+                const std::string &what) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error(path + ": cannot open " + what);

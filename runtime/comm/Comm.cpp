@@ -1,0 +1,143 @@
+//===- Comm.cpp - Local and MPI collectives -------------------------------===//
+#include "runtime/comm/Comm.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace fsdp {
+
+namespace {
+
+class Local : public Comm {
+public:
+  int64_t rank() const override { return 0; }
+  int64_t size() const override { return 1; }
+  void reserve(int64_t) override {}
+  Status allReduceStart(const float *in, float *out, int64_t count, bool,
+                        int64_t) override {
+    if (in != out)
+      std::memmove(out, in, count * sizeof(float));
+    return Status::ok();
+  }
+  Status wait(int64_t) override { return Status::ok(); }
+  Status checkSame(uint64_t, const std::string &) override {
+    return Status::ok();
+  }
+  void abort(int code) override { std::_Exit(code); }
+};
+
+class Mpi : public Comm {
+public:
+  explicit Mpi(double timeout) : timeout(timeout) {
+    int r = 0, s = 1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    MPI_Comm_size(MPI_COMM_WORLD, &s);
+    rankId = r;
+    ranks = s;
+  }
+  int64_t rank() const override { return rankId; }
+  int64_t size() const override { return ranks; }
+  void reserve(int64_t slots) override { pending.assign(slots, Pending()); }
+  Status allReduceStart(const float *in, float *out, int64_t count,
+                        bool average, int64_t slot) override {
+    if (slot < 0 || slot >= (int64_t)pending.size())
+      return Status::error("collective slot out of range");
+    Pending &p = pending[slot];
+    p = {MPI_REQUEST_NULL, out, count, average};
+    int rc = MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, (int)count,
+                            MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &p.request);
+    if (rc != MPI_SUCCESS)
+      return Status::error("MPI_Iallreduce failed on rank " +
+                           std::to_string(rankId));
+    return Status::ok();
+  }
+  Status wait(int64_t slot) override {
+    if (slot < 0 || slot >= (int64_t)pending.size())
+      return Status::error("collective slot out of range");
+    Pending &p = pending[slot];
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration<double>(timeout);
+    int done = 0;
+    while (true) {
+      if (MPI_Test(&p.request, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return Status::error("MPI_Test failed on rank " +
+                             std::to_string(rankId));
+      if (done)
+        break;
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::error(
+            "rank " + std::to_string(rankId) +
+            ": a collective did not complete within " +
+            std::to_string((int)timeout) +
+            " s (a rank died or hung; --comm-timeout sets the limit)");
+      std::this_thread::yield();
+    }
+    if (p.average) {
+      float scale = 1.0f / (float)ranks;
+      for (int64_t i = 0; i < p.count; ++i)
+        p.out[i] *= scale;
+    }
+    return Status::ok();
+  }
+  Status checkSame(uint64_t value, const std::string &what) override {
+    uint64_t root = value;
+    MPI_Bcast(&root, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    int mismatch = root != value, any = 0;
+    MPI_Allreduce(&mismatch, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any)
+      return Status::error("rank " + std::to_string(rankId) + ": " + what +
+                           (mismatch
+                                ? " differs from rank 0's"
+                                : " differs between ranks (on another rank)"));
+    return Status::ok();
+  }
+  void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }
+
+private:
+  struct Pending {
+    MPI_Request request = MPI_REQUEST_NULL;
+    float *out = nullptr;
+    int64_t count = 0;
+    bool average = false;
+  };
+  double timeout;
+  int64_t rankId = 0, ranks = 1;
+  std::vector<Pending> pending;
+};
+
+void finalizeMpi() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+} // namespace
+
+std::unique_ptr<Comm> localComm() { return std::make_unique<Local>(); }
+
+bool launchedByMpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+         std::getenv("PMIX_RANK");
+}
+
+Status mpiComm(double timeoutSeconds, std::unique_ptr<Comm> &out) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) !=
+        MPI_SUCCESS)
+      return Status::error("MPI_Init failed");
+    std::atexit(finalizeMpi);
+  }
+  out = std::make_unique<Mpi>(timeoutSeconds);
+  return Status::ok();
+}
+
+} // namespace fsdp

@@ -1,0 +1,50 @@
+//===- Comm.h - Collectives between ranks: local or MPI --------*- C++ -*-===//
+//
+// The executor starts a collective at the plan's `*_start` instruction and
+// completes it at `wait`; `slot` is the start instruction's index. `local`
+// serves world size 1; `mpi` (Debian's OpenMPI) serves many processes on
+// CPUs, with non-blocking collectives whose waits poll against a deadline,
+// so a dead or hung rank becomes an error on the others, not a hang.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_COMM_COMM_H
+#define FSDP_RUNTIME_COMM_COMM_H
+
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace fsdp {
+
+class Comm {
+public:
+  virtual ~Comm() = default;
+  virtual int64_t rank() const = 0;
+  virtual int64_t size() const = 0;
+  /// Prepares `slots` request slots (before the first step: no allocation
+  /// inside one).
+  virtual void reserve(int64_t slots) = 0;
+  /// Starts out = sum (or mean) over ranks of `in`; `in` may equal `out`.
+  virtual Status allReduceStart(const float *in, float *out, int64_t count,
+                                bool average, int64_t slot) = 0;
+  virtual Status wait(int64_t slot) = 0;
+  /// Every rank holds the same `value` as rank 0, or it is an error on every
+  /// rank naming `what`.
+  virtual Status checkSame(uint64_t value, const std::string &what) = 0;
+  /// Ends every rank's process (after an error on this one).
+  virtual void abort(int code) = 0;
+};
+
+std::unique_ptr<Comm> localComm();
+
+/// True when this process was started by mpirun (or another MPI launcher).
+bool launchedByMpi();
+
+/// Initialises MPI (once per process); waits give up after `timeoutSeconds`.
+Status mpiComm(double timeoutSeconds, std::unique_ptr<Comm> &out);
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_COMM_COMM_H

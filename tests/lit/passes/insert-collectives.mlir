@@ -1,0 +1,22 @@
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step '-fsdp-insert-collectives=world-size=4' | FileCheck %s
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step '-fsdp-insert-collectives=world-size=2 strategy=full-shard' 2>&1 | FileCheck %s --check-prefix=STRATEGY
+// STRATEGY: error: --strategy=full-shard is not implemented yet (no-shard is)
+
+// no-shard: every gradient is averaged over the 4 ranks before the norm and
+// the update read it; the logged loss is averaged too.
+fsdp.parameter @w : tensor<4xf32> {module_path = ""}
+// CHECK: module attributes {fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 4 : i64}
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[F:.*]] = fsdp.all_reduce %[[G:.*]] {group_size = 4 : i64, reduction = "avg"} : tensor<4xf32> -> !fsdp.future<tensor<4xf32>>
+// CHECK: %[[A:.*]] = fsdp.wait %[[F]]
+// CHECK: fsdp.mul %[[A]], %[[A]]
+// CHECK: fsdp.adamw @w, %[[A]]
+// CHECK: %[[LF:.*]] = fsdp.all_reduce %{{.*}} {group_size = 4 : i64, reduction = "avg"} : tensor<f32>
+// CHECK: %[[L:.*]] = fsdp.wait %[[LF]]
+// CHECK: return %[[L]], %{{.*}} : tensor<f32>, tensor<f32>
+func.func @forward(%x: tensor<4xf32> {fsdp.name = "x"}) -> (tensor<f32> {fsdp.name = "loss"}) {
+  %w = fsdp.get_parameter @w : tensor<4xf32>
+  %p = fsdp.mul %x, %w : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %s = fsdp.reduce_sum %p {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
