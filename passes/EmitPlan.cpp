@@ -232,6 +232,18 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       params.push_back(std::move(o));
     }
 
+    json::Array units;
+    for (auto unit : module.getOps<UnitOp>()) {
+      json::Array members;
+      for (Attribute a : unit.getParams())
+        members.push_back(
+            e.paramIndex.lookup(cast<FlatSymbolRefAttr>(a).getValue()));
+      units.push_back(json::Object{
+          {"name", unit.getSymName()},
+          {"params", std::move(members)},
+          {"reshard_after_forward", unit.getReshardAfterForward()}});
+    }
+
     json::Array inputs;
     for (BlockArgument arg : body.getArguments()) {
       auto name =
@@ -262,16 +274,13 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       meta["strategy"] = st.getValue();
     if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))
       meta["batch_size"] = b.getInt();
-    json::Object plan{{"format", "fsdp-plan"},
-                      {"version", kPlanVersion},
-                      {"meta", std::move(meta)},
-                      {"train", std::move(train)},
-                      {"arena_bytes", arena.getInt()},
-                      {"params", std::move(params)},
-                      {"constants", std::move(e.constants)},
-                      {"inputs", std::move(inputs)},
-                      {"outputs", std::move(outputs)},
-                      {"program", std::move(program)}};
+    json::Object plan{
+        {"format", "fsdp-plan"},         {"version", kPlanVersion},
+        {"meta", std::move(meta)},       {"train", std::move(train)},
+        {"arena_bytes", arena.getInt()}, {"params", std::move(params)},
+        {"units", std::move(units)},     {"constants", std::move(e.constants)},
+        {"inputs", std::move(inputs)},   {"outputs", std::move(outputs)},
+        {"program", std::move(program)}};
     if (!update.empty()) {
       plan["update"] = std::move(update);
       plan["update_outputs"] = std::move(updateOutputs);

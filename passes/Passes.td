@@ -64,6 +64,31 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
+  let summary = "Groups parameters into FSDP units by a wrap policy";
+  let description = [{
+    Creates one `fsdp.unit` per group of parameters that will be gathered,
+    freed and reduced together (one FSDP module). Policies (`wrap`):
+    - `transformer` (default): one unit per repeated block, found as the
+      largest family of modules `<prefix>.<index>` whose parameters have the
+      same structure (relative names and shapes) — `layers.N`, `h.N`,
+      `encoder.layer.N`; `transformer:PATTERN` names the prefix (or a regular
+      expression matching it) explicitly;
+    - `size:MIN_PARAMS`: size_based_auto_wrap_policy — walk the module tree
+      bottom-up and close a unit once it holds MIN_PARAMS elements;
+    - `regex:R1,R2,...`: a unit per module whose path matches one of them;
+    - `none`: a single unit.
+    Leftover parameters form the `root` unit, which (as in FSDP2) keeps its
+    parameters gathered after forward (`reshard_after_forward = false`).
+    Each unit is reported in a remark.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"wrap", "wrap", "std::string", "\"transformer\"",
+           "transformer[:PATTERN] | size:MIN_PARAMS | regex:R1,R2,... | none">,
+  ];
+}
+
 def FsdpInsertCollectives : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> {
   let summary = "Inserts the collectives data parallelism needs";
   let description = [{

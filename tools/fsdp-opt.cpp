@@ -86,6 +86,11 @@ static llvm::cl::opt<int64_t> warmupOpt("warmup-steps", llvm::cl::init(0),
                                         llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> totalStepsOpt("total-steps", llvm::cl::init(0),
                                             llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> wrapOpt(
+    "wrap",
+    llvm::cl::desc(
+        "FSDP units: transformer[:PATTERN] | size:N | regex:R1,R2 | none"),
+    llvm::cl::init("transformer"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t>
     worldSizeOpt("world-size", llvm::cl::desc("data-parallel ranks"),
                  llvm::cl::init(1), llvm::cl::cat(trainCategory));
@@ -116,6 +121,9 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   train.totalSteps = totalStepsOpt;
   train.gradAccum = gradAccumOpt;
   pm.addPass(fsdp::createFsdpBuildTrainStep(train));
+  fsdp::FsdpWrapUnitsOptions units;
+  units.wrap = wrapOpt;
+  pm.addPass(fsdp::createFsdpWrapUnits(units));
   fsdp::FsdpInsertCollectivesOptions collectives;
   collectives.worldSize = worldSizeOpt;
   collectives.strategy = strategyOpt;
