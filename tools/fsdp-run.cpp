@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include <omp.h>
 
 #include <chrono>
 #include <cstdio>
@@ -149,6 +150,12 @@ int main(int argc, char **argv) {
                               std::to_string(plan.worldSize) +
                               " ranks, launched on " + std::to_string(world)));
   bool leader = rank == 0;
+  // Ranks sharing a machine share its cores: split them, or the kernels'
+  // threads and the MPI progress loops oversubscribe the CPU many times over.
+  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    int ranksHere = std::max(1, std::atoi(local));
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
+  }
   quiet = quiet || !leader;
   Executor exec;
   if (Status s = exec.init(plan, *comm); !s)
@@ -219,7 +226,8 @@ int main(int argc, char **argv) {
   std::vector<void *> inputs;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
     inputs.push_back(exec.input(i));
-  bool tty = isatty(fileno(stdout));
+  // mpirun hands its children a pseudo-terminal: plain lines there.
+  bool tty = isatty(fileno(stdout)) && !launchedByMpi();
   int64_t tokens = tokensPerStep(plan) * world;
   std::vector<std::vector<float>> grads;
 
