@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -141,6 +142,11 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
       writeSafetensors((tmp / "params.safetensors").string(), params));
   FSDP_RETURN_IF_ERROR(
       writeSafetensors((tmp / "optimizer.safetensors").string(), state));
+  // Test hook: FSDP_FAULT_IN_SAVE=N dies here while saving step N, leaving
+  // a half-written temporary directory, as a crash would.
+  if (const char *f = std::getenv("FSDP_FAULT_IN_SAVE"))
+    if (std::atoll(f) == position.step)
+      std::_Exit(9);
   nlohmann::json s{
       {"step", position.step},       {"seed", position.seed},
       {"data", position.data},       {"optimizer", plan.train.optimizer},

@@ -3,7 +3,10 @@
 
 1. Train a small GPT-2 6 steps straight through; train 3 steps with a
    checkpoint, resume to 6: the final weights must be bitwise identical.
-2. Repeatedly SIGKILL a run that checkpoints every step at a random moment
+2. Die in the middle of writing the step-3 checkpoint (test hook): the
+   directory still resumes from step 2, and resuming to step 6 gives the
+   same weights as 6 steps straight.
+3. Repeatedly SIGKILL a run that checkpoints every step at a random moment
    (often in the middle of writing a checkpoint), then resume from the
    directory: it must load the last complete checkpoint and finish.
 """
@@ -45,6 +48,19 @@ def main():
         print(("PASS" if same else "FAIL") + " resume at step 3 to step 6 equals 6 steps straight (bitwise)")
         failures += not same
 
+        mid = os.path.join(tmp, "mid")
+        r = subprocess.run(run + ["--steps", "6", "--checkpoint-dir", mid, "--checkpoint-every", "1"],
+                           env=dict(os.environ, FSDP_FAULT_IN_SAVE="3"))
+        latest = open(os.path.join(mid, "latest")).read().strip()
+        partial = os.path.isdir(os.path.join(mid, "step-3.tmp"))
+        resumed_mid = os.path.join(tmp, "resumed-mid.safetensors")
+        r2 = subprocess.run(run + ["--steps", "6", "--resume", mid, "--save-full", resumed_mid])
+        same = r2.returncode == 0 and open(straight, "rb").read() == open(resumed_mid, "rb").read()
+        ok = r.returncode != 0 and latest == "step-2" and partial and same
+        print(f"{'PASS' if ok else 'FAIL'} crash while saving step 3: latest = {latest}, "
+              f"partial step-3.tmp left = {partial}, resumed run equals straight = {same}")
+        failures += not ok
+
         rng = random.Random(1)
         kdir = os.path.join(tmp, "killed")
         total = 400
@@ -69,7 +85,7 @@ def main():
             if not ok:
                 print("   ", check.stderr.strip())
             failures += not ok
-    print(f"checkpoint: {1 + a.kills - failures} passed, {failures} failed")
+    print(f"checkpoint: {2 + a.kills - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
