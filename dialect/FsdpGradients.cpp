@@ -447,39 +447,21 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  G g{builder, getLoc()};
+  // One fused backward op (recomputes the probabilities per batch element).
   Value dy = resultGrads[0], q = getQ(), k = getK(), v = getV();
   if (!dy) {
     operandGrads.append((*this)->getNumOperands(), Value());
     return success();
   }
-  double scale = getScale().convertToDouble();
-  // Recompute the probabilities, as a flash-attention backward does.
-  Value s = g.mul(g.matmul(q, k, false, true), scale);
-  RankedTensorType st = tensorOf(s);
-  int64_t rank = st.getRank();
-  Value ninf = g.scalarLike(s, -std::numeric_limits<double>::infinity());
-  if (Value mask = getMask())
-    s = tensorOf(mask).getElementType().isInteger(1) ? g.where(mask, s, ninf)
-                                                     : g.add(s, mask);
-  if (getCausal()) {
-    int64_t tq = st.getDimSize(rank - 2), tk = st.getDimSize(rank - 1);
-    SmallVector<bool> keep(tq * tk);
-    for (int64_t i = 0; i < tq; ++i)
-      for (int64_t j = 0; j < tk; ++j)
-        keep[i * tk + j] = j <= i + (tk - tq);
-    auto kt = RankedTensorType::get({tq, tk}, builder.getI1Type());
-    Value keepMask =
-        ConstantOp::create(builder, getLoc(), DenseElementsAttr::get(kt, keep));
-    s = g.where(keepMask, s, ninf);
-  }
-  Value p = g.softmax(s, rank - 1);
-  Value dv = g.matmul(p, dy, true, false);
-  Value dp = g.matmul(dy, v, false, true);
-  Value ds = g.mul(p, g.sub(dp, g.reduceSum(g.mul(dp, p), {rank - 1}, true)));
-  operandGrads.push_back(g.mul(g.matmul(ds, k, false, false), scale));
-  operandGrads.push_back(g.mul(g.matmul(ds, q, true, false), scale));
-  operandGrads.push_back(dv);
+  SmallVector<Value> operands{q, k, v, dy};
+  if (getMask())
+    operands.push_back(getMask());
+  auto grad = AttentionGradOp::create(
+      builder, getLoc(), TypeRange{q.getType(), k.getType(), v.getType()},
+      operands,
+      {builder.getNamedAttr("causal", builder.getBoolAttr(getCausal())),
+       builder.getNamedAttr("scale", getScaleAttr())});
+  operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getMask()) // masks are inputs or constants: no gradient
     operandGrads.push_back(Value());
   return success();

@@ -117,3 +117,19 @@ AccumulateGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 LogicalResult ReadGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyParam(*this, getParamAttr(), getType(), symbolTable);
 }
+
+LogicalResult AttentionGradOp::verify() {
+  auto out = shape::attention(getLoc(), tensorOf(getQ()), tensorOf(getK()),
+                              tensorOf(getV()), tensorOf(getMask()));
+  if (failed(out))
+    return failure();
+  if (getGrad().getType() != *out)
+    return emitOpError("output gradient ")
+           << getGrad().getType() << " does not match the attention output "
+           << *out;
+  if (getDq().getType() != getQ().getType() ||
+      getDk().getType() != getK().getType() ||
+      getDv().getType() != getV().getType())
+    return emitOpError("gradient types must be the types of q, k and v");
+  return success();
+}

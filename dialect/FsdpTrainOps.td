@@ -72,6 +72,33 @@ def Fsdp_CrossEntropyGradOp : Fsdp_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure]> {
+  let summary = "Gradients of fsdp.attention (fused backward)";
+  let description = [{
+    Given the attention inputs and the gradient `grad` of its output, returns
+    the gradients of q, k and v. Like a flash-attention backward it
+    recomputes the probabilities from q and k (with the same `scale`, mask
+    and `causal` as the forward) instead of keeping them from the forward
+    pass, so no [Tq, Tk] tensor outlives one batch element. The mask takes no
+    gradient.
+
+```mlir
+%dq, %dk, %dv = fsdp.attention_grad %q, %k, %v, %dy {causal = true, scale = 0.125 : f32}
+    : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+       tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+                                 tensor<2x4x16x8xf32>)
+```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$q, RankedTensorOf<[AnyFloat]>:$k,
+                   RankedTensorOf<[AnyFloat]>:$v, RankedTensorOf<[AnyFloat]>:$grad,
+                   Optional<AnyRankedTensor>:$mask,
+                   DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$dq, RankedTensorOf<[AnyFloat]>:$dk,
+                 RankedTensorOf<[AnyFloat]>:$dv);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Fsdp_OptimizerOp<string mnemonic> : Fsdp_Op<mnemonic,
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      MemoryEffects<[MemRead, MemWrite]>]> {

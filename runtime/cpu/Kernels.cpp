@@ -720,6 +720,122 @@ Status kAttention(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+/// Scores of batch element `b`, masked and softmaxed into `s` [tq, tk]: the
+/// forward's probabilities, recomputed by the backward.
+struct AttentionShape {
+  int64_t r, tq, d, tk, dv, batch;
+  Shape bshape, ms;
+  const TensorRef *mask;
+};
+
+void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
+                    const float *pk, float scale, bool causal, int64_t b,
+                    float *s) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  sgemmSerial(false, true, a.tq, a.tk, a.d, scale, pq + b * a.tq * a.d, a.d,
+              pk + b * a.tk * a.d, a.d, 0.0f, s);
+  int64_t mbase = 0;
+  if (a.mask)
+    for (int64_t dd = (int64_t)a.bshape.size() - 1, rest = b; dd >= 0; --dd) {
+      mbase += (rest % a.bshape[dd]) * a.ms[dd];
+      rest /= a.bshape[dd];
+    }
+  for (int64_t i = 0; i < a.tq; ++i) {
+    float *row = s + i * a.tk;
+    for (int64_t j = 0; j < a.tk; ++j) {
+      if (causal && j > i + (a.tk - a.tq))
+        row[j] = ninf;
+      if (a.mask) {
+        int64_t off = mbase + i * a.ms[a.r - 2] + j * a.ms[a.r - 1];
+        if (a.mask->dtype == DType::I1) {
+          if (!c.get<uint8_t>(*a.mask)[off])
+            row[j] = ninf;
+        } else {
+          row[j] += c.get<float>(*a.mask)[off];
+        }
+      }
+    }
+    double mx = -std::numeric_limits<double>::infinity(), sum = 0;
+    for (int64_t j = 0; j < a.tk; ++j)
+      mx = std::max(mx, (double)row[j]);
+    for (int64_t j = 0; j < a.tk; ++j)
+      sum += std::exp(row[j] - mx);
+    for (int64_t j = 0; j < a.tk; ++j)
+      row[j] = (float)(std::exp(row[j] - mx) / sum);
+  }
+}
+
+Status attentionShape(const TensorRef &q, const TensorRef &k,
+                      const TensorRef &v, const TensorRef *mask,
+                      AttentionShape &a) {
+  a.r = q.rank();
+  if (a.r < 2 || k.rank() != a.r || v.rank() != a.r)
+    return Status::error("q, k, v need one rank >= 2");
+  a.tq = q.shape[a.r - 2];
+  a.d = q.shape[a.r - 1];
+  a.tk = k.shape[a.r - 2];
+  a.dv = v.shape[a.r - 1];
+  if (k.shape[a.r - 1] != a.d || v.shape[a.r - 2] != a.tk ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+    return Status::error("q, k, v shapes do not match");
+  Shape scores(q.shape.begin(), q.shape.end() - 1);
+  scores.push_back(a.tk);
+  a.mask = mask;
+  if (mask && !broadcastStrides(mask->shape, scores, a.ms))
+    return Status::error("mask " + str(mask->shape) +
+                         " does not broadcast to " + str(scores));
+  a.batch = product(q.shape, 0, a.r - 2);
+  a.bshape = Shape(q.shape.begin(), q.shape.end() - 2);
+  return Status::ok();
+}
+
+Status kAttentionGrad(const Instruction &in, Context &c) {
+  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &dy = in.in[3];
+  AttentionShape a;
+  FSDP_RETURN_IF_ERROR(
+      attentionShape(q, k, v, in.in.size() == 5 ? &in.in[4] : nullptr, a));
+  if (dy.numel() != a.batch * a.tq * a.dv || in.out[0].numel() != q.numel() ||
+      in.out[1].numel() != k.numel() || in.out[2].numel() != v.numel())
+    return Status::error("gradient shapes do not match q, k, v");
+  float scale = (float)attrFloat(in, "scale", 1.0);
+  bool causal = attrBool(in, "causal", false);
+  const float *pq = c.get<float>(q), *pk = c.get<float>(k),
+              *pv = c.get<float>(v), *pdy = c.get<float>(dy);
+  float *dq = c.get<float>(in.out[0]), *dk = c.get<float>(in.out[1]),
+        *dv = c.get<float>(in.out[2]);
+  int64_t tq = a.tq, tk = a.tk, d = a.d, nv = a.dv;
+#pragma omp parallel for
+  for (int64_t b = 0; b < a.batch; ++b) {
+#ifdef _OPENMP
+    float *p = c.scratch + omp_get_thread_num() * 2 * tq * tk;
+#else
+    float *p = c.scratch;
+#endif
+    float *dp = p + tq * tk;
+    attentionProbs(a, c, pq, pk, scale, causal, b, p);
+    const float *gy = pdy + b * tq * nv;
+    // dv = pᵀ·dy ; dp = dy·vᵀ ; ds = p ⊙ (dp - rowsum(dp ⊙ p)) (into dp)
+    sgemmSerial(true, false, tk, nv, tq, 1.0f, p, tk, gy, nv, 0.0f,
+                dv + b * tk * nv);
+    sgemmSerial(false, true, tq, tk, nv, 1.0f, gy, nv, pv + b * tk * nv, nv,
+                0.0f, dp);
+    for (int64_t i = 0; i < tq; ++i) {
+      double dot = 0;
+      for (int64_t j = 0; j < tk; ++j)
+        dot += (double)dp[i * tk + j] * p[i * tk + j];
+      for (int64_t j = 0; j < tk; ++j)
+        dp[i * tk + j] = p[i * tk + j] * (float)(dp[i * tk + j] - dot);
+    }
+    // dq = scale·ds·k ; dk = scale·dsᵀ·q
+    sgemmSerial(false, false, tq, d, tk, scale, dp, tk, pk + b * tk * d, d,
+                0.0f, dq + b * tq * d);
+    sgemmSerial(true, false, tk, d, tq, scale, dp, tk, pq + b * tq * d, d, 0.0f,
+                dk + b * tk * d);
+  }
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Indexing and losses
 //===----------------------------------------------------------------------===//
@@ -1269,6 +1385,7 @@ const std::map<std::string, OpInfo> &table() {
       {"log_softmax", {kLogSoftmax, 1, 1, 1}},
       {"layer_norm", {kLayerNorm, 2, 3, 1}},
       {"attention", {kAttention, 3, 4, 1}},
+      {"attention_grad", {kAttentionGrad, 4, 5, 3}},
       {"gather", {kGather, 2, 2, 1}},
       {"scatter_add", {kScatterAdd, 3, 3, 1}},
       {"cross_entropy", {kCrossEntropy, 2, 3, 1}},
@@ -1327,7 +1444,8 @@ int64_t scratchFloats(const Instruction &instr) {
   // Reductions accumulate their output in double.
   if (instr.op.rfind("reduce_", 0) == 0 && !instr.out.empty())
     return 2 * instr.out[0].numel();
-  if (instr.op != "attention" || instr.in.size() < 2)
+  bool grad = instr.op == "attention_grad"; // probabilities and their gradient
+  if ((instr.op != "attention" && !grad) || instr.in.size() < 2)
     return 0;
   const TensorRef &q = instr.in[0], &k = instr.in[1];
   if (q.rank() < 2 || k.rank() < 2)
@@ -1337,7 +1455,8 @@ int64_t scratchFloats(const Instruction &instr) {
 #else
   int64_t threads = 1;
 #endif
-  return q.shape[q.rank() - 2] * k.shape[k.rank() - 2] * threads;
+  return q.shape[q.rank() - 2] * k.shape[k.rank() - 2] * threads *
+         (grad ? 2 : 1);
 }
 
 } // namespace fsdp::cpu

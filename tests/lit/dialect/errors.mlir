@@ -458,3 +458,11 @@ func.func @sgd_nesterov(%g: tensor<4xf32>) {
   fsdp.sgd @w, %g {lr = 0.1 : f32, momentum = 0.0 : f32, nesterov = true, weight_decay = 0.0 : f32} : tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @attention_grad(%q: tensor<2x8x16xf32>, %g: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{output gradient 'tensor<2x8x8xf32>' does not match the attention output 'tensor<2x8x16xf32>'}}
+  %dq, %dk, %dv = fsdp.attention_grad %q, %q, %q, %g {scale = 1.0 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  return
+}

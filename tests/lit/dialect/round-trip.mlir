@@ -168,6 +168,8 @@ func.func @training(%z: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2
   fsdp.sgd @fc.weight, %gw {lr = 0.1 : f32, momentum = 0.9 : f32, nesterov = true, weight_decay = 0.0 : f32} : tensor<4x8xf32>
   // CHECK: fsdp.adamw @fc.weight, %{{.*}} scaled by %{{.*}} : tensor<f32> {{{.*}}} : tensor<4x8xf32>
   fsdp.adamw @fc.weight, %gw scaled by %g : tensor<f32> {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : tensor<4x8xf32>
+  // CHECK: fsdp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 5.000000e-01 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %dq, %dk, %dv = fsdp.attention_grad %dy, %dy, %dy, %dy {causal = true, scale = 0.5 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   // CHECK: fsdp.accumulate_grad @fc.weight, %{{.*}} : tensor<4x8xf32>
   fsdp.accumulate_grad @fc.weight, %gw : tensor<4x8xf32>
   // CHECK: fsdp.read_grad @fc.weight : tensor<4x8xf32>
