@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Base64.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -30,6 +31,8 @@ namespace json = llvm::json;
 namespace {
 
 constexpr int64_t kPlanVersion = 1;
+/// Constants up to this size are written as readable JSON arrays.
+constexpr int64_t kInlineElements = 64;
 
 std::string dtypeName(Type t) {
   if (t.isF32())
@@ -109,11 +112,31 @@ struct Emitter {
     };
     if (attr.isSplat()) {
       o["splat"] = number(0);
-    } else {
+    } else if (attr.getNumElements() <= kInlineElements ||
+               (isa<FloatType>(t.getElementType()) &&
+                !t.getElementType().isF32())) {
       json::Array data;
       for (int64_t i = 0, e = attr.getNumElements(); i < e; ++i)
         data.push_back(number(i));
       o["data"] = std::move(data);
+    } else {
+      // Large constants (RoPE tables, masks) as base64 of their
+      // little-endian bytes (f32, i64, or one byte per i1), not one JSON
+      // number per line.
+      std::string bytes;
+      Type et = t.getElementType();
+      for (int64_t i = 0, e = attr.getNumElements(); i < e; ++i) {
+        if (et.isF32()) {
+          float f = attr.getValues<APFloat>()[i].convertToFloat();
+          bytes.append(reinterpret_cast<const char *>(&f), 4);
+        } else if (et.isInteger(1)) {
+          bytes.push_back(attr.getValues<bool>()[i] ? 1 : 0);
+        } else {
+          int64_t v = attr.getValues<APInt>()[i].getSExtValue();
+          bytes.append(reinterpret_cast<const char *>(&v), 8);
+        }
+      }
+      o["base64"] = llvm::encodeBase64(bytes);
     }
     constants.push_back(std::move(o));
     return constants.size() - 1;

@@ -3,6 +3,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/support/File.h"
 
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -187,6 +188,43 @@ struct Reader {
   }
 };
 
+/// Decodes standard base64; false on a malformed string.
+bool decodeBase64(const std::string &in, std::string &out) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z')
+      return c - 'A';
+    if (c >= 'a' && c <= 'z')
+      return c - 'a' + 26;
+    if (c >= '0' && c <= '9')
+      return c - '0' + 52;
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+  };
+  if (in.size() % 4 != 0)
+    return false;
+  out.clear();
+  out.reserve(in.size() / 4 * 3);
+  for (size_t i = 0; i < in.size(); i += 4) {
+    int v[4], pad = 0;
+    for (int k = 0; k < 4; ++k) {
+      char c = in[i + k];
+      if (c == '=' && i + 4 == in.size() && k >= 2) {
+        v[k] = 0;
+        ++pad;
+        continue;
+      }
+      if (pad || (v[k] = value(c)) < 0)
+        return false;
+    }
+    uint32_t n = (v[0] << 18) | (v[1] << 12) | (v[2] << 6) | v[3];
+    out.push_back((char)(n >> 16));
+    if (pad < 2)
+      out.push_back((char)(n >> 8));
+    if (pad < 1)
+      out.push_back((char)n);
+  }
+  return true;
+}
+
 double constantValue(const json &v) {
   if (v.is_string()) {
     std::string s = v.get<std::string>();
@@ -325,6 +363,27 @@ Status parsePlan(const std::string &text, Plan &plan) {
           return Status::error(where + ".splat: expected a number");
         info.splat = true;
         info.values.push_back(constantValue(*s));
+      } else if (const json *b = r.field(c, "base64", where, false)) {
+        std::string bytes;
+        int64_t n = product(info.shape), width = dtypeSize(info.dtype);
+        if (!b->is_string() || !decodeBase64(b->get<std::string>(), bytes) ||
+            (int64_t)bytes.size() != n * width)
+          return Status::error(where + ".base64: expected " +
+                               std::to_string(n * width) + " bytes of base64");
+        info.values.resize(n);
+        for (int64_t k = 0; k < n; ++k) {
+          if (info.dtype == DType::F32) {
+            float f;
+            std::memcpy(&f, bytes.data() + k * 4, 4);
+            info.values[k] = f;
+          } else if (info.dtype == DType::I64) {
+            int64_t x;
+            std::memcpy(&x, bytes.data() + k * 8, 8);
+            info.values[k] = (double)x;
+          } else {
+            info.values[k] = bytes[k] != 0;
+          }
+        }
       } else if (const json *d = r.field(c, "data", where)) {
         if (!d->is_array() || (int64_t)d->size() != product(info.shape))
           return Status::error(where + ".data: expected " +
