@@ -16,7 +16,9 @@
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#ifdef _OPENMP
 #include <omp.h>
+#endif
 
 #include <chrono>
 #include <cstdio>
@@ -152,10 +154,12 @@ int main(int argc, char **argv) {
   bool leader = rank == 0;
   // Ranks sharing a machine share its cores: split them, or the kernels'
   // threads and the MPI progress loops oversubscribe the CPU many times over.
+#ifdef _OPENMP
   if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
     int ranksHere = std::max(1, std::atoi(local));
     omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
   }
+#endif
   quiet = quiet || !leader;
   Executor exec;
   if (Status s = exec.init(plan, *comm); !s)
