@@ -649,77 +649,6 @@ Status kLayerNorm(const Instruction &in, Context &c) {
 // Attention
 //===----------------------------------------------------------------------===//
 
-Status kAttention(const Instruction &in, Context &c) {
-  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &y = in.out[0];
-  int64_t r = q.rank();
-  if (r < 2 || k.rank() != r || v.rank() != r || y.rank() != r)
-    return Status::error("q, k, v need one rank >= 2");
-  int64_t tq = q.shape[r - 2], d = q.shape[r - 1], tk = k.shape[r - 2],
-          dv = v.shape[r - 1];
-  if (k.shape[r - 1] != d || v.shape[r - 2] != tk || y.shape[r - 2] != tq ||
-      y.shape[r - 1] != dv ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
-    return Status::error("q, k, v shapes do not match");
-  float scale = (float)attrFloat(in, "scale", 1.0);
-  bool causal = attrBool(in, "causal", false);
-  Shape scores(q.shape.begin(), q.shape.end() - 1);
-  scores.push_back(tk);
-  const TensorRef *mask = in.in.size() == 4 ? &in.in[3] : nullptr;
-  Shape ms;
-  if (mask && !broadcastStrides(mask->shape, scores, ms))
-    return Status::error("mask " + str(mask->shape) +
-                         " does not broadcast to " + str(scores));
-  int64_t batch = product(q.shape, 0, r - 2);
-  const float *pq = c.get<float>(q), *pk = c.get<float>(k),
-              *pv = c.get<float>(v);
-  float *py = c.get<float>(y);
-  const float ninf = -std::numeric_limits<float>::infinity();
-  Shape bshape(q.shape.begin(), q.shape.end() - 2);
-#pragma omp parallel for
-  for (int64_t b = 0; b < batch; ++b) {
-#ifdef _OPENMP
-    float *s = c.scratch + omp_get_thread_num() * tq * tk; // per-thread scores
-#else
-    float *s = c.scratch;
-#endif
-    sgemmSerial(false, true, tq, tk, d, scale, pq + b * tq * d, d,
-                pk + b * tk * d, d, 0.0f, s);
-    int64_t mbase = 0;
-    if (mask)
-      for (int64_t dd = (int64_t)bshape.size() - 1, rest = b; dd >= 0; --dd) {
-        mbase += (rest % bshape[dd]) * ms[dd];
-        rest /= bshape[dd];
-      }
-    for (int64_t i = 0; i < tq; ++i) {
-      float *row = s + i * tk;
-      for (int64_t j = 0; j < tk; ++j) {
-        if (causal && j > i + (tk - tq))
-          row[j] = ninf;
-        if (mask) {
-          int64_t off = mbase + i * ms[r - 2] + j * ms[r - 1];
-          if (mask->dtype == DType::I1) {
-            if (!c.get<uint8_t>(*mask)[off])
-              row[j] = ninf;
-          } else {
-            row[j] += c.get<float>(*mask)[off];
-          }
-        }
-      }
-      double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-      for (int64_t j = 0; j < tk; ++j)
-        mx = std::max(mx, (double)row[j]);
-      for (int64_t j = 0; j < tk; ++j)
-        sum += std::exp(row[j] - mx);
-      for (int64_t j = 0; j < tk; ++j)
-        row[j] = (float)(std::exp(row[j] - mx) / sum);
-    }
-    sgemmSerial(false, false, tq, dv, tk, 1.0f, s, tk, pv + b * tk * dv, dv,
-                0.0f, py + b * tq * dv);
-  }
-  return Status::ok();
-}
-
 /// Scores of batch element `b`, masked and softmaxed into `s` [tq, tk]: the
 /// forward's probabilities, recomputed by the backward.
 struct AttentionShape {
@@ -787,6 +716,33 @@ Status attentionShape(const TensorRef &q, const TensorRef &k,
                          " does not broadcast to " + str(scores));
   a.batch = product(q.shape, 0, a.r - 2);
   a.bshape = Shape(q.shape.begin(), q.shape.end() - 2);
+  return Status::ok();
+}
+
+Status kAttention(const Instruction &in, Context &c) {
+  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &y = in.out[0];
+  AttentionShape a;
+  FSDP_RETURN_IF_ERROR(
+      attentionShape(q, k, v, in.in.size() == 4 ? &in.in[3] : nullptr, a));
+  if (y.numel() != a.batch * a.tq * a.dv)
+    return Status::error("output does not match q and v");
+  float scale = (float)attrFloat(in, "scale", 1.0);
+  bool causal = attrBool(in, "causal", false);
+  const float *pq = c.get<float>(q), *pk = c.get<float>(k),
+              *pv = c.get<float>(v);
+  float *py = c.get<float>(y);
+  int64_t tq = a.tq, tk = a.tk, dv = a.dv;
+#pragma omp parallel for
+  for (int64_t b = 0; b < a.batch; ++b) {
+#ifdef _OPENMP
+    float *p = c.scratch + omp_get_thread_num() * tq * tk; // per-thread scores
+#else
+    float *p = c.scratch;
+#endif
+    attentionProbs(a, c, pq, pk, scale, causal, b, p);
+    sgemmSerial(false, false, tq, dv, tk, 1.0f, p, tk, pv + b * tk * dv, dv,
+                0.0f, py + b * tq * dv);
+  }
   return Status::ok();
 }
 

@@ -11,7 +11,6 @@ Also: a plan that differs between ranks is an error on every rank, and a
 rank that dies makes the others exit non-zero within the comm timeout.
 """
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -23,7 +22,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parity import read_safetensors, rel  # noqa: E402
+from parity import load_generator, read_safetensors, rel  # noqa: E402
 
 TOL = 1e-5
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
@@ -36,9 +35,7 @@ def main():
     ap.add_argument("--generator", required=True)
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
-    spec = importlib.util.spec_from_file_location("gen_model", a.generator)
-    gen = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gen)
+    gen = load_generator(a.generator)
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         cases = [("gpt2", ["gpt2", "--loss"], {}),
