@@ -238,13 +238,12 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
         total += elements(p);
       }
       bool isRoot = g.name == "root";
-      auto unit = UnitOp::create(b, module.getLoc(), b.getStringAttr(g.name),
-                                 b.getArrayAttr(refs), b.getBoolAttr(!isRoot));
+      UnitOp::create(b, module.getLoc(), b.getStringAttr(g.name),
+                     b.getArrayAttr(refs), b.getBoolAttr(!isRoot));
       // Reported at the unit's first parameter (no op dump attached).
       emitRemark(g.params.front().getLoc())
           << "unit '" << g.name << "': " << g.params.size() << " parameters, "
           << total << " elements (" << policy << " policy)";
-      (void)unit;
     }
   }
 };
