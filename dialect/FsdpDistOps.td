@@ -13,6 +13,7 @@ include "dialect/FsdpDialect.td"
 include "dialect/FsdpTypes.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Fsdp_ParameterOp : Fsdp_Op<"parameter",
     [Symbol, HasParent<"::mlir::ModuleOp">]> {
@@ -65,6 +66,105 @@ def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
                                       "parameter symbols">:$params,
                    DefaultValuedAttr<BoolAttr, "true">:$reshard_after_forward);
   let assemblyFormat = "$sym_name attr-dict";
+}
+
+def Fsdp_FlatParameterOp : Fsdp_Op<"flat_parameter",
+    [Symbol, HasParent<"::mlir::ModuleOp">,
+     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "A unit's parameters as one flat buffer, sharded over a group";
+  let description = [{
+    `fsdp-shard` lays the parameters of a unit end to end in one flat buffer
+    (FSDP's FlatParameter): parameter `params[i]` occupies elements
+    `[offsets[i], offsets[i] + numel(params[i]))`. The buffer is padded with
+    zeros to a multiple of `group_size` and split into `group_size` equal
+    shards; the op's type is one shard, which is all a rank stores. The
+    trainable and the frozen parameters of a unit get separate flat buffers,
+    so optimizer updates and gradient reductions cover whole buffers.
+
+    ```mlir
+    fsdp.flat_parameter @"h.0.flat" : tensor<520xf32> {unit = @"h.0",
+        params = [@"h.0.fc.weight", @"h.0.fc.bias"],
+        offsets = array<i64: 0, 1024>, numel = 1040, group_size = 4,
+        trainable = true}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                   TypeAttrOf<AnyStaticShapeTensor>:$type,
+                   FlatSymbolRefAttr:$unit,
+                   TypedArrayAttrBase<FlatSymbolRefAttr,
+                                      "parameter symbols">:$params,
+                   DenseI64ArrayAttr:$offsets,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$numel,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
+                   BoolAttr:$trainable);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getShardType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+    /// The gathered (padded) buffer: one shard times the group size.
+    ::mlir::RankedTensorType getFullType() {
+      return ::mlir::RankedTensorType::get(
+          {getShardType().getDimSize(0) * getGroupSizeAttr().getInt()},
+          getShardType().getElementType());
+    }
+  }];
+}
+
+def Fsdp_GetShardOp : Fsdp_Op<"get_shard",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "Reads this rank's shard of a flat parameter";
+  let description = [{
+    The shard is persistent storage owned by the runtime (updated in place
+    by the optimizer), so reading it allocates nothing.
+
+    ```mlir
+    %s = fsdp.get_shard @"h.0.flat" : tensor<520xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$flat);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$flat attr-dict `:` type($result)";
+}
+
+def Fsdp_ParamViewOp : Fsdp_Op<"param_view", [Pure]> {
+  let summary = "One parameter inside a gathered flat buffer (no copy)";
+  let description = [{
+    The `numel(result)` elements of `input` from element `offset`, shaped
+    as the result: a view that aliases the gathered buffer, as FSDP's
+    unflattened parameter views do.
+
+    ```mlir
+    %w = fsdp.param_view %full {offset = 1024 : i64}
+        : tensor<2080xf32> -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyType], [HasAnyRankOfPred<[1]>]>:$input,
+                   ConfinedAttr<I64Attr, [IntNonNegative]>:$offset);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_PackOp : Fsdp_Op<"pack", [Pure]> {
+  let summary = "Lays gradients out as a flat buffer (zero elsewhere)";
+  let description = [{
+    The transpose of `fsdp.param_view`: operand `i`, flattened, is written at
+    element `offsets[i]` of a zero-filled 1-D result. It builds the flat
+    gradient of a unit that `fsdp.reduce_scatter_start` then reduces.
+
+    ```mlir
+    %g = fsdp.pack %gw, %gb {offsets = array<i64: 0, 1024>}
+        : (tensor<64x16xf32>, tensor<16xf32>) -> tensor<2080xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs,
+                   DenseI64ArrayAttr:$offsets);
+  let results = (outs RankedTensorOf<[AnyType], [HasAnyRankOfPred<[1]>]>:$result);
+  let assemblyFormat = "$inputs attr-dict `:` functional-type($inputs, $result)";
+  let hasVerifier = 1;
 }
 
 class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []>

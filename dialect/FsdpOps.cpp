@@ -333,6 +333,92 @@ LogicalResult UnitOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return success();
 }
 
+LogicalResult FlatParameterOp::verify() {
+  RankedTensorType shard = getShardType();
+  int64_t group = getGroupSizeAttr().getInt(), numel = getNumelAttr().getInt();
+  if (shard.getRank() != 1)
+    return emitOpError("shard type must be 1-D, got ") << shard;
+  if (shard.getDimSize(0) * group < numel)
+    return emitOpError("shards of ")
+           << shard.getDimSize(0) << " elements over " << group
+           << " ranks cannot hold " << numel << " elements";
+  if ((int64_t)getOffsets().size() != (int64_t)getParams().size())
+    return emitOpError("has ") << getParams().size() << " parameters but "
+                               << getOffsets().size() << " offsets";
+  return success();
+}
+
+LogicalResult
+FlatParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  if (!symbolTable.lookupNearestSymbolFrom<UnitOp>(*this, getUnitAttr()))
+    return emitOpError("'") << getUnit() << "' is not an fsdp.unit";
+  int64_t end = 0;
+  for (auto [a, offset] : llvm::zip(getParams(), getOffsets())) {
+    auto ref = cast<FlatSymbolRefAttr>(a);
+    auto param = symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, ref);
+    if (!param)
+      return emitOpError("'") << ref.getValue() << "' is not an fsdp.parameter";
+    if (param.getTensorType().getElementType() !=
+        getShardType().getElementType())
+      return emitOpError("parameter '")
+             << ref.getValue() << "' has element type "
+             << param.getTensorType().getElementType() << ", the buffer "
+             << getShardType().getElementType();
+    if (offset < end)
+      return emitOpError("parameter '")
+             << ref.getValue() << "' at offset " << offset
+             << " overlaps the previous one (which ends at " << end << ")";
+    end = offset + param.getTensorType().getNumElements();
+  }
+  if (end > getNumelAttr().getInt())
+    return emitOpError("parameters end at element ")
+           << end << ", past numel " << getNumelAttr().getInt();
+  return success();
+}
+
+LogicalResult GetShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto flat =
+      symbolTable.lookupNearestSymbolFrom<FlatParameterOp>(*this, getFlatAttr());
+  if (!flat)
+    return emitOpError("'") << getFlat() << "' is not an fsdp.flat_parameter";
+  if (flat.getType() != getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the shard's " << flat.getType();
+  return success();
+}
+
+LogicalResult ParamViewOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  RankedTensorType out = getType();
+  int64_t offset = getOffsetAttr().getInt();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError("element type ")
+           << out.getElementType() << " differs from the buffer's "
+           << in.getElementType();
+  if (!in.hasStaticShape() || offset + out.getNumElements() > in.getNumElements())
+    return emitOpError("view of ")
+           << out.getNumElements() << " elements at offset " << offset
+           << " does not fit in " << in;
+  return success();
+}
+
+LogicalResult PackOp::verify() {
+  RankedTensorType out = getType();
+  if (getOffsets().size() != getInputs().size())
+    return emitOpError("has ") << getInputs().size() << " inputs but "
+                               << getOffsets().size() << " offsets";
+  for (auto [v, offset] : llvm::zip(getInputs(), getOffsets())) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType() != out.getElementType())
+      return emitOpError("input ") << t << " differs in element type from "
+                                   << out;
+    if (offset < 0 || offset + t.getNumElements() > out.getNumElements())
+      return emitOpError("input ")
+             << t << " at offset " << offset << " does not fit in " << out;
+  }
+  return success();
+}
+
 /// Every future is completed by exactly one fsdp.wait.
 static LogicalResult verifyFutureWaited(Operation *op, Value future) {
   if (!future.hasOneUse() || !isa<WaitOp>(*future.getUsers().begin()))

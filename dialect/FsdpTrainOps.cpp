@@ -69,17 +69,23 @@ LogicalResult CrossEntropyGradOp::verify() {
   return success();
 }
 
-/// The parameter exists and has the gradient's type.
+/// The parameter (or flat parameter shard) exists and has the gradient's
+/// type.
 static LogicalResult verifyParam(Operation *op, FlatSymbolRefAttr ref,
                                  Type gradType,
                                  SymbolTableCollection &symbolTable) {
-  auto param = symbolTable.lookupNearestSymbolFrom<ParameterOp>(op, ref);
-  if (!param)
+  Operation *target = symbolTable.lookupNearestSymbolFrom(op, ref);
+  Type type;
+  if (auto param = dyn_cast_or_null<ParameterOp>(target))
+    type = param.getType();
+  else if (auto flat = dyn_cast_or_null<FlatParameterOp>(target))
+    type = flat.getType();
+  else
     return op->emitOpError("'")
-           << ref.getValue() << "' is not an fsdp.parameter";
-  if (param.getType() != gradType)
+           << ref.getValue() << "' is not an fsdp.parameter or fsdp.flat_parameter";
+  if (type != gradType)
     return op->emitOpError("gradient type ")
-           << gradType << " differs from the parameter's " << param.getType();
+           << gradType << " differs from the parameter's " << type;
   return success();
 }
 

@@ -75,6 +75,9 @@ struct Emitter {
     if (auto read = v.getDefiningOp<GetParameterOp>()) {
       o["space"] = "param";
       o["index"] = paramIndex.lookup(read.getParam());
+    } else if (auto shard = v.getDefiningOp<GetShardOp>()) {
+      o["space"] = "param";
+      o["index"] = paramIndex.lookup(shard.getFlat());
     } else if (auto grad = v.getDefiningOp<ReadGradOp>()) {
       o["space"] = "grad";
       o["index"] = paramIndex.lookup(grad.getParam());
@@ -157,8 +160,12 @@ struct Emitter {
         out.push_back(v);
       return out;
     }
-    if (auto ref = dyn_cast<FlatSymbolRefAttr>(a))
-      return paramIndex.lookup(ref.getValue());
+    if (auto ref = dyn_cast<FlatSymbolRefAttr>(a)) {
+      auto it = paramIndex.find(ref.getValue());
+      if (it != paramIndex.end())
+        return it->second; // a storage slot
+      return ref.getValue(); // a unit, by name
+    }
     return nullptr;
   }
 };
@@ -179,7 +186,8 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
         for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
           offsets[r] = o;
-      if (isa<ReshapeOp, GetParameterOp, ConstantOp, ReadGradOp>(op))
+      if (isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
+              ReadGradOp>(op))
         continue;
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -255,6 +263,32 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       params.push_back(std::move(o));
     }
 
+    // Storage slots: the parameters, then the flat parameters' shards.
+    json::Array flats;
+    llvm::StringMap<int64_t> flatOf;
+    for (auto f : module.getOps<FlatParameterOp>()) {
+      e.paramIndex[f.getSymName()] = params.size() + flats.size();
+      json::Array members, offsets;
+      for (auto [a, off] : llvm::zip(f.getParams(), f.getOffsets())) {
+        int64_t p = e.paramIndex.lookup(cast<FlatSymbolRefAttr>(a).getValue());
+        members.push_back(p);
+        offsets.push_back(off);
+        (*params[p].getAsObject())["flat"] = (int64_t)flats.size();
+        (*params[p].getAsObject())["flat_offset"] = off;
+        (*params[p].getAsObject())["trainable"] = f.getTrainable();
+      }
+      flats.push_back(json::Object{
+          {"name", f.getSymName()},
+          {"unit", f.getUnit()},
+          {"dtype", dtypeName(f.getShardType().getElementType())},
+          {"shard_numel", f.getShardType().getDimSize(0)},
+          {"numel", f.getNumelAttr().getInt()},
+          {"group_size", f.getGroupSizeAttr().getInt()},
+          {"trainable", f.getTrainable()},
+          {"params", std::move(members)},
+          {"offsets", std::move(offsets)}});
+    }
+
     json::Array units;
     for (auto unit : module.getOps<UnitOp>()) {
       json::Array members;
@@ -301,7 +335,8 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         {"format", "fsdp-plan"},         {"version", kPlanVersion},
         {"meta", std::move(meta)},       {"train", std::move(train)},
         {"arena_bytes", arena.getInt()}, {"params", std::move(params)},
-        {"units", std::move(units)},     {"constants", std::move(e.constants)},
+        {"units", std::move(units)},     {"flats", std::move(flats)},
+        {"constants", std::move(e.constants)},
         {"inputs", std::move(inputs)},   {"outputs", std::move(outputs)},
         {"program", std::move(program)}};
     if (!update.empty()) {

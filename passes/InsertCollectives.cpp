@@ -1,20 +1,42 @@
 //===- InsertCollectives.cpp - Collectives for data parallelism -----------===//
 //
-// no-shard, before:
-//   fsdp.adamw @w, %g {...}
-// after:
-//   %f = fsdp.all_reduce %g {group_size = 4, reduction = "avg"}
-//   %a = fsdp.wait %f
-//   fsdp.adamw @w, %a {...}
-// The gradient norm (and so clipping) is computed from the averaged
-// gradients, i.e. over the global batch, as torch DDP + clip_grad_norm_ do.
+// The strategy and world size come from the module (fsdp-shard records them).
+//
+// no-shard (DDP), before:          after:
+//   fsdp.adamw @w, %g {...}          %f = fsdp.all_reduce %g {group_size = 4,
+//                                                             reduction = "avg"}
+//                                    %a = fsdp.wait %f
+//                                    fsdp.adamw @w, %a {...}
+//
+// full-shard / shard-grad-op, for every flat parameter @u.flat:
+//   %s = fsdp.get_shard @u.flat              // before the unit's first use
+//   %f = fsdp.all_gather_start %s {group_size = 4, unit = @u}
+//   %full = fsdp.wait %f
+//   %w = fsdp.param_view %full {offset = 0}  // replaces get_parameter @w
+//   ... forward uses of %w ...
+//   fsdp.free %full                          // reshard_after_forward
+//   ... gathered again before the unit's first backward use, freed after ...
+//   %g = fsdp.pack %gw, %gb {offsets = ...}  // after the last gradient
+//   %r = fsdp.reduce_scatter_start %g {group_size = 4, reduction = "avg"}
+//   %gs = fsdp.wait %r
+//   fsdp.adamw @u.flat, %gs {...}            // the optimizer on the shard
+//
+// Averaging over ranks happens inside the collectives (`avg`: the runtime
+// sums, then divides by the group size). The gradient norm is the square
+// root of the all-reduced (sum) squared norms of the gradient shards, i.e.
+// the norm of the globally averaged gradient, as torch's clip_grad_norm_ on
+// FSDP computes it. The logged loss is averaged over ranks in every strategy.
+// Collectives are placed right where they are needed (start and wait
+// adjacent); fsdp-schedule moves them apart for overlap.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/Autodiff.h"
 #include "passes/Passes.h"
 
 #include "dialect/FsdpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPINSERTCOLLECTIVES
@@ -26,13 +48,34 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// Replaces every use of `v` after `after` with its average over the ranks.
-Value averageOverRanks(OpBuilder &b, Location loc, Value v, int64_t ranks) {
-  auto type = cast<RankedTensorType>(v.getType());
-  auto start =
-      AllReduceOp::create(b, loc, FutureType::get(b.getContext(), type), v,
-                          b.getI64IntegerAttr(ranks), b.getStringAttr("avg"));
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// all_reduce + wait of `v` over `ranks`.
+Value allReduce(OpBuilder &b, Location loc, Value v, int64_t ranks,
+                StringRef reduction) {
+  auto start = AllReduceOp::create(
+      b, loc, FutureType::get(b.getContext(), tensorType(v)), v,
+      b.getI64IntegerAttr(ranks), b.getStringAttr(reduction));
   return WaitOp::create(b, loc, start.getFuture());
+}
+
+/// Sum over every element of `x` (a scalar stays as it is).
+Value sumAll(OpBuilder &b, Location loc, Value x) {
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i < tensorType(x).getRank(); ++i)
+    axes.push_back(i);
+  return axes.empty() ? x : ReduceSumOp::create(b, loc, x, axes, false);
+}
+
+/// The position of every op of `block`.
+llvm::DenseMap<Operation *, int64_t> positions(Block &block) {
+  llvm::DenseMap<Operation *, int64_t> at;
+  int64_t i = 0;
+  for (Operation &op : block)
+    at[&op] = i++;
+  return at;
 }
 
 struct FsdpInsertCollectives
@@ -41,20 +84,10 @@ struct FsdpInsertCollectives
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (worldSize < 1) {
-      module.emitError("--world-size must be >= 1, got ") << worldSize;
-      return signalPassFailure();
-    }
-    if (strategy != "no-shard") {
-      module.emitError("--strategy=")
-          << strategy << " is not implemented yet (no-shard is)";
-      return signalPassFailure();
-    }
-    module->setAttr(
-        "fsdp.world_size",
-        IntegerAttr::get(IntegerType::get(&getContext(), 64), worldSize));
-    module->setAttr("fsdp.strategy", StringAttr::get(&getContext(), strategy));
-    if (worldSize == 1)
+    int64_t worldSize = 1;
+    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+      worldSize = w.getInt();
+    if (worldSize == 1 && module.getOps<FlatParameterOp>().empty())
       return;
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step) {
@@ -62,11 +95,18 @@ struct FsdpInsertCollectives
       return signalPassFailure();
     }
     auto update = module.lookupSymbol<func::FuncOp>("apply_update");
-    func::FuncOp updater = update ? update : step;
+    if (module.getOps<FlatParameterOp>().empty())
+      averageGradients(step, update, worldSize);
+    else if (failed(shard(module, step, update, worldSize)))
+      return signalPassFailure();
+    if (worldSize > 1)
+      averageLoss(step, worldSize);
+  }
 
-    // Gradients: where they are read by the optimizer, or summed up for the
-    // gradient norm, average them first. They are the values the update
-    // reads: accumulator reads, or the operands of the optimizer ops.
+  /// no-shard: gradients are averaged where the update reads them.
+  void averageGradients(func::FuncOp step, func::FuncOp update,
+                        int64_t worldSize) {
+    func::FuncOp updater = update ? update : step;
     SmallVector<Value> grads;
     updater.walk([&](Operation *op) {
       if (auto read = dyn_cast<ReadGradOp>(op))
@@ -80,21 +120,292 @@ struct FsdpInsertCollectives
         continue;
       OpBuilder b(&getContext());
       b.setInsertionPointAfterValue(g);
-      Value avg = averageOverRanks(b, g.getLoc(), g, worldSize);
+      Value avg = allReduce(b, g.getLoc(), g, worldSize, "avg");
       g.replaceAllUsesExcept(
           avg, avg.getDefiningOp<WaitOp>().getFuture().getDefiningOp());
     }
+  }
 
-    // The logged loss: the mean over ranks, i.e. over the global batch.
+  /// The logged loss: the mean over ranks, i.e. over the global batch.
+  void averageLoss(func::FuncOp step, int64_t worldSize) {
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
       auto name = step.getResultAttrOfType<StringAttr>(i, "fsdp.name");
       if (!name || name.getValue() != "loss")
         continue;
       OpBuilder b(ret);
-      ret.setOperand(i, averageOverRanks(b, ret.getLoc(), v, worldSize));
+      ret.setOperand(i, allReduce(b, ret.getLoc(), v, worldSize, "avg"));
     }
   }
+
+  LogicalResult shard(ModuleOp module, func::FuncOp step, func::FuncOp update,
+                      int64_t worldSize);
+  LogicalResult gatherParameters(ModuleOp module, func::FuncOp step);
+  /// Replaces the per-parameter gradient consumers (optimizer updates,
+  /// accumulation, reads of accumulators) by ones on flat shards.
+  LogicalResult reduceGradients(ModuleOp module, func::FuncOp func,
+                                int64_t worldSize);
 };
+
+/// Where a parameter lives: its flat buffer and element offset there.
+struct Placement {
+  FlatParameterOp flat;
+  int64_t offset = 0;
+};
+
+llvm::StringMap<Placement> placements(ModuleOp module) {
+  llvm::StringMap<Placement> out;
+  for (auto flat : module.getOps<FlatParameterOp>())
+    for (auto [a, offset] : llvm::zip(flat.getParams(), flat.getOffsets()))
+      out[cast<FlatSymbolRefAttr>(a).getValue()] = {flat, offset};
+  return out;
+}
+
+LogicalResult FsdpInsertCollectives::shard(ModuleOp module, func::FuncOp step,
+                                           func::FuncOp update,
+                                           int64_t worldSize) {
+  for (auto flat : module.getOps<FlatParameterOp>())
+    if (flat.getGroupSizeAttr().getInt() != worldSize)
+      return flat.emitError("flat parameter '")
+             << flat.getSymName() << "' is sharded over "
+             << flat.getGroupSizeAttr().getInt()
+             << " ranks but the module's world size is " << worldSize;
+  if (failed(gatherParameters(module, step)) ||
+      failed(reduceGradients(module, step, worldSize)))
+    return failure();
+  if (update && failed(reduceGradients(module, update, worldSize)))
+    return failure();
+  return success();
+}
+
+LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
+                                                      func::FuncOp step) {
+  Block &body = step.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  // Forward is every op up to the loss; the reverse pass follows it.
+  Operation *lossOp = nullptr;
+  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+    auto name = step.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+    if (name && name.getValue() == "loss")
+      lossOp = v.getDefiningOp();
+  }
+  auto at = positions(body);
+  int64_t forwardEnd = lossOp ? at.lookup(lossOp) : (int64_t)at.size();
+
+  llvm::StringMap<Placement> where = placements(module);
+  // Every use of every parameter read, by flat buffer.
+  llvm::MapVector<Operation *, SmallVector<OpOperand *>> uses;
+  SmallVector<GetParameterOp> reads;
+  for (auto read : body.getOps<GetParameterOp>()) {
+    auto it = where.find(read.getParam());
+    if (it == where.end())
+      return read.emitError("parameter '")
+             << read.getParam() << "' belongs to no flat parameter";
+    reads.push_back(read);
+    for (OpOperand &use : read.getResult().getUses())
+      uses[it->second.flat].push_back(&use);
+  }
+
+  OpBuilder b(&getContext());
+  for (auto &[flatOp, flatUses] : uses) {
+    auto flat = cast<FlatParameterOp>(flatOp);
+    auto unit = module.lookupSymbol<UnitOp>(flat.getUnit());
+    bool reshard = unit.getReshardAfterForward();
+    // Phases: forward and backward when resharding, else one.
+    SmallVector<SmallVector<OpOperand *>, 2> phases(reshard ? 2 : 1);
+    for (OpOperand *use : flatUses) {
+      bool backward = at.lookup(use->getOwner()) > forwardEnd;
+      phases[reshard && backward ? 1 : 0].push_back(use);
+    }
+    for (auto &phase : phases) {
+      if (phase.empty())
+        continue;
+      Operation *first = phase.front()->getOwner(),
+                *last = phase.front()->getOwner();
+      for (OpOperand *use : phase) {
+        if (at.lookup(use->getOwner()) < at.lookup(first))
+          first = use->getOwner();
+        if (at.lookup(use->getOwner()) > at.lookup(last))
+          last = use->getOwner();
+      }
+      Location loc = unit.getLoc();
+      b.setInsertionPoint(first);
+      Value shard = GetShardOp::create(
+          b, loc, flat.getShardType(),
+          FlatSymbolRefAttr::get(flat.getSymNameAttr()));
+      auto start = AllGatherStartOp::create(
+          b, loc, FutureType::get(b.getContext(), flat.getFullType()), shard,
+          b.getI64IntegerAttr(flat.getGroupSizeAttr().getInt()),
+          FlatSymbolRefAttr::get(unit.getSymNameAttr()));
+      Value full = WaitOp::create(b, loc, start.getFuture());
+      llvm::StringMap<Value> views;
+      for (OpOperand *use : phase) {
+        auto read = cast<GetParameterOp>(use->get().getDefiningOp());
+        Value &view = views[read.getParam()];
+        if (!view)
+          view = ParamViewOp::create(
+              b, loc, read.getType(), full,
+              b.getI64IntegerAttr(where[read.getParam()].offset));
+        use->set(view);
+      }
+      if (!isa<func::ReturnOp>(last)) {
+        b.setInsertionPointAfter(last);
+        FreeOp::create(b, loc, full);
+      }
+    }
+  }
+  for (GetParameterOp read : reads)
+    read.erase();
+  return success();
+}
+
+LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
+                                                     func::FuncOp func,
+                                                     int64_t worldSize) {
+  Block &body = func.getBody().front();
+  llvm::StringMap<Placement> where = placements(module);
+  auto ref = [](FlatParameterOp flat) {
+    return FlatSymbolRefAttr::get(flat.getSymNameAttr());
+  };
+  auto flatOf = [&](Operation *op) -> FailureOr<Placement> {
+    auto name = cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue();
+    auto it = where.find(name);
+    if (it == where.end())
+      return op->emitError("parameter '")
+             << name << "' belongs to no flat parameter";
+    return it->second;
+  };
+
+  // The per-parameter consumers, by flat buffer, in program order.
+  llvm::MapVector<Operation *, SmallVector<Operation *>> updates, accumulates,
+      readGrads;
+  for (Operation &op : body) {
+    if (!isa<AdamWOp, SgdOp, AccumulateGradOp, ReadGradOp>(op))
+      continue;
+    if (op.getAttrOfType<FlatSymbolRefAttr>("param") &&
+        module.lookupSymbol<FlatParameterOp>(
+            op.getAttrOfType<FlatSymbolRefAttr>("param").getValue()))
+      continue; // already on a shard
+    FailureOr<Placement> p = flatOf(&op);
+    if (failed(p))
+      return failure();
+    if (isa<AdamWOp, SgdOp>(op))
+      updates[p->flat].push_back(&op);
+    else if (isa<AccumulateGradOp>(op))
+      accumulates[p->flat].push_back(&op);
+    else
+      readGrads[p->flat].push_back(&op);
+  }
+  auto at = positions(body);
+  OpBuilder b(&getContext());
+
+  // Gradient shards: from accumulators (in @apply_update), or packed and
+  // reduce-scattered after the last contribution.
+  llvm::MapVector<Operation *, Value> shards;
+  for (auto &[flatOp, reads] : readGrads) {
+    auto flat = cast<FlatParameterOp>(flatOp);
+    b.setInsertionPointToStart(&body);
+    shards[flat] = ReadGradOp::create(b, flat.getLoc(), flat.getShardType(),
+                                      ref(flat));
+  }
+  auto reduceScatter = [&](FlatParameterOp flat, ArrayRef<Operation *> ops) {
+    SmallVector<Value> grads;
+    SmallVector<int64_t> offsets;
+    Operation *lastDef = nullptr;
+    for (Operation *op : ops) {
+      Value g = op->getOperand(0);
+      grads.push_back(g);
+      offsets.push_back(where[cast<FlatSymbolRefAttr>(op->getAttr("param"))
+                                  .getValue()]
+                            .offset);
+      Operation *def = g.getDefiningOp();
+      if (def && (!lastDef || at.lookup(def) > at.lookup(lastDef)))
+        lastDef = def;
+    }
+    if (lastDef)
+      b.setInsertionPointAfter(lastDef);
+    else
+      b.setInsertionPointToStart(&body);
+    Location loc = flat.getLoc();
+    Value packed = PackOp::create(b, loc, flat.getFullType(), grads,
+                                  b.getDenseI64ArrayAttr(offsets));
+    auto start = ReduceScatterStartOp::create(
+        b, loc, FutureType::get(b.getContext(), flat.getShardType()), packed,
+        b.getI64IntegerAttr(worldSize), b.getStringAttr("avg"),
+        flat.getUnitAttr());
+    return WaitOp::create(b, loc, start.getFuture()).getResult();
+  };
+  for (auto &[flatOp, ops] : updates)
+    if (!shards.count(flatOp))
+      shards[flatOp] = reduceScatter(cast<FlatParameterOp>(flatOp), ops);
+
+  // Micro-steps: one accumulation per flat shard.
+  for (auto &[flatOp, ops] : accumulates) {
+    auto flat = cast<FlatParameterOp>(flatOp);
+    Value g = reduceScatter(flat, ops);
+    b.setInsertionPoint(ops.back());
+    AccumulateGradOp::create(b, flat.getLoc(), ref(flat), g);
+    for (Operation *op : ops)
+      op->erase();
+  }
+
+  if (!updates.empty()) {
+    // The norm: rebuild sqrt's operand from the shards, summed over ranks.
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    SqrtOp sqrt;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+      if (name && name.getValue() == "grad_norm")
+        sqrt = v.getDefiningOp<SqrtOp>();
+    }
+    if (!sqrt)
+      return func.emitError("@")
+             << func.getName() << " returns no grad_norm computed by fsdp.sqrt";
+    b.setInsertionPoint(sqrt);
+    Location loc = sqrt.getLoc();
+    Type et = tensorType(sqrt.getResult()).getElementType();
+    auto scalarType = RankedTensorType::get({}, et);
+    Value sumSq = ConstantOp::create(
+        b, loc, DenseElementsAttr::get(scalarType, b.getFloatAttr(et, 0.0)));
+    for (auto &[flatOp, g] : shards) {
+      Value gf = g;
+      if (tensorType(g).getElementType() != et)
+        gf = CastOp::create(
+            b, loc, RankedTensorType::get(tensorType(g).getShape(), et), g);
+      sumSq = AddOp::create(b, loc, sumSq,
+                            sumAll(b, loc, MulOp::create(b, loc, gf, gf)));
+    }
+    if (worldSize > 1)
+      sumSq = allReduce(b, loc, sumSq, worldSize, "sum");
+    sqrt->setOperand(0, sumSq);
+
+    for (auto &[flatOp, ops] : updates) {
+      auto flat = cast<FlatParameterOp>(flatOp);
+      Operation *old = ops.front();
+      b.setInsertionPoint(old);
+      Value scale = old->getNumOperands() > 1 ? old->getOperand(1) : Value();
+      Value g = shards[flatOp];
+      if (auto adam = dyn_cast<AdamWOp>(old))
+        AdamWOp::create(b, old->getLoc(), ref(flat), g, scale,
+                        adam.getLrAttr(), adam.getBeta1Attr(),
+                        adam.getBeta2Attr(), adam.getEpsAttr(),
+                        adam.getWeightDecayAttr());
+      else {
+        auto sgd = cast<SgdOp>(old);
+        SgdOp::create(b, old->getLoc(), ref(flat), g, scale, sgd.getLrAttr(),
+                      sgd.getMomentumAttr(), sgd.getNesterovAttr(),
+                      sgd.getWeightDecayAttr());
+      }
+      for (Operation *op : ops)
+        op->erase();
+    }
+  }
+  eraseDeadOps(body);
+  for (auto &[flatOp, reads] : readGrads)
+    for (Operation *op : reads)
+      if (op->use_empty())
+        op->erase();
+  return success();
+}
 
 } // namespace

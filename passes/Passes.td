@@ -89,24 +89,48 @@ def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
   ];
 }
 
-def FsdpInsertCollectives : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> {
-  let summary = "Inserts the collectives data parallelism needs";
+def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
+  let summary = "Lays each unit out as a flat, padded buffer sharded over ranks";
   let description = [{
-    For `world-size` > 1 ranks, each running @train_step on its own slice of
-    the global batch. `no-shard` (DDP): every parameter's gradient is averaged
-    over the ranks with `fsdp.all_reduce` (avg: the divide by the world size
-    happens inside the collective) right before its update, and so is the
-    logged loss. The sharded strategies (full-shard, shard-grad-op,
-    hybrid-shard) are not implemented yet and are refused.
-    With gradient accumulation the averaging happens once per optimizer step,
-    in @apply_update.
+    For the sharded strategies (`full-shard`: FSDP's FULL_SHARD / ZeRO-3;
+    `shard-grad-op`: SHARD_GRAD_OP / ZeRO-2), every unit's trained
+    parameters become one `fsdp.flat_parameter` (its frozen ones a second):
+    laid end to end in the unit's order, padded with zeros to a multiple of
+    `world-size`, of which each rank stores one equal shard. Uneven sizes
+    need nothing more than the padding. `reshard-after-forward` overrides the
+    units' choice: `true` (every unit but the root, as FSDP2), `false` (keep
+    every unit gathered from forward to backward); `shard-grad-op` implies
+    `false`. `no-shard` creates nothing. The strategy and world size are
+    recorded on the module for the passes that follow.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "number of ranks">,
-    Option<"strategy", "strategy", "std::string", "\"no-shard\"",
-           "no-shard (full-shard, shard-grad-op, hybrid-shard: not yet)">,
+    Option<"strategy", "strategy", "std::string", "\"full-shard\"",
+           "full-shard | shard-grad-op | no-shard (hybrid-shard: not yet)">,
+    Option<"reshardAfterForward", "reshard-after-forward", "std::string",
+           "\"default\"", "default | true | false">,
   ];
+}
+
+def FsdpInsertCollectives : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> {
+  let summary = "Inserts the collectives data parallelism needs";
+  let description = [{
+    Reads the strategy and world size fsdp-shard recorded on the module.
+    `no-shard` (DDP): every gradient is averaged over the ranks with
+    `fsdp.all_reduce` right before the update reads it. Sharded strategies
+    (the module has `fsdp.flat_parameter` ops): each flat buffer is
+    all-gathered before its unit's first use in forward and read through
+    `fsdp.param_view`s; when the unit reshards after forward it is freed
+    after its last forward use and gathered again before its first backward
+    use; it is freed after its last use. The unit's gradients are packed into
+    a flat buffer after the last contribution and reduce-scattered (`avg`),
+    and the optimizer (or the accumulation of gradient accumulation) runs on
+    the shard; the gradient norm sums the shards' squares over the ranks
+    with one all-reduce. The logged loss is averaged over the ranks. In
+    every case the division by the world size happens inside the collective.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
 def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {

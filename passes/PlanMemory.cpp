@@ -91,22 +91,44 @@ private:
   int64_t top = 0, peak = 0;
 };
 
-/// The value whose storage `v` uses: reshapes alias their source, and a
-/// wait's result is the buffer its collective wrote.
-Value storageOf(Value v) {
-  while (true) {
-    if (auto r = v.getDefiningOp<ReshapeOp>())
-      v = r.getX();
-    else if (auto w = v.getDefiningOp<WaitOp>())
-      v = w.getFuture();
-    else
-      return v;
+/// The value `v` is a view of (itself when it has storage of its own), and
+/// the byte offset of the view in it: reshapes alias their source, a wait's
+/// result is the buffer its collective wrote, and a parameter view is a
+/// slice of its gathered flat buffer.
+Value aliasOf(Value v, int64_t *delta = nullptr) {
+  if (auto r = v.getDefiningOp<ReshapeOp>())
+    return r.getX();
+  if (auto w = v.getDefiningOp<WaitOp>())
+    return w.getFuture();
+  if (auto view = v.getDefiningOp<ParamViewOp>()) {
+    if (delta)
+      *delta = view.getOffsetAttr().getInt() *
+               (bytesOf(view.getType()) /
+                std::max<int64_t>(view.getType().getNumElements(), 1));
+    return view.getInput();
   }
+  return v;
+}
+
+Value storageOf(Value v) {
+  for (Value a = aliasOf(v); a != v; a = aliasOf(v))
+    v = a;
+  return v;
 }
 
 bool inArena(Value v) {
   Operation *def = v.getDefiningOp();
-  return !def || !isa<GetParameterOp, ConstantOp, ReadGradOp>(def);
+  return !def || !isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp>(def);
+}
+
+/// A collective reads its input until its wait completes it.
+Operation *completion(Operation *op) {
+  if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op))
+    return nullptr;
+  for (Operation *user : op->getResult(0).getUsers())
+    if (isa<WaitOp>(user))
+      return user;
+  return nullptr;
 }
 
 struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
@@ -142,6 +164,8 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     auto noteUses = [&](Value storage, Value v) {
       for (Operation *user : v.getUsers()) {
         int64_t at = isa<func::ReturnOp>(user) ? n : index.lookup(user);
+        if (Operation *wait = completion(user))
+          at = std::max(at, index.lookup(wait));
         int64_t &slot = lastUse[storage];
         slot = std::max(slot, at);
       }
@@ -174,7 +198,10 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
           continue;
         }
         if (storage != r) {
-          offsets.push_back(offset.lookup(storage));
+          int64_t delta = 0;
+          Value of = aliasOf(r, &delta);
+          offset[r] = offset.lookup(of) + delta;
+          offsets.push_back(offset[r]);
           continue;
         }
         offset[r] = arena.allocate(bytesOf(r.getType()));

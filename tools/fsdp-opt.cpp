@@ -96,8 +96,12 @@ static llvm::cl::opt<int64_t>
                  llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string>
     strategyOpt("strategy",
-                llvm::cl::desc("no-shard (sharded strategies: not yet)"),
-                llvm::cl::init("no-shard"), llvm::cl::cat(trainCategory));
+                llvm::cl::desc("full-shard | shard-grad-op | no-shard"),
+                llvm::cl::init("full-shard"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> reshardOpt(
+    "reshard-after-forward",
+    llvm::cl::desc("default (every unit but the root) | true | false"),
+    llvm::cl::init("default"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
@@ -124,10 +128,12 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   fsdp::FsdpWrapUnitsOptions units;
   units.wrap = wrapOpt;
   pm.addPass(fsdp::createFsdpWrapUnits(units));
-  fsdp::FsdpInsertCollectivesOptions collectives;
-  collectives.worldSize = worldSizeOpt;
-  collectives.strategy = strategyOpt;
-  pm.addPass(fsdp::createFsdpInsertCollectives(collectives));
+  fsdp::FsdpShardOptions shard;
+  shard.worldSize = worldSizeOpt;
+  shard.strategy = strategyOpt;
+  shard.reshardAfterForward = reshardOpt;
+  pm.addPass(fsdp::createFsdpShard(shard));
+  pm.addPass(fsdp::createFsdpInsertCollectives());
   pm.addPass(fsdp::createFsdpPlanMemory());
   fsdp::FsdpEmitPlanOptions emit;
   emit.output = planPath.str();

@@ -72,12 +72,13 @@ int64_t tokensPerStep(const Plan &plan) {
              : plan.inputs[0].shape[0];
 }
 
-std::vector<NamedTensor> namedParams(const Plan &plan,
-                                     const std::vector<const float *> &data) {
+/// Full per-parameter tensors by original name (empty ones left out).
+std::vector<NamedTensor>
+namedParams(const Plan &plan, const std::vector<std::vector<float>> &data) {
   std::vector<NamedTensor> out;
-  for (size_t i = 0; i < plan.params.size(); ++i)
-    if (data[i])
-      out.push_back({plan.params[i].name, plan.params[i].shape, data[i]});
+  for (size_t i = 0; i < plan.params.size() && i < data.size(); ++i)
+    if (!data[i].empty())
+      out.push_back({plan.params[i].name, plan.params[i].shape, data[i].data()});
   return out;
 }
 
@@ -174,9 +175,9 @@ int main(int argc, char **argv) {
   if (Status s =
           safetensors
               ? loadSafetensorsWeights(weightsPath, plan,
-                                       [&](size_t i) { return exec.param(i); })
+                                       [&](size_t i) { return exec.pieces(i); })
               : loadOnnxWeights(weightsPath, plan,
-                                [&](size_t i) { return exec.param(i); });
+                                [&](size_t i) { return exec.pieces(i); });
       !s)
     return fail(s);
 
@@ -200,11 +201,11 @@ int main(int argc, char **argv) {
   TrainingPosition position{0, seed, data};
   if (!resume.empty()) {
     TrainingPosition saved;
-    if (Status s = loadCheckpoint(
-            resume, plan, [&](size_t i) { return exec.param(i); },
-            exec.optimizerState(), saved);
-        !s)
+    FullState state;
+    if (Status s = loadCheckpoint(resume, plan, state, saved); !s)
       return fail(s);
+    if (Status s = exec.importState(state); !s)
+      return fail(s.withContext(resume));
     if (saved.seed != seed || saved.data != data)
       return fail(Status::error(resume + ": saved with --data " + saved.data +
                                 " --seed " + std::to_string(saved.seed) +
@@ -214,11 +215,13 @@ int main(int argc, char **argv) {
       std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
   }
+  // Every rank takes part in gathering the state; rank 0 writes it.
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;
-    return saveCheckpoint(
-        checkpointDir, plan, [&](size_t i) { return exec.param(i); },
-        exec.optimizerState(), position);
+    FullState state;
+    FSDP_RETURN_IF_ERROR(exec.exportState(state));
+    return leader ? saveCheckpoint(checkpointDir, plan, state, position)
+                  : Status::ok();
   };
 
   std::ofstream log;
@@ -284,25 +287,30 @@ int main(int argc, char **argv) {
       }
       std::fflush(stdout);
     }
-    if (!checkpointDir.empty() && leader &&
+    if (!checkpointDir.empty() &&
         ((checkpointEvery > 0 && (t + 1) % checkpointEvery == 0) ||
          t + 1 == steps))
       if (Status s = checkpoint(t + 1); !s)
         return fail(s);
-    if (capture && leader) {
-      std::vector<const float *> ptrs;
-      for (auto &g : grads)
-        ptrs.push_back(g.empty() ? nullptr : g.data());
-      if (Status s = writeSafetensors(dumpGrads, namedParams(plan, ptrs)); !s)
+    if (capture) {
+      std::vector<std::vector<float>> full;
+      if (Status s = exec.gatherFull(grads, full); !s)
+        return fail(s);
+      if (Status s = leader ? writeSafetensors(dumpGrads, namedParams(plan, full))
+                            : Status::ok();
+          !s)
         return fail(s);
     }
   }
 
-  if (!saveFull.empty() && leader) {
-    std::vector<const float *> ptrs;
-    for (size_t i = 0; i < plan.params.size(); ++i)
-      ptrs.push_back(exec.param(i));
-    if (Status s = writeSafetensors(saveFull, namedParams(plan, ptrs)); !s)
+  if (!saveFull.empty()) {
+    FullState state;
+    if (Status s = exec.exportState(state); !s)
+      return fail(s);
+    if (Status s = leader ? writeSafetensors(saveFull,
+                                             namedParams(plan, state.params))
+                          : Status::ok();
+        !s)
       return fail(s);
   }
   return 0;

@@ -24,6 +24,14 @@ public:
       std::memmove(out, in, count * sizeof(float));
     return Status::ok();
   }
+  Status allGatherStart(const float *in, float *out, int64_t count,
+                        int64_t slot) override {
+    return allReduceStart(in, out, count, false, slot);
+  }
+  Status reduceScatterStart(const float *in, float *out, int64_t count,
+                            bool average, int64_t slot) override {
+    return allReduceStart(in, out, count, average, slot);
+  }
   Status wait(int64_t) override { return Status::ok(); }
   Status checkSame(uint64_t, const std::string &) override {
     return Status::ok();
@@ -53,6 +61,31 @@ public:
                             MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &p.request);
     if (rc != MPI_SUCCESS)
       return Status::error("MPI_Iallreduce failed on rank " +
+                           std::to_string(rankId));
+    return Status::ok();
+  }
+  Status allGatherStart(const float *in, float *out, int64_t count,
+                        int64_t slot) override {
+    if (slot < 0 || slot >= (int64_t)pending.size())
+      return Status::error("collective slot out of range");
+    Pending &p = pending[slot];
+    p = {MPI_REQUEST_NULL, out, count, false};
+    if (MPI_Iallgather(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT,
+                       MPI_COMM_WORLD, &p.request) != MPI_SUCCESS)
+      return Status::error("MPI_Iallgather failed on rank " +
+                           std::to_string(rankId));
+    return Status::ok();
+  }
+  Status reduceScatterStart(const float *in, float *out, int64_t count,
+                            bool average, int64_t slot) override {
+    if (slot < 0 || slot >= (int64_t)pending.size())
+      return Status::error("collective slot out of range");
+    Pending &p = pending[slot];
+    p = {MPI_REQUEST_NULL, out, count, average};
+    if (MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM,
+                                  MPI_COMM_WORLD,
+                                  &p.request) != MPI_SUCCESS)
+      return Status::error("MPI_Ireduce_scatter_block failed on rank " +
                            std::to_string(rankId));
     return Status::ok();
   }

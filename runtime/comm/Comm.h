@@ -29,6 +29,14 @@ public:
   /// Starts out = sum (or mean) over ranks of `in`; `in` may equal `out`.
   virtual Status allReduceStart(const float *in, float *out, int64_t count,
                                 bool average, int64_t slot) = 0;
+  /// Starts out = the concatenation, in rank order, of every rank's `count`
+  /// elements `in`.
+  virtual Status allGatherStart(const float *in, float *out, int64_t count,
+                                int64_t slot) = 0;
+  /// Starts out = this rank's `count` elements of the sum (or mean) over
+  /// ranks of `in` (`count` times the world size elements).
+  virtual Status reduceScatterStart(const float *in, float *out, int64_t count,
+                                    bool average, int64_t slot) = 0;
   virtual Status wait(int64_t slot) = 0;
   /// Every rank holds the same `value` as rank 0, or it is an error on every
   /// rank naming `what`.

@@ -1193,7 +1193,8 @@ Status kTrilu(const Instruction &in, Context &c) {
 Status optimizerArgs(const Instruction &in, Context &c, int64_t &param,
                      float &scale) {
   param = attrInt(in, "param", -1);
-  if (param < 0 || param >= (int64_t)c.params.size() || !c.optimizer)
+  if (param < 0 || param >= (int64_t)c.params.size() || !c.params[param] ||
+      !c.optimizer)
     return Status::error("bad parameter index");
   scale = 1.0f;
   if (in.in.size() == 2) {
@@ -1291,6 +1292,56 @@ Status kAllReduce(const Instruction &in, Context &c) {
                                 reduction == "avg", in.index);
 }
 
+Status kAllGather(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  int64_t group = attrInt(in, "group_size", 0);
+  if (!c.comm || group != c.comm->size() || x.dtype != DType::F32 ||
+      y.dtype != DType::F32 || x.numel() * group != y.numel())
+    return Status::error("expects f32 shards gathered over the " +
+                         std::to_string(c.comm ? c.comm->size() : 0) +
+                         " ranks of the communicator");
+  return c.comm->allGatherStart(c.get<float>(x), c.get<float>(y), x.numel(),
+                                in.index);
+}
+
+Status kReduceScatter(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  int64_t group = attrInt(in, "group_size", 0);
+  if (!c.comm || group != c.comm->size() || x.dtype != DType::F32 ||
+      y.dtype != DType::F32 || y.numel() * group != x.numel())
+    return Status::error("expects an f32 buffer scattered over the " +
+                         std::to_string(c.comm ? c.comm->size() : 0) +
+                         " ranks of the communicator");
+  std::string reduction = attrString(in, "reduction", "sum");
+  return c.comm->reduceScatterStart(c.get<float>(x), c.get<float>(y),
+                                    y.numel(), reduction == "avg", in.index);
+}
+
+/// The flat gradient of a unit: each input at its offset, zeros elsewhere.
+Status kPack(const Instruction &in, Context &c) {
+  const TensorRef &y = in.out[0];
+  auto found = in.attrs.find("offsets");
+  const nlohmann::json *offsets = found != in.attrs.end() ? &*found : nullptr;
+  if (!offsets || !offsets->is_array() || offsets->size() != in.in.size() ||
+      y.dtype != DType::F32)
+    return Status::error("needs one offset per input and an f32 result");
+  float *out = c.get<float>(y);
+  std::fill(out, out + y.numel(), 0.0f);
+  for (size_t i = 0; i < in.in.size(); ++i) {
+    const nlohmann::json &o = (*offsets)[i];
+    int64_t off = o.is_number_integer() ? o.get<int64_t>() : -1;
+    const TensorRef &x = in.in[i];
+    if (off < 0 || x.dtype != DType::F32 || off + x.numel() > y.numel())
+      return Status::error("input " + std::to_string(i) +
+                           " does not fit at its offset");
+    std::memcpy(out + off, c.get<float>(x), x.numel() * sizeof(float));
+  }
+  return Status::ok();
+}
+
+/// The planner already reuses a freed buffer; nothing happens at run time.
+Status kFree(const Instruction &, Context &) { return Status::ok(); }
+
 Status kWait(const Instruction &in, Context &c) {
   if (!c.comm)
     return Status::error("no communicator");
@@ -1360,6 +1411,10 @@ const std::map<std::string, OpInfo> &table() {
       {"accumulate_grad", {kAccumulateGrad, 1, 1, 0}},
       {"all_reduce", {kAllReduce, 1, 1, 1}},
       {"wait", {kWait, 1, 1, 1}},
+      {"all_gather_start", {kAllGather, 1, 1, 1}},
+      {"reduce_scatter_start", {kReduceScatter, 1, 1, 1}},
+      {"pack", {kPack, 1, 1 << 20, 1}},
+      {"free", {kFree, 1, 1, 0}},
   };
   return t;
 }
@@ -1381,11 +1436,11 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   for (const TensorRef &t : instr.out)
     if (t.space != Space::Arena)
       return Status::error("writes outside the arena");
-  if (info.outs == 0) {
+  if (info.outs == 0 && instr.op != "free") {
     int64_t p = attrInt(instr, "param", -1);
-    if (p < 0 || p >= (int64_t)plan.params.size() ||
-        plan.params[p].numel() != instr.in[0].numel() ||
-        instr.in[0].dtype != DType::F32)
+    if (p < 0 || p >= (int64_t)plan.slotCount() ||
+        plan.slotNumel(p) != instr.in[0].numel() || plan.slotNumel(p) == 0 ||
+        !plan.slotTrainable(p) || instr.in[0].dtype != DType::F32)
       return Status::error("does not name a parameter matching its gradient");
   }
   return Status::ok();

@@ -9,7 +9,7 @@
 
 namespace fsdp {
 
-Status Executor::init(const Plan &p, Comm &comm) {
+Status Executor::init(const Plan &p, Comm &comm_) {
   plan = &p;
   // Kernels parallelise with OpenMP; BLAS calls stay on the calling thread.
   openblas_set_num_threads(1);
@@ -22,13 +22,18 @@ Status Executor::init(const Plan &p, Comm &comm) {
                          "-byte arena");
   std::memset(arena.get(), 0, bytes);
 
-  params.clear();
-  for (const ParamInfo &info : p.params) {
+  comm = &comm_;
+  for (const ParamInfo &info : p.params)
     if (info.dtype != DType::F32)
       return Status::error("parameter '" + info.name +
                            "': only f32 parameters are supported");
-    params.emplace_back(info.numel(), 0.0f);
-  }
+  if (!p.flats.empty() && p.worldSize != comm_.size())
+    return Status::error("the plan shards over " + std::to_string(p.worldSize) +
+                         " ranks but " + std::to_string(comm_.size()) +
+                         " are running");
+  slots.clear();
+  for (size_t i = 0; i < p.slotCount(); ++i)
+    slots.emplace_back(p.slotNumel(i), 0.0f);
   constants.clear();
   for (const ConstantInfo &c : p.constants) {
     int64_t n = 1;
@@ -73,37 +78,116 @@ Status Executor::init(const Plan &p, Comm &comm) {
   scratch.assign(std::max<int64_t>((scratchNeed + 1) / 2, 1), 0.0);
 
   optimizer = cpu::OptimizerState();
-  for (const ParamInfo &info : p.params) {
-    bool adam = p.train.optimizer == "adamw";
-    optimizer.first.emplace_back(info.trainable ? info.numel() : 0, 0.0f);
-    optimizer.second.emplace_back(info.trainable && adam ? info.numel() : 0,
-                                  0.0f);
-    optimizer.started.push_back(0);
-  }
-
+  bool adam = p.train.optimizer == "adamw";
   gradSums.clear();
-  for (const ParamInfo &info : p.params)
-    gradSums.emplace_back(
-        !p.update.empty() && info.trainable ? info.numel() : 0, 0.0f);
+  for (size_t i = 0; i < p.slotCount(); ++i) {
+    int64_t n = p.slotTrainable(i) ? p.slotNumel(i) : 0;
+    optimizer.first.emplace_back(n, 0.0f);
+    optimizer.second.emplace_back(adam ? n : 0, 0.0f);
+    optimizer.started.push_back(0);
+    gradSums.emplace_back(p.update.empty() ? 0 : n, 0.0f);
+  }
 
   ctx = cpu::Context();
   ctx.arena = arena.get();
-  for (auto &v : params)
-    ctx.params.push_back(v.data());
+  for (auto &v : slots)
+    ctx.params.push_back(v.empty() ? nullptr : v.data());
   for (auto &v : gradSums)
     ctx.grads.push_back(v.empty() ? nullptr : v.data());
   for (auto &v : constants)
     ctx.constants.push_back(v.data());
   ctx.scratch = reinterpret_cast<float *>(scratch.data());
   ctx.optimizer = &optimizer;
-  ctx.comm = &comm;
-  comm.reserve((int64_t)(p.program.size() + p.update.size()));
+  ctx.comm = comm;
+  spareSlot = (int64_t)(p.program.size() + p.update.size());
+  comm->reserve(spareSlot + 1);
+  return Status::ok();
+}
+
+std::vector<Piece> Executor::piecesIn(std::vector<std::vector<float>> &storage,
+                                      size_t i) {
+  const ParamInfo &p = plan->params[i];
+  if (p.flat < 0)
+    return {{0, p.numel(), storage[i].data()}};
+  const FlatInfo &f = plan->flats[p.flat];
+  std::vector<float> &shard = storage[plan->params.size() + p.flat];
+  int64_t lo = comm->rank() * f.shardNumel, hi = lo + f.shardNumel;
+  int64_t a = std::max(lo, p.flatOffset),
+          b = std::min(hi, p.flatOffset + p.numel());
+  if (a >= b || shard.empty())
+    return {};
+  return {{a - p.flatOffset, b - a, shard.data() + (a - lo)}};
+}
+
+Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
+                            std::vector<std::vector<float>> &full) {
+  full.assign(plan->params.size(), {});
+  for (size_t i = 0; i < plan->params.size(); ++i)
+    if (plan->params[i].flat < 0 && i < storage.size())
+      full[i] = storage[i];
+  for (size_t f = 0; f < plan->flats.size(); ++f) {
+    const FlatInfo &flat = plan->flats[f];
+    size_t slot = plan->params.size() + f;
+    // Whether a slot holds anything (frozen buffers have no optimizer
+    // state) follows from the plan, so every rank skips the same ones.
+    if (slot >= storage.size() ||
+        (int64_t)storage[slot].size() != flat.shardNumel)
+      continue;
+    std::vector<float> buffer(flat.shardNumel * flat.groupSize);
+    FSDP_RETURN_IF_ERROR(comm->allGatherStart(
+        storage[slot].data(), buffer.data(), flat.shardNumel, spareSlot));
+    FSDP_RETURN_IF_ERROR(comm->wait(spareSlot));
+    for (size_t k = 0; k < flat.params.size(); ++k) {
+      const float *from = buffer.data() + flat.offsets[k];
+      full[flat.params[k]].assign(
+          from, from + plan->params[flat.params[k]].numel());
+    }
+  }
+  return Status::ok();
+}
+
+Status Executor::exportState(FullState &state) {
+  FSDP_RETURN_IF_ERROR(gatherFull(slots, state.params));
+  FSDP_RETURN_IF_ERROR(gatherFull(optimizer.first, state.first));
+  FSDP_RETURN_IF_ERROR(gatherFull(optimizer.second, state.second));
+  state.started.assign(plan->params.size(), 0);
+  for (size_t i = 0; i < plan->params.size(); ++i) {
+    const ParamInfo &p = plan->params[i];
+    state.started[i] =
+        optimizer.started[p.flat < 0 ? i : plan->params.size() + p.flat];
+  }
+  return Status::ok();
+}
+
+Status Executor::importState(const FullState &state) {
+  auto scatter = [&](std::vector<std::vector<float>> &storage,
+                     const std::vector<std::vector<float>> &full,
+                     const char *what) -> Status {
+    for (size_t i = 0; i < plan->params.size() && i < full.size(); ++i) {
+      if (full[i].empty())
+        continue;
+      if ((int64_t)full[i].size() != plan->params[i].numel())
+        return Status::error(std::string(what) + " of '" +
+                             plan->params[i].name + "' has the wrong size");
+      for (const Piece &piece : piecesIn(storage, i))
+        std::copy_n(full[i].data() + piece.begin, piece.count, piece.dst);
+    }
+    return Status::ok();
+  };
+  FSDP_RETURN_IF_ERROR(scatter(slots, state.params, "the value"));
+  FSDP_RETURN_IF_ERROR(scatter(optimizer.first, state.first, "the state"));
+  FSDP_RETURN_IF_ERROR(scatter(optimizer.second, state.second, "the state"));
+  for (size_t i = 0; i < plan->params.size() && i < state.started.size(); ++i) {
+    const ParamInfo &p = plan->params[i];
+    if (state.started[i])
+      optimizer.started[p.flat < 0 ? i : plan->params.size() + p.flat] = 1;
+  }
   return Status::ok();
 }
 
 int64_t Executor::peakBytes() const {
   int64_t bytes = plan->arenaBytes + (int64_t)scratch.size() * 8;
-  for (const auto &v : params)
+  for (const auto &v : slots)
     bytes += (int64_t)v.size() * 4;
   for (size_t i = 0; i < optimizer.first.size(); ++i)
     bytes +=
@@ -147,7 +231,7 @@ Status Executor::step(int64_t t,
   optimizer.step = t + 1;
   optimizer.lrScale = lrFactor(t);
   if (grads)
-    grads->assign(params.size(), {});
+    grads->assign(slots.size(), {});
   ctx.captureGrads = grads;
   auto scalar = [&](const std::vector<TensorRef> &outs, const std::string &name,
                     double &out) {

@@ -21,6 +21,19 @@ struct StepResult {
   double loss = 0, gradNorm = 0, lr = 0;
 };
 
+/// Elements [begin, begin + count) of a parameter, kept by this rank at dst.
+struct Piece {
+  int64_t begin = 0, count = 0;
+  float *dst = nullptr;
+};
+
+/// The training state in the model's terms: one full tensor per plan
+/// parameter (optimizer state empty for frozen ones), whatever the sharding.
+struct FullState {
+  std::vector<std::vector<float>> params, first, second;
+  std::vector<char> started;
+};
+
 class Executor {
 public:
   /// Allocates everything; parameters start at zero until loaded. `comm`
@@ -29,7 +42,18 @@ public:
 
   /// Storage of input `i` (write the batch here before step()).
   void *input(size_t i) { return ctx.data(plan->inputs[i]); }
-  float *param(size_t i) { return params[i].data(); }
+  /// Where this rank keeps parameter `i`: the whole of it, or the part of
+  /// it inside this rank's shard of its flat buffer (possibly nothing).
+  std::vector<Piece> pieces(size_t i) { return piecesIn(slots, i); }
+
+  /// Assembles full per-parameter tensors from per-slot storage (`slots`
+  /// indexed like the plan's slots): flat shards are all-gathered, so every
+  /// rank must call it.
+  Status gatherFull(const std::vector<std::vector<float>> &slots,
+                    std::vector<std::vector<float>> &full);
+  /// The whole training state (collective), and its inverse (local).
+  Status exportState(FullState &state);
+  Status importState(const FullState &state);
   int64_t peakBytes() const;
 
   /// The learning-rate factor of optimizer step `t` (0-based): linear
@@ -40,18 +64,21 @@ public:
   /// Runs one optimizer step (index `t`, 0-based): train.gradAccum
   /// micro-steps, each after `loadBatch(micro)` wrote the inputs (micro =
   /// t * gradAccum + i), then the update. The loss is the micro-steps' mean.
-  /// With `grads` set, the gradients the optimizer applies are copied there.
+  /// With `grads` set, the gradients the optimizer applies are copied there
+  /// (by slot: see gatherFull).
   Status step(int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
               StepResult &result,
               std::vector<std::vector<float>> *grads = nullptr);
 
-  /// Optimizer state, for checkpoints.
-  cpu::OptimizerState &optimizerState() { return optimizer; }
 
 private:
   const Plan *plan = nullptr;
   std::unique_ptr<uint8_t, void (*)(void *)> arena{nullptr, nullptr};
-  std::vector<std::vector<float>> params, gradSums;
+  std::vector<std::vector<float>> slots, gradSums;
+  std::vector<Piece> piecesIn(std::vector<std::vector<float>> &storage,
+                              size_t param);
+  int64_t spareSlot = 0; // the communicator slot of gatherFull's collectives
+  Comm *comm = nullptr;
   std::vector<cpu::Kernel> updateKernels;
   Status run(const std::vector<Instruction> &program,
              const std::vector<cpu::Kernel> &kernels, const char *what);

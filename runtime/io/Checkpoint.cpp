@@ -76,8 +76,9 @@ Status readSafetensors(const std::string &path,
   return parseSafetensors(bytes, out).withContext(path);
 }
 
-Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
-                              const std::function<float *(size_t)> &dest) {
+Status loadSafetensorsWeights(
+    const std::string &path, const Plan &plan,
+    const std::function<std::vector<Piece>(size_t)> &pieces) {
   std::map<std::string, LoadedTensor> tensors;
   FSDP_RETURN_IF_ERROR(readSafetensors(path, tensors));
   for (size_t i = 0; i < plan.params.size(); ++i) {
@@ -88,7 +89,9 @@ Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
     if (it->second.shape != p.shape)
       return Status::error(path + ": '" + p.name +
                            "' does not have the planned shape");
-    std::memcpy(dest(i), it->second.data.data(), it->second.data.size() * 4);
+    for (const Piece &piece : pieces(i))
+      std::copy_n(it->second.data.data() + piece.begin, piece.count,
+                  piece.dst);
   }
   return Status::ok();
 }
@@ -107,9 +110,7 @@ Status writeText(const fs::path &path, const std::string &text) {
 } // namespace
 
 Status saveCheckpoint(const std::string &dir, const Plan &plan,
-                      const std::function<const float *(size_t)> &param,
-                      const cpu::OptimizerState &optimizer,
-                      const TrainingPosition &position) {
+                      const FullState &full, const TrainingPosition &position) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec)
@@ -125,17 +126,16 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
   bool adam = plan.train.optimizer == "adamw";
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamInfo &p = plan.params[i];
-    params.push_back({p.name, p.shape, param(i)});
+    params.push_back({p.name, p.shape, full.params[i].data()});
     if (!p.trainable)
       continue;
     if (adam) {
+      state.push_back({p.name + ".exp_avg", p.shape, full.first[i].data()});
       state.push_back(
-          {p.name + ".exp_avg", p.shape, optimizer.first[i].data()});
+          {p.name + ".exp_avg_sq", p.shape, full.second[i].data()});
+    } else if (full.started[i]) {
       state.push_back(
-          {p.name + ".exp_avg_sq", p.shape, optimizer.second[i].data()});
-    } else if (optimizer.started[i]) {
-      state.push_back(
-          {p.name + ".momentum_buffer", p.shape, optimizer.first[i].data()});
+          {p.name + ".momentum_buffer", p.shape, full.first[i].data()});
     }
   }
   FSDP_RETURN_IF_ERROR(
@@ -167,9 +167,7 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
 }
 
 Status loadCheckpoint(const std::string &dir, const Plan &plan,
-                      const std::function<float *(size_t)> &param,
-                      cpu::OptimizerState &optimizer,
-                      TrainingPosition &position) {
+                      FullState &full, TrainingPosition &position) {
   fs::path base(dir);
   if (!fs::exists(base / "state.json")) {
     std::ifstream latest(base / "latest");
@@ -205,30 +203,34 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
       readSafetensors((base / "optimizer.safetensors").string(), state));
   auto take = [&](std::map<std::string, LoadedTensor> &from,
                   const std::string &key, const ParamInfo &p,
-                  float *dest) -> Status {
+                  std::vector<float> &dest) -> Status {
     auto it = from.find(key);
     if (it == from.end())
       return Status::error(base.string() + ": '" + key + "' is missing");
     if (it->second.shape != p.shape)
       return Status::error(base.string() + ": '" + key + "' has another shape");
-    std::memcpy(dest, it->second.data.data(), it->second.data.size() * 4);
+    dest = std::move(it->second.data);
     return Status::ok();
   };
   bool adam = plan.train.optimizer == "adamw";
-  for (size_t i = 0; i < plan.params.size(); ++i) {
+  size_t n = plan.params.size();
+  full.params.assign(n, {});
+  full.first.assign(n, {});
+  full.second.assign(n, {});
+  full.started.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
     const ParamInfo &p = plan.params[i];
-    FSDP_RETURN_IF_ERROR(take(params, p.name, p, param(i)));
+    FSDP_RETURN_IF_ERROR(take(params, p.name, p, full.params[i]));
     if (!p.trainable)
       continue;
     if (adam) {
+      FSDP_RETURN_IF_ERROR(take(state, p.name + ".exp_avg", p, full.first[i]));
       FSDP_RETURN_IF_ERROR(
-          take(state, p.name + ".exp_avg", p, optimizer.first[i].data()));
-      FSDP_RETURN_IF_ERROR(
-          take(state, p.name + ".exp_avg_sq", p, optimizer.second[i].data()));
+          take(state, p.name + ".exp_avg_sq", p, full.second[i]));
     } else if (state.count(p.name + ".momentum_buffer")) {
-      FSDP_RETURN_IF_ERROR(take(state, p.name + ".momentum_buffer", p,
-                                optimizer.first[i].data()));
-      optimizer.started[i] = 1;
+      FSDP_RETURN_IF_ERROR(
+          take(state, p.name + ".momentum_buffer", p, full.first[i]));
+      full.started[i] = 1;
     }
   }
   return Status::ok();

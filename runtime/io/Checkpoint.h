@@ -11,7 +11,7 @@
 #ifndef FSDP_RUNTIME_IO_CHECKPOINT_H
 #define FSDP_RUNTIME_IO_CHECKPOINT_H
 
-#include "runtime/cpu/Kernels.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/plan/Plan.h"
 
 #include <functional>
@@ -26,21 +26,21 @@ struct TrainingPosition {
   std::string data;
 };
 
+/// Writes the full (unsharded) state: whatever the world size and strategy
+/// it was saved under, any plan of the same model can resume from it.
 Status saveCheckpoint(const std::string &dir, const Plan &plan,
-                      const std::function<const float *(size_t)> &param,
-                      const cpu::OptimizerState &optimizer,
-                      const TrainingPosition &position);
+                      const FullState &state, const TrainingPosition &position);
 
 /// Loads `dir`'s latest checkpoint (or `dir` itself if it is one).
 Status loadCheckpoint(const std::string &dir, const Plan &plan,
-                      const std::function<float *(size_t)> &param,
-                      cpu::OptimizerState &optimizer,
-                      TrainingPosition &position);
+                      FullState &state, TrainingPosition &position);
 
 /// Initial parameters from a safetensors file (a --save-full output, or a
-/// state dict saved by PyTorch/HF as F32), by original name.
-Status loadSafetensorsWeights(const std::string &path, const Plan &plan,
-                              const std::function<float *(size_t)> &dest);
+/// state dict saved by PyTorch/HF as F32), by original name, into the
+/// pieces this rank keeps.
+Status loadSafetensorsWeights(
+    const std::string &path, const Plan &plan,
+    const std::function<std::vector<Piece>(size_t)> &pieces);
 
 /// Reads a safetensors file of F32 tensors, checking every header field.
 struct LoadedTensor {

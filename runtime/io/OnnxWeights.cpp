@@ -12,8 +12,9 @@
 
 namespace fsdp {
 
-Status loadOnnxWeights(const std::string &path, const Plan &plan,
-                       const std::function<float *(size_t)> &dest) {
+Status loadOnnxWeights(
+    const std::string &path, const Plan &plan,
+    const std::function<std::vector<Piece>(size_t)> &pieces) {
   std::string bytes;
   FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the model for its weights"));
   onnx::ModelProto model;
@@ -42,7 +43,7 @@ Status loadOnnxWeights(const std::string &path, const Plan &plan,
       n *= d;
     if (n != p.numel() || t.dims_size() != (int)p.shape.size())
       return Status::error(where + " does not have the planned shape");
-    float *out = dest(i);
+    std::vector<Piece> mine = pieces(i);
     size_t bytesNeeded = (size_t)n * 4;
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
       std::string location;
@@ -68,19 +69,30 @@ Status loadOnnxWeights(const std::string &path, const Plan &plan,
                              file.string());
       if (length != (int64_t)bytesNeeded)
         return Status::error(where + ": external data length does not match");
-      data.seekg(offset);
-      data.read(reinterpret_cast<char *>(out), (std::streamsize)bytesNeeded);
-      if (!data)
+      data.seekg(0, std::ios::end);
+      if ((int64_t)data.tellg() < offset + length)
         return Status::error(where + ": external data " + file.string() +
                              " is shorter than offset + length");
+      for (const Piece &piece : mine) {
+        data.seekg(offset + piece.begin * 4);
+        data.read(reinterpret_cast<char *>(piece.dst),
+                  (std::streamsize)piece.count * 4);
+        if (!data)
+          return Status::error(where + ": cannot read external data " +
+                               file.string());
+      }
     } else if (t.has_raw_data()) {
       if (t.raw_data().size() != bytesNeeded)
         return Status::error(where + ": raw_data has the wrong length");
-      std::memcpy(out, t.raw_data().data(), bytesNeeded);
+      for (const Piece &piece : mine)
+        std::memcpy(piece.dst, t.raw_data().data() + piece.begin * 4,
+                    piece.count * 4);
     } else {
       if (t.float_data_size() != n)
         return Status::error(where + ": float_data has the wrong length");
-      std::memcpy(out, t.float_data().data(), bytesNeeded);
+      for (const Piece &piece : mine)
+        std::memcpy(piece.dst, t.float_data().data() + piece.begin,
+                    piece.count * 4);
     }
   }
   return Status::ok();

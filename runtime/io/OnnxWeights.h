@@ -2,7 +2,7 @@
 #ifndef FSDP_RUNTIME_IO_ONNXWEIGHTS_H
 #define FSDP_RUNTIME_IO_ONNXWEIGHTS_H
 
-#include "runtime/plan/Plan.h"
+#include "runtime/exec/Executor.h"
 
 #include <functional>
 #include <string>
@@ -10,10 +10,11 @@
 namespace fsdp {
 
 /// Reads every plan parameter's initial value from the ONNX model at
-/// `path` (inline raw or typed data, or external data next to the model),
-/// one parameter at a time, into `dest(i)` (param i's float storage).
+/// `path` (inline raw or typed data, or external data next to the model)
+/// into the pieces of it this rank keeps (`pieces(i)`); from external data
+/// only those byte ranges are read.
 Status loadOnnxWeights(const std::string &path, const Plan &plan,
-                       const std::function<float *(size_t)> &dest);
+                       const std::function<std::vector<Piece>(size_t)> &pieces);
 
 } // namespace fsdp
 

@@ -158,16 +158,15 @@ struct Reader {
       if (!integer(obj, "index", where, t.index))
         return false;
       if (t.space == Space::Param || t.space == Space::Grad) {
-        if (t.index < 0 || t.index >= (int64_t)plan.params.size())
+        if (t.index < 0 || t.index >= (int64_t)plan.slotCount())
           return fail(where, "parameter index " + std::to_string(t.index) +
                                  " out of range");
-        if (plan.params[t.index].numel() != t.numel() ||
-            plan.params[t.index].dtype != t.dtype)
+        if (plan.slotNumel(t.index) != t.numel() || t.dtype != DType::F32)
           return fail(where, "does not match parameter '" +
-                                 plan.params[t.index].name + "'");
-        if (t.space == Space::Grad && !plan.params[t.index].trainable)
+                                 plan.slotName(t.index) + "'");
+        if (t.space == Space::Grad && !plan.slotTrainable(t.index))
           return fail(where, "reads the gradient of frozen parameter '" +
-                                 plan.params[t.index].name + "'");
+                                 plan.slotName(t.index) + "'");
       } else {
         if (t.index < 0 || t.index >= (int64_t)plan.constants.size())
           return fail(where, "constant index " + std::to_string(t.index) +
@@ -310,6 +309,7 @@ Status parsePlan(const std::string &text, Plan &plan) {
   if (const json *meta = r.field(doc, "meta", "plan")) {
     r.string(*meta, "source", "plan.meta", plan.source, false);
     r.integer(*meta, "world_size", "plan.meta", plan.worldSize, false);
+    r.string(*meta, "strategy", "plan.meta", plan.strategy, false);
   }
   if (const json *t = r.field(doc, "train", "plan", false)) {
     TrainOptions &o = plan.train;
@@ -344,6 +344,62 @@ Status parsePlan(const std::string &text, Plan &plan) {
     if (const json *t = r.field(p, "trainable", where, false))
       info.trainable = t->is_boolean() && t->get<bool>();
     plan.params.push_back(std::move(info));
+  }
+
+  if (const json *flats = r.field(doc, "flats", "plan", false)) {
+    if (!flats->is_array())
+      return Status::error("plan.flats: expected an array");
+    for (size_t i = 0; i < flats->size(); ++i) {
+      const json &f = (*flats)[i];
+      std::string where = "plan.flats[" + std::to_string(i) + "]";
+      FlatInfo info;
+      DType dt;
+      if (!r.string(f, "name", where, info.name) ||
+          !r.string(f, "unit", where, info.unit) || !r.dtype(f, where, dt) ||
+          !r.integer(f, "shard_numel", where, info.shardNumel) ||
+          !r.integer(f, "numel", where, info.numel) ||
+          !r.integer(f, "group_size", where, info.groupSize))
+        return r.status;
+      if (const json *t = r.field(f, "trainable", where, false))
+        info.trainable = t->is_boolean() && t->get<bool>();
+      if (dt != DType::F32)
+        return Status::error(where + ": only f32 flat parameters are supported");
+      if (info.groupSize != plan.worldSize || info.shardNumel < 1 ||
+          info.numel < 1 || info.shardNumel > (int64_t(1) << 40) ||
+          info.shardNumel * info.groupSize < info.numel)
+        return Status::error(
+            where + ": " + std::to_string(info.groupSize) + " shards of " +
+            std::to_string(info.shardNumel) + " elements cannot hold " +
+            std::to_string(info.numel) + " elements, or the group is not the " +
+            std::to_string(plan.worldSize) + " ranks of the plan");
+      const json *ps = r.field(f, "params", where);
+      const json *os = r.field(f, "offsets", where);
+      if (!ps || !os || !ps->is_array() || !os->is_array() ||
+          ps->size() != os->size())
+        return Status::error(where +
+                             ": params and offsets must be arrays of one size");
+      int64_t end = 0;
+      for (size_t k = 0; k < ps->size(); ++k) {
+        const json &pj = (*ps)[k], &oj = (*os)[k];
+        if (!pj.is_number_integer() || !oj.is_number_integer())
+          return Status::error(where + ": params and offsets must be integers");
+        int64_t p = pj.get<int64_t>(), off = oj.get<int64_t>();
+        if (p < 0 || p >= (int64_t)plan.params.size() ||
+            plan.params[p].flat != -1 || off < end ||
+            off + plan.params[p].numel() > info.numel)
+          return Status::error(where + ": parameter " + std::to_string(p) +
+                               " at offset " + std::to_string(off) +
+                               " is unknown, already placed, overlaps the "
+                               "previous one or ends past numel");
+        end = off + plan.params[p].numel();
+        plan.params[p].flat = (int64_t)i;
+        plan.params[p].flatOffset = off;
+        plan.params[p].trainable = info.trainable;
+        info.params.push_back(p);
+        info.offsets.push_back(off);
+      }
+      plan.flats.push_back(std::move(info));
+    }
   }
 
   if (const json *consts = r.field(doc, "constants", "plan", false)) {
@@ -443,7 +499,9 @@ Status parsePlan(const std::string &text, Plan &plan) {
         continue;
       for (int64_t j = (int64_t)i - 1; j >= 0 && in.start < 0; --j) {
         const Instruction &c = (*list)[j];
-        if (c.op == "all_reduce" && c.out[0].space == Space::Arena &&
+        if ((c.op == "all_reduce" || c.op == "all_gather_start" ||
+             c.op == "reduce_scatter_start") &&
+            c.out[0].space == Space::Arena &&
             c.out[0].offset == in.in[0].offset)
           in.start = c.index;
       }
@@ -458,6 +516,22 @@ Status parsePlan(const std::string &text, Plan &plan) {
     return Status::error(
         "plan.update must be present exactly when grad_accum > 1");
   return Status::ok();
+}
+
+int64_t Plan::slotNumel(size_t slot) const {
+  if (slot < params.size())
+    return params[slot].flat >= 0 ? 0 : params[slot].numel();
+  return flats[slot - params.size()].shardNumel;
+}
+
+bool Plan::slotTrainable(size_t slot) const {
+  return slot < params.size() ? params[slot].trainable && params[slot].flat < 0
+                              : flats[slot - params.size()].trainable;
+}
+
+std::string Plan::slotName(size_t slot) const {
+  return slot < params.size() ? params[slot].name
+                              : flats[slot - params.size()].name;
 }
 
 Status loadPlan(const std::string &path, Plan &plan) {

@@ -46,7 +46,20 @@ struct ParamInfo {
   DType dtype = DType::F32;
   bool trainable = false;
   int64_t offset = 0, length = 0;
+  /// Sharded plans: the flat parameter holding it (-1: stored whole) and
+  /// its element offset in the flat buffer.
+  int64_t flat = -1, flatOffset = 0;
   int64_t numel() const;
+};
+
+/// A unit's parameters laid end to end, padded to `shardNumel * groupSize`
+/// elements; each rank stores shard `rank` (elements [rank * shardNumel,
+/// (rank + 1) * shardNumel)).
+struct FlatInfo {
+  std::string name, unit;
+  int64_t shardNumel = 0, numel = 0, groupSize = 1;
+  bool trainable = false;
+  std::vector<int64_t> params, offsets;
 };
 
 struct ConstantInfo {
@@ -77,7 +90,9 @@ struct Plan {
   int64_t worldSize = 1;
   int64_t arenaBytes = 0;
   TrainOptions train;
+  std::string strategy = "no-shard";
   std::vector<ParamInfo> params;
+  std::vector<FlatInfo> flats;
   std::vector<ConstantInfo> constants;
   std::vector<TensorRef> inputs, outputs;
   std::vector<Instruction> program;
@@ -85,6 +100,14 @@ struct Plan {
   /// after train.gradAccum runs of `program` (empty otherwise).
   std::vector<Instruction> update;
   std::vector<TensorRef> updateOutputs;
+
+  /// Storage slots (Space::Param and Space::Grad indices, optimizer state):
+  /// the parameters, then the flat parameters' shards. A parameter that
+  /// lives in a flat buffer has an empty slot.
+  size_t slotCount() const { return params.size() + flats.size(); }
+  int64_t slotNumel(size_t slot) const;
+  bool slotTrainable(size_t slot) const;
+  std::string slotName(size_t slot) const;
 };
 
 /// Parses and validates a plan held in memory (the fuzzing entry point).

@@ -1,6 +1,4 @@
-// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step '-fsdp-insert-collectives=world-size=4' | FileCheck %s
-// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step '-fsdp-insert-collectives=world-size=2 strategy=full-shard' 2>&1 | FileCheck %s --check-prefix=STRATEGY
-// STRATEGY: error: --strategy=full-shard is not implemented yet (no-shard is)
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step '-fsdp-shard=world-size=4 strategy=no-shard' -fsdp-insert-collectives | FileCheck %s
 
 // no-shard: every gradient is averaged over the 4 ranks before the norm and
 // the update read it; the logged loss is averaged too.

@@ -1,0 +1,144 @@
+//===- Shard.cpp - Flat, padded, sharded unit buffers ---------------------===//
+//
+// Before (world-size = 4):
+//   fsdp.parameter @h.0.fc.weight : tensor<16x64xf32>
+//   fsdp.parameter @h.0.fc.bias : tensor<16xf32>
+//   fsdp.unit @h.0 {params = [@h.0.fc.weight, @h.0.fc.bias]}
+// After:
+//   fsdp.flat_parameter @h.0.flat : tensor<260xf32> {unit = @h.0,
+//       params = [@h.0.fc.weight, @h.0.fc.bias], offsets = array<i64: 0, 1024>,
+//       numel = 1040, group_size = 4, trainable = true}
+// Each unit's trained parameters are laid end to end (in the unit's order)
+// and padded to a multiple of the group size; its frozen parameters get a
+// second flat buffer of their own, so that optimizer updates and gradient
+// reductions always cover whole buffers. The collectives themselves are
+// inserted by fsdp-insert-collectives.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSHARD
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+bool isSharded(StringRef strategy) {
+  return strategy == "full-shard" || strategy == "shard-grad-op";
+}
+
+struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    if (worldSize < 1) {
+      module.emitError("--world-size must be >= 1, got ") << worldSize;
+      return signalPassFailure();
+    }
+    if (strategy == "hybrid-shard") {
+      module.emitError("--strategy=hybrid-shard is not implemented yet "
+                       "(full-shard, shard-grad-op and no-shard are)");
+      return signalPassFailure();
+    }
+    if (!isSharded(strategy) && strategy != "no-shard") {
+      module.emitError("unknown --strategy '")
+          << strategy
+          << "' (full-shard, shard-grad-op, no-shard or hybrid-shard)";
+      return signalPassFailure();
+    }
+    if (reshardAfterForward != "default" && reshardAfterForward != "true" &&
+        reshardAfterForward != "false") {
+      module.emitError("--reshard-after-forward must be default, true or "
+                       "false, got '")
+          << reshardAfterForward << "'";
+      return signalPassFailure();
+    }
+    module->setAttr("fsdp.world_size",
+                    IntegerAttr::get(IntegerType::get(ctx, 64), worldSize));
+    module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
+    if (!isSharded(strategy))
+      return;
+
+    auto units = llvm::to_vector(module.getOps<UnitOp>());
+    if (units.empty()) {
+      module.emitError("--strategy=")
+          << strategy << " needs fsdp.unit ops: run fsdp-wrap-units first";
+      return signalPassFailure();
+    }
+    // A parameter is trained when some function updates or accumulates it.
+    llvm::StringSet<> trained;
+    module.walk([&](Operation *op) {
+      if (isa<AdamWOp, SgdOp, AccumulateGradOp>(op))
+        trained.insert(
+            cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
+    });
+
+    OpBuilder b(ctx);
+    for (UnitOp unit : units) {
+      // SHARD_GRAD_OP (ZeRO-2) keeps parameters gathered from forward to
+      // backward; full-shard follows the unit (the root stays gathered).
+      bool reshard = unit.getReshardAfterForward();
+      if (strategy == "shard-grad-op" || reshardAfterForward == "false")
+        reshard = false;
+      else if (reshardAfterForward == "true")
+        reshard = unit.getSymName() != "root";
+      unit.setReshardAfterForward(reshard);
+
+      for (bool trainable : {true, false}) {
+        SmallVector<Attribute> members;
+        SmallVector<int64_t> offsets;
+        int64_t numel = 0;
+        Type element;
+        for (Attribute a : unit.getParams()) {
+          auto ref = cast<FlatSymbolRefAttr>(a);
+          if (trained.contains(ref.getValue()) != trainable)
+            continue;
+          auto param = module.lookupSymbol<ParameterOp>(ref.getValue());
+          Type et = param.getTensorType().getElementType();
+          if (element && et != element) {
+            param.emitError("parameter '")
+                << param.getSymName() << "' is " << et << " but unit '"
+                << unit.getSymName() << "' already holds " << element
+                << ": a flat buffer has one element type";
+            return signalPassFailure();
+          }
+          element = et;
+          members.push_back(ref);
+          offsets.push_back(numel);
+          numel += param.getTensorType().getNumElements();
+        }
+        if (members.empty())
+          continue;
+        int64_t shard = (numel + worldSize - 1) / worldSize;
+        b.setInsertionPointAfter(unit);
+        std::string name =
+            (unit.getSymName() + (trainable ? ".flat" : ".frozen_flat")).str();
+        FlatParameterOp::create(
+            b, unit.getLoc(), b.getStringAttr(name),
+            TypeAttr::get(RankedTensorType::get({shard}, element)),
+            FlatSymbolRefAttr::get(unit.getSymNameAttr()),
+            b.getArrayAttr(members), b.getDenseI64ArrayAttr(offsets),
+            b.getI64IntegerAttr(numel), b.getI64IntegerAttr(worldSize),
+            b.getBoolAttr(trainable));
+        if (numel % worldSize)
+          unit.emitRemark("unit '")
+              << unit.getSymName() << "': " << numel << " "
+              << (trainable ? "trained" : "frozen") << " elements padded to "
+              << shard * worldSize << " (" << shard << " per rank)";
+      }
+    }
+  }
+};
+
+} // namespace
