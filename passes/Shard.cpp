@@ -95,11 +95,13 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
         reshard = unit.getSymName() != "root";
       unit.setReshardAfterForward(reshard);
 
+      Operation *after = unit;
       for (bool trainable : {true, false}) {
         SmallVector<Attribute> members;
         SmallVector<int64_t> offsets;
         int64_t numel = 0;
         Type element;
+        Location loc = unit.getLoc();
         for (Attribute a : unit.getParams()) {
           auto ref = cast<FlatSymbolRefAttr>(a);
           if (trained.contains(ref.getValue()) != trainable)
@@ -114,6 +116,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
             return signalPassFailure();
           }
           element = et;
+          if (members.empty())
+            loc = param.getLoc(); // where the unit's remarks point
           members.push_back(ref);
           offsets.push_back(numel);
           numel += param.getTensorType().getNumElements();
@@ -121,18 +125,18 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
         if (members.empty())
           continue;
         int64_t shard = (numel + worldSize - 1) / worldSize;
-        b.setInsertionPointAfter(unit);
+        b.setInsertionPointAfter(after);
         std::string name =
             (unit.getSymName() + (trainable ? ".flat" : ".frozen_flat")).str();
-        FlatParameterOp::create(
-            b, unit.getLoc(), b.getStringAttr(name),
+        after = FlatParameterOp::create(
+            b, loc, b.getStringAttr(name),
             TypeAttr::get(RankedTensorType::get({shard}, element)),
             FlatSymbolRefAttr::get(unit.getSymNameAttr()),
             b.getArrayAttr(members), b.getDenseI64ArrayAttr(offsets),
             b.getI64IntegerAttr(numel), b.getI64IntegerAttr(worldSize),
             b.getBoolAttr(trainable));
         if (numel % worldSize)
-          unit.emitRemark("unit '")
+          emitRemark(loc, "unit '")
               << unit.getSymName() << "': " << numel << " "
               << (trainable ? "trained" : "frozen") << " elements padded to "
               << shard * worldSize << " (" << shard << " per rank)";

@@ -1,0 +1,56 @@
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step='loss=mse frozen=^layers.1.b$' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4' 2>/dev/null | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step='loss=mse frozen=^layers.1.b$' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4' 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 strategy=shard-grad-op' | FileCheck %s --check-prefix=SGO
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 strategy=no-shard' | FileCheck %s --check-prefix=NOSHARD
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-shard=world-size=2' 2>&1 | FileCheck %s --check-prefix=NOUNITS
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=strategy=zero-4' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=reshard-after-forward=sometimes' 2>&1 | FileCheck %s --check-prefix=RESHARD
+
+// Trained parameters are laid end to end in the unit's order and padded to a
+// multiple of the 4 ranks (15 elements -> 4 per rank); the frozen bias gets
+// a buffer of its own. The root keeps reshard_after_forward = false.
+// CHECK: module attributes {fsdp.strategy = "full-shard", {{.*}}fsdp.world_size = 4 : i64}
+// CHECK: fsdp.unit @layers.0 {params = [@layers.0.w, @layers.0.b]}
+// CHECK-NEXT: fsdp.flat_parameter @layers.0.flat : tensor<4xf32> {group_size = 4 : i64, numel = 15 : i64, offsets = array<i64: 0, 12>, params = [@layers.0.w, @layers.0.b], trainable = true, unit = @layers.0}
+// CHECK: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b]}
+// CHECK-NEXT: fsdp.flat_parameter @layers.1.flat : tensor<3xf32> {group_size = 4 : i64, numel = 9 : i64, offsets = array<i64: 0>, params = [@layers.1.w], trainable = true, unit = @layers.1}
+// CHECK-NEXT: fsdp.flat_parameter @layers.1.frozen_flat : tensor<1xf32> {group_size = 4 : i64, numel = 3 : i64, offsets = array<i64: 0>, params = [@layers.1.b], trainable = false, unit = @layers.1}
+// CHECK: fsdp.unit @root {params = [@head.w], reshard_after_forward = false}
+// CHECK-NEXT: fsdp.flat_parameter @root.flat : tensor<2xf32> {group_size = 4 : i64, numel = 6 : i64
+
+// SHARD_GRAD_OP keeps every unit gathered between forward and backward.
+// SGO: fsdp.unit @layers.0 {params = [@layers.0.w, @layers.0.b], reshard_after_forward = false}
+// SGO: fsdp.flat_parameter @layers.0.flat : tensor<8xf32> {group_size = 2 : i64, numel = 15 : i64
+// SGO: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b], reshard_after_forward = false}
+
+// NOSHARD: module attributes {fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 2 : i64}
+// NOSHARD-NOT: fsdp.flat_parameter
+
+// Uneven sizes are padded, and each unit says so where it begins.
+// REMARK: shard.mlir:[[L0:[0-9]+]]:1: remark: unit 'layers.0': 15 trained elements padded to 16 (4 per rank)
+// REMARK: remark: unit 'layers.1': 9 trained elements padded to 12 (3 per rank)
+// REMARK: remark: unit 'layers.1': 3 frozen elements padded to 4 (1 per rank)
+// REMARK: remark: unit 'root': 6 trained elements padded to 8 (2 per rank)
+
+// NOUNITS: error: --strategy=full-shard needs fsdp.unit ops: run fsdp-wrap-units first
+// UNKNOWN: error: unknown --strategy 'zero-4' (full-shard, shard-grad-op, no-shard or hybrid-shard)
+// RESHARD: error: --reshard-after-forward must be default, true or false, got 'sometimes'
+
+fsdp.parameter @"layers.0.w" : tensor<4x3xf32> {module_path = "layers.0"}
+fsdp.parameter @"layers.0.b" : tensor<3xf32> {module_path = "layers.0"}
+fsdp.parameter @"layers.1.w" : tensor<3x3xf32> {module_path = "layers.1"}
+fsdp.parameter @"layers.1.b" : tensor<3xf32> {module_path = "layers.1"}
+fsdp.parameter @"head.w" : tensor<3x2xf32> {module_path = "head"}
+func.func @forward(%x: tensor<2x4xf32> {fsdp.name = "x"}) -> (tensor<2x2xf32> {fsdp.name = "y"}) {
+  %w0 = fsdp.get_parameter @"layers.0.w" : tensor<4x3xf32>
+  %b0 = fsdp.get_parameter @"layers.0.b" : tensor<3xf32>
+  %h0 = fsdp.gemm %x, %w0, %b0 : (tensor<2x4xf32>, tensor<4x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %r0 = fsdp.relu %h0 : tensor<2x3xf32>
+  %w1 = fsdp.get_parameter @"layers.1.w" : tensor<3x3xf32>
+  %b1 = fsdp.get_parameter @"layers.1.b" : tensor<3xf32>
+  %h1 = fsdp.gemm %r0, %w1, %b1 : (tensor<2x3xf32>, tensor<3x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %r1 = fsdp.relu %h1 : tensor<2x3xf32>
+  %wh = fsdp.get_parameter @"head.w" : tensor<3x2xf32>
+  %y = fsdp.matmul %r1, %wh : tensor<2x3xf32>, tensor<3x2xf32> -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}
