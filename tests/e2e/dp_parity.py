@@ -3,8 +3,13 @@
 
 The same model (weights from one export), the same global batches from one
 .npz, 10 AdamW steps, world sizes 1, 2 and 4 (mpirun, oversubscribed on
-this machine's cores): every step's loss and the final weights must agree
-with the 1-rank run within 1e-5 relative L2. As in parity.py, elements
+this machine's cores), for every strategy (full-shard, shard-grad-op,
+no-shard), reshard_after_forward true and false, each wrap policy and a
+frozen parameter: every step's loss and the final weights must agree with
+the 1-rank no-shard run (which parity.py checks against PyTorch) within
+1e-5 relative L2. Sharding changes only where sums happen (reduce-scatter
+vs all-reduce, the norm's partial sums), so the differences are float32
+reassociation, ~1e-7. As in parity.py, elements
 whose gradient is zero in exact arithmetic (attention key biases) are left
 out of the weight comparison: AdamW turns float32 noise there into updates.
 Also: a plan that differs between ranks is an error on every rank, and a
@@ -36,11 +41,27 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     a = ap.parse_args()
     gen = load_generator(a.generator)
-    failures = 0
+    failures = total = 0
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [("gpt2", ["gpt2", "--loss"], {}),
-                 ("llama-clip-accum", ["llama", "--loss"], {"grad-clip": 0.5, "grad-accum": 2})]
-        for name, gen_args, opts in cases:
+        # Each case: the generator's arguments, training flags, and the
+        # sharding configurations compared with the 1-rank no-shard run.
+        gpt2_configs = [
+            ["--strategy=full-shard"],
+            ["--strategy=full-shard", "--reshard-after-forward=false"],
+            ["--strategy=full-shard", "--reshard-after-forward=true"],
+            ["--strategy=shard-grad-op"],
+            ["--strategy=no-shard"],
+            ["--strategy=full-shard", "--wrap=size:5000"],
+            ["--strategy=full-shard", "--wrap=none"],
+            ["--strategy=full-shard", "--frozen=^wpe"],
+        ]
+        llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
+                         ["--strategy=no-shard"]]
+        # GPT-2 ties its embeddings; a vocabulary of 97 divides by no world size.
+        cases = [("gpt2", ["gpt2", "--loss", "--vocab", "97"], {}, gpt2_configs),
+                 ("llama-clip-accum", ["llama", "--loss"], {"grad-clip": 0.5, "grad-accum": 2},
+                  llama_configs)]
+        for name, gen_args, opts, configs in cases:
             flags = [f"--{k}={v}" for k, v in opts.items()]
             accum = opts.get("grad-accum", 1)
             global_batch = 4
@@ -49,7 +70,7 @@ def main():
             npz = os.path.join(tmp, name + ".npz")
             np.savez(npz, **{n: t.numpy() for n, t in data.items()})
             weights = None
-            results = {}
+            models = {}
             for world in (1, 2, 4):
                 args = gen.parse_args(gen_args + ["--batch", str(global_batch // world)])
                 model, inputs = gen.build(args)
@@ -58,34 +79,49 @@ def main():
                                   input_names=list(inputs), output_names=["loss"],
                                   opset_version=17, do_constant_folding=False)
                 weights = weights or onnx_path  # every run starts from these
-                plan = os.path.join(tmp, f"{name}-{world}.plan")
-                subprocess.run([a.fsdp_opt, onnx_path, "-o", plan, f"--world-size={world}"] + flags,
-                               check=True)
-                log = os.path.join(tmp, f"{name}-{world}.jsonl")
-                out = os.path.join(tmp, f"{name}-{world}.safetensors")
-                grads = os.path.join(tmp, f"{name}-{world}.grads.safetensors")
+                models[world] = onnx_path
+
+            def train(world, config, tag):
+                plan = os.path.join(tmp, f"{name}-{world}-{tag}.plan")
+                subprocess.run([a.fsdp_opt, models[world], "-o", plan, f"--world-size={world}"]
+                               + flags + config, check=True, stderr=subprocess.DEVNULL)
+                log = os.path.join(tmp, f"{name}-{world}-{tag}.jsonl")
+                out = os.path.join(tmp, f"{name}-{world}-{tag}.safetensors")
+                grads = os.path.join(tmp, f"{name}-{world}-{tag}.grads.safetensors")
                 cmd = [a.fsdp_run, plan, "--weights", weights, "--data", npz, "--steps",
                        str(a.steps), "--log", log, "--save-full", out, "--dump-grads", grads,
                        "--quiet"]
                 subprocess.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd, check=True)
-                results[world] = ([json.loads(l)["loss"] for l in open(log)],
-                                  read_safetensors(out), read_safetensors(grads))
-            base_losses, base_w, base_g = results[1]
+                return ([json.loads(l)["loss"] for l in open(log)],
+                        read_safetensors(out), read_safetensors(grads))
+
+            # The reference: one rank, no sharding (itself checked against
+            # PyTorch by parity.py).
+            base_losses, base_w, base_g = train(1, ["--strategy=no-shard"], "base")
             largest = max(float(np.abs(g).max()) for g in base_g.values())
-            for world in (2, 4):
-                losses, w, _ = results[world]
-                loss_err = rel(losses, base_losses)
-                werr = 0.0
-                for k, v in base_w.items():
-                    keep = np.abs(base_g[k]) >= 1e-6 * largest if k in base_g else np.ones(v.shape, bool)
-                    werr = max(werr, rel(w[k][keep], v[keep]) if keep.any() else 0.0)
-                ok = loss_err <= TOL and werr <= TOL
-                failures += not ok
-                print(f"{'PASS' if ok else 'FAIL'} {name} world size {world} vs 1: losses "
-                      f"{loss_err:.1e}, final weights {werr:.1e} (relative L2, tolerance {TOL})")
+            for ci, config in enumerate(configs):
+                frozen = [c for c in config if c.startswith("--frozen")]
+                if frozen:  # another training problem: its own reference
+                    ref_losses, ref_w, ref_g = train(1, ["--strategy=no-shard"] + frozen, f"ref{ci}")
+                else:
+                    ref_losses, ref_w, ref_g = base_losses, base_w, base_g
+                for world in (1, 2, 4):
+                    losses, w, _ = train(world, config, f"c{ci}")
+                    loss_err = rel(losses, ref_losses)
+                    werr = 0.0
+                    for k, v in ref_w.items():
+                        keep = (np.abs(ref_g[k]) >= 1e-6 * largest if k in ref_g
+                                else np.ones(v.shape, bool))
+                        werr = max(werr, rel(w[k][keep], v[keep]) if keep.any() else 0.0)
+                    ok = loss_err <= TOL and werr <= TOL
+                    failures += not ok
+                    total += 1
+                    print(f"{'PASS' if ok else 'FAIL'} {name} {' '.join(config)} world size {world}: "
+                          f"losses {loss_err:.1e}, final weights {werr:.1e} vs 1 rank no-shard "
+                          f"(relative L2, tolerance {TOL})")
 
         # A plan that differs between ranks: an error on every rank, no hang.
-        p1, p2 = (os.path.join(tmp, f"gpt2-{w}.plan") for w in (2, 4))
+        p1, p2 = (os.path.join(tmp, f"gpt2-{w}-c0.plan") for w in (2, 4))
         r = subprocess.run(MPIRUN + ["-np", "2", "sh", "-c",
                                      f'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec {a.fsdp_run} {p1}; '
                                      f'else exec {a.fsdp_run} {p2}; fi'],
@@ -93,11 +129,12 @@ def main():
         msgs = r.stderr.count("the plan (")
         ok = r.returncode != 0 and msgs == 2
         failures += not ok
+        total += 1
         print(f"{'PASS' if ok else 'FAIL'} mismatched plans: exit {r.returncode}, "
               f"{msgs} of 2 ranks report it")
 
         # A rank that dies: the others exit non-zero, quickly.
-        plan = os.path.join(tmp, "gpt2-2.plan")
+        plan = os.path.join(tmp, "gpt2-2-c0.plan")
         env = dict(os.environ, FSDP_FAULT_RANK="1", FSDP_FAULT_STEP="3")
         start = time.time()
         r = subprocess.run(MPIRUN + ["-np", "2", a.fsdp_run, plan, "--weights", weights,
@@ -106,9 +143,9 @@ def main():
         took = time.time() - start
         ok = r.returncode != 0 and took < 30
         failures += not ok
+        total += 1
         print(f"{'PASS' if ok else 'FAIL'} a rank dies at step 3: the job exits {r.returncode} "
               f"after {took:.1f} s")
-    total = 4 + 2
     print(f"data-parallel: {total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
