@@ -151,6 +151,18 @@ def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpVerifyPlan : Pass<"fsdp-verify-plan", "::mlir::ModuleOp"> {
+  let summary = "Checks the sharded, planned step before it is emitted";
+  let description = [{
+    Errors (at the offending op) for: a parameter that lives in a flat
+    buffer read whole (a use before its gather); a parameter view that does
+    not read a gathered flat buffer at one of its parameters; collectives
+    whose group differs from the world size or their flat buffer; a read of
+    a gathered buffer or of a view of it after its `fsdp.free`; and, once
+    memory is planned, two live tensors whose arena bytes overlap.
+  }];
+}
+
 def FsdpEmitPlan : Pass<"fsdp-emit-plan", "::mlir::ModuleOp"> {
   let summary = "Writes the runtime plan (JSON) of a memory-planned step";
   let description = [{

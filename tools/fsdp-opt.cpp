@@ -135,6 +135,7 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   pm.addPass(fsdp::createFsdpShard(shard));
   pm.addPass(fsdp::createFsdpInsertCollectives());
   pm.addPass(fsdp::createFsdpPlanMemory());
+  pm.addPass(fsdp::createFsdpVerifyPlan());
   fsdp::FsdpEmitPlanOptions emit;
   emit.output = planPath.str();
   pm.addPass(fsdp::createFsdpEmitPlan(emit));

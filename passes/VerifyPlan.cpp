@@ -1,0 +1,249 @@
+//===- VerifyPlan.cpp - Checks a sharded, scheduled, planned step ---------===//
+//
+// The last line of defence before a plan runs on many ranks, where a
+// mistake is a hang or silent corruption rather than an error. Checks every
+// function of the module:
+//   - no parameter that lives in a flat buffer is read whole (a use before
+//     its gather);
+//   - every fsdp.param_view reads a gathered flat buffer, inside the
+//     parameters' part of it, with the flat parameter's group and types;
+//   - collectives match the module's world size and their flat buffers;
+//   - nothing reads a gathered buffer, or a view of it, after its free;
+//   - no collective is left in flight at the end of a function;
+//   - planned arena offsets never overlap while both tensors are live.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <map>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPVERIFYPLAN
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+int64_t bytesOf(Type t) {
+  if (auto future = dyn_cast<FutureType>(t))
+    t = future.getValueType();
+  auto tt = cast<RankedTensorType>(t);
+  unsigned bits = tt.getElementTypeBitWidth();
+  return std::max<int64_t>(tt.getNumElements() * (bits == 1 ? 1 : (bits + 7) / 8),
+                           1);
+}
+
+/// Values that share `v`'s storage and are derived from it (views,
+/// reshapes, waits), `v` included.
+void aliases(Value v, SmallVectorImpl<Value> &out) {
+  out.push_back(v);
+  for (Operation *user : v.getUsers())
+    if (isa<ParamViewOp, ReshapeOp, WaitOp>(user))
+      aliases(user->getResult(0), out);
+}
+
+struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t world = 1;
+    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+      world = w.getInt();
+    llvm::StringMap<FlatParameterOp> flatOf; // parameter -> its flat buffer
+    for (auto flat : module.getOps<FlatParameterOp>())
+      for (Attribute a : flat.getParams())
+        flatOf[cast<FlatSymbolRefAttr>(a).getValue()] = flat;
+
+    bool ok = true;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.getName() == "forward" || func.isExternal())
+        continue;
+      ok &= succeeded(verifyFunction(module, func, world, flatOf));
+    }
+    if (!ok)
+      signalPassFailure();
+  }
+
+  LogicalResult verifyFunction(ModuleOp module, func::FuncOp func,
+                               int64_t world,
+                               llvm::StringMap<FlatParameterOp> &flatOf) {
+    Block &body = func.getBody().front();
+    llvm::DenseMap<Operation *, int64_t> at;
+    int64_t n = 0;
+    for (Operation &op : body)
+      at[&op] = n++;
+    bool ok = true;
+    auto fail = [&](Operation *op) {
+      ok = false;
+      return op->emitError();
+    };
+
+    for (Operation &op : body) {
+      if (auto read = dyn_cast<GetParameterOp>(op)) {
+        auto it = flatOf.find(read.getParam());
+        if (it != flatOf.end())
+          fail(&op) << "reads parameter '" << read.getParam()
+                    << "' whole, but it lives sharded in '"
+                    << it->second.getSymName()
+                    << "': it must be gathered first";
+        continue;
+      }
+      if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
+        auto shard = gather.getInput().getDefiningOp<GetShardOp>();
+        if (!shard) {
+          if (!module.getOps<FlatParameterOp>().empty())
+            fail(&op) << "gathers a value that is not a flat parameter shard";
+          continue;
+        }
+        auto flat = module.lookupSymbol<FlatParameterOp>(shard.getFlat());
+        if (gather.getGroupSizeAttr().getInt() !=
+                flat.getGroupSizeAttr().getInt() ||
+            flat.getGroupSizeAttr().getInt() != world)
+          fail(&op) << "gathers '" << flat.getSymName() << "' over "
+                    << gather.getGroupSizeAttr().getInt()
+                    << " ranks; it is sharded over "
+                    << flat.getGroupSizeAttr().getInt()
+                    << " and the world size is " << world;
+        continue;
+      }
+      if (auto view = dyn_cast<ParamViewOp>(op)) {
+        auto wait = view.getInput().getDefiningOp<WaitOp>();
+        auto gather =
+            wait ? wait.getFuture().getDefiningOp<AllGatherStartOp>() : nullptr;
+        auto shard =
+            gather ? gather.getInput().getDefiningOp<GetShardOp>() : nullptr;
+        if (!shard) {
+          fail(&op) << "views a buffer that is not a gathered flat parameter";
+          continue;
+        }
+        auto flat = module.lookupSymbol<FlatParameterOp>(shard.getFlat());
+        int64_t begin = view.getOffsetAttr().getInt(),
+                end = begin + view.getType().getNumElements();
+        bool matches = false;
+        for (auto [a, offset] : llvm::zip(flat.getParams(), flat.getOffsets())) {
+          auto param = module.lookupSymbol<ParameterOp>(
+              cast<FlatSymbolRefAttr>(a).getValue());
+          matches |= offset == begin && param.getType() == view.getType();
+        }
+        if (!matches)
+          fail(&op) << "views elements [" << begin << ", " << end << ") of '"
+                    << flat.getSymName()
+                    << "' as " << view.getType()
+                    << ", which is no parameter of it";
+        continue;
+      }
+      if (auto rs = dyn_cast<ReduceScatterStartOp>(op)) {
+        if (rs.getGroupSizeAttr().getInt() != world)
+          fail(&op) << "reduce-scatters over "
+                    << rs.getGroupSizeAttr().getInt()
+                    << " ranks but the world size is " << world;
+        continue;
+      }
+      if (auto ar = dyn_cast<AllReduceOp>(op)) {
+        if (ar.getGroupSizeAttr().getInt() != world)
+          fail(&op) << "all-reduces over " << ar.getGroupSizeAttr().getInt()
+                    << " ranks but the world size is " << world;
+        continue;
+      }
+      if (auto free = dyn_cast<FreeOp>(op)) {
+        SmallVector<Value> derived;
+        aliases(free.getValue(), derived);
+        for (Value v : derived)
+          for (Operation *user : v.getUsers()) {
+            Operation *inBlock = body.findAncestorOpInBlock(*user);
+            if (inBlock && inBlock != &op && !isa<FreeOp>(inBlock) &&
+                at.lookup(inBlock) > at.lookup(&op)) {
+              fail(inBlock) << "reads a buffer after it is freed";
+              op.emitRemark("freed here");
+            }
+          }
+      }
+    }
+    if (failed(verifyArena(func, body, at)))
+      ok = false;
+    return success(ok);
+  }
+
+  /// Live tensors planned into the arena never overlap.
+  LogicalResult verifyArena(func::FuncOp func, Block &body,
+                            llvm::DenseMap<Operation *, int64_t> &at) {
+    // Storage values (not aliases) with their offset and live range.
+    struct Interval {
+      int64_t offset, bytes, begin, end;
+      Operation *op;
+    };
+    SmallVector<Interval> intervals;
+    int64_t n = (int64_t)at.size();
+    auto lastUse = [&](Value v) {
+      SmallVector<Value> derived;
+      aliases(v, derived);
+      int64_t last = -1;
+      for (Value d : derived)
+        for (Operation *user : d.getUsers()) {
+          Operation *inBlock = body.findAncestorOpInBlock(*user);
+          int64_t u = isa<func::ReturnOp>(inBlock) ? n : at.lookup(inBlock);
+          // A collective reads its input until its wait.
+          if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(inBlock))
+            for (Operation *w : inBlock->getResult(0).getUsers())
+              u = std::max(u, at.lookup(w));
+          last = std::max(last, u);
+        }
+      return last;
+    };
+    for (Operation &op : body) {
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets");
+      if (!offsets || isa<ParamViewOp, ReshapeOp, WaitOp>(op))
+        continue;
+      for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
+        if (off >= 0)
+          intervals.push_back({off, bytesOf(r.getType()), at.lookup(&op),
+                               std::max(lastUse(r), at.lookup(&op)), &op});
+    }
+    for (BlockArgument arg : body.getArguments())
+      if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                         "fsdp.offset"))
+        intervals.push_back({off.getInt(), bytesOf(arg.getType()), -1,
+                             lastUse(arg), nullptr});
+    // Sweep in program order; a live map keyed by offset finds neighbours.
+    llvm::sort(intervals, [](const Interval &a, const Interval &b) {
+      return a.begin < b.begin;
+    });
+    std::multimap<int64_t, const Interval *> byEnd; // end -> interval
+    std::map<int64_t, const Interval *> live;      // offset -> interval
+    for (const Interval &iv : intervals) {
+      // Release everything whose last use is before this definition.
+      while (!byEnd.empty() && byEnd.begin()->first < iv.begin) {
+        live.erase(byEnd.begin()->second->offset);
+        byEnd.erase(byEnd.begin());
+      }
+      auto next = live.lower_bound(iv.offset);
+      const Interval *clash = nullptr;
+      if (next != live.end() && next->first < iv.offset + iv.bytes)
+        clash = next->second;
+      if (!clash && next != live.begin()) {
+        auto prev = std::prev(next);
+        if (prev->first + prev->second->bytes > iv.offset)
+          clash = prev->second;
+      }
+      if (clash) {
+        Operation *where = iv.op ? iv.op : func.getOperation();
+        where->emitError("arena bytes [")
+            << iv.offset << ", " << iv.offset + iv.bytes
+            << ") overlap a tensor still live at [" << clash->offset << ", "
+            << clash->offset + clash->bytes << ")";
+        return failure();
+      }
+      live[iv.offset] = &iv;
+      byEnd.emplace(iv.end, &iv);
+    }
+    return success();
+  }
+};
+
+} // namespace
