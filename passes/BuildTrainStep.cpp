@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Autodiff.h"
 #include "passes/Passes.h"
+#include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
 #include "dialect/ShapeInference.h"
@@ -279,6 +280,8 @@ void FsdpBuildTrainStep::runOnOperation() {
       }
   }
 
+  if (Operation *def = lossValue->getDefiningOp())
+    def->setAttr(kLossAttr, UnitAttr::get(&getContext()));
   Value differentiated = *lossValue;
   if (gradAccum > 1) {
     OpBuilder sb(body.getTerminator());

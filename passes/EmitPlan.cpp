@@ -208,9 +208,13 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       for (Value v : op.getResults())
         out.push_back(e.tensor(v, offsets.lookup(v)));
       json::Object attrs;
-      for (NamedAttribute a : op.getAttrs())
-        if (a.getName() != "fsdp.offsets")
-          attrs[a.getName().getValue()] = e.attribute(a.getValue());
+      for (NamedAttribute a : op.getAttrs()) {
+        StringRef name = a.getName().getValue();
+        // Planning marks stay in the IR; the stream goes to the runtime.
+        if (name.consume_front("fsdp.") && name != "stream")
+          continue;
+        attrs[name] = e.attribute(a.getValue());
+      }
       program.push_back(json::Object{{"op", op.getName().stripDialect()},
                                      {"in", std::move(in)},
                                      {"out", std::move(out)},

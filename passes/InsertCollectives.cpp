@@ -32,6 +32,7 @@
 //===----------------------------------------------------------------------===//
 #include "passes/Autodiff.h"
 #include "passes/Passes.h"
+#include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
 
@@ -181,16 +182,10 @@ LogicalResult FsdpInsertCollectives::shard(ModuleOp module, func::FuncOp step,
 LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
                                                       func::FuncOp step) {
   Block &body = step.getBody().front();
-  auto ret = cast<func::ReturnOp>(body.getTerminator());
   // Forward is every op up to the loss; the reverse pass follows it.
-  Operation *lossOp = nullptr;
-  for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-    auto name = step.getResultAttrOfType<StringAttr>(i, "fsdp.name");
-    if (name && name.getValue() == "loss")
-      lossOp = v.getDefiningOp();
-  }
+  Operation *loss = lossOp(step);
   auto at = positions(body);
-  int64_t forwardEnd = lossOp ? at.lookup(lossOp) : (int64_t)at.size();
+  int64_t forwardEnd = loss ? at.lookup(loss) : (int64_t)at.size();
 
   llvm::StringMap<Placement> where = placements(module);
   // Every use of every parameter read, by flat buffer.

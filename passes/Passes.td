@@ -133,6 +133,31 @@ def FsdpInsertCollectives : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
+  let summary = "Moves collectives apart for overlap: prefetch, late waits, streams";
+  let description = [{
+    Forward prefetch starts the next unit's all-gather as soon as the
+    current one completes, so it overlaps the current unit's compute;
+    `backward-prefetch` does the same in the reverse pass (`pre`, FSDP's
+    BACKWARD_PRE), or after the current unit's reduce-scatter is issued
+    (`post`), or not at all (`none`). `prefetch-depth` units ahead, at most
+    `limit-all-gathers` gathers in flight. Reduce-scatter and all-reduce
+    waits sink to the first use of their result. Collectives are tagged
+    with their stream (`fsdp.stream`).
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"forwardPrefetch", "forward-prefetch", "bool", "true",
+           "prefetch the next unit's parameters in forward">,
+    Option<"backwardPrefetch", "backward-prefetch", "std::string", "\"pre\"",
+           "pre | post | none">,
+    Option<"prefetchDepth", "prefetch-depth", "int64_t", "1",
+           "units gathered ahead">,
+    Option<"limitAllGathers", "limit-all-gathers", "int64_t", "2",
+           "all-gathers in flight at once">,
+  ];
+}
+
 def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assigns every tensor of @train_step an offset in one arena";
   let description = [{

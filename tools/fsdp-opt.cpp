@@ -102,6 +102,18 @@ static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
     llvm::cl::desc("default (every unit but the root) | true | false"),
     llvm::cl::init("default"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> forwardPrefetchOpt(
+    "forward-prefetch", llvm::cl::desc("prefetch the next unit in forward"),
+    llvm::cl::init(true), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    backwardPrefetchOpt("backward-prefetch", llvm::cl::desc("pre | post | none"),
+                        llvm::cl::init("pre"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t>
+    prefetchDepthOpt("prefetch-depth", llvm::cl::desc("units gathered ahead"),
+                     llvm::cl::init(1), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> limitAllGathersOpt(
+    "limit-all-gathers", llvm::cl::desc("all-gathers in flight at once"),
+    llvm::cl::init(2), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
@@ -134,6 +146,12 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   shard.reshardAfterForward = reshardOpt;
   pm.addPass(fsdp::createFsdpShard(shard));
   pm.addPass(fsdp::createFsdpInsertCollectives());
+  fsdp::FsdpScheduleOptions schedule;
+  schedule.forwardPrefetch = forwardPrefetchOpt;
+  schedule.backwardPrefetch = backwardPrefetchOpt;
+  schedule.prefetchDepth = prefetchDepthOpt;
+  schedule.limitAllGathers = limitAllGathersOpt;
+  pm.addPass(fsdp::createFsdpSchedule(schedule));
   pm.addPass(fsdp::createFsdpPlanMemory());
   pm.addPass(fsdp::createFsdpVerifyPlan());
   fsdp::FsdpEmitPlanOptions emit;

@@ -54,6 +54,8 @@ def main():
             ["--strategy=full-shard", "--wrap=size:5000"],
             ["--strategy=full-shard", "--wrap=none"],
             ["--strategy=full-shard", "--frozen=^wpe"],
+            ["--strategy=full-shard", "--backward-prefetch=post", "--prefetch-depth=2"],
+            ["--strategy=full-shard", "--forward-prefetch=false", "--backward-prefetch=none"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
                          ["--strategy=no-shard"]]

@@ -1,0 +1,147 @@
+//===- Schedule.cpp - Prefetch, overlap and streams -----------------------===//
+//
+// fsdp-insert-collectives places every collective right where it is needed
+// (start, then wait at once). This pass moves them apart so communication
+// overlaps computation, as FSDP's prefetching does:
+//   - forward prefetch: the all-gather of the next unit starts as soon as
+//     the current unit's gather completes, i.e. while the current unit
+//     computes (FSDP2's implicit forward prefetch);
+//   - backward prefetch `pre` (BACKWARD_PRE): likewise in the reverse pass,
+//     the next unit's gather starts before the current unit's gradients are
+//     computed; `post` (BACKWARD_POST): after the current unit's gradient
+//     reduce-scatter is issued; `none`;
+//   - `prefetch-depth` gathers ahead, capped by `limit-all-gathers` in
+//     flight at once (FSDP1's rate limiter);
+//   - every wait of a reduce-scatter or all-reduce sinks to right before
+//     the first use of its result, so gradient reduction overlaps the rest
+//     of the reverse pass.
+// Collectives are tagged with the stream they run on (`fsdp.stream`:
+// all_gather, reduce_scatter, all_reduce); everything else is compute.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Passes.h"
+#include "passes/TrainStep.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSCHEDULE
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+WaitOp waitOf(Operation *start) {
+  for (Operation *user : start->getResult(0).getUsers())
+    if (auto w = dyn_cast<WaitOp>(user))
+      return w;
+  return nullptr;
+}
+
+struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (backwardPrefetch != "pre" && backwardPrefetch != "post" &&
+        backwardPrefetch != "none") {
+      module.emitError("--backward-prefetch must be pre, post or none, got '")
+          << backwardPrefetch << "'";
+      return signalPassFailure();
+    }
+    if (prefetchDepth < 0 || limitAllGathers < 1) {
+      module.emitError("--prefetch-depth must be >= 0 and "
+                       "--limit-all-gathers >= 1");
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.getName() == "forward" || func.isExternal())
+        continue;
+      schedule(func);
+    }
+  }
+
+  void schedule(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    MLIRContext *ctx = &getContext();
+    // Streams.
+    body.walk([&](Operation *op) {
+      if (isa<AllGatherStartOp>(op))
+        op->setAttr("fsdp.stream", StringAttr::get(ctx, "all_gather"));
+      else if (isa<ReduceScatterStartOp>(op))
+        op->setAttr("fsdp.stream", StringAttr::get(ctx, "reduce_scatter"));
+      else if (isa<AllReduceOp>(op))
+        op->setAttr("fsdp.stream", StringAttr::get(ctx, "all_reduce"));
+    });
+
+    // Reductions complete as late as possible.
+    SmallVector<Operation *> reductions;
+    for (Operation &op : body)
+      if (isa<ReduceScatterStartOp, AllReduceOp>(op))
+        reductions.push_back(&op);
+    for (Operation *op : reductions) {
+      WaitOp wait = waitOf(op);
+      if (!wait || wait.getResult().use_empty())
+        continue;
+      Operation *first = nullptr;
+      for (Operation *user : wait.getResult().getUsers()) {
+        Operation *u = body.findAncestorOpInBlock(*user);
+        if (!first || u->isBeforeInBlock(first))
+          first = u;
+      }
+      if (first && first != wait->getNextNode())
+        wait->moveBefore(first);
+    }
+
+    // Gathers, split at the loss into forward and backward.
+    Operation *loss = lossOp(func);
+    SmallVector<AllGatherStartOp> forward, backward;
+    for (auto gather : body.getOps<AllGatherStartOp>()) {
+      bool isBackward = loss && loss->isBeforeInBlock(gather);
+      (isBackward ? backward : forward).push_back(gather);
+    }
+    int64_t depth = std::min<int64_t>(prefetchDepth, limitAllGathers);
+    if (forwardPrefetch)
+      prefetch(forward, depth, /*afterReduce=*/false);
+    if (backwardPrefetch != "none")
+      prefetch(backward, depth, backwardPrefetch == "post");
+  }
+
+  /// Starts gather i right after gather i - depth completes (or, for
+  /// `post`, after the reduce-scatter that follows it is issued); never
+  /// later than where it is.
+  void prefetch(ArrayRef<AllGatherStartOp> gathers, int64_t depth,
+                bool afterReduce) {
+    if (depth == 0)
+      return;
+    for (size_t i = depth; i < gathers.size(); ++i) {
+      AllGatherStartOp gather = gathers[i];
+      Operation *anchor = waitOf(gathers[i - depth]);
+      if (!anchor)
+        continue;
+      if (afterReduce) {
+        // The first reduce-scatter issued after the earlier unit's gather.
+        Operation *rs = anchor->getNextNode();
+        while (rs && rs != gather && !isa<ReduceScatterStartOp>(rs))
+          rs = rs->getNextNode();
+        if (!rs || rs == gather)
+          continue;
+        anchor = rs;
+      }
+      if (!anchor->isBeforeInBlock(gather))
+        continue;
+      Operation *shard = gather.getInput().getDefiningOp();
+      if (shard && isa<GetShardOp>(shard) && shard->hasOneUse())
+        shard->moveAfter(anchor), gather->moveAfter(shard);
+      else if (!shard || shard->isBeforeInBlock(anchor) || shard == anchor)
+        gather->moveAfter(anchor);
+    }
+  }
+};
+
+} // namespace
