@@ -19,9 +19,10 @@ echo "== fsdp-run $out/gpt2.plan --data $out/count.npz --steps 40 (next token = 
 "$build/tools/fsdp-run" "$out/gpt2.plan" --data "$out/count.npz" --steps 40 \
   --log "$out/train.jsonl"
 echo "== step log: $out/train.jsonl"
-echo "== data parallel: fsdp-opt --world-size=2 (units by the transformer wrap policy), mpirun -np 2"
+echo "== FSDP: fsdp-opt --world-size=2 --strategy=full-shard --units (transformer wrap policy)"
 "$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=4 --lr=3e-3 --world-size=2 \
-  -o "$out/gpt2-ws2.plan"
+  --strategy=full-shard --units -o "$out/gpt2-ws2.plan" 2>/dev/null
+echo "== mpirun -np 2 fsdp-run $out/gpt2-ws2.plan: each rank stores and loads half of every unit"
 mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
   "$build/tools/fsdp-run" "$out/gpt2-ws2.plan" --data "$out/count.npz" --steps 20 \
-  --weights "$out/gpt2.onnx" | cat
+  --weights "$out/gpt2.onnx" --log "$out/train-ws2.jsonl" | cat

@@ -7,6 +7,7 @@
 #include "dialect/FsdpDialect.h"
 #include "frontend/OnnxImporter.h"
 #include "passes/Passes.h"
+#include "passes/UnitTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -114,6 +115,9 @@ static llvm::cl::opt<int64_t>
 static llvm::cl::opt<int64_t> limitAllGathersOpt(
     "limit-all-gathers", llvm::cl::desc("all-gathers in flight at once"),
     llvm::cl::init(2), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool>
+    unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
+             llvm::cl::init(false), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
@@ -180,6 +184,8 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
     addPlanPipeline(pm, output);
   if (failed(pm.run(*module)))
     return 1;
+  if (plan && unitsOpt)
+    fsdp::printUnitTable(*module, llvm::outs());
   if (plan)
     return 0;
 
@@ -219,7 +225,11 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
       failed(config.setupPassPipeline(pm)))
     return 1;
   addPlanPipeline(pm, output);
-  return failed(pm.run(*module)) ? 1 : 0;
+  if (failed(pm.run(*module)))
+    return 1;
+  if (unitsOpt)
+    fsdp::printUnitTable(*module, llvm::outs());
+  return 0;
 }
 
 int main(int argc, char **argv) {
