@@ -129,13 +129,20 @@ int main(int argc, char **argv) {
   Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
+  LaunchInfo launch;
+  if (Status s = launchInfo(launch); !s)
+    return fail(s);
+  if (Status s = checkLaunch(launch, nullptr); !s)
+    return fail(s);
   std::unique_ptr<Comm> comm;
-  if (launchedByMpi() || plan.worldSize > 1) {
+  if (launchedByMpi() || plan.worldSize > 1 || launch.size > 1) {
     if (Status s = mpiComm(commTimeout, comm); !s)
       return fail(s);
   } else {
     comm = localComm();
   }
+  if (Status s = checkLaunch(launch, comm.get()); !s)
+    return fail(s);
   int64_t rank = comm->rank(), world = comm->size();
   // Every rank must run the same plan: compare before the first collective.
   std::string planText;

@@ -159,6 +159,58 @@ bool launchedByMpi() {
          std::getenv("PMIX_RANK");
 }
 
+Status launchInfo(LaunchInfo &out) {
+  out = LaunchInfo();
+  auto read = [&](const char *name, int64_t &value, int64_t min) -> Status {
+    const char *v = std::getenv(name);
+    if (!v)
+      return Status::ok();
+    char *end = nullptr;
+    long long x = std::strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || x < min)
+      return Status::error(std::string("environment variable ") + name +
+                           "='" + v + "' is not a valid number");
+    value = x;
+    return Status::ok();
+  };
+  if (std::getenv("WORLD_SIZE")) {
+    out.launcher = "torchrun";
+    FSDP_RETURN_IF_ERROR(read("WORLD_SIZE", out.size, 1));
+    FSDP_RETURN_IF_ERROR(read("RANK", out.rank, 0));
+    FSDP_RETURN_IF_ERROR(read("LOCAL_RANK", out.localRank, 0));
+  } else if (std::getenv("SLURM_NTASKS")) {
+    out.launcher = "slurm";
+    FSDP_RETURN_IF_ERROR(read("SLURM_NTASKS", out.size, 1));
+    FSDP_RETURN_IF_ERROR(read("SLURM_PROCID", out.rank, 0));
+    FSDP_RETURN_IF_ERROR(read("SLURM_LOCALID", out.localRank, 0));
+  }
+  if (out.rank >= out.size)
+    return Status::error(out.launcher + " gave rank " +
+                         std::to_string(out.rank) + " of " +
+                         std::to_string(out.size));
+  return Status::ok();
+}
+
+Status checkLaunch(const LaunchInfo &launch, const Comm *comm) {
+  if (launch.launcher.empty())
+    return Status::ok();
+  std::string what = launch.launcher + " (rank " + std::to_string(launch.rank) +
+                     " of " + std::to_string(launch.size) + ")";
+  if (!comm) {
+    if (launch.size > 1 && !launchedByMpi())
+      return Status::error(
+          what + " started this process outside MPI; the CPU backend's "
+                 "collectives run over MPI: launch with mpirun -np " +
+          std::to_string(launch.size) + " or srun --mpi=pmix");
+    return Status::ok();
+  }
+  if (launch.rank != comm->rank() || launch.size != comm->size())
+    return Status::error(what + " disagrees with MPI (rank " +
+                         std::to_string(comm->rank()) + " of " +
+                         std::to_string(comm->size()) + ")");
+  return Status::ok();
+}
+
 Status mpiComm(double timeoutSeconds, std::unique_ptr<Comm> &out) {
   int initialized = 0;
   MPI_Initialized(&initialized);

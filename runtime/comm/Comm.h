@@ -50,6 +50,20 @@ std::unique_ptr<Comm> localComm();
 /// True when this process was started by mpirun (or another MPI launcher).
 bool launchedByMpi();
 
+/// The rank and world size a launcher put in the environment: torchrun
+/// (RANK, WORLD_SIZE, LOCAL_RANK) or Slurm (SLURM_PROCID, SLURM_NTASKS,
+/// SLURM_LOCALID).
+struct LaunchInfo {
+  int64_t rank = 0, size = 1, localRank = 0;
+  std::string launcher; // "torchrun" or "slurm"; empty when neither
+};
+/// Reads them; a malformed value is an error naming the variable.
+Status launchInfo(LaunchInfo &out);
+/// The launcher's view must agree with the communicator's: MPI ranks are
+/// the ranks. A multi-rank launch without MPI is an error that says how to
+/// launch instead.
+Status checkLaunch(const LaunchInfo &launch, const Comm *comm);
+
 /// Initialises MPI (once per process); waits give up after `timeoutSeconds`.
 Status mpiComm(double timeoutSeconds, std::unique_ptr<Comm> &out);
 
