@@ -37,6 +37,7 @@ fuzz: deps
 
 bench: build
 	@bash bench/import_llama70b.sh $(BUILD)
+	@/usr/bin/python3 bench/memory.py --fsdp-opt $(BUILD)/tools/fsdp-opt --fsdp-run $(BUILD)/tools/fsdp-run
 
 clean:
 	rm -rf $(BUILD) build-fuzz

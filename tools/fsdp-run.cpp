@@ -61,6 +61,16 @@ void maybeInjectFault(int64_t rank, int64_t step) {
     std::_Exit(9);
 }
 
+/// The process's peak resident set (VmHWM), or -1 where unknown.
+int64_t peakRssBytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0)
+      return std::atoll(line.c_str() + 6) * 1024;
+  return -1;
+}
+
 /// Tokens a step processes: the elements of the first integer input (token
 /// ids), or the batch size.
 int64_t tokensPerStep(const Plan &plan) {
@@ -274,7 +284,10 @@ int main(int argc, char **argv) {
                             {"lr", r.lr},
                             {"step_ms", ms},
                             {"tokens_per_s", tps},
-                            {"peak_bytes", exec.peakBytes()}}
+                            {"peak_bytes", exec.peakBytes()},
+                            {"arena_bytes", plan.arenaBytes},
+                            {"arena_high_water", exec.arenaHighWater()},
+                            {"rss_peak_bytes", peakRssBytes()}}
                  .dump()
           << "\n";
     if (!quiet) {

@@ -20,7 +20,9 @@ Status Executor::init(const Plan &p, Comm &comm_) {
   if (!arena)
     return Status::error("cannot allocate the " + std::to_string(bytes) +
                          "-byte arena");
-  std::memset(arena.get(), 0, bytes);
+  // A byte pattern no kernel writes by chance, so the highest byte a step
+  // wrote can be found afterwards (arenaHighWater).
+  std::memset(arena.get(), kArenaPattern, bytes);
 
   comm = &comm_;
   for (const ParamInfo &info : p.params)
@@ -183,6 +185,20 @@ Status Executor::importState(const FullState &state) {
       optimizer.started[p.flat < 0 ? i : plan->params.size() + p.flat] = 1;
   }
   return Status::ok();
+}
+
+int64_t Executor::arenaHighWater() const {
+  const uint8_t *a = arena.get();
+  int64_t top = plan->arenaBytes;
+  // Whole 8-byte words still holding the pattern were never written.
+  while (top >= 8) {
+    uint64_t word;
+    std::memcpy(&word, a + top - 8, 8);
+    if (word != 0x0101010101010101ull * kArenaPattern)
+      break;
+    top -= 8;
+  }
+  return top;
 }
 
 int64_t Executor::peakBytes() const {

@@ -34,6 +34,8 @@ struct FullState {
   std::vector<char> started;
 };
 
+constexpr uint8_t kArenaPattern = 0xA5;
+
 class Executor {
 public:
   /// Allocates everything; parameters start at zero until loaded. `comm`
@@ -54,7 +56,12 @@ public:
   /// The whole training state (collective), and its inverse (local).
   Status exportState(FullState &state);
   Status importState(const FullState &state);
+  /// Bytes this process holds for training: the arena, the parameter
+  /// shards, optimizer state, accumulators, constants and scratch.
   int64_t peakBytes() const;
+  /// The end of the highest arena byte any step has written: the measured
+  /// counterpart of the plan's arena_bytes.
+  int64_t arenaHighWater() const;
 
   /// The learning-rate factor of optimizer step `t` (0-based): linear
   /// warm-up to 1 over warmup_steps, then constant or cosine to 0 at
