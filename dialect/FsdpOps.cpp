@@ -377,8 +377,8 @@ FlatParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult GetShardOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto flat =
-      symbolTable.lookupNearestSymbolFrom<FlatParameterOp>(*this, getFlatAttr());
+  auto flat = symbolTable.lookupNearestSymbolFrom<FlatParameterOp>(
+      *this, getFlatAttr());
   if (!flat)
     return emitOpError("'") << getFlat() << "' is not an fsdp.flat_parameter";
   if (flat.getType() != getType())
@@ -395,7 +395,8 @@ LogicalResult ParamViewOp::verify() {
     return emitOpError("element type ")
            << out.getElementType() << " differs from the buffer's "
            << in.getElementType();
-  if (!in.hasStaticShape() || offset + out.getNumElements() > in.getNumElements())
+  if (!in.hasStaticShape() ||
+      offset + out.getNumElements() > in.getNumElements())
     return emitOpError("view of ")
            << out.getNumElements() << " elements at offset " << offset
            << " does not fit in " << in;
@@ -410,8 +411,8 @@ LogicalResult PackOp::verify() {
   for (auto [v, offset] : llvm::zip(getInputs(), getOffsets())) {
     auto t = cast<RankedTensorType>(v.getType());
     if (t.getElementType() != out.getElementType())
-      return emitOpError("input ") << t << " differs in element type from "
-                                   << out;
+      return emitOpError("input ")
+             << t << " differs in element type from " << out;
     if (offset < 0 || offset + t.getNumElements() > out.getNumElements())
       return emitOpError("input ")
              << t << " at offset " << offset << " does not fit in " << out;

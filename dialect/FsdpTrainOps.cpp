@@ -82,7 +82,8 @@ static LogicalResult verifyParam(Operation *op, FlatSymbolRefAttr ref,
     type = flat.getType();
   else
     return op->emitOpError("'")
-           << ref.getValue() << "' is not an fsdp.parameter or fsdp.flat_parameter";
+           << ref.getValue()
+           << "' is not an fsdp.parameter or fsdp.flat_parameter";
   if (type != gradType)
     return op->emitOpError("gradient type ")
            << gradType << " differs from the parameter's " << type;

@@ -163,7 +163,7 @@ struct Emitter {
     if (auto ref = dyn_cast<FlatSymbolRefAttr>(a)) {
       auto it = paramIndex.find(ref.getValue());
       if (it != paramIndex.end())
-        return it->second; // a storage slot
+        return it->second;   // a storage slot
       return ref.getValue(); // a unit, by name
     }
     return nullptr;
@@ -281,16 +281,16 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         (*params[p].getAsObject())["flat_offset"] = off;
         (*params[p].getAsObject())["trainable"] = f.getTrainable();
       }
-      flats.push_back(json::Object{
-          {"name", f.getSymName()},
-          {"unit", f.getUnit()},
-          {"dtype", dtypeName(f.getShardType().getElementType())},
-          {"shard_numel", f.getShardType().getDimSize(0)},
-          {"numel", f.getNumelAttr().getInt()},
-          {"group_size", f.getGroupSizeAttr().getInt()},
-          {"trainable", f.getTrainable()},
-          {"params", std::move(members)},
-          {"offsets", std::move(offsets)}});
+      flats.push_back(
+          json::Object{{"name", f.getSymName()},
+                       {"unit", f.getUnit()},
+                       {"dtype", dtypeName(f.getShardType().getElementType())},
+                       {"shard_numel", f.getShardType().getDimSize(0)},
+                       {"numel", f.getNumelAttr().getInt()},
+                       {"group_size", f.getGroupSizeAttr().getInt()},
+                       {"trainable", f.getTrainable()},
+                       {"params", std::move(members)},
+                       {"offsets", std::move(offsets)}});
     }
 
     json::Array units;
@@ -335,14 +335,18 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       meta["strategy"] = st.getValue();
     if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))
       meta["batch_size"] = b.getInt();
-    json::Object plan{
-        {"format", "fsdp-plan"},         {"version", kPlanVersion},
-        {"meta", std::move(meta)},       {"train", std::move(train)},
-        {"arena_bytes", arena.getInt()}, {"params", std::move(params)},
-        {"units", std::move(units)},     {"flats", std::move(flats)},
-        {"constants", std::move(e.constants)},
-        {"inputs", std::move(inputs)},   {"outputs", std::move(outputs)},
-        {"program", std::move(program)}};
+    json::Object plan{{"format", "fsdp-plan"},
+                      {"version", kPlanVersion},
+                      {"meta", std::move(meta)},
+                      {"train", std::move(train)},
+                      {"arena_bytes", arena.getInt()},
+                      {"params", std::move(params)},
+                      {"units", std::move(units)},
+                      {"flats", std::move(flats)},
+                      {"constants", std::move(e.constants)},
+                      {"inputs", std::move(inputs)},
+                      {"outputs", std::move(outputs)},
+                      {"program", std::move(program)}};
     if (!update.empty()) {
       plan["update"] = std::move(update);
       plan["update_outputs"] = std::move(updateOutputs);

@@ -4,7 +4,8 @@
 //
 // no-shard (DDP), before:          after:
 //   fsdp.adamw @w, %g {...}          %f = fsdp.all_reduce %g {group_size = 4,
-//                                                             reduction = "avg"}
+//                                                             reduction =
+//                                                             "avg"}
 //                                    %a = fsdp.wait %f
 //                                    fsdp.adamw @w, %a {...}
 //
@@ -225,9 +226,9 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       }
       Location loc = unit.getLoc();
       b.setInsertionPoint(first);
-      Value shard = GetShardOp::create(
-          b, loc, flat.getShardType(),
-          FlatSymbolRefAttr::get(flat.getSymNameAttr()));
+      Value shard =
+          GetShardOp::create(b, loc, flat.getShardType(),
+                             FlatSymbolRefAttr::get(flat.getSymNameAttr()));
       auto start = AllGatherStartOp::create(
           b, loc, FutureType::get(b.getContext(), flat.getFullType()), shard,
           b.getI64IntegerAttr(flat.getGroupSizeAttr().getInt()),
@@ -300,8 +301,8 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
   for (auto &[flatOp, reads] : readGrads) {
     auto flat = cast<FlatParameterOp>(flatOp);
     b.setInsertionPointToStart(&body);
-    shards[flat] = ReadGradOp::create(b, flat.getLoc(), flat.getShardType(),
-                                      ref(flat));
+    shards[flat] =
+        ReadGradOp::create(b, flat.getLoc(), flat.getShardType(), ref(flat));
   }
   auto reduceScatter = [&](FlatParameterOp flat, ArrayRef<Operation *> ops) {
     SmallVector<Value> grads;
@@ -310,9 +311,9 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     for (Operation *op : ops) {
       Value g = op->getOperand(0);
       grads.push_back(g);
-      offsets.push_back(where[cast<FlatSymbolRefAttr>(op->getAttr("param"))
-                                  .getValue()]
-                            .offset);
+      offsets.push_back(
+          where[cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue()]
+              .offset);
       Operation *def = g.getDefiningOp();
       if (def && (!lastDef || at.lookup(def) > at.lookup(lastDef)))
         lastDef = def;
@@ -381,10 +382,9 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
       Value scale = old->getNumOperands() > 1 ? old->getOperand(1) : Value();
       Value g = shards[flatOp];
       if (auto adam = dyn_cast<AdamWOp>(old))
-        AdamWOp::create(b, old->getLoc(), ref(flat), g, scale,
-                        adam.getLrAttr(), adam.getBeta1Attr(),
-                        adam.getBeta2Attr(), adam.getEpsAttr(),
-                        adam.getWeightDecayAttr());
+        AdamWOp::create(b, old->getLoc(), ref(flat), g, scale, adam.getLrAttr(),
+                        adam.getBeta1Attr(), adam.getBeta2Attr(),
+                        adam.getEpsAttr(), adam.getWeightDecayAttr());
       else {
         auto sgd = cast<SgdOp>(old);
         SgdOp::create(b, old->getLoc(), ref(flat), g, scale, sgd.getLrAttr(),

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
 
@@ -27,15 +28,6 @@ using namespace mlir::fsdp;
 namespace {
 
 constexpr int64_t kAlign = 64;
-
-int64_t bytesOf(Type t) {
-  if (auto future = dyn_cast<FutureType>(t))
-    t = future.getValueType(); // a collective's result buffer
-  auto tt = cast<RankedTensorType>(t);
-  unsigned bits = tt.getElementTypeBitWidth();
-  int64_t elem = bits == 1 ? 1 : (bits + 7) / 8;
-  return std::max<int64_t>(tt.getNumElements() * elem, 1);
-}
 
 int64_t align(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
@@ -103,7 +95,7 @@ Value aliasOf(Value v, int64_t *delta = nullptr) {
   if (auto view = v.getDefiningOp<ParamViewOp>()) {
     if (delta)
       *delta = view.getOffsetAttr().getInt() *
-               (bytesOf(view.getType()) /
+               (bufferBytes(view.getType()) /
                 std::max<int64_t>(view.getType().getNumElements(), 1));
     return view.getInput();
   }
@@ -180,7 +172,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     llvm::DenseMap<Value, int64_t> offset;
     // Inputs are written before the step starts.
     for (BlockArgument arg : body.getArguments()) {
-      offset[arg] = arena.allocate(bytesOf(arg.getType()));
+      offset[arg] = arena.allocate(bufferBytes(arg.getType()));
       func.setArgAttr(
           arg.getArgNumber(), "fsdp.offset",
           IntegerAttr::get(IntegerType::get(&getContext(), 64), offset[arg]));
@@ -204,7 +196,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
           offsets.push_back(offset[r]);
           continue;
         }
-        offset[r] = arena.allocate(bytesOf(r.getType()));
+        offset[r] = arena.allocate(bufferBytes(r.getType()));
         offsets.push_back(offset[r]);
         // A result nobody reads is released right after its op.
         releaseAt[std::max(lastUse.lookup(r), index[&op])].push_back(r);
@@ -217,7 +209,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
       auto it = releaseAt.find(index[&op]);
       if (it != releaseAt.end()) {
         for (Value v : it->second)
-          arena.release(offset[v], bytesOf(v.getType()));
+          arena.release(offset[v], bufferBytes(v.getType()));
         releaseAt.erase(it);
       }
     }

@@ -2,6 +2,8 @@
 #ifndef FSDP_PASSES_TRAINSTEP_H
 #define FSDP_PASSES_TRAINSTEP_H
 
+#include "dialect/FsdpTypes.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace mlir::fsdp {
@@ -16,6 +18,17 @@ inline Operation *lossOp(func::FuncOp func) {
     if (op.hasAttr(kLossAttr))
       return &op;
   return nullptr;
+}
+
+/// Bytes a tensor (or a collective's result buffer) takes in the arena: i1
+/// as one byte per element, at least one byte.
+inline int64_t bufferBytes(Type t) {
+  if (auto future = dyn_cast<FutureType>(t))
+    t = future.getValueType();
+  auto tt = cast<RankedTensorType>(t);
+  unsigned bits = tt.getElementTypeBitWidth();
+  return std::max<int64_t>(
+      tt.getNumElements() * (bits == 1 ? 1 : (bits + 7) / 8), 1);
 }
 
 } // namespace mlir::fsdp

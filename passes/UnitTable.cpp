@@ -41,9 +41,8 @@ void mlir::fsdp::printUnitTable(ModuleOp module, llvm::raw_ostream &os) {
     totalElems += elems;
     totalRank += perRank;
     os << llvm::format("%-14s %6zu %12lld %12lld %14lld  %s\n",
-                       unit.getSymName().str().c_str(),
-                       unit.getParams().size(), (long long)elems,
-                       (long long)padded, (long long)perRank,
+                       unit.getSymName().str().c_str(), unit.getParams().size(),
+                       (long long)elems, (long long)padded, (long long)perRank,
                        flat ? (unit.getReshardAfterForward() ? "true" : "false")
                             : "-");
   }

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
 
@@ -30,15 +31,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-
-int64_t bytesOf(Type t) {
-  if (auto future = dyn_cast<FutureType>(t))
-    t = future.getValueType();
-  auto tt = cast<RankedTensorType>(t);
-  unsigned bits = tt.getElementTypeBitWidth();
-  return std::max<int64_t>(tt.getNumElements() * (bits == 1 ? 1 : (bits + 7) / 8),
-                           1);
-}
 
 /// Values that share `v`'s storage and are derived from it (views,
 /// reshapes, waits), `v` included.
@@ -126,22 +118,21 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         int64_t begin = view.getOffsetAttr().getInt(),
                 end = begin + view.getType().getNumElements();
         bool matches = false;
-        for (auto [a, offset] : llvm::zip(flat.getParams(), flat.getOffsets())) {
+        for (auto [a, offset] :
+             llvm::zip(flat.getParams(), flat.getOffsets())) {
           auto param = module.lookupSymbol<ParameterOp>(
               cast<FlatSymbolRefAttr>(a).getValue());
           matches |= offset == begin && param.getType() == view.getType();
         }
         if (!matches)
           fail(&op) << "views elements [" << begin << ", " << end << ") of '"
-                    << flat.getSymName()
-                    << "' as " << view.getType()
+                    << flat.getSymName() << "' as " << view.getType()
                     << ", which is no parameter of it";
         continue;
       }
       if (auto rs = dyn_cast<ReduceScatterStartOp>(op)) {
         if (rs.getGroupSizeAttr().getInt() != world)
-          fail(&op) << "reduce-scatters over "
-                    << rs.getGroupSizeAttr().getInt()
+          fail(&op) << "reduce-scatters over " << rs.getGroupSizeAttr().getInt()
                     << " ranks but the world size is " << world;
         continue;
       }
@@ -202,20 +193,20 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         continue;
       for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
         if (off >= 0)
-          intervals.push_back({off, bytesOf(r.getType()), at.lookup(&op),
+          intervals.push_back({off, bufferBytes(r.getType()), at.lookup(&op),
                                std::max(lastUse(r), at.lookup(&op)), &op});
     }
     for (BlockArgument arg : body.getArguments())
       if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                         "fsdp.offset"))
-        intervals.push_back({off.getInt(), bytesOf(arg.getType()), -1,
+                                                        "fsdp.offset"))
+        intervals.push_back({off.getInt(), bufferBytes(arg.getType()), -1,
                              lastUse(arg), nullptr});
     // Sweep in program order; a live map keyed by offset finds neighbours.
     llvm::sort(intervals, [](const Interval &a, const Interval &b) {
       return a.begin < b.begin;
     });
     std::multimap<int64_t, const Interval *> byEnd; // end -> interval
-    std::map<int64_t, const Interval *> live;      // offset -> interval
+    std::map<int64_t, const Interval *> live;       // offset -> interval
     for (const Interval &iv : intervals) {
       // Release everything whose last use is before this definition.
       while (!byEnd.empty() && byEnd.begin()->first < iv.begin) {

@@ -103,18 +103,21 @@ static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
     llvm::cl::desc("default (every unit but the root) | true | false"),
     llvm::cl::init("default"), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<bool> forwardPrefetchOpt(
-    "forward-prefetch", llvm::cl::desc("prefetch the next unit in forward"),
-    llvm::cl::init(true), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool>
+    forwardPrefetchOpt("forward-prefetch",
+                       llvm::cl::desc("prefetch the next unit in forward"),
+                       llvm::cl::init(true), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string>
-    backwardPrefetchOpt("backward-prefetch", llvm::cl::desc("pre | post | none"),
+    backwardPrefetchOpt("backward-prefetch",
+                        llvm::cl::desc("pre | post | none"),
                         llvm::cl::init("pre"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t>
     prefetchDepthOpt("prefetch-depth", llvm::cl::desc("units gathered ahead"),
                      llvm::cl::init(1), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> limitAllGathersOpt(
-    "limit-all-gathers", llvm::cl::desc("all-gathers in flight at once"),
-    llvm::cl::init(2), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t>
+    limitAllGathersOpt("limit-all-gathers",
+                       llvm::cl::desc("all-gathers in flight at once"),
+                       llvm::cl::init(2), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
              llvm::cl::init(false), llvm::cl::cat(trainCategory));

@@ -88,7 +88,8 @@ namedParams(const Plan &plan, const std::vector<std::vector<float>> &data) {
   std::vector<NamedTensor> out;
   for (size_t i = 0; i < plan.params.size() && i < data.size(); ++i)
     if (!data[i].empty())
-      out.push_back({plan.params[i].name, plan.params[i].shape, data[i].data()});
+      out.push_back(
+          {plan.params[i].name, plan.params[i].shape, data[i].data()});
   return out;
 }
 
@@ -316,8 +317,9 @@ int main(int argc, char **argv) {
       std::vector<std::vector<float>> full;
       if (Status s = exec.gatherFull(grads, full); !s)
         return fail(s);
-      if (Status s = leader ? writeSafetensors(dumpGrads, namedParams(plan, full))
-                            : Status::ok();
+      if (Status s = leader
+                         ? writeSafetensors(dumpGrads, namedParams(plan, full))
+                         : Status::ok();
           !s)
         return fail(s);
     }
@@ -327,9 +329,9 @@ int main(int argc, char **argv) {
     FullState state;
     if (Status s = exec.exportState(state); !s)
       return fail(s);
-    if (Status s = leader ? writeSafetensors(saveFull,
-                                             namedParams(plan, state.params))
-                          : Status::ok();
+    if (Status s =
+            leader ? writeSafetensors(saveFull, namedParams(plan, state.params))
+                   : Status::ok();
         !s)
       return fail(s);
   }

@@ -83,8 +83,7 @@ public:
     Pending &p = pending[slot];
     p = {MPI_REQUEST_NULL, out, count, average};
     if (MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM,
-                                  MPI_COMM_WORLD,
-                                  &p.request) != MPI_SUCCESS)
+                                  MPI_COMM_WORLD, &p.request) != MPI_SUCCESS)
       return Status::error("MPI_Ireduce_scatter_block failed on rank " +
                            std::to_string(rankId));
     return Status::ok();
@@ -168,8 +167,8 @@ Status launchInfo(LaunchInfo &out) {
     char *end = nullptr;
     long long x = std::strtoll(v, &end, 10);
     if (end == v || *end != '\0' || x < min)
-      return Status::error(std::string("environment variable ") + name +
-                           "='" + v + "' is not a valid number");
+      return Status::error(std::string("environment variable ") + name + "='" +
+                           v + "' is not a valid number");
     value = x;
     return Status::ok();
   };
@@ -199,8 +198,9 @@ Status checkLaunch(const LaunchInfo &launch, const Comm *comm) {
   if (!comm) {
     if (launch.size > 1 && !launchedByMpi())
       return Status::error(
-          what + " started this process outside MPI; the CPU backend's "
-                 "collectives run over MPI: launch with mpirun -np " +
+          what +
+          " started this process outside MPI; the CPU backend's "
+          "collectives run over MPI: launch with mpirun -np " +
           std::to_string(launch.size) + " or srun --mpi=pmix");
     return Status::ok();
   }

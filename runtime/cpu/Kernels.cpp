@@ -1313,8 +1313,8 @@ Status kReduceScatter(const Instruction &in, Context &c) {
                          std::to_string(c.comm ? c.comm->size() : 0) +
                          " ranks of the communicator");
   std::string reduction = attrString(in, "reduction", "sum");
-  return c.comm->reduceScatterStart(c.get<float>(x), c.get<float>(y),
-                                    y.numel(), reduction == "avg", in.index);
+  return c.comm->reduceScatterStart(c.get<float>(x), c.get<float>(y), y.numel(),
+                                    reduction == "avg", in.index);
 }
 
 /// The flat gradient of a unit: each input at its offset, zeros elsewhere.

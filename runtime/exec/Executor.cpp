@@ -141,8 +141,8 @@ Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
     FSDP_RETURN_IF_ERROR(comm->wait(spareSlot));
     for (size_t k = 0; k < flat.params.size(); ++k) {
       const float *from = buffer.data() + flat.offsets[k];
-      full[flat.params[k]].assign(
-          from, from + plan->params[flat.params[k]].numel());
+      full[flat.params[k]].assign(from,
+                                  from + plan->params[flat.params[k]].numel());
     }
   }
   return Status::ok();

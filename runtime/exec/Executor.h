@@ -77,7 +77,6 @@ public:
               StepResult &result,
               std::vector<std::vector<float>> *grads = nullptr);
 
-
 private:
   const Plan *plan = nullptr;
   std::unique_ptr<uint8_t, void (*)(void *)> arena{nullptr, nullptr};

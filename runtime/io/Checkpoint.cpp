@@ -90,8 +90,7 @@ Status loadSafetensorsWeights(
       return Status::error(path + ": '" + p.name +
                            "' does not have the planned shape");
     for (const Piece &piece : pieces(i))
-      std::copy_n(it->second.data.data() + piece.begin, piece.count,
-                  piece.dst);
+      std::copy_n(it->second.data.data() + piece.begin, piece.count, piece.dst);
   }
   return Status::ok();
 }
@@ -131,8 +130,7 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
       continue;
     if (adam) {
       state.push_back({p.name + ".exp_avg", p.shape, full.first[i].data()});
-      state.push_back(
-          {p.name + ".exp_avg_sq", p.shape, full.second[i].data()});
+      state.push_back({p.name + ".exp_avg_sq", p.shape, full.second[i].data()});
     } else if (full.started[i]) {
       state.push_back(
           {p.name + ".momentum_buffer", p.shape, full.first[i].data()});
@@ -166,8 +164,8 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan,
   return Status::ok();
 }
 
-Status loadCheckpoint(const std::string &dir, const Plan &plan,
-                      FullState &full, TrainingPosition &position) {
+Status loadCheckpoint(const std::string &dir, const Plan &plan, FullState &full,
+                      TrainingPosition &position) {
   fs::path base(dir);
   if (!fs::exists(base / "state.json")) {
     std::ifstream latest(base / "latest");

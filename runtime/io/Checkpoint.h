@@ -38,9 +38,9 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan,
 /// Initial parameters from a safetensors file (a --save-full output, or a
 /// state dict saved by PyTorch/HF as F32), by original name, into the
 /// pieces this rank keeps.
-Status loadSafetensorsWeights(
-    const std::string &path, const Plan &plan,
-    const std::function<std::vector<Piece>(size_t)> &pieces);
+Status
+loadSafetensorsWeights(const std::string &path, const Plan &plan,
+                       const std::function<std::vector<Piece>(size_t)> &pieces);
 
 /// Reads a safetensors file of F32 tensors, checking every header field.
 struct LoadedTensor {

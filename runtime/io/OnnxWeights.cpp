@@ -12,9 +12,9 @@
 
 namespace fsdp {
 
-Status loadOnnxWeights(
-    const std::string &path, const Plan &plan,
-    const std::function<std::vector<Piece>(size_t)> &pieces) {
+Status
+loadOnnxWeights(const std::string &path, const Plan &plan,
+                const std::function<std::vector<Piece>(size_t)> &pieces) {
   std::string bytes;
   FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the model for its weights"));
   onnx::ModelProto model;

@@ -363,7 +363,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
       if (const json *t = r.field(f, "trainable", where, false))
         info.trainable = t->is_boolean() && t->get<bool>();
       if (dt != DType::F32)
-        return Status::error(where + ": only f32 flat parameters are supported");
+        return Status::error(where +
+                             ": only f32 flat parameters are supported");
       if (info.groupSize != plan.worldSize || info.shardNumel < 1 ||
           info.numel < 1 || info.shardNumel > (int64_t(1) << 40) ||
           info.shardNumel * info.groupSize < info.numel)
