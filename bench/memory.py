@@ -2,7 +2,8 @@
 """Per-rank memory: the plan's prediction against the CPU backend's measure.
 
 GPT-2 (default d=256, 4 layers, T=128, vocab 512, global batch 8) planned
-for world sizes 1, 2 and 4 with full-shard and no-shard, run for 3 steps
+for world sizes 1, 2 and 4 with full-shard (with and without activation
+checkpointing, "+ac") and no-shard, run for 3 steps
 under mpirun. For rank 0:
   predicted  = the plan's arena_bytes + its stored state (parameters or
                their shards, AdamW's two moments, constants), computed here
@@ -66,16 +67,18 @@ def main():
     mib = 1 / 2**20
     print(f"GPT-2 d={a.dim} L={a.layers} T={a.seq} vocab={a.vocab}, global batch {a.batch}; "
           f"rank 0, MiB")
-    print(f"{'world':>5} {'strategy':>10} {'arena plan':>10} {'arena hw':>9} {'hw/plan':>7} "
+    print(f"{'world':>5} {'strategy':>13} {'arena plan':>10} {'arena hw':>9} {'hw/plan':>7} "
           f"{'state':>7} {'predicted':>9} {'rss':>7}")
     with tempfile.TemporaryDirectory() as tmp:
         onnx = os.path.join(tmp, "gpt2.onnx")
         subprocess.run(["/usr/bin/python3", a.generator] + base + ["-o", onnx], check=True)
         for world in (1, 2, 4):
-            for strategy in ("full-shard", "no-shard"):
+            for strategy in ("full-shard", "full-shard+ac", "no-shard"):
                 plan_path = os.path.join(tmp, f"{world}-{strategy}.plan")
+                extra = ["--activation-checkpointing=units"] if strategy.endswith("+ac") else []
                 subprocess.run([a.fsdp_opt, onnx, "-o", plan_path, f"--world-size={world}",
-                                f"--strategy={strategy}", f"--batch-size={a.batch // world}"],
+                                f"--strategy={strategy.split('+')[0]}",
+                                f"--batch-size={a.batch // world}"] + extra,
                                check=True, stderr=subprocess.DEVNULL)
                 plan = json.load(open(plan_path))
                 log = os.path.join(tmp, f"{world}-{strategy}.jsonl")
@@ -85,7 +88,7 @@ def main():
                 last = [json.loads(l) for l in open(log)][-1]
                 state = predicted_state(plan)
                 predicted = plan["arena_bytes"] + state
-                print(f"{world:>5} {strategy:>10} {plan['arena_bytes'] * mib:>10.2f} "
+                print(f"{world:>5} {strategy:>13} {plan['arena_bytes'] * mib:>10.2f} "
                       f"{last['arena_high_water'] * mib:>9.2f} "
                       f"{last['arena_high_water'] / plan['arena_bytes']:>7.3f} "
                       f"{state * mib:>7.2f} {predicted * mib:>9.2f} "

@@ -89,6 +89,22 @@ def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::ModuleOp"> {
+  let summary = "Recomputes each unit's forward in the reverse pass";
+  let description = [{
+    `mode=units`: activation checkpointing per FSDP unit (torch's
+    checkpoint_wrapper on each block). Values a non-root unit's forward
+    computes only for the reverse pass are not kept; the ops computing them
+    are cloned right before their first reverse-pass use. Each block's input
+    is kept. The clones read the unit's parameters in the reverse pass, so
+    one backward all-gather serves both recomputation and gradients.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"none\"", "none | units">,
+  ];
+}
+
 def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   let summary = "Lays each unit out as a flat, padded buffer sharded over ranks";
   let description = [{

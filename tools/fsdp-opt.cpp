@@ -118,6 +118,10 @@ static llvm::cl::opt<int64_t>
     limitAllGathersOpt("limit-all-gathers",
                        llvm::cl::desc("all-gathers in flight at once"),
                        llvm::cl::init(2), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> checkpointingOpt(
+    "activation-checkpointing",
+    llvm::cl::desc("none | units: recompute each unit's forward in backward"),
+    llvm::cl::init("none"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
              llvm::cl::init(false), llvm::cl::cat(trainCategory));
@@ -147,6 +151,9 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   fsdp::FsdpWrapUnitsOptions units;
   units.wrap = wrapOpt;
   pm.addPass(fsdp::createFsdpWrapUnits(units));
+  fsdp::FsdpCheckpointActivationsOptions checkpointing;
+  checkpointing.mode = checkpointingOpt;
+  pm.addPass(fsdp::createFsdpCheckpointActivations(checkpointing));
   fsdp::FsdpShardOptions shard;
   shard.worldSize = worldSizeOpt;
   shard.strategy = strategyOpt;

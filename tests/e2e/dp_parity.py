@@ -5,7 +5,7 @@ The same model (weights from one export), the same global batches from one
 .npz, 10 AdamW steps, world sizes 1, 2 and 4 (mpirun, oversubscribed on
 this machine's cores), for every strategy (full-shard, shard-grad-op,
 no-shard), reshard_after_forward true and false, each wrap policy and a
-frozen parameter: every step's loss and the final weights must agree with
+frozen parameter, activation checkpointing: every step's loss and the final weights must agree with
 the 1-rank no-shard run (which parity.py checks against PyTorch) within
 1e-5 relative L2. Sharding changes only where sums happen (reduce-scatter
 vs all-reduce, the norm's partial sums), so the differences are float32
@@ -56,9 +56,11 @@ def main():
             ["--strategy=full-shard", "--frozen=^wpe"],
             ["--strategy=full-shard", "--backward-prefetch=post", "--prefetch-depth=2"],
             ["--strategy=full-shard", "--forward-prefetch=false", "--backward-prefetch=none"],
+            ["--strategy=full-shard", "--activation-checkpointing=units"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
-                         ["--strategy=no-shard"]]
+                         ["--strategy=no-shard"],
+                         ["--strategy=full-shard", "--activation-checkpointing=units"]]
         # GPT-2 ties its embeddings; a vocabulary of 97 divides by no world size.
         cases = [("gpt2", ["gpt2", "--loss", "--vocab", "97"], {}, gpt2_configs),
                  ("llama-clip-accum", ["llama", "--loss"], {"grad-clip": 0.5, "grad-accum": 2},
