@@ -167,6 +167,10 @@ def Fsdp_PackOp : Fsdp_Op<"pack", [Pure]> {
   let hasVerifier = 1;
 }
 
+// `group` names the ranks taking part: `world` (every rank, the default),
+// or with hybrid sharding `shard` (the ranks sharing one copy of the
+// parameters: world rank / group_size is the same) or `replicate` (the
+// ranks holding the same shard: world rank % shard group size is the same).
 class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Fsdp_Op<mnemonic, traits> {
   let results = (outs Fsdp_FutureType:$future);
@@ -189,7 +193,8 @@ def Fsdp_AllGatherStartOp : Fsdp_CollectiveOp<"all_gather_start"> {
   }];
   let arguments = (ins AnyStaticShapeTensor:$input,
                    ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
-                   OptionalAttr<FlatSymbolRefAttr>:$unit);
+                   OptionalAttr<FlatSymbolRefAttr>:$unit,
+                   OptionalAttr<StrAttr>:$group);
 }
 
 def Fsdp_ReduceScatterStartOp : Fsdp_CollectiveOp<"reduce_scatter_start"> {
@@ -207,7 +212,8 @@ def Fsdp_ReduceScatterStartOp : Fsdp_CollectiveOp<"reduce_scatter_start"> {
   let arguments = (ins AnyStaticShapeTensor:$input,
                    ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
                    DefaultValuedStrAttr<StrAttr, "sum">:$reduction,
-                   OptionalAttr<FlatSymbolRefAttr>:$unit);
+                   OptionalAttr<FlatSymbolRefAttr>:$unit,
+                   OptionalAttr<StrAttr>:$group);
 }
 
 def Fsdp_AllReduceOp : Fsdp_CollectiveOp<"all_reduce"> {
@@ -223,7 +229,8 @@ def Fsdp_AllReduceOp : Fsdp_CollectiveOp<"all_reduce"> {
   }];
   let arguments = (ins AnyStaticShapeTensor:$input,
                    ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
-                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction);
+                   DefaultValuedStrAttr<StrAttr, "sum">:$reduction,
+                   OptionalAttr<StrAttr>:$group);
 }
 
 def Fsdp_WaitOp : Fsdp_Op<"wait", [InferTypeOpAdaptor]> {

@@ -434,6 +434,16 @@ static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
   return success();
 }
 
+static LogicalResult verifyGroup(Operation *op) {
+  auto group = op->getAttrOfType<StringAttr>("group");
+  if (group && group.getValue() != "world" && group.getValue() != "shard" &&
+      group.getValue() != "replicate")
+    return op->emitOpError("group must be \"world\", \"shard\" or "
+                           "\"replicate\", got \"")
+           << group.getValue() << "\"";
+  return success();
+}
+
 static RankedTensorType futureValue(Value future) {
   return cast<FutureType>(future.getType()).getValueType();
 }
@@ -448,6 +458,8 @@ LogicalResult AllGatherStartOp::verify() {
     return emitOpError("gathers ")
            << in << " over " << getGroupSize() << " ranks, which gives "
            << "dimension 0 times the group size, not " << out;
+  if (failed(verifyGroup(*this)))
+    return failure();
   return verifyFutureWaited(*this, getFuture());
 }
 
@@ -464,7 +476,8 @@ LogicalResult ReduceScatterStartOp::verify() {
     return emitOpError("scatters ")
            << in << " over " << getGroupSize() << " ranks, which gives "
            << "dimension 0 divided by the group size, not " << out;
-  if (failed(verifyReduction(*this, getReduction())))
+  if (failed(verifyReduction(*this, getReduction())) ||
+      failed(verifyGroup(*this)))
     return failure();
   return verifyFutureWaited(*this, getFuture());
 }
@@ -474,7 +487,8 @@ LogicalResult AllReduceOp::verify() {
     return emitOpError("result ")
            << futureValue(getFuture()) << " differs from the input "
            << getInput().getType();
-  if (failed(verifyReduction(*this, getReduction())))
+  if (failed(verifyReduction(*this, getReduction())) ||
+      failed(verifyGroup(*this)))
     return failure();
   return verifyFutureWaited(*this, getFuture());
 }

@@ -331,6 +331,8 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
       worldSize = w.getInt();
     json::Object meta{{"source", source}, {"world_size", worldSize}};
+    if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
+      meta["replicate_groups"] = r.getInt();
     if (auto st = module->getAttrOfType<StringAttr>("fsdp.strategy"))
       meta["strategy"] = st.getValue();
     if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))

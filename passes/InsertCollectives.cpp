@@ -54,12 +54,12 @@ RankedTensorType tensorType(Value v) {
   return cast<RankedTensorType>(v.getType());
 }
 
-/// all_reduce + wait of `v` over `ranks`.
+/// all_reduce + wait of `v` over `ranks` (of `group`, when set).
 Value allReduce(OpBuilder &b, Location loc, Value v, int64_t ranks,
-                StringRef reduction) {
+                StringRef reduction, StringAttr group = {}) {
   auto start = AllReduceOp::create(
       b, loc, FutureType::get(b.getContext(), tensorType(v)), v,
-      b.getI64IntegerAttr(ranks), b.getStringAttr(reduction));
+      b.getI64IntegerAttr(ranks), b.getStringAttr(reduction), group);
   return WaitOp::create(b, loc, start.getFuture());
 }
 
@@ -142,6 +142,13 @@ struct FsdpInsertCollectives
 
   LogicalResult shard(ModuleOp module, func::FuncOp step, func::FuncOp update,
                       int64_t worldSize);
+  /// Hybrid sharding: the replica count, and the group attribute of
+  /// collectives within a shard group (unset when the group is the world).
+  int64_t replicas = 1;
+  StringAttr shardGroup() {
+    return replicas > 1 ? StringAttr::get(&getContext(), "shard")
+                        : StringAttr();
+  }
   LogicalResult gatherParameters(ModuleOp module, func::FuncOp step);
   /// Replaces the per-parameter gradient consumers (optimizer updates,
   /// accumulation, reads of accumulators) by ones on flat shards.
@@ -166,12 +173,19 @@ llvm::StringMap<Placement> placements(ModuleOp module) {
 LogicalResult FsdpInsertCollectives::shard(ModuleOp module, func::FuncOp step,
                                            func::FuncOp update,
                                            int64_t worldSize) {
+  replicas = 1;
+  if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
+    replicas = r.getInt();
+  if (replicas < 1 || worldSize % replicas != 0)
+    return module.emitError("fsdp.replicate_groups = ")
+           << replicas << " does not divide the world size " << worldSize;
   for (auto flat : module.getOps<FlatParameterOp>())
-    if (flat.getGroupSizeAttr().getInt() != worldSize)
+    if (flat.getGroupSizeAttr().getInt() != worldSize / replicas)
       return flat.emitError("flat parameter '")
              << flat.getSymName() << "' is sharded over "
-             << flat.getGroupSizeAttr().getInt()
-             << " ranks but the module's world size is " << worldSize;
+             << flat.getGroupSizeAttr().getInt() << " ranks but the module's "
+             << worldSize << " ranks in " << replicas
+             << " replica groups give groups of " << worldSize / replicas;
   if (failed(gatherParameters(module, step)) ||
       failed(reduceGradients(module, step, worldSize)))
     return failure();
@@ -232,7 +246,7 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       auto start = AllGatherStartOp::create(
           b, loc, FutureType::get(b.getContext(), flat.getFullType()), shard,
           b.getI64IntegerAttr(flat.getGroupSizeAttr().getInt()),
-          FlatSymbolRefAttr::get(unit.getSymNameAttr()));
+          FlatSymbolRefAttr::get(unit.getSymNameAttr()), shardGroup());
       Value full = WaitOp::create(b, loc, start.getFuture());
       llvm::StringMap<Value> views;
       for (OpOperand *use : phase) {
@@ -325,11 +339,17 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     Location loc = flat.getLoc();
     Value packed = PackOp::create(b, loc, flat.getFullType(), grads,
                                   b.getDenseI64ArrayAttr(offsets));
+    int64_t group = flat.getGroupSizeAttr().getInt();
     auto start = ReduceScatterStartOp::create(
         b, loc, FutureType::get(b.getContext(), flat.getShardType()), packed,
-        b.getI64IntegerAttr(worldSize), b.getStringAttr("avg"),
-        flat.getUnitAttr());
-    return WaitOp::create(b, loc, start.getFuture()).getResult();
+        b.getI64IntegerAttr(group), b.getStringAttr("avg"), flat.getUnitAttr(),
+        shardGroup());
+    Value shard = WaitOp::create(b, loc, start.getFuture()).getResult();
+    // Hybrid: average the shard over the replicas holding the same one.
+    if (replicas > 1)
+      shard = allReduce(b, loc, shard, replicas, "avg",
+                        StringAttr::get(&getContext(), "replicate"));
+    return shard;
   };
   for (auto &[flatOp, ops] : updates)
     if (!shards.count(flatOp))
@@ -371,8 +391,10 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
       sumSq = AddOp::create(b, loc, sumSq,
                             sumAll(b, loc, MulOp::create(b, loc, gf, gf)));
     }
-    if (worldSize > 1)
-      sumSq = allReduce(b, loc, sumSq, worldSize, "sum");
+    // The shards of one group hold the whole gradient once.
+    int64_t group = worldSize / replicas;
+    if (group > 1)
+      sumSq = allReduce(b, loc, sumSq, group, "sum", shardGroup());
     sqrt->setOperand(0, sumSq);
 
     for (auto &[flatOp, ops] : updates) {

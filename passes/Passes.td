@@ -116,14 +116,18 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     need nothing more than the padding. `reshard-after-forward` overrides the
     units' choice: `true` (every unit but the root, as FSDP2), `false` (keep
     every unit gathered from forward to backward); `shard-grad-op` implies
-    `false`. `no-shard` creates nothing. The strategy and world size are
-    recorded on the module for the passes that follow.
+    `false`. `hybrid-shard` (HYBRID_SHARD) shards within groups of
+    `world-size / replicate-groups` consecutive ranks and replicates across
+    the groups. `no-shard` creates nothing. The strategy, world size and
+    replica count are recorded on the module for the passes that follow.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"worldSize", "world-size", "int64_t", "1", "number of ranks">,
     Option<"strategy", "strategy", "std::string", "\"full-shard\"",
-           "full-shard | shard-grad-op | no-shard (hybrid-shard: not yet)">,
+           "full-shard | shard-grad-op | hybrid-shard | no-shard">,
+    Option<"replicateGroups", "replicate-groups", "int64_t", "1",
+           "hybrid-shard: replicas (each shards over world-size / R ranks)">,
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            "\"default\"", "default | true | false">,
   ];

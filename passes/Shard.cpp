@@ -33,7 +33,8 @@ using namespace mlir::fsdp;
 namespace {
 
 bool isSharded(StringRef strategy) {
-  return strategy == "full-shard" || strategy == "shard-grad-op";
+  return strategy == "full-shard" || strategy == "shard-grad-op" ||
+         strategy == "hybrid-shard";
 }
 
 struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
@@ -43,12 +44,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
     if (worldSize < 1) {
-      module.emitError("--world-size must be >= 1, got ") << worldSize;
-      return signalPassFailure();
-    }
-    if (strategy == "hybrid-shard") {
-      module.emitError("--strategy=hybrid-shard is not implemented yet "
-                       "(full-shard, shard-grad-op and no-shard are)");
+      module.emitError("--world-size must be >= 1, got ") << (int64_t)worldSize;
       return signalPassFailure();
     }
     if (!isSharded(strategy) && strategy != "no-shard") {
@@ -64,8 +60,21 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           << reshardAfterForward << "'";
       return signalPassFailure();
     }
+    if (replicateGroups < 1 || worldSize % replicateGroups != 0 ||
+        (replicateGroups > 1 && strategy != "hybrid-shard")) {
+      module.emitError("--replicate-groups=")
+          << (int64_t)replicateGroups
+          << " must divide --world-size=" << (int64_t)worldSize
+          << " and needs --strategy=hybrid-shard";
+      return signalPassFailure();
+    }
+    // Hybrid: shard within groups of world / R ranks, replicate across R.
+    int64_t groupSize = worldSize / replicateGroups;
     module->setAttr("fsdp.world_size",
                     IntegerAttr::get(IntegerType::get(ctx, 64), worldSize));
+    module->setAttr(
+        "fsdp.replicate_groups",
+        IntegerAttr::get(IntegerType::get(ctx, 64), replicateGroups));
     module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
     if (!isSharded(strategy))
       return;
@@ -124,7 +133,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
         }
         if (members.empty())
           continue;
-        int64_t shard = (numel + worldSize - 1) / worldSize;
+        int64_t shard = (numel + groupSize - 1) / groupSize;
         b.setInsertionPointAfter(after);
         std::string name =
             (unit.getSymName() + (trainable ? ".flat" : ".frozen_flat")).str();
@@ -133,13 +142,13 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
             TypeAttr::get(RankedTensorType::get({shard}, element)),
             FlatSymbolRefAttr::get(unit.getSymNameAttr()),
             b.getArrayAttr(members), b.getDenseI64ArrayAttr(offsets),
-            b.getI64IntegerAttr(numel), b.getI64IntegerAttr(worldSize),
+            b.getI64IntegerAttr(numel), b.getI64IntegerAttr(groupSize),
             b.getBoolAttr(trainable));
-        if (numel % worldSize)
+        if (numel % groupSize)
           emitRemark(loc, "unit '")
               << unit.getSymName() << "': " << numel << " "
               << (trainable ? "trained" : "frozen") << " elements padded to "
-              << shard * worldSize << " (" << shard << " per rank)";
+              << shard * groupSize << " (" << shard << " per rank)";
       }
     }
   }

@@ -42,11 +42,26 @@ void aliases(Value v, SmallVectorImpl<Value> &out) {
 }
 
 struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
+  int64_t replicas = 1;
+
+  /// The ranks a collective's group has: the world, a shard group of
+  /// world / replicas, or a replica group.
+  int64_t groupRanks(Operation *op, int64_t world) {
+    auto group = op->getAttrOfType<StringAttr>("group");
+    if (group && group.getValue() == "shard")
+      return world / replicas;
+    if (group && group.getValue() == "replicate")
+      return replicas;
+    return world;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t world = 1;
     if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
       world = w.getInt();
+    if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
+      replicas = std::max<int64_t>(r.getInt(), 1);
     llvm::StringMap<FlatParameterOp> flatOf; // parameter -> its flat buffer
     for (auto flat : module.getOps<FlatParameterOp>())
       for (Attribute a : flat.getParams())
@@ -96,12 +111,12 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         auto flat = module.lookupSymbol<FlatParameterOp>(shard.getFlat());
         if (gather.getGroupSizeAttr().getInt() !=
                 flat.getGroupSizeAttr().getInt() ||
-            flat.getGroupSizeAttr().getInt() != world)
+            flat.getGroupSizeAttr().getInt() != groupRanks(&op, world))
           fail(&op) << "gathers '" << flat.getSymName() << "' over "
                     << gather.getGroupSizeAttr().getInt()
                     << " ranks; it is sharded over "
-                    << flat.getGroupSizeAttr().getInt()
-                    << " and the world size is " << world;
+                    << flat.getGroupSizeAttr().getInt() << " and its group has "
+                    << groupRanks(&op, world);
         continue;
       }
       if (auto view = dyn_cast<ParamViewOp>(op)) {
@@ -131,15 +146,15 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         continue;
       }
       if (auto rs = dyn_cast<ReduceScatterStartOp>(op)) {
-        if (rs.getGroupSizeAttr().getInt() != world)
+        if (rs.getGroupSizeAttr().getInt() != groupRanks(&op, world))
           fail(&op) << "reduce-scatters over " << rs.getGroupSizeAttr().getInt()
-                    << " ranks but the world size is " << world;
+                    << " ranks but its group has " << groupRanks(&op, world);
         continue;
       }
       if (auto ar = dyn_cast<AllReduceOp>(op)) {
-        if (ar.getGroupSizeAttr().getInt() != world)
+        if (ar.getGroupSizeAttr().getInt() != groupRanks(&op, world))
           fail(&op) << "all-reduces over " << ar.getGroupSizeAttr().getInt()
-                    << " ranks but the world size is " << world;
+                    << " ranks but its group has " << groupRanks(&op, world);
         continue;
       }
       if (auto free = dyn_cast<FreeOp>(op)) {

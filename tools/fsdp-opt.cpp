@@ -95,10 +95,15 @@ static llvm::cl::opt<std::string> wrapOpt(
 static llvm::cl::opt<int64_t>
     worldSizeOpt("world-size", llvm::cl::desc("data-parallel ranks"),
                  llvm::cl::init(1), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string>
-    strategyOpt("strategy",
-                llvm::cl::desc("full-shard | shard-grad-op | no-shard"),
-                llvm::cl::init("full-shard"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> strategyOpt(
+    "strategy",
+    llvm::cl::desc("full-shard | shard-grad-op | hybrid-shard | no-shard"),
+    llvm::cl::init("full-shard"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> replicateGroupsOpt(
+    "replicate-groups",
+    llvm::cl::desc("hybrid-shard: replica groups (each shards over "
+                   "world-size / R ranks)"),
+    llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
     llvm::cl::desc("default (every unit but the root) | true | false"),
@@ -157,6 +162,7 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   fsdp::FsdpShardOptions shard;
   shard.worldSize = worldSizeOpt;
   shard.strategy = strategyOpt;
+  shard.replicateGroups = replicateGroupsOpt;
   shard.reshardAfterForward = reshardOpt;
   pm.addPass(fsdp::createFsdpShard(shard));
   pm.addPass(fsdp::createFsdpInsertCollectives());

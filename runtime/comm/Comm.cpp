@@ -17,20 +17,28 @@ class Local : public Comm {
 public:
   int64_t rank() const override { return 0; }
   int64_t size() const override { return 1; }
+  Status split(int64_t shardSize) override {
+    return shardSize == 1 ? Status::ok()
+                          : Status::error("one rank cannot form shard groups "
+                                          "of " +
+                                          std::to_string(shardSize));
+  }
+  int64_t rank(Group) const override { return 0; }
+  int64_t size(Group) const override { return 1; }
   void reserve(int64_t) override {}
   Status allReduceStart(const float *in, float *out, int64_t count, bool,
-                        int64_t) override {
+                        int64_t, Group) override {
     if (in != out)
       std::memmove(out, in, count * sizeof(float));
     return Status::ok();
   }
   Status allGatherStart(const float *in, float *out, int64_t count,
-                        int64_t slot) override {
-    return allReduceStart(in, out, count, false, slot);
+                        int64_t slot, Group g) override {
+    return allReduceStart(in, out, count, false, slot, g);
   }
   Status reduceScatterStart(const float *in, float *out, int64_t count,
-                            bool average, int64_t slot) override {
-    return allReduceStart(in, out, count, average, slot);
+                            bool average, int64_t slot, Group g) override {
+    return allReduceStart(in, out, count, average, slot, g);
   }
   Status wait(int64_t) override { return Status::ok(); }
   Status checkSame(uint64_t, const std::string &) override {
@@ -47,43 +55,75 @@ public:
     MPI_Comm_size(MPI_COMM_WORLD, &s);
     rankId = r;
     ranks = s;
+    shardSize = s;
+  }
+  ~Mpi() override {
+    for (MPI_Comm *c : {&shardComm, &replicaComm})
+      if (*c != MPI_COMM_WORLD && *c != MPI_COMM_SELF && *c != MPI_COMM_NULL)
+        MPI_Comm_free(c);
   }
   int64_t rank() const override { return rankId; }
   int64_t size() const override { return ranks; }
+  Status split(int64_t size) override {
+    if (size < 1 || ranks % size != 0)
+      return Status::error("shard groups of " + std::to_string(size) +
+                           " ranks do not divide the " + std::to_string(ranks) +
+                           " ranks");
+    shardSize = size;
+    if (size == ranks)
+      return Status::ok(); // the shard group is the world
+    if (MPI_Comm_split(MPI_COMM_WORLD, (int)(rankId / size), (int)rankId,
+                       &shardComm) != MPI_SUCCESS ||
+        MPI_Comm_split(MPI_COMM_WORLD, (int)(rankId % size), (int)rankId,
+                       &replicaComm) != MPI_SUCCESS)
+      return Status::error("MPI_Comm_split failed on rank " +
+                           std::to_string(rankId));
+    return Status::ok();
+  }
+  int64_t rank(Group g) const override {
+    return g == Group::World   ? rankId
+           : g == Group::Shard ? rankId % shardSize
+                               : rankId / shardSize;
+  }
+  int64_t size(Group g) const override {
+    return g == Group::World   ? ranks
+           : g == Group::Shard ? shardSize
+                               : ranks / shardSize;
+  }
   void reserve(int64_t slots) override { pending.assign(slots, Pending()); }
   Status allReduceStart(const float *in, float *out, int64_t count,
-                        bool average, int64_t slot) override {
+                        bool average, int64_t slot, Group g) override {
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, out, count, average};
+    p = {MPI_REQUEST_NULL, out, count, average, size(g)};
     int rc = MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, (int)count,
-                            MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &p.request);
+                            MPI_FLOAT, MPI_SUM, comm(g), &p.request);
     if (rc != MPI_SUCCESS)
       return Status::error("MPI_Iallreduce failed on rank " +
                            std::to_string(rankId));
     return Status::ok();
   }
   Status allGatherStart(const float *in, float *out, int64_t count,
-                        int64_t slot) override {
+                        int64_t slot, Group g) override {
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, out, count, false};
+    p = {MPI_REQUEST_NULL, out, count, false, size(g)};
     if (MPI_Iallgather(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT,
-                       MPI_COMM_WORLD, &p.request) != MPI_SUCCESS)
+                       comm(g), &p.request) != MPI_SUCCESS)
       return Status::error("MPI_Iallgather failed on rank " +
                            std::to_string(rankId));
     return Status::ok();
   }
   Status reduceScatterStart(const float *in, float *out, int64_t count,
-                            bool average, int64_t slot) override {
+                            bool average, int64_t slot, Group g) override {
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, out, count, average};
+    p = {MPI_REQUEST_NULL, out, count, average, size(g)};
     if (MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM,
-                                  MPI_COMM_WORLD, &p.request) != MPI_SUCCESS)
+                                  comm(g), &p.request) != MPI_SUCCESS)
       return Status::error("MPI_Ireduce_scatter_block failed on rank " +
                            std::to_string(rankId));
     return Status::ok();
@@ -110,7 +150,7 @@ public:
       std::this_thread::yield();
     }
     if (p.average) {
-      float scale = 1.0f / (float)ranks;
+      float scale = 1.0f / (float)p.ranks;
       for (int64_t i = 0; i < p.count; ++i)
         p.out[i] *= scale;
     }
@@ -136,9 +176,16 @@ private:
     float *out = nullptr;
     int64_t count = 0;
     bool average = false;
+    int64_t ranks = 1; // of the group, for the average
   };
+  MPI_Comm comm(Group g) const {
+    return g == Group::World   ? MPI_COMM_WORLD
+           : g == Group::Shard ? shardComm
+                               : replicaComm;
+  }
   double timeout;
-  int64_t rankId = 0, ranks = 1;
+  int64_t rankId = 0, ranks = 1, shardSize = 1;
+  MPI_Comm shardComm = MPI_COMM_WORLD, replicaComm = MPI_COMM_SELF;
   std::vector<Pending> pending;
 };
 

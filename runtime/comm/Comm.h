@@ -18,25 +18,38 @@
 
 namespace fsdp {
 
+/// The ranks a collective runs over. With hybrid sharding the world splits
+/// into shard groups of `shardSize` consecutive ranks (which share one copy
+/// of the parameters) and replicate groups (the ranks holding the same
+/// shard: equal rank % shardSize). Without it the shard group is the world.
+enum class Group { World, Shard, Replicate };
+
 class Comm {
 public:
   virtual ~Comm() = default;
   virtual int64_t rank() const = 0;
   virtual int64_t size() const = 0;
+  /// Forms the shard and replicate groups (collective; before any use).
+  virtual Status split(int64_t shardSize) = 0;
+  /// This rank's index in, and the size of, its group of kind `g`.
+  virtual int64_t rank(Group g) const = 0;
+  virtual int64_t size(Group g) const = 0;
   /// Prepares `slots` request slots (before the first step: no allocation
   /// inside one).
   virtual void reserve(int64_t slots) = 0;
   /// Starts out = sum (or mean) over ranks of `in`; `in` may equal `out`.
   virtual Status allReduceStart(const float *in, float *out, int64_t count,
-                                bool average, int64_t slot) = 0;
+                                bool average, int64_t slot,
+                                Group g = Group::World) = 0;
   /// Starts out = the concatenation, in rank order, of every rank's `count`
   /// elements `in`.
   virtual Status allGatherStart(const float *in, float *out, int64_t count,
-                                int64_t slot) = 0;
+                                int64_t slot, Group g = Group::Shard) = 0;
   /// Starts out = this rank's `count` elements of the sum (or mean) over
   /// ranks of `in` (`count` times the world size elements).
   virtual Status reduceScatterStart(const float *in, float *out, int64_t count,
-                                    bool average, int64_t slot) = 0;
+                                    bool average, int64_t slot,
+                                    Group g = Group::Shard) = 0;
   virtual Status wait(int64_t slot) = 0;
   /// Every rank holds the same `value` as rank 0, or it is an error on every
   /// rank naming `what`.

@@ -1282,39 +1282,60 @@ Status kAccumulateGrad(const Instruction &in, Context &c) {
 // Collectives (started here, completed by `wait`)
 //===----------------------------------------------------------------------===//
 
+/// The collective's group (`group`: world, shard or replicate), checked
+/// against its group_size.
+Status groupOf(const Instruction &in, Context &c, Group &g) {
+  std::string name = attrString(in, "group", "world");
+  g = name == "shard"       ? Group::Shard
+      : name == "replicate" ? Group::Replicate
+                            : Group::World;
+  if (name != "world" && name != "shard" && name != "replicate")
+    return Status::error("unknown group '" + name + "'");
+  if (!c.comm || attrInt(in, "group_size", 0) != c.comm->size(g))
+    return Status::error(
+        "group_size " + std::to_string(attrInt(in, "group_size", 0)) +
+        " differs from the " + std::to_string(c.comm ? c.comm->size(g) : 0) +
+        " ranks of its " + name + " group");
+  return Status::ok();
+}
+
 Status kAllReduce(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   if (x.numel() != y.numel() || x.dtype != DType::F32 ||
       y.dtype != DType::F32 || !c.comm)
     return Status::error("expects f32 input and output of one size");
+  Group g;
+  FSDP_RETURN_IF_ERROR(groupOf(in, c, g));
   std::string reduction = attrString(in, "reduction", "sum");
   return c.comm->allReduceStart(c.get<float>(x), c.get<float>(y), x.numel(),
-                                reduction == "avg", in.index);
+                                reduction == "avg", in.index, g);
 }
 
 Status kAllGather(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
-  int64_t group = attrInt(in, "group_size", 0);
-  if (!c.comm || group != c.comm->size() || x.dtype != DType::F32 ||
-      y.dtype != DType::F32 || x.numel() * group != y.numel())
-    return Status::error("expects f32 shards gathered over the " +
-                         std::to_string(c.comm ? c.comm->size() : 0) +
-                         " ranks of the communicator");
+  Group g;
+  FSDP_RETURN_IF_ERROR(groupOf(in, c, g));
+  int64_t group = c.comm->size(g);
+  if (x.dtype != DType::F32 || y.dtype != DType::F32 ||
+      x.numel() * group != y.numel())
+    return Status::error("expects f32 shards gathered over " +
+                         std::to_string(group) + " ranks");
   return c.comm->allGatherStart(c.get<float>(x), c.get<float>(y), x.numel(),
-                                in.index);
+                                in.index, g);
 }
 
 Status kReduceScatter(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
-  int64_t group = attrInt(in, "group_size", 0);
-  if (!c.comm || group != c.comm->size() || x.dtype != DType::F32 ||
-      y.dtype != DType::F32 || y.numel() * group != x.numel())
-    return Status::error("expects an f32 buffer scattered over the " +
-                         std::to_string(c.comm ? c.comm->size() : 0) +
-                         " ranks of the communicator");
+  Group g;
+  FSDP_RETURN_IF_ERROR(groupOf(in, c, g));
+  int64_t group = c.comm->size(g);
+  if (x.dtype != DType::F32 || y.dtype != DType::F32 ||
+      y.numel() * group != x.numel())
+    return Status::error("expects an f32 buffer scattered over " +
+                         std::to_string(group) + " ranks");
   std::string reduction = attrString(in, "reduction", "sum");
   return c.comm->reduceScatterStart(c.get<float>(x), c.get<float>(y), y.numel(),
-                                    reduction == "avg", in.index);
+                                    reduction == "avg", in.index, g);
 }
 
 /// The flat gradient of a unit: each input at its offset, zeros elsewhere.

@@ -33,6 +33,10 @@ Status Executor::init(const Plan &p, Comm &comm_) {
     return Status::error("the plan shards over " + std::to_string(p.worldSize) +
                          " ranks but " + std::to_string(comm_.size()) +
                          " are running");
+  if (p.replicateGroups < 1 || p.worldSize % p.replicateGroups != 0)
+    return Status::error("the plan's replicate_groups does not divide its "
+                         "world size");
+  FSDP_RETURN_IF_ERROR(comm_.split(p.worldSize / p.replicateGroups));
   slots.clear();
   for (size_t i = 0; i < p.slotCount(); ++i)
     slots.emplace_back(p.slotNumel(i), 0.0f);
@@ -113,7 +117,7 @@ std::vector<Piece> Executor::piecesIn(std::vector<std::vector<float>> &storage,
     return {{0, p.numel(), storage[i].data()}};
   const FlatInfo &f = plan->flats[p.flat];
   std::vector<float> &shard = storage[plan->params.size() + p.flat];
-  int64_t lo = comm->rank() * f.shardNumel, hi = lo + f.shardNumel;
+  int64_t lo = comm->rank(Group::Shard) * f.shardNumel, hi = lo + f.shardNumel;
   int64_t a = std::max(lo, p.flatOffset),
           b = std::min(hi, p.flatOffset + p.numel());
   if (a >= b || shard.empty())

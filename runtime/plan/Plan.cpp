@@ -310,6 +310,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
     r.string(*meta, "source", "plan.meta", plan.source, false);
     r.integer(*meta, "world_size", "plan.meta", plan.worldSize, false);
     r.string(*meta, "strategy", "plan.meta", plan.strategy, false);
+    r.integer(*meta, "replicate_groups", "plan.meta", plan.replicateGroups,
+              false);
   }
   if (const json *t = r.field(doc, "train", "plan", false)) {
     TrainOptions &o = plan.train;
@@ -365,14 +367,17 @@ Status parsePlan(const std::string &text, Plan &plan) {
       if (dt != DType::F32)
         return Status::error(where +
                              ": only f32 flat parameters are supported");
-      if (info.groupSize != plan.worldSize || info.shardNumel < 1 ||
-          info.numel < 1 || info.shardNumel > (int64_t(1) << 40) ||
+      if (plan.replicateGroups < 1 ||
+          info.groupSize * plan.replicateGroups != plan.worldSize ||
+          info.shardNumel < 1 || info.numel < 1 ||
+          info.shardNumel > (int64_t(1) << 40) ||
           info.shardNumel * info.groupSize < info.numel)
         return Status::error(
             where + ": " + std::to_string(info.groupSize) + " shards of " +
             std::to_string(info.shardNumel) + " elements cannot hold " +
             std::to_string(info.numel) + " elements, or the group is not the " +
-            std::to_string(plan.worldSize) + " ranks of the plan");
+            std::to_string(plan.worldSize) + " ranks of the plan over " +
+            std::to_string(plan.replicateGroups) + " replica groups");
       const json *ps = r.field(f, "params", where);
       const json *os = r.field(f, "offsets", where);
       if (!ps || !os || !ps->is_array() || !os->is_array() ||

@@ -91,6 +91,8 @@ struct Plan {
   int64_t arenaBytes = 0;
   TrainOptions train;
   std::string strategy = "no-shard";
+  /// Hybrid sharding: replica groups; flats shard over worldSize / this.
+  int64_t replicateGroups = 1;
   std::vector<ParamInfo> params;
   std::vector<FlatInfo> flats;
   std::vector<ConstantInfo> constants;

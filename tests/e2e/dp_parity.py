@@ -4,7 +4,7 @@
 The same model (weights from one export), the same global batches from one
 .npz, 10 AdamW steps, world sizes 1, 2 and 4 (mpirun, oversubscribed on
 this machine's cores), for every strategy (full-shard, shard-grad-op,
-no-shard), reshard_after_forward true and false, each wrap policy and a
+no-shard, and hybrid-shard with 2 replica groups on 2 and 4 ranks), reshard_after_forward true and false, each wrap policy and a
 frozen parameter, activation checkpointing: every step's loss and the final weights must agree with
 the 1-rank no-shard run (which parity.py checks against PyTorch) within
 1e-5 relative L2. Sharding changes only where sums happen (reduce-scatter
@@ -57,10 +57,12 @@ def main():
             ["--strategy=full-shard", "--backward-prefetch=post", "--prefetch-depth=2"],
             ["--strategy=full-shard", "--forward-prefetch=false", "--backward-prefetch=none"],
             ["--strategy=full-shard", "--activation-checkpointing=units"],
+            ["--strategy=hybrid-shard", "--replicate-groups=2"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
                          ["--strategy=no-shard"],
-                         ["--strategy=full-shard", "--activation-checkpointing=units"]]
+                         ["--strategy=full-shard", "--activation-checkpointing=units"],
+                         ["--strategy=hybrid-shard", "--replicate-groups=2"]]
         # GPT-2 ties its embeddings; a vocabulary of 97 divides by no world size.
         cases = [("gpt2", ["gpt2", "--loss", "--vocab", "97"], {}, gpt2_configs),
                  ("llama-clip-accum", ["llama", "--loss"], {"grad-clip": 0.5, "grad-accum": 2},
@@ -109,7 +111,10 @@ def main():
                     ref_losses, ref_w, ref_g = train(1, ["--strategy=no-shard"] + frozen, f"ref{ci}")
                 else:
                     ref_losses, ref_w, ref_g = base_losses, base_w, base_g
-                for world in (1, 2, 4):
+                # Hybrid: 2 replica groups, so 2 ranks (shard groups of 1)
+                # and 2x2.
+                hybrid = "--strategy=hybrid-shard" in config
+                for world in ((2, 4) if hybrid else (1, 2, 4)):
                     losses, w, _ = train(world, config, f"c{ci}")
                     loss_err = rel(losses, ref_losses)
                     werr = 0.0

@@ -2,6 +2,20 @@
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 strategy=shard-grad-op' -fsdp-insert-collectives 2>/dev/null | FileCheck %s --check-prefix=SGO
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-accum=2' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2' -fsdp-insert-collectives 2>/dev/null | FileCheck %s --check-prefix=ACCUM
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-plan-memory 2>/dev/null | FileCheck %s --check-prefix=MEM
+// RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-clip=1.0' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=2' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=HYBRID
+
+// Hybrid (2 replica groups of 2): gathers and reduce-scatters stay in the
+// shard group; each gradient shard is then averaged over the replicas; the
+// norm sums over the shard group only (the replicas hold equal shards); the
+// loss is averaged over the world.
+// HYBRID-LABEL: func.func @train_step
+// HYBRID: fsdp.all_gather_start %{{.*}} {group = "shard", group_size = 2 : i64, unit = @layers.0}
+// HYBRID: %[[RS:.*]] = fsdp.reduce_scatter_start %{{.*}} {group = "shard", group_size = 2 : i64, reduction = "avg", unit = @root}
+// HYBRID-NEXT: %[[W:.*]] = fsdp.wait %[[RS]]
+// HYBRID-NEXT: fsdp.all_reduce %[[W]] {group = "replicate", group_size = 2 : i64, reduction = "avg"}
+// HYBRID: fsdp.all_reduce %{{.*}} {group = "shard", group_size = 2 : i64} : tensor<f32>
+// HYBRID: fsdp.sqrt
+// HYBRID: fsdp.all_reduce %{{.*}} {group_size = 4 : i64, reduction = "avg"} : tensor<f32>
 
 // full-shard: each unit is gathered right before its first forward use and
 // freed after its last; layers.1 is gathered again for backward (its weight

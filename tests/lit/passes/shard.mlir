@@ -2,6 +2,9 @@
 // RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step='loss=mse frozen=^layers.1.b$' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4' 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 // RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 strategy=shard-grad-op' | FileCheck %s --check-prefix=SGO
 // RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 strategy=no-shard' | FileCheck %s --check-prefix=NOSHARD
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=2' 2>/dev/null | FileCheck %s --check-prefix=HYBRID
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 replicate-groups=2' 2>&1 | FileCheck %s --check-prefix=REPLICAS
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=3' 2>&1 | FileCheck %s --check-prefix=REPLICAS3
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-shard=world-size=2' 2>&1 | FileCheck %s --check-prefix=NOUNITS
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=strategy=zero-4' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=reshard-after-forward=sometimes' 2>&1 | FileCheck %s --check-prefix=RESHARD
@@ -9,7 +12,7 @@
 // Trained parameters are laid end to end in the unit's order and padded to a
 // multiple of the 4 ranks (15 elements -> 4 per rank); the frozen bias gets
 // a buffer of its own. The root keeps reshard_after_forward = false.
-// CHECK: module attributes {fsdp.strategy = "full-shard", {{.*}}fsdp.world_size = 4 : i64}
+// CHECK: module attributes {fsdp.replicate_groups = 1 : i64, fsdp.strategy = "full-shard", {{.*}}fsdp.world_size = 4 : i64}
 // CHECK: fsdp.unit @layers.0 {params = [@layers.0.w, @layers.0.b]}
 // CHECK-NEXT: fsdp.flat_parameter @layers.0.flat : tensor<4xf32> {group_size = 4 : i64, numel = 15 : i64, offsets = array<i64: 0, 12>, params = [@layers.0.w, @layers.0.b], trainable = true, unit = @layers.0}
 // CHECK: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b]}
@@ -23,7 +26,13 @@
 // SGO: fsdp.flat_parameter @layers.0.flat : tensor<8xf32> {group_size = 2 : i64, numel = 15 : i64
 // SGO: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b], reshard_after_forward = false}
 
-// NOSHARD: module attributes {fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 2 : i64}
+// Hybrid: 2 replica groups of 4 ranks shard over groups of 2.
+// HYBRID: module attributes {fsdp.replicate_groups = 2 : i64, fsdp.strategy = "hybrid-shard", {{.*}}fsdp.world_size = 4 : i64}
+// HYBRID: fsdp.flat_parameter @layers.0.flat : tensor<8xf32> {group_size = 2 : i64, numel = 15 : i64
+// REPLICAS: error: --replicate-groups=2 must divide --world-size=4 and needs --strategy=hybrid-shard
+// REPLICAS3: error: --replicate-groups=3 must divide --world-size=4 and needs --strategy=hybrid-shard
+
+// NOSHARD: module attributes {fsdp.replicate_groups = 1 : i64, fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 2 : i64}
 // NOSHARD-NOT: fsdp.flat_parameter
 
 // Uneven sizes are padded, and each unit says so where it begins.

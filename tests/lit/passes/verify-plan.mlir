@@ -76,10 +76,10 @@ module attributes {fsdp.world_size = 4 : i64} {
   fsdp.flat_parameter @l.flat : tensor<3xf32> {group_size = 2 : i64, numel = 6 : i64, offsets = array<i64: 0>, params = [@w], trainable = true, unit = @l}
   func.func @train_step(%g: tensor<8xf32>) -> tensor<6xf32> {
     %s = fsdp.get_shard @l.flat : tensor<3xf32>
-    // expected-error @below {{gathers 'l.flat' over 2 ranks; it is sharded over 2 and the world size is 4}}
+    // expected-error @below {{gathers 'l.flat' over 2 ranks; it is sharded over 2 and its group has 4}}
     %f = fsdp.all_gather_start %s {group_size = 2 : i64} : tensor<3xf32> -> !fsdp.future<tensor<6xf32>>
     %full = fsdp.wait %f : !fsdp.future<tensor<6xf32>>
-    // expected-error @below {{reduce-scatters over 2 ranks but the world size is 4}}
+    // expected-error @below {{reduce-scatters over 2 ranks but its group has 4}}
     %r = fsdp.reduce_scatter_start %g {group_size = 2 : i64, reduction = "avg"} : tensor<8xf32> -> !fsdp.future<tensor<4xf32>>
     %gs = fsdp.wait %r : !fsdp.future<tensor<4xf32>>
     return %full : tensor<6xf32>
