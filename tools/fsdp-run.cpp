@@ -219,11 +219,8 @@ int main(int argc, char **argv) {
   TrainingPosition position{0, seed, data};
   if (!resume.empty()) {
     TrainingPosition saved;
-    FullState state;
-    if (Status s = loadCheckpoint(resume, plan, state, saved); !s)
+    if (Status s = loadCheckpoint(resume, plan, exec, saved); !s)
       return fail(s);
-    if (Status s = exec.importState(state); !s)
-      return fail(s.withContext(resume));
     if (saved.seed != seed || saved.data != data)
       return fail(Status::error(resume + ": saved with --data " + saved.data +
                                 " --seed " + std::to_string(saved.seed) +
@@ -233,13 +230,10 @@ int main(int argc, char **argv) {
       std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
   }
-  // Every rank takes part in gathering the state; rank 0 writes it.
+  // Every rank writes its shard of the state; rank 0 the manifest, last.
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;
-    FullState state;
-    FSDP_RETURN_IF_ERROR(exec.exportState(state));
-    return leader ? saveCheckpoint(checkpointDir, plan, state, position)
-                  : Status::ok();
+    return saveCheckpoint(checkpointDir, plan, exec, position);
   };
 
   std::ofstream log;
@@ -326,12 +320,11 @@ int main(int argc, char **argv) {
   }
 
   if (!saveFull.empty()) {
-    FullState state;
-    if (Status s = exec.exportState(state); !s)
+    std::vector<std::vector<float>> full;
+    if (Status s = exec.gatherParams(full); !s)
       return fail(s);
-    if (Status s =
-            leader ? writeSafetensors(saveFull, namedParams(plan, state.params))
-                   : Status::ok();
+    if (Status s = leader ? writeSafetensors(saveFull, namedParams(plan, full))
+                          : Status::ok();
         !s)
       return fail(s);
   }

@@ -9,6 +9,11 @@
 
 namespace fsdp {
 
+/// The storage slot holding parameter `i` (itself, or its flat buffer).
+static size_t slotOf(const Plan &plan, size_t i) {
+  return plan.params[i].flat < 0 ? i : plan.params.size() + plan.params[i].flat;
+}
+
 Status Executor::init(const Plan &p, Comm &comm_) {
   plan = &p;
   // Kernels parallelise with OpenMP; BLAS calls stay on the calling thread.
@@ -113,16 +118,61 @@ Status Executor::init(const Plan &p, Comm &comm_) {
 std::vector<Piece> Executor::piecesIn(std::vector<std::vector<float>> &storage,
                                       size_t i) {
   const ParamInfo &p = plan->params[i];
+  std::vector<float> &slot = storage[slotOf(*plan, i)];
+  if (slot.empty())
+    return {}; // no such state (frozen: no optimizer moments)
+  int64_t shardRank = comm->rank(Group::Shard);
+  int64_t lo = p.flat < 0 ? 0 : shardRank * plan->flats[p.flat].shardNumel;
+  int64_t at = p.flat < 0 ? 0 : p.flatOffset;
+  std::vector<Piece> out;
+  for (auto [begin, count] : ranges(*plan, i, shardRank))
+    out.push_back({begin, count, slot.data() + (at + begin - lo)});
+  return out;
+}
+
+std::vector<std::pair<int64_t, int64_t>>
+Executor::ranges(const Plan &plan, size_t i, int64_t shardRank) {
+  const ParamInfo &p = plan.params[i];
   if (p.flat < 0)
-    return {{0, p.numel(), storage[i].data()}};
-  const FlatInfo &f = plan->flats[p.flat];
-  std::vector<float> &shard = storage[plan->params.size() + p.flat];
-  int64_t lo = comm->rank(Group::Shard) * f.shardNumel, hi = lo + f.shardNumel;
+    return {{0, p.numel()}};
+  const FlatInfo &f = plan.flats[p.flat];
+  int64_t lo = shardRank * f.shardNumel, hi = lo + f.shardNumel;
   int64_t a = std::max(lo, p.flatOffset),
           b = std::min(hi, p.flatOffset + p.numel());
-  if (a >= b || shard.empty())
+  if (a >= b)
     return {};
-  return {{a - p.flatOffset, b - a, shard.data() + (a - lo)}};
+  return {{a - p.flatOffset, b - a}};
+}
+
+std::vector<Piece> Executor::statePieces(size_t i, State s) {
+  auto &storage = s == State::Value   ? slots
+                  : s == State::First ? optimizer.first
+                                      : optimizer.second;
+  return piecesIn(storage, i);
+}
+
+bool Executor::writesState(size_t i) const {
+  return plan->params[i].flat >= 0 ? comm->rank(Group::Replicate) == 0
+                                   : comm->rank() == 0;
+}
+
+bool Executor::momentumStarted(size_t i) const {
+  return optimizer.started[slotOf(*plan, i)];
+}
+
+void Executor::setMomentumStarted(size_t i) {
+  optimizer.started[slotOf(*plan, i)] = 1;
+}
+
+Status Executor::agree(bool ok, const std::string &what) {
+  float failed = ok ? 0.0f : 1.0f, any = 0.0f;
+  FSDP_RETURN_IF_ERROR(
+      comm->allReduceStart(&failed, &any, 1, false, spareSlot, Group::World));
+  FSDP_RETURN_IF_ERROR(comm->wait(spareSlot));
+  if (any > 0)
+    return Status::error(what + " failed on " + std::to_string((int)any) +
+                         " rank(s)");
+  return Status::ok();
 }
 
 Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
@@ -152,43 +202,8 @@ Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
   return Status::ok();
 }
 
-Status Executor::exportState(FullState &state) {
-  FSDP_RETURN_IF_ERROR(gatherFull(slots, state.params));
-  FSDP_RETURN_IF_ERROR(gatherFull(optimizer.first, state.first));
-  FSDP_RETURN_IF_ERROR(gatherFull(optimizer.second, state.second));
-  state.started.assign(plan->params.size(), 0);
-  for (size_t i = 0; i < plan->params.size(); ++i) {
-    const ParamInfo &p = plan->params[i];
-    state.started[i] =
-        optimizer.started[p.flat < 0 ? i : plan->params.size() + p.flat];
-  }
-  return Status::ok();
-}
-
-Status Executor::importState(const FullState &state) {
-  auto scatter = [&](std::vector<std::vector<float>> &storage,
-                     const std::vector<std::vector<float>> &full,
-                     const char *what) -> Status {
-    for (size_t i = 0; i < plan->params.size() && i < full.size(); ++i) {
-      if (full[i].empty())
-        continue;
-      if ((int64_t)full[i].size() != plan->params[i].numel())
-        return Status::error(std::string(what) + " of '" +
-                             plan->params[i].name + "' has the wrong size");
-      for (const Piece &piece : piecesIn(storage, i))
-        std::copy_n(full[i].data() + piece.begin, piece.count, piece.dst);
-    }
-    return Status::ok();
-  };
-  FSDP_RETURN_IF_ERROR(scatter(slots, state.params, "the value"));
-  FSDP_RETURN_IF_ERROR(scatter(optimizer.first, state.first, "the state"));
-  FSDP_RETURN_IF_ERROR(scatter(optimizer.second, state.second, "the state"));
-  for (size_t i = 0; i < plan->params.size() && i < state.started.size(); ++i) {
-    const ParamInfo &p = plan->params[i];
-    if (state.started[i])
-      optimizer.started[p.flat < 0 ? i : plan->params.size() + p.flat] = 1;
-  }
-  return Status::ok();
+Status Executor::gatherParams(std::vector<std::vector<float>> &full) {
+  return gatherFull(slots, full);
 }
 
 int64_t Executor::arenaHighWater() const {

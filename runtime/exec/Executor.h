@@ -27,13 +27,6 @@ struct Piece {
   float *dst = nullptr;
 };
 
-/// The training state in the model's terms: one full tensor per plan
-/// parameter (optimizer state empty for frozen ones), whatever the sharding.
-struct FullState {
-  std::vector<std::vector<float>> params, first, second;
-  std::vector<char> started;
-};
-
 constexpr uint8_t kArenaPattern = 0xA5;
 
 class Executor {
@@ -53,9 +46,28 @@ public:
   /// rank must call it.
   Status gatherFull(const std::vector<std::vector<float>> &slots,
                     std::vector<std::vector<float>> &full);
-  /// The whole training state (collective), and its inverse (local).
-  Status exportState(FullState &state);
-  Status importState(const FullState &state);
+  /// Every parameter's full value (collective: see gatherFull).
+  Status gatherParams(std::vector<std::vector<float>> &full);
+
+  /// Per-parameter state a checkpoint holds: the value, and the
+  /// optimizer's first (AdamW exp_avg, SGD momentum) and second moments.
+  enum class State { Value, First, Second };
+  std::vector<Piece> statePieces(size_t param, State s);
+  /// Element ranges [begin, begin + count) of parameter `param` stored by
+  /// the rank at position `shardRank` of its shard group (the whole
+  /// parameter when it is not sharded).
+  static std::vector<std::pair<int64_t, int64_t>>
+  ranges(const Plan &plan, size_t param, int64_t shardRank);
+  /// Whether this rank writes parameter `param` into a checkpoint: one copy
+  /// of every element (replicas and unsharded parameters: rank 0's).
+  bool writesState(size_t param) const;
+  /// SGD's momentum buffer of `param` exists (after its first step).
+  bool momentumStarted(size_t param) const;
+  void setMomentumStarted(size_t param);
+  /// Every rank passes `ok`; an error on every rank if any passed false, or
+  /// if a rank does not arrive within the communicator's timeout.
+  Status agree(bool ok, const std::string &what);
+  Comm &communicator() { return *comm; }
   /// Bytes this process holds for training: the arena, the parameter
   /// shards, optimizer state, accumulators, constants and scratch.
   int64_t peakBytes() const;

@@ -108,66 +108,145 @@ Status writeText(const fs::path &path, const std::string &text) {
 
 } // namespace
 
-Status saveCheckpoint(const std::string &dir, const Plan &plan,
-                      const FullState &full, const TrainingPosition &position) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec)
-    return Status::error(dir + ": cannot create the checkpoint directory");
-  std::string name = "step-" + std::to_string(position.step);
-  fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec)
-    return Status::error(tmp.string() + ": cannot create");
+namespace {
 
-  std::vector<NamedTensor> params, state;
-  bool adam = plan.train.optimizer == "adamw";
+/// The tensor-name suffixes of the optimizer state.
+struct StateName {
+  Executor::State state;
+  const char *suffix;
+};
+
+std::vector<StateName> stateNames(const Plan &plan, size_t param) {
+  if (!plan.params[param].trainable)
+    return {{Executor::State::Value, ""}};
+  if (plan.train.optimizer == "adamw")
+    return {{Executor::State::Value, ""},
+            {Executor::State::First, ".exp_avg"},
+            {Executor::State::Second, ".exp_avg_sq"}};
+  return {{Executor::State::Value, ""},
+          {Executor::State::First, ".momentum_buffer"}};
+}
+
+std::string shardFile(int64_t rank) {
+  char name[64];
+  std::snprintf(name, sizeof name, "rank-%05lld.safetensors", (long long)rank);
+  return name;
+}
+
+/// The manifest: where the pieces of every parameter lie. Rank 0 builds it
+/// from the plan alone (every rank's pieces follow from the layout).
+nlohmann::json manifest(const Plan &plan, const Executor &exec,
+                        const TrainingPosition &position) {
+  int64_t shardSize =
+      plan.worldSize / std::max<int64_t>(plan.replicateGroups, 1);
+  nlohmann::json params = nlohmann::json::object();
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamInfo &p = plan.params[i];
-    params.push_back({p.name, p.shape, full.params[i].data()});
-    if (!p.trainable)
+    nlohmann::json pieces = nlohmann::json::array();
+    // Replica 0 of every shard group writes: ranks 0 .. shardSize - 1 (one
+    // rank, rank 0, for unsharded parameters).
+    int64_t writers = p.flat >= 0 ? shardSize : 1;
+    for (int64_t r = 0; r < writers; ++r)
+      for (auto [begin, count] : Executor::ranges(plan, i, r))
+        pieces.push_back(
+            {{"file", shardFile(r)}, {"begin", begin}, {"count", count}});
+    params[p.name] = {{"shape", p.shape},
+                      {"trainable", p.trainable},
+                      {"momentum_started", exec.momentumStarted(i)},
+                      {"pieces", std::move(pieces)}};
+  }
+  return {{"format", "fsdp-checkpoint"},
+          {"version", 2},
+          {"step", position.step},
+          {"seed", position.seed},
+          {"data", position.data},
+          {"optimizer", plan.train.optimizer},
+          {"world_size", plan.worldSize},
+          {"strategy", plan.strategy},
+          {"replicate_groups", plan.replicateGroups},
+          {"params", std::move(params)}};
+}
+
+} // namespace
+
+Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
+                      const TrainingPosition &position) {
+  Comm &comm = exec.communicator();
+  bool leader = comm.rank() == 0;
+  std::string name = "step-" + std::to_string(position.step);
+  fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;
+  std::error_code ec;
+  Status made = Status::ok();
+  if (leader) {
+    fs::create_directories(dir, ec);
+    fs::remove_all(tmp, ec);
+    fs::create_directories(tmp, ec);
+    if (ec)
+      made = Status::error(tmp.string() + ": cannot create");
+  }
+  FSDP_RETURN_IF_ERROR(exec.agree(made.isOk(), "creating " + tmp.string()));
+  if (!made)
+    return made;
+
+  // This rank's unique pieces.
+  std::vector<NamedTensor> tensors;
+  std::vector<std::string> names; // kept alive for NamedTensor
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    if (!exec.writesState(i))
       continue;
-    if (adam) {
-      state.push_back({p.name + ".exp_avg", p.shape, full.first[i].data()});
-      state.push_back({p.name + ".exp_avg_sq", p.shape, full.second[i].data()});
-    } else if (full.started[i]) {
-      state.push_back(
-          {p.name + ".momentum_buffer", p.shape, full.first[i].data()});
+    for (const StateName &sn : stateNames(plan, i)) {
+      if (sn.state == Executor::State::First &&
+          plan.train.optimizer != "adamw" && !exec.momentumStarted(i))
+        continue;
+      for (const Piece &piece : exec.statePieces(i, sn.state))
+        tensors.push_back({plan.params[i].name + sn.suffix + "#" +
+                               std::to_string(piece.begin),
+                           {piece.count},
+                           piece.dst});
     }
   }
-  FSDP_RETURN_IF_ERROR(
-      writeSafetensors((tmp / "params.safetensors").string(), params));
-  FSDP_RETURN_IF_ERROR(
-      writeSafetensors((tmp / "optimizer.safetensors").string(), state));
+  Status wrote = Status::ok();
+  bool writer = !tensors.empty() || leader;
+  if (writer)
+    wrote = writeSafetensors((tmp / shardFile(comm.rank())).string(), tensors);
   // Test hook: FSDP_FAULT_IN_SAVE=N dies here while saving step N, leaving
   // a half-written temporary directory, as a crash would.
   if (const char *f = std::getenv("FSDP_FAULT_IN_SAVE"))
     if (std::atoll(f) == position.step)
       std::_Exit(9);
-  nlohmann::json s{
-      {"step", position.step},       {"seed", position.seed},
-      {"data", position.data},       {"optimizer", plan.train.optimizer},
-      {"format", "fsdp-checkpoint"}, {"version", 1}};
-  FSDP_RETURN_IF_ERROR(writeText(tmp / "state.json", s.dump(1) + "\n"));
-  fs::remove_all(final, ec);
-  fs::rename(tmp, final, ec);
-  if (ec)
-    return Status::error(final.string() +
-                         ": cannot rename the checkpoint into place");
-  // Point `latest` at it, atomically.
-  fs::path latestTmp = fs::path(dir) / "latest.tmp";
-  FSDP_RETURN_IF_ERROR(writeText(latestTmp, name + "\n"));
-  fs::rename(latestTmp, fs::path(dir) / "latest", ec);
-  if (ec)
-    return Status::error(dir + ": cannot update 'latest'");
-  return Status::ok();
+  FSDP_RETURN_IF_ERROR(
+      exec.agree(wrote.isOk(), "writing the checkpoint shards"));
+  if (!wrote)
+    return wrote;
+
+  Status done = Status::ok();
+  if (leader) {
+    done = writeText(tmp / "manifest.json",
+                     manifest(plan, exec, position).dump(1) + "\n");
+    if (done) {
+      fs::remove_all(final, ec);
+      fs::rename(tmp, final, ec);
+      if (ec)
+        done = Status::error(final.string() +
+                             ": cannot rename the checkpoint into place");
+    }
+    if (done) {
+      // Point `latest` at it, atomically.
+      fs::path latestTmp = fs::path(dir) / "latest.tmp";
+      done = writeText(latestTmp, name + "\n");
+      fs::rename(latestTmp, fs::path(dir) / "latest", ec);
+      if (done && ec)
+        done = Status::error(dir + ": cannot update 'latest'");
+    }
+  }
+  FSDP_RETURN_IF_ERROR(exec.agree(done.isOk(), "committing the checkpoint"));
+  return done;
 }
 
-Status loadCheckpoint(const std::string &dir, const Plan &plan, FullState &full,
+Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       TrainingPosition &position) {
   fs::path base(dir);
-  if (!fs::exists(base / "state.json")) {
+  if (!fs::exists(base / "manifest.json")) {
     std::ifstream latest(base / "latest");
     std::string name;
     if (!latest || !std::getline(latest, name) || name.empty() ||
@@ -178,58 +257,85 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, FullState &full,
     base /= name;
   }
   std::string text;
+  fs::path manifestPath = base / "manifest.json";
   FSDP_RETURN_IF_ERROR(
-      readFile((base / "state.json").string(), text, "the checkpoint state"));
-  nlohmann::json s = nlohmann::json::parse(text, nullptr, false);
-  if (s.is_discarded() || !s.is_object() ||
-      s.value("format", "") != "fsdp-checkpoint" || !s.contains("step") ||
-      !s["step"].is_number_integer())
-    return Status::error((base / "state.json").string() +
-                         ": not a checkpoint state");
-  if (s.value("optimizer", "") != plan.train.optimizer)
+      readFile(manifestPath.string(), text, "the checkpoint manifest"));
+  nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
+  if (m.is_discarded() || !m.is_object() ||
+      m.value("format", "") != "fsdp-checkpoint" ||
+      m.value("version", 0) != 2 || !m.contains("step") ||
+      !m["step"].is_number_integer() || !m.contains("params") ||
+      !m["params"].is_object())
+    return Status::error(manifestPath.string() +
+                         ": not a version 2 checkpoint manifest");
+  if (m.value("optimizer", "") != plan.train.optimizer)
     return Status::error(base.string() + ": saved with optimizer '" +
-                         s.value("optimizer", "") + "', the plan uses '" +
+                         m.value("optimizer", "") + "', the plan uses '" +
                          plan.train.optimizer + "'");
-  position.step = s["step"].get<int64_t>();
-  position.seed = s.value("seed", (uint64_t)0);
-  position.data = s.value("data", "");
+  position.step = m["step"].get<int64_t>();
+  position.seed = m.value("seed", (uint64_t)0);
+  position.data = m.value("data", "");
 
-  std::map<std::string, LoadedTensor> params, state;
-  FSDP_RETURN_IF_ERROR(
-      readSafetensors((base / "params.safetensors").string(), params));
-  FSDP_RETURN_IF_ERROR(
-      readSafetensors((base / "optimizer.safetensors").string(), state));
-  auto take = [&](std::map<std::string, LoadedTensor> &from,
-                  const std::string &key, const ParamInfo &p,
-                  std::vector<float> &dest) -> Status {
-    auto it = from.find(key);
-    if (it == from.end())
-      return Status::error(base.string() + ": '" + key + "' is missing");
-    if (it->second.shape != p.shape)
-      return Status::error(base.string() + ": '" + key + "' has another shape");
-    dest = std::move(it->second.data);
-    return Status::ok();
-  };
-  bool adam = plan.train.optimizer == "adamw";
-  size_t n = plan.params.size();
-  full.params.assign(n, {});
-  full.first.assign(n, {});
-  full.second.assign(n, {});
-  full.started.assign(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    const ParamInfo &p = plan.params[i];
-    FSDP_RETURN_IF_ERROR(take(params, p.name, p, full.params[i]));
-    if (!p.trainable)
-      continue;
-    if (adam) {
-      FSDP_RETURN_IF_ERROR(take(state, p.name + ".exp_avg", p, full.first[i]));
-      FSDP_RETURN_IF_ERROR(
-          take(state, p.name + ".exp_avg_sq", p, full.second[i]));
-    } else if (state.count(p.name + ".momentum_buffer")) {
-      FSDP_RETURN_IF_ERROR(
-          take(state, p.name + ".momentum_buffer", p, full.first[i]));
-      full.started[i] = 1;
+  std::map<std::string, std::map<std::string, LoadedTensor>> files;
+  auto tensor = [&](const std::string &file,
+                    const std::string &key) -> const LoadedTensor * {
+    if (file.find('/') != std::string::npos ||
+        file.find("..") != std::string::npos)
+      return nullptr;
+    auto it = files.find(file);
+    if (it == files.end()) {
+      std::map<std::string, LoadedTensor> loaded;
+      if (!readSafetensors((base / file).string(), loaded))
+        return nullptr;
+      it = files.emplace(file, std::move(loaded)).first;
     }
+    auto t = it->second.find(key);
+    return t == it->second.end() ? nullptr : &t->second;
+  };
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const ParamInfo &p = plan.params[i];
+    std::string where = base.string() + ": parameter '" + p.name + "'";
+    auto entry = m["params"].find(p.name);
+    if (entry == m["params"].end() || !entry->is_object() ||
+        !entry->contains("pieces") || !(*entry)["pieces"].is_array())
+      return Status::error(where + " is missing");
+    if (!entry->contains("shape") ||
+        (*entry)["shape"].get<std::vector<int64_t>>() != p.shape)
+      return Status::error(where + " has another shape");
+    bool started = entry->value("momentum_started", false);
+    for (const StateName &sn : stateNames(plan, i)) {
+      if (sn.state == Executor::State::First &&
+          plan.train.optimizer != "adamw" && !started)
+        continue;
+      for (const Piece &want : exec.statePieces(i, sn.state)) {
+        int64_t covered = 0;
+        for (const auto &saved : (*entry)["pieces"]) {
+          int64_t b = saved.value("begin", (int64_t)-1),
+                  c = saved.value("count", (int64_t)-1);
+          int64_t lo = std::max(b, want.begin),
+                  hi = std::min(b + c, want.begin + want.count);
+          if (b < 0 || c < 0 || lo >= hi)
+            continue;
+          std::string key = p.name + sn.suffix + "#" + std::to_string(b);
+          const LoadedTensor *t =
+              tensor(saved.value("file", std::string()), key);
+          if (!t || (int64_t)t->data.size() != c)
+            return Status::error(where + ": '" + key + "' is missing from " +
+                                 saved.value("file", std::string("?")) +
+                                 " or has the wrong size");
+          std::copy(t->data.begin() + (lo - b), t->data.begin() + (hi - b),
+                    want.dst + (lo - want.begin));
+          covered += hi - lo;
+        }
+        if (covered != want.count)
+          return Status::error(where + ": the checkpoint covers " +
+                               std::to_string(covered) + " of the " +
+                               std::to_string(want.count) +
+                               " elements this rank needs");
+      }
+    }
+    if (started && plan.params[i].trainable)
+      exec.setMomentumStarted(i);
   }
   return Status::ok();
 }

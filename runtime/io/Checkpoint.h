@@ -1,11 +1,17 @@
 //===- Checkpoint.h - Save and resume training state ------------*- C++ -*-===//
 //
-// A checkpoint is a directory `step-N` holding params.safetensors (original
-// names), optimizer.safetensors (`<name>.exp_avg`, `<name>.exp_avg_sq` for
-// AdamW, `<name>.momentum_buffer` for SGD) and state.json (step, seed, data
-// source). It is written into a temporary directory and renamed into place;
-// then `latest` (a file naming the directory) is replaced by rename too. A
-// crash at any point leaves the previous checkpoint loadable.
+// A sharded checkpoint: a directory `step-N` in which every rank that holds
+// a unique part of the state writes `rank-R.safetensors` (its parameter
+// pieces and their optimizer moments, named `<param>#<begin>`,
+// `<param>.exp_avg#<begin>`, `<param>.exp_avg_sq#<begin>` or
+// `<param>.momentum_buffer#<begin>`, 1-D), and rank 0 writes
+// `manifest.json` last: where every piece of every parameter lies, with the
+// step, seed, data and optimizer. All of it goes into `step-N.tmp`, renamed
+// into place once every rank has written; then `latest` (a file naming the
+// directory) is replaced by rename too. A crash at any point leaves the
+// previous checkpoint loadable. Loading reads the pieces a rank needs under
+// its own plan, so a checkpoint saved on N ranks with one strategy resumes
+// on M ranks with another.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_IO_CHECKPOINT_H
@@ -26,14 +32,14 @@ struct TrainingPosition {
   std::string data;
 };
 
-/// Writes the full (unsharded) state: whatever the world size and strategy
-/// it was saved under, any plan of the same model can resume from it.
-Status saveCheckpoint(const std::string &dir, const Plan &plan,
-                      const FullState &state, const TrainingPosition &position);
+/// Every rank calls it; each writes its own shard file.
+Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
+                      const TrainingPosition &position);
 
-/// Loads `dir`'s latest checkpoint (or `dir` itself if it is one).
-Status loadCheckpoint(const std::string &dir, const Plan &plan,
-                      FullState &state, TrainingPosition &position);
+/// Loads `dir`'s latest checkpoint (or `dir` itself if it is one) into the
+/// pieces this rank keeps.
+Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
+                      TrainingPosition &position);
 
 /// Initial parameters from a safetensors file (a --save-full output, or a
 /// state dict saved by PyTorch/HF as F32), by original name, into the

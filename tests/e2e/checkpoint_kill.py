@@ -6,10 +6,11 @@
 2. Die in the middle of writing the step-3 checkpoint (test hook): the
    directory still resumes from step 2, and resuming to step 6 gives the
    same weights as 6 steps straight.
-3. Resharding: save on 4 ranks (full-shard) at step 3, resume on 2
-   (shard-grad-op) and on 1 (no-shard) to step 6 on the same global
-   batches: the final weights equal 6 steps on 1 rank within 1e-5
-   (float32 reassociation of the reductions, as in dp_parity.py).
+3. Sharded checkpoints: 4 ranks (full-shard) save at step 3, each rank its
+   shard file, rank 0 the manifest; resume on 2 (shard-grad-op) and on 1
+   (no-shard) to step 6 on the same global batches: the final weights equal
+   6 steps on 1 rank within 1e-5 (float32 reassociation of the reductions,
+   as in dp_parity.py). Two ranks dying mid-save leave step 2 resumable.
 4. Repeatedly SIGKILL a run that checkpoints every step at a random moment
    (often in the middle of writing a checkpoint), then resume from the
    directory: it must load the last complete checkpoint and finish.
@@ -29,6 +30,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parity import load_generator, read_safetensors, rel  # noqa: E402
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+RESULTS = []
+
+
+def report(ok, message):
+    RESULTS.append(bool(ok))
+    print(f"{'PASS' if ok else 'FAIL'} {message}")
 
 
 def main():
@@ -38,7 +45,6 @@ def main():
     ap.add_argument("--generator", required=True)
     ap.add_argument("--kills", type=int, default=6)
     a = ap.parse_args()
-    failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         onnx = os.path.join(tmp, "gpt2.onnx")
         plan = os.path.join(tmp, "gpt2.plan")
@@ -56,8 +62,7 @@ def main():
         subprocess.run(run + ["--steps", "6", "--resume", ck, "--save-full", resumed],
                        check=True)
         same = open(straight, "rb").read() == open(resumed, "rb").read()
-        print(("PASS" if same else "FAIL") + " resume at step 3 to step 6 equals 6 steps straight (bitwise)")
-        failures += not same
+        report(same, "resume at step 3 to step 6 equals 6 steps straight (bitwise)")
 
         mid = os.path.join(tmp, "mid")
         r = subprocess.run(run + ["--steps", "6", "--checkpoint-dir", mid, "--checkpoint-every", "1"],
@@ -68,11 +73,10 @@ def main():
         r2 = subprocess.run(run + ["--steps", "6", "--resume", mid, "--save-full", resumed_mid])
         same = r2.returncode == 0 and open(straight, "rb").read() == open(resumed_mid, "rb").read()
         ok = r.returncode != 0 and latest == "step-2" and partial and same
-        print(f"{'PASS' if ok else 'FAIL'} crash while saving step 3: latest = {latest}, "
+        report(ok, f"crash while saving step 3: latest = {latest}, "
               f"partial step-3.tmp left = {partial}, resumed run equals straight = {same}")
-        failures += not ok
 
-        failures += not reshard(a, tmp)
+        reshard(a, tmp)
 
         rng = random.Random(1)
         kdir = os.path.join(tmp, "killed")
@@ -93,12 +97,12 @@ def main():
                                    capture_output=True, text=True)
             ok = check.returncode == 0
             leftovers = [d for d in os.listdir(kdir) if d.endswith(".tmp")] if os.path.isdir(kdir) else []
-            print(f"{'PASS' if ok else 'FAIL'} kill {i + 1}: resumed from {latest or 'nothing'}"
+            report(ok, f"kill {i + 1}: resumed from {latest or 'nothing'}"
                   f"{' (a partial ' + leftovers[0] + ' was left and ignored)' if leftovers else ''}")
             if not ok:
                 print("   ", check.stderr.strip())
-            failures += not ok
-    print(f"checkpoint: {3 + a.kills - failures} passed, {failures} failed")
+    failures = RESULTS.count(False)
+    print(f"checkpoint: {len(RESULTS) - failures} passed, {failures} failed")
     return 1 if failures else 0
 
 
@@ -137,7 +141,10 @@ def reshard(a, tmp):
     ck = os.path.join(tmp, "reshard-ck")
     run(4, "full-shard", ["--steps", "3", "--checkpoint-dir", ck])
     want = read_safetensors(straight)
-    ok = True
+    # Every rank wrote its shard; rank 0 the manifest.
+    files = sorted(os.listdir(os.path.join(ck, "step-3")))
+    ok = files == ["manifest.json"] + [f"rank-{r:05d}.safetensors" for r in range(4)]
+    report(ok, f"a 4-rank checkpoint holds {', '.join(files)}")
     for world, strategy in ((2, "shard-grad-op"), (1, "no-shard")):
         out = os.path.join(tmp, f"reshard-{world}.safetensors")
         run(world, strategy, ["--steps", str(steps), "--resume", ck, "--save-full", out])
@@ -146,9 +153,28 @@ def reshard(a, tmp):
                   for k, v in want.items())
         good = err <= 1e-5
         ok &= good
-        print(f"{'PASS' if good else 'FAIL'} saved on 4 ranks (full-shard) at step 3, resumed on "
+        report(good, f"saved on 4 ranks (full-shard) at step 3, resumed on "
               f"{world} ({strategy}) to step {steps}: weights {err:.1e} from 1 rank straight "
               f"(relative L2, tolerance 1e-5)")
+
+    # Two ranks die in the middle of saving step 3 (after writing their
+    # shards, before the manifest): step 2 stays the latest and resumes to
+    # the same weights as running straight through on two ranks.
+    mid = os.path.join(tmp, "reshard-mid")
+    straight2 = os.path.join(tmp, "reshard-straight2.safetensors")
+    run(2, "full-shard", ["--steps", str(steps), "--save-full", straight2])
+    env = dict(os.environ, FSDP_FAULT_IN_SAVE="3")
+    r = subprocess.run(MPIRUN + ["-np", "2", a.fsdp_run, plan(2, "full-shard"), "--data", npz,
+                                 "--quiet", "--steps", str(steps), "--checkpoint-dir", mid,
+                                 "--checkpoint-every", "1"], env=env, capture_output=True)
+    latest = open(os.path.join(mid, "latest")).read().strip()
+    resumed = os.path.join(tmp, "reshard-mid.safetensors")
+    run(2, "full-shard", ["--steps", str(steps), "--resume", mid, "--save-full", resumed])
+    same = open(straight2, "rb").read() == open(resumed, "rb").read()
+    good = r.returncode != 0 and latest == "step-2" and same
+    ok &= good
+    report(good, f"2 ranks die while saving step 3: latest = {latest}, "
+          f"resumed equals straight (bitwise) = {same}")
     return ok
 
 
