@@ -201,6 +201,9 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
   Operation *loss = lossOp(step);
   auto at = positions(body);
   int64_t forwardEnd = loss ? at.lookup(loss) : (int64_t)at.size();
+  Type paramDtype;
+  if (auto t = module->getAttrOfType<TypeAttr>("fsdp.param_dtype"))
+    paramDtype = t.getValue();
 
   llvm::StringMap<Placement> where = placements(module);
   // Every use of every parameter read, by flat buffer.
@@ -243,8 +246,18 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       Value shard =
           GetShardOp::create(b, loc, flat.getShardType(),
                              FlatSymbolRefAttr::get(flat.getSymNameAttr()));
+      // Mixed precision: the f32 shard is cast before the gather, so the
+      // wire and the gathered buffer hold the parameter dtype.
+      RankedTensorType fullType = flat.getFullType();
+      if (paramDtype && paramDtype != fullType.getElementType()) {
+        shard = CastOp::create(
+            b, loc,
+            RankedTensorType::get(flat.getShardType().getShape(), paramDtype),
+            shard);
+        fullType = RankedTensorType::get(fullType.getShape(), paramDtype);
+      }
       auto start = AllGatherStartOp::create(
-          b, loc, FutureType::get(b.getContext(), flat.getFullType()), shard,
+          b, loc, FutureType::get(b.getContext(), fullType), shard,
           b.getI64IntegerAttr(flat.getGroupSizeAttr().getInt()),
           FlatSymbolRefAttr::get(unit.getSymNameAttr()), shardGroup());
       Value full = WaitOp::create(b, loc, start.getFuture());
@@ -252,10 +265,17 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       for (OpOperand *use : phase) {
         auto read = cast<GetParameterOp>(use->get().getDefiningOp());
         Value &view = views[read.getParam()];
-        if (!view)
+        if (!view) {
+          RankedTensorType type = read.getType();
+          Type element =
+              cast<RankedTensorType>(full.getType()).getElementType();
           view = ParamViewOp::create(
-              b, loc, read.getType(), full,
+              b, loc, RankedTensorType::get(type.getShape(), element), full,
               b.getI64IntegerAttr(where[read.getParam()].offset));
+          // The CPU backend computes in f32 on the rounded values.
+          if (element != type.getElementType())
+            view = CastOp::create(b, loc, type, view);
+        }
         use->set(view);
       }
       if (!isa<func::ReturnOp>(last)) {

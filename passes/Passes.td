@@ -118,8 +118,13 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     every unit gathered from forward to backward); `shard-grad-op` implies
     `false`. `hybrid-shard` (HYBRID_SHARD) shards within groups of
     `world-size / replicate-groups` consecutive ranks and replicates across
-    the groups. `no-shard` creates nothing. The strategy, world size and
-    replica count are recorded on the module for the passes that follow.
+    the groups. `no-shard` creates nothing. Mixed precision
+    (`param-dtype`, as FSDP's MixedPrecision.param_dtype): the shards stay
+    f32 (the optimizer's master weights); they are cast to the parameter
+    dtype before the all-gather, so the gathered buffer and the wire are in
+    that dtype. Gradients are reduced in f32. The strategy, world size,
+    replica count and dtypes are recorded on the module for the passes that
+    follow.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
@@ -130,6 +135,10 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "hybrid-shard: replicas (each shards over world-size / R ranks)">,
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            "\"default\"", "default | true | false">,
+    Option<"paramDtype", "param-dtype", "std::string", "\"f32\"",
+           "dtype parameters are gathered and computed in: f32 | bf16 | f16">,
+    Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",
+           "dtype gradients are reduced in (f32)">,
   ];
 }
 

@@ -135,11 +135,31 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
       }
       if (!anchor->isBeforeInBlock(gather))
         continue;
-      Operation *shard = gather.getInput().getDefiningOp();
-      if (shard && isa<GetShardOp>(shard) && shard->hasOneUse())
-        shard->moveAfter(anchor), gather->moveAfter(shard);
-      else if (!shard || shard->isBeforeInBlock(anchor) || shard == anchor)
-        gather->moveAfter(anchor);
+      // The ops that only feed this gather (the shard read, a cast to the
+      // mixed-precision dtype) move with it; anything else it reads must
+      // already be computed at the anchor.
+      SmallVector<Operation *> chain;
+      Value input = gather.getInput();
+      while (Operation *def = input.getDefiningOp()) {
+        if (!anchor->isBeforeInBlock(def))
+          break; // already available
+        if (!def->hasOneUse() || !isa<GetShardOp, CastOp>(def))
+          break;
+        chain.push_back(def);
+        if (def->getNumOperands() == 0)
+          break;
+        input = def->getOperand(0);
+      }
+      Operation *pending = input.getDefiningOp();
+      if (pending && anchor->isBeforeInBlock(pending) &&
+          !llvm::is_contained(chain, pending))
+        continue; // it reads something computed after the anchor
+      Operation *at = anchor;
+      for (Operation *op : llvm::reverse(chain)) {
+        op->moveAfter(at);
+        at = op;
+      }
+      gather->moveAfter(at);
     }
   }
 };

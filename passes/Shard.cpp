@@ -76,6 +76,29 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
         "fsdp.replicate_groups",
         IntegerAttr::get(IntegerType::get(ctx, 64), replicateGroups));
     module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
+    Type paramType = paramDtype == "f32"    ? (Type)Float32Type::get(ctx)
+                     : paramDtype == "bf16" ? (Type)BFloat16Type::get(ctx)
+                     : paramDtype == "f16"  ? (Type)Float16Type::get(ctx)
+                                            : Type();
+    if (!paramType) {
+      module.emitError("--param-dtype must be f32, bf16 or f16, got '")
+          << paramDtype << "'";
+      return signalPassFailure();
+    }
+    if (reduceDtype != "f32") {
+      module.emitError("--reduce-dtype=")
+          << reduceDtype
+          << " is not supported: gradients are reduced in f32 (the CPU "
+             "backend's MPI sums are float32)";
+      return signalPassFailure();
+    }
+    if (!paramType.isF32() && !isSharded(strategy)) {
+      module.emitError("--param-dtype=")
+          << paramDtype << " needs a sharded strategy (full-shard, "
+          << "shard-grad-op or hybrid-shard): it is applied at the all-gather";
+      return signalPassFailure();
+    }
+    module->setAttr("fsdp.param_dtype", TypeAttr::get(paramType));
     if (!isSharded(strategy))
       return;
 

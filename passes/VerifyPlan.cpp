@@ -32,6 +32,14 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// The shard read a gather sends: a get_shard, possibly cast to the
+/// mixed-precision dtype first.
+GetShardOp shardRead(Value v) {
+  if (auto cast = v.getDefiningOp<CastOp>())
+    v = cast.getX();
+  return v.getDefiningOp<GetShardOp>();
+}
+
 /// Values that share `v`'s storage and are derived from it (views,
 /// reshapes, waits), `v` included.
 void aliases(Value v, SmallVectorImpl<Value> &out) {
@@ -102,7 +110,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         continue;
       }
       if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
-        auto shard = gather.getInput().getDefiningOp<GetShardOp>();
+        auto shard = shardRead(gather.getInput());
         if (!shard) {
           if (!module.getOps<FlatParameterOp>().empty())
             fail(&op) << "gathers a value that is not a flat parameter shard";
@@ -123,8 +131,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         auto wait = view.getInput().getDefiningOp<WaitOp>();
         auto gather =
             wait ? wait.getFuture().getDefiningOp<AllGatherStartOp>() : nullptr;
-        auto shard =
-            gather ? gather.getInput().getDefiningOp<GetShardOp>() : nullptr;
+        auto shard = gather ? shardRead(gather.getInput()) : nullptr;
         if (!shard) {
           fail(&op) << "views a buffer that is not a gathered flat parameter";
           continue;
@@ -137,7 +144,9 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
              llvm::zip(flat.getParams(), flat.getOffsets())) {
           auto param = module.lookupSymbol<ParameterOp>(
               cast<FlatSymbolRefAttr>(a).getValue());
-          matches |= offset == begin && param.getType() == view.getType();
+          // The view may be in the gathered (mixed-precision) dtype.
+          matches |= offset == begin && param.getTensorType().getShape() ==
+                                            view.getType().getShape();
         }
         if (!matches)
           fail(&op) << "views elements [" << begin << ", " << end << ") of '"

@@ -104,6 +104,15 @@ static llvm::cl::opt<int64_t> replicateGroupsOpt(
     llvm::cl::desc("hybrid-shard: replica groups (each shards over "
                    "world-size / R ranks)"),
     llvm::cl::init(1), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> paramDtypeOpt(
+    "param-dtype",
+    llvm::cl::desc("mixed precision: gather and compute parameters in "
+                   "f32 | bf16 | f16 (master weights stay f32)"),
+    llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string>
+    reduceDtypeOpt("reduce-dtype",
+                   llvm::cl::desc("dtype of gradient reduction (f32)"),
+                   llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
     llvm::cl::desc("default (every unit but the root) | true | false"),
@@ -163,6 +172,8 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   shard.worldSize = worldSizeOpt;
   shard.strategy = strategyOpt;
   shard.replicateGroups = replicateGroupsOpt;
+  shard.paramDtype = paramDtypeOpt;
+  shard.reduceDtype = reduceDtypeOpt;
   shard.reshardAfterForward = reshardOpt;
   pm.addPass(fsdp::createFsdpShard(shard));
   pm.addPass(fsdp::createFsdpInsertCollectives());

@@ -32,9 +32,11 @@ public:
       std::memmove(out, in, count * sizeof(float));
     return Status::ok();
   }
-  Status allGatherStart(const float *in, float *out, int64_t count,
-                        int64_t slot, Group g) override {
-    return allReduceStart(in, out, count, false, slot, g);
+  Status allGatherStart(const void *in, void *out, int64_t count,
+                        int64_t elemBytes, int64_t, Group) override {
+    if (in != out)
+      std::memmove(out, in, count * elemBytes);
+    return Status::ok();
   }
   Status reduceScatterStart(const float *in, float *out, int64_t count,
                             bool average, int64_t slot, Group g) override {
@@ -104,14 +106,15 @@ public:
                            std::to_string(rankId));
     return Status::ok();
   }
-  Status allGatherStart(const float *in, float *out, int64_t count,
-                        int64_t slot, Group g) override {
+  Status allGatherStart(const void *in, void *out, int64_t count,
+                        int64_t elemBytes, int64_t slot, Group g) override {
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, out, count, false, size(g)};
-    if (MPI_Iallgather(in, (int)count, MPI_FLOAT, out, (int)count, MPI_FLOAT,
-                       comm(g), &p.request) != MPI_SUCCESS)
+    p = {MPI_REQUEST_NULL, nullptr, 0, false, size(g)};
+    int bytes = (int)(count * elemBytes);
+    if (MPI_Iallgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm(g),
+                       &p.request) != MPI_SUCCESS)
       return Status::error("MPI_Iallgather failed on rank " +
                            std::to_string(rankId));
     return Status::ok();

@@ -42,9 +42,10 @@ public:
                                 bool average, int64_t slot,
                                 Group g = Group::World) = 0;
   /// Starts out = the concatenation, in rank order, of every rank's `count`
-  /// elements `in`.
-  virtual Status allGatherStart(const float *in, float *out, int64_t count,
-                                int64_t slot, Group g = Group::Shard) = 0;
+  /// elements `in` of `elemBytes` bytes each (any dtype: nothing is summed).
+  virtual Status allGatherStart(const void *in, void *out, int64_t count,
+                                int64_t elemBytes, int64_t slot,
+                                Group g = Group::Shard) = 0;
   /// Starts out = this rank's `count` elements of the sum (or mean) over
   /// ranks of `in` (`count` times the world size elements).
   virtual Status reduceScatterStart(const float *in, float *out, int64_t count,

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/support/Half.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -182,6 +183,10 @@ double loadAsDouble(const TensorRef &t, const void *p, int64_t i) {
     return (double)static_cast<const int64_t *>(p)[i];
   case DType::I1:
     return static_cast<const uint8_t *>(p)[i];
+  case DType::BF16:
+    return floatFromBf16(static_cast<const uint16_t *>(p)[i]);
+  case DType::F16:
+    return floatFromF16(static_cast<const uint16_t *>(p)[i]);
   }
   return 0;
 }
@@ -195,6 +200,12 @@ void storeDouble(const TensorRef &t, void *p, int64_t i, double v) {
     break;
   case DType::I1:
     static_cast<uint8_t *>(p)[i] = v != 0;
+    break;
+  case DType::BF16:
+    static_cast<uint16_t *>(p)[i] = bf16FromFloat((float)v);
+    break;
+  case DType::F16:
+    static_cast<uint16_t *>(p)[i] = f16FromFloat((float)v);
     break;
   }
 }
@@ -1316,12 +1327,13 @@ Status kAllGather(const Instruction &in, Context &c) {
   Group g;
   FSDP_RETURN_IF_ERROR(groupOf(in, c, g));
   int64_t group = c.comm->size(g);
-  if (x.dtype != DType::F32 || y.dtype != DType::F32 ||
-      x.numel() * group != y.numel())
-    return Status::error("expects f32 shards gathered over " +
-                         std::to_string(group) + " ranks");
-  return c.comm->allGatherStart(c.get<float>(x), c.get<float>(y), x.numel(),
-                                in.index, g);
+  bool floating =
+      x.dtype == DType::F32 || x.dtype == DType::BF16 || x.dtype == DType::F16;
+  if (!floating || y.dtype != x.dtype || x.numel() * group != y.numel())
+    return Status::error("expects float shards gathered over " +
+                         std::to_string(group) + " ranks into one dtype");
+  return c.comm->allGatherStart(c.data(x), c.data(y), x.numel(),
+                                dtypeSize(x.dtype), in.index, g);
 }
 
 Status kReduceScatter(const Instruction &in, Context &c) {

@@ -190,8 +190,9 @@ Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
         (int64_t)storage[slot].size() != flat.shardNumel)
       continue;
     std::vector<float> buffer(flat.shardNumel * flat.groupSize);
-    FSDP_RETURN_IF_ERROR(comm->allGatherStart(
-        storage[slot].data(), buffer.data(), flat.shardNumel, spareSlot));
+    FSDP_RETURN_IF_ERROR(comm->allGatherStart(storage[slot].data(),
+                                              buffer.data(), flat.shardNumel,
+                                              sizeof(float), spareSlot));
     FSDP_RETURN_IF_ERROR(comm->wait(spareSlot));
     for (size_t k = 0; k < flat.params.size(); ++k) {
       const float *from = buffer.data() + flat.offsets[k];

@@ -18,6 +18,9 @@ int64_t dtypeSize(DType t) {
     return 8;
   case DType::I1:
     return 1;
+  case DType::BF16:
+  case DType::F16:
+    return 2;
   }
   return 1;
 }
@@ -30,6 +33,10 @@ const char *dtypeName(DType t) {
     return "i64";
   case DType::I1:
     return "i1";
+  case DType::BF16:
+    return "bf16";
+  case DType::F16:
+    return "f16";
   }
   return "?";
 }
@@ -129,6 +136,10 @@ struct Reader {
       out = DType::I64;
     else if (name == "i1")
       out = DType::I1;
+    else if (name == "bf16")
+      out = DType::BF16;
+    else if (name == "f16")
+      out = DType::F16;
     else
       return fail(where + ".dtype",
                   "'" + name + "' is not supported by the CPU backend");

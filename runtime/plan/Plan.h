@@ -21,7 +21,8 @@ namespace fsdp {
 
 constexpr int64_t kPlanVersion = 1;
 
-enum class DType { F32, I64, I1 };
+/// BF16 and F16 are stored and communicated; kernels compute in f32.
+enum class DType { F32, I64, I1, BF16, F16 };
 enum class Space { Arena, Param, Const, Grad };
 
 int64_t dtypeSize(DType t);

@@ -4,6 +4,27 @@
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-plan-memory 2>/dev/null | FileCheck %s --check-prefix=MEM
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-clip=1.0' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=2' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=HYBRID
 
+// RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=BF16
+// RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' -fsdp-wrap-units '-fsdp-shard=world-size=2 param-dtype=f8' 2>&1 | FileCheck %s --check-prefix=BADDTYPE
+// RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' -fsdp-wrap-units '-fsdp-shard=world-size=2 reduce-dtype=bf16' 2>&1 | FileCheck %s --check-prefix=REDUCE
+// RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' -fsdp-wrap-units '-fsdp-shard=world-size=2 strategy=no-shard param-dtype=bf16' 2>&1 | FileCheck %s --check-prefix=NOSHARDBF16
+
+// Mixed precision: the f32 shard (master weights) is cast to bf16 before
+// the gather; views are bf16 and cast to f32 for the CPU's compute; the
+// gradient is packed, reduced and applied in f32.
+// BF16-LABEL: func.func @train_step
+// BF16: %[[S:.*]] = fsdp.get_shard @layers.0.flat : tensor<8xf32>
+// BF16-NEXT: %[[C:.*]] = fsdp.cast %[[S]] : tensor<8xf32> -> tensor<8xbf16>
+// BF16-NEXT: %[[F:.*]] = fsdp.all_gather_start %[[C]] {{.*}} : tensor<8xbf16> -> !fsdp.future<tensor<16xbf16>>
+// BF16-NEXT: %[[G:.*]] = fsdp.wait %[[F]]
+// BF16-NEXT: %[[V:.*]] = fsdp.param_view %[[G]] {offset = 0 : i64} : tensor<16xbf16> -> tensor<4x3xbf16>
+// BF16-NEXT: fsdp.cast %[[V]] : tensor<4x3xbf16> -> tensor<4x3xf32>
+// BF16: fsdp.reduce_scatter_start {{.*}} : tensor<16xf32> -> !fsdp.future<tensor<8xf32>>
+// BF16: fsdp.adamw @layers.0.flat, {{.*}} : tensor<8xf32>
+// BADDTYPE: error: --param-dtype must be f32, bf16 or f16, got 'f8'
+// REDUCE: error: --reduce-dtype=bf16 is not supported: gradients are reduced in f32
+// NOSHARDBF16: error: --param-dtype=bf16 needs a sharded strategy
+
 // Hybrid (2 replica groups of 2): gathers and reduce-scatters stay in the
 // shard group; each gradient shard is then averaged over the replicas; the
 // norm sums over the shard group only (the replicas hold equal shards); the
