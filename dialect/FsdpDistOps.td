@@ -56,6 +56,10 @@ def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
     across the group, all-gathered before use and freed after, as one FSDP
     module wraps them. A parameter belongs to at most one unit.
 
+    With `reshard_to = N` (FSDP2's `reshard_after_forward: int`), after
+    forward each rank keeps 1/N of the gathered parameters instead of its
+    1/world shard, so the backward gather runs among N ranks only.
+
     ```mlir
     fsdp.unit @"h.0" {params = [@"h.0.attn.weight", @"h.0.mlp.weight"],
                       reshard_after_forward = true}
@@ -64,7 +68,8 @@ def Fsdp_UnitOp : Fsdp_Op<"unit", [Symbol, HasParent<"::mlir::ModuleOp">,
   let arguments = (ins SymbolNameAttr:$sym_name,
                    TypedArrayAttrBase<FlatSymbolRefAttr,
                                       "parameter symbols">:$params,
-                   DefaultValuedAttr<BoolAttr, "true">:$reshard_after_forward);
+                   DefaultValuedAttr<BoolAttr, "true">:$reshard_after_forward,
+                   OptionalAttr<ConfinedAttr<I64Attr, [IntPositive]>>:$reshard_to);
   let assemblyFormat = "$sym_name attr-dict";
 }
 
@@ -170,7 +175,30 @@ def Fsdp_PackOp : Fsdp_Op<"pack", [Pure]> {
 // `group` names the ranks taking part: `world` (every rank, the default),
 // or with hybrid sharding `shard` (the ranks sharing one copy of the
 // parameters: world rank / group_size is the same) or `replicate` (the
-// ranks holding the same shard: world rank % shard group size is the same).
+// ranks holding the same shard: world rank % shard group size is the same),
+// or `block` (blocks of group_size consecutive ranks, for partial
+// resharding).
+def Fsdp_ReshardOp : Fsdp_Op<"reshard", [Pure]> {
+  let summary = "Keeps this rank's 1/N of a gathered buffer";
+  let description = [{
+    Partial resharding after forward (`reshard_to` on a unit): of the
+    gathered flat buffer, the rank keeps chunk `rank % group_size` (its
+    place in its block of `group_size` consecutive ranks), so an
+    `fsdp.all_gather_start` over that block (`group = "block"`) rebuilds
+    the buffer in backward.
+
+    ```mlir
+    %keep = fsdp.reshard %full {group_size = 2 : i64}
+        : tensor<32xf32> -> tensor<16xf32>
+    ```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyType], [HasAnyRankOfPred<[1]>]>:$input,
+                   ConfinedAttr<I64Attr, [IntPositive]>:$group_size);
+  let results = (outs RankedTensorOf<[AnyType], [HasAnyRankOfPred<[1]>]>:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 class Fsdp_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : Fsdp_Op<mnemonic, traits> {
   let results = (outs Fsdp_FutureType:$future);

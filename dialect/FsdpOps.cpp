@@ -403,6 +403,17 @@ LogicalResult ParamViewOp::verify() {
   return success();
 }
 
+LogicalResult ReshardOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  RankedTensorType out = getType();
+  int64_t n = getGroupSizeAttr().getInt();
+  if (in.getElementType() != out.getElementType() ||
+      in.getNumElements() != out.getNumElements() * n)
+    return emitOpError("keeps 1/")
+           << n << " of " << in << ", which is not " << out;
+  return success();
+}
+
 LogicalResult PackOp::verify() {
   RankedTensorType out = getType();
   if (getOffsets().size() != getInputs().size())
@@ -437,9 +448,9 @@ static LogicalResult verifyReduction(Operation *op, StringRef reduction) {
 static LogicalResult verifyGroup(Operation *op) {
   auto group = op->getAttrOfType<StringAttr>("group");
   if (group && group.getValue() != "world" && group.getValue() != "shard" &&
-      group.getValue() != "replicate")
-    return op->emitOpError("group must be \"world\", \"shard\" or "
-                           "\"replicate\", got \"")
+      group.getValue() != "replicate" && group.getValue() != "block")
+    return op->emitOpError("group must be \"world\", \"shard\", "
+                           "\"replicate\" or \"block\", got \"")
            << group.getValue() << "\"";
   return success();
 }

@@ -230,6 +230,10 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       bool backward = at.lookup(use->getOwner()) > forwardEnd;
       phases[reshard && backward ? 1 : 0].push_back(use);
     }
+    // Partial resharding keeps 1/N of the forward's gathered buffer for the
+    // backward gather among N ranks.
+    int64_t reshardTo = unit.getReshardTo() ? (int64_t)*unit.getReshardTo() : 0;
+    Value kept;
     for (auto &phase : phases) {
       if (phase.empty())
         continue;
@@ -243,24 +247,39 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       }
       Location loc = unit.getLoc();
       b.setInsertionPoint(first);
-      Value shard =
-          GetShardOp::create(b, loc, flat.getShardType(),
-                             FlatSymbolRefAttr::get(flat.getSymNameAttr()));
-      // Mixed precision: the f32 shard is cast before the gather, so the
-      // wire and the gathered buffer hold the parameter dtype.
-      RankedTensorType fullType = flat.getFullType();
-      if (paramDtype && paramDtype != fullType.getElementType()) {
-        shard = CastOp::create(
+      Value full;
+      if (kept) {
+        auto keptType = cast<RankedTensorType>(kept.getType());
+        auto start = AllGatherStartOp::create(
             b, loc,
-            RankedTensorType::get(flat.getShardType().getShape(), paramDtype),
-            shard);
-        fullType = RankedTensorType::get(fullType.getShape(), paramDtype);
+            FutureType::get(
+                b.getContext(),
+                RankedTensorType::get({keptType.getDimSize(0) * reshardTo},
+                                      keptType.getElementType())),
+            kept, b.getI64IntegerAttr(reshardTo),
+            FlatSymbolRefAttr::get(unit.getSymNameAttr()),
+            StringAttr::get(&getContext(), "block"));
+        full = WaitOp::create(b, loc, start.getFuture());
+      } else {
+        Value shard =
+            GetShardOp::create(b, loc, flat.getShardType(),
+                               FlatSymbolRefAttr::get(flat.getSymNameAttr()));
+        // Mixed precision: the f32 shard is cast before the gather, so the
+        // wire and the gathered buffer hold the parameter dtype.
+        RankedTensorType fullType = flat.getFullType();
+        if (paramDtype && paramDtype != fullType.getElementType()) {
+          shard = CastOp::create(
+              b, loc,
+              RankedTensorType::get(flat.getShardType().getShape(), paramDtype),
+              shard);
+          fullType = RankedTensorType::get(fullType.getShape(), paramDtype);
+        }
+        auto start = AllGatherStartOp::create(
+            b, loc, FutureType::get(b.getContext(), fullType), shard,
+            b.getI64IntegerAttr(flat.getGroupSizeAttr().getInt()),
+            FlatSymbolRefAttr::get(unit.getSymNameAttr()), shardGroup());
+        full = WaitOp::create(b, loc, start.getFuture());
       }
-      auto start = AllGatherStartOp::create(
-          b, loc, FutureType::get(b.getContext(), fullType), shard,
-          b.getI64IntegerAttr(flat.getGroupSizeAttr().getInt()),
-          FlatSymbolRefAttr::get(unit.getSymNameAttr()), shardGroup());
-      Value full = WaitOp::create(b, loc, start.getFuture());
       llvm::StringMap<Value> views;
       for (OpOperand *use : phase) {
         auto read = cast<GetParameterOp>(use->get().getDefiningOp());
@@ -280,6 +299,15 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       }
       if (!isa<func::ReturnOp>(last)) {
         b.setInsertionPointAfter(last);
+        if (reshardTo && &phase == &phases.front() && phases.size() == 2 &&
+            !phases.back().empty()) {
+          auto fullType = cast<RankedTensorType>(full.getType());
+          kept = ReshardOp::create(
+              b, loc,
+              RankedTensorType::get({fullType.getDimSize(0) / reshardTo},
+                                    fullType.getElementType()),
+              full, b.getI64IntegerAttr(reshardTo));
+        }
         FreeOp::create(b, loc, full);
       }
     }

@@ -115,7 +115,9 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     `world-size`, of which each rank stores one equal shard. Uneven sizes
     need nothing more than the padding. `reshard-after-forward` overrides the
     units' choice: `true` (every unit but the root, as FSDP2), `false` (keep
-    every unit gathered from forward to backward); `shard-grad-op` implies
+    every unit gathered from forward to backward), or `N` (keep 1/N of it:
+    the backward gather runs among N ranks, FSDP2's integer form), globally
+    and per unit (`default,h.0=false,h.1=2`); `shard-grad-op` implies
     `false`. `hybrid-shard` (HYBRID_SHARD) shards within groups of
     `world-size / replicate-groups` consecutive ranks and replicates across
     the groups. `no-shard` creates nothing. Mixed precision
@@ -134,7 +136,8 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     Option<"replicateGroups", "replicate-groups", "int64_t", "1",
            "hybrid-shard: replicas (each shards over world-size / R ranks)">,
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
-           "\"default\"", "default | true | false">,
+           "\"default\"",
+           "[default|true|false|N][,UNIT=true|false|N...]">,
     Option<"paramDtype", "param-dtype", "std::string", "\"f32\"",
            "dtype parameters are gathered and computed in: f32 | bf16 | f16">,
     Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",

@@ -53,13 +53,6 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           << "' (full-shard, shard-grad-op, no-shard or hybrid-shard)";
       return signalPassFailure();
     }
-    if (reshardAfterForward != "default" && reshardAfterForward != "true" &&
-        reshardAfterForward != "false") {
-      module.emitError("--reshard-after-forward must be default, true or "
-                       "false, got '")
-          << reshardAfterForward << "'";
-      return signalPassFailure();
-    }
     if (replicateGroups < 1 || worldSize % replicateGroups != 0 ||
         (replicateGroups > 1 && strategy != "hybrid-shard")) {
       module.emitError("--replicate-groups=")
@@ -116,16 +109,73 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
             cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
     });
 
+    // --reshard-after-forward=[GLOBAL][,UNIT=VALUE...]; VALUE is true,
+    // false or N (keep 1/N of the unit gathered: FSDP2's int).
+    llvm::StringMap<std::string> perUnit;
+    std::string global = "default";
+    SmallVector<StringRef> items;
+    StringRef(reshardAfterForward).split(items, ',', -1, false);
+    for (StringRef item : items) {
+      auto [key, value] = item.split('=');
+      if (value.empty())
+        global = key.str();
+      else if (!module.lookupSymbol<UnitOp>(key)) {
+        module.emitError("--reshard-after-forward names unit '")
+            << key << "', which does not exist";
+        return signalPassFailure();
+      } else {
+        perUnit[key] = value.str();
+      }
+    }
+    if (strategy == "shard-grad-op" &&
+        (global != "default" || !perUnit.empty())) {
+      module.emitError("--reshard-after-forward does not apply to "
+                       "shard-grad-op, which keeps parameters gathered until "
+                       "backward");
+      return signalPassFailure();
+    }
+
     OpBuilder b(ctx);
+    int64_t blockSize = 0;
     for (UnitOp unit : units) {
       // SHARD_GRAD_OP (ZeRO-2) keeps parameters gathered from forward to
       // backward; full-shard follows the unit (the root stays gathered).
       bool reshard = unit.getReshardAfterForward();
-      if (strategy == "shard-grad-op" || reshardAfterForward == "false")
+      int64_t to = 0;
+      StringRef choice = perUnit.count(unit.getSymName())
+                             ? StringRef(perUnit[unit.getSymName()])
+                             : StringRef(global);
+      int64_t n = 0;
+      if (strategy == "shard-grad-op" || choice == "false")
         reshard = false;
-      else if (reshardAfterForward == "true")
-        reshard = unit.getSymName() != "root";
+      else if (choice == "true")
+        reshard =
+            perUnit.count(unit.getSymName()) || unit.getSymName() != "root";
+      else if (!choice.getAsInteger(10, n) && n >= 1 && groupSize % n == 0) {
+        // N = 1 keeps everything (false); N = the group is a full reshard.
+        reshard = n > 1;
+        if (n > 1 && n < groupSize)
+          to = n;
+      } else if (choice != "default") {
+        module.emitError("--reshard-after-forward: '")
+            << choice << "' for unit '" << unit.getSymName()
+            << "' must be default, true, false or a number of ranks that "
+               "divides the shard group of "
+            << groupSize;
+        return signalPassFailure();
+      }
       unit.setReshardAfterForward(reshard);
+      if (to) {
+        // The runtime keeps one block communicator: one N per plan.
+        if (blockSize && blockSize != to) {
+          module.emitError("--reshard-after-forward: units reshard to ")
+              << blockSize << " and " << to
+              << " ranks; one partial size per plan is supported";
+          return signalPassFailure();
+        }
+        blockSize = to;
+        unit.setReshardToAttr(b.getI64IntegerAttr(to));
+      }
 
       Operation *after = unit;
       for (bool trainable : {true, false}) {

@@ -40,6 +40,20 @@ GetShardOp shardRead(Value v) {
   return v.getDefiningOp<GetShardOp>();
 }
 
+/// The flat parameter a gathered buffer holds: gathered from its shard,
+/// or (partial resharding) from the part of an earlier gather kept by
+/// fsdp.reshard.
+GetShardOp gatheredShard(Value buffer) {
+  auto wait = buffer.getDefiningOp<WaitOp>();
+  auto gather =
+      wait ? wait.getFuture().getDefiningOp<AllGatherStartOp>() : nullptr;
+  if (!gather)
+    return nullptr;
+  if (auto keep = gather.getInput().getDefiningOp<ReshardOp>())
+    return gatheredShard(keep.getInput());
+  return shardRead(gather.getInput());
+}
+
 /// Values that share `v`'s storage and are derived from it (views,
 /// reshapes, waits), `v` included.
 void aliases(Value v, SmallVectorImpl<Value> &out) {
@@ -110,6 +124,17 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         continue;
       }
       if (auto gather = dyn_cast<AllGatherStartOp>(op)) {
+        if (auto keep = gather.getInput().getDefiningOp<ReshardOp>()) {
+          auto group = gather->getAttrOfType<StringAttr>("group");
+          if (!group || group.getValue() != "block" ||
+              gather.getGroupSizeAttr().getInt() !=
+                  keep.getGroupSizeAttr().getInt() ||
+              !gatheredShard(keep.getInput()))
+            fail(&op) << "gathers what fsdp.reshard kept from a gathered "
+                         "buffer, but not over its block of "
+                      << keep.getGroupSizeAttr().getInt() << " ranks";
+          continue;
+        }
         auto shard = shardRead(gather.getInput());
         if (!shard) {
           if (!module.getOps<FlatParameterOp>().empty())
@@ -128,10 +153,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
         continue;
       }
       if (auto view = dyn_cast<ParamViewOp>(op)) {
-        auto wait = view.getInput().getDefiningOp<WaitOp>();
-        auto gather =
-            wait ? wait.getFuture().getDefiningOp<AllGatherStartOp>() : nullptr;
-        auto shard = gather ? shardRead(gather.getInput()) : nullptr;
+        auto shard = gatheredShard(view.getInput());
         if (!shard) {
           fail(&op) << "views a buffer that is not a gathered flat parameter";
           continue;

@@ -239,7 +239,8 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
       }
       bool isRoot = g.name == "root";
       UnitOp::create(b, module.getLoc(), b.getStringAttr(g.name),
-                     b.getArrayAttr(refs), b.getBoolAttr(!isRoot));
+                     b.getArrayAttr(refs), b.getBoolAttr(!isRoot),
+                     /*reshard_to=*/IntegerAttr());
       // Reported at the unit's first parameter (no op dump attached).
       emitRemark(g.params.front().getLoc())
           << "unit '" << g.name << "': " << g.params.size() << " parameters, "

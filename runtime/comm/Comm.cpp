@@ -17,11 +17,12 @@ class Local : public Comm {
 public:
   int64_t rank() const override { return 0; }
   int64_t size() const override { return 1; }
-  Status split(int64_t shardSize) override {
-    return shardSize == 1 ? Status::ok()
-                          : Status::error("one rank cannot form shard groups "
-                                          "of " +
-                                          std::to_string(shardSize));
+  Status split(int64_t shardSize, int64_t blockSize) override {
+    return shardSize == 1 && blockSize <= 1
+               ? Status::ok()
+               : Status::error("one rank cannot form shard groups "
+                               "of " +
+                               std::to_string(shardSize));
   }
   int64_t rank(Group) const override { return 0; }
   int64_t size(Group) const override { return 1; }
@@ -60,38 +61,63 @@ public:
     shardSize = s;
   }
   ~Mpi() override {
-    for (MPI_Comm *c : {&shardComm, &replicaComm})
+    for (MPI_Comm *c : {&shardComm, &replicaComm, &blockComm})
       if (*c != MPI_COMM_WORLD && *c != MPI_COMM_SELF && *c != MPI_COMM_NULL)
         MPI_Comm_free(c);
   }
   int64_t rank() const override { return rankId; }
   int64_t size() const override { return ranks; }
-  Status split(int64_t size) override {
-    if (size < 1 || ranks % size != 0)
+  Status split(int64_t size, int64_t block) override {
+    if (size < 1 || ranks % size != 0 || block < 0 ||
+        (block > 0 && size % block != 0))
       return Status::error("shard groups of " + std::to_string(size) +
-                           " ranks do not divide the " + std::to_string(ranks) +
+                           " ranks (blocks of " + std::to_string(block) +
+                           ") do not divide the " + std::to_string(ranks) +
                            " ranks");
     shardSize = size;
-    if (size == ranks)
-      return Status::ok(); // the shard group is the world
-    if (MPI_Comm_split(MPI_COMM_WORLD, (int)(rankId / size), (int)rankId,
-                       &shardComm) != MPI_SUCCESS ||
-        MPI_Comm_split(MPI_COMM_WORLD, (int)(rankId % size), (int)rankId,
-                       &replicaComm) != MPI_SUCCESS)
-      return Status::error("MPI_Comm_split failed on rank " +
-                           std::to_string(rankId));
+    blockSize = block > 0 ? block : 1;
+    auto splitBy = [&](int color, MPI_Comm *out) -> Status {
+      if (MPI_Comm_split(MPI_COMM_WORLD, color, (int)rankId, out) !=
+          MPI_SUCCESS)
+        return Status::error("MPI_Comm_split failed on rank " +
+                             std::to_string(rankId));
+      return Status::ok();
+    };
+    if (size != ranks) {
+      FSDP_RETURN_IF_ERROR(splitBy((int)(rankId / size), &shardComm));
+      FSDP_RETURN_IF_ERROR(splitBy((int)(rankId % size), &replicaComm));
+    }
+    if (block > 0)
+      FSDP_RETURN_IF_ERROR(splitBy((int)(rankId / block), &blockComm));
     return Status::ok();
   }
   int64_t rank(Group g) const override {
-    return g == Group::World   ? rankId
-           : g == Group::Shard ? rankId % shardSize
-                               : rankId / shardSize;
+    switch (g) {
+    case Group::World:
+      return rankId;
+    case Group::Shard:
+      return rankId % shardSize;
+    case Group::Replicate:
+      return rankId / shardSize;
+    case Group::Block:
+      return rankId % blockSize;
+    }
+    return 0;
   }
   int64_t size(Group g) const override {
-    return g == Group::World   ? ranks
-           : g == Group::Shard ? shardSize
-                               : ranks / shardSize;
+    switch (g) {
+    case Group::World:
+      return ranks;
+    case Group::Shard:
+      return shardSize;
+    case Group::Replicate:
+      return ranks / shardSize;
+    case Group::Block:
+      return blockSize;
+    }
+    return 1;
   }
+
   void reserve(int64_t slots) override { pending.assign(slots, Pending()); }
   Status allReduceStart(const float *in, float *out, int64_t count,
                         bool average, int64_t slot, Group g) override {
@@ -182,13 +208,23 @@ private:
     int64_t ranks = 1; // of the group, for the average
   };
   MPI_Comm comm(Group g) const {
-    return g == Group::World   ? MPI_COMM_WORLD
-           : g == Group::Shard ? shardComm
-                               : replicaComm;
+    switch (g) {
+    case Group::World:
+      return MPI_COMM_WORLD;
+    case Group::Shard:
+      return shardComm;
+    case Group::Replicate:
+      return replicaComm;
+    case Group::Block:
+      return blockComm;
+    }
+    return MPI_COMM_WORLD;
   }
   double timeout;
   int64_t rankId = 0, ranks = 1, shardSize = 1;
-  MPI_Comm shardComm = MPI_COMM_WORLD, replicaComm = MPI_COMM_SELF;
+  int64_t blockSize = 1;
+  MPI_Comm shardComm = MPI_COMM_WORLD, replicaComm = MPI_COMM_SELF,
+           blockComm = MPI_COMM_SELF;
   std::vector<Pending> pending;
 };
 

@@ -22,15 +22,17 @@ namespace fsdp {
 /// into shard groups of `shardSize` consecutive ranks (which share one copy
 /// of the parameters) and replicate groups (the ranks holding the same
 /// shard: equal rank % shardSize). Without it the shard group is the world.
-enum class Group { World, Shard, Replicate };
+/// `Block`: blocks of consecutive ranks (partial resharding after forward).
+enum class Group { World, Shard, Replicate, Block };
 
 class Comm {
 public:
   virtual ~Comm() = default;
   virtual int64_t rank() const = 0;
   virtual int64_t size() const = 0;
-  /// Forms the shard and replicate groups (collective; before any use).
-  virtual Status split(int64_t shardSize) = 0;
+  /// Forms the shard, replicate and block groups (collective; before any
+  /// use). `blockSize` 0: no block group.
+  virtual Status split(int64_t shardSize, int64_t blockSize = 0) = 0;
   /// This rank's index in, and the size of, its group of kind `g`.
   virtual int64_t rank(Group g) const = 0;
   virtual int64_t size(Group g) const = 0;

@@ -1299,8 +1299,10 @@ Status groupOf(const Instruction &in, Context &c, Group &g) {
   std::string name = attrString(in, "group", "world");
   g = name == "shard"       ? Group::Shard
       : name == "replicate" ? Group::Replicate
+      : name == "block"     ? Group::Block
                             : Group::World;
-  if (name != "world" && name != "shard" && name != "replicate")
+  if (name != "world" && name != "shard" && name != "replicate" &&
+      name != "block")
     return Status::error("unknown group '" + name + "'");
   if (!c.comm || attrInt(in, "group_size", 0) != c.comm->size(g))
     return Status::error(
@@ -1369,6 +1371,25 @@ Status kPack(const Instruction &in, Context &c) {
                            " does not fit at its offset");
     std::memcpy(out + off, c.get<float>(x), x.numel() * sizeof(float));
   }
+  return Status::ok();
+}
+
+/// Partial resharding: keep chunk (rank in the block) of a gathered buffer.
+Status kReshard(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  int64_t n = attrInt(in, "group_size", 0);
+  if (!c.comm || n != c.comm->size(Group::Block) || x.dtype != y.dtype ||
+      y.numel() * n != x.numel())
+    return Status::error(
+        "keeps 1/" + std::to_string(n) +
+        " of a buffer, but the block group has " +
+        std::to_string(c.comm ? c.comm->size(Group::Block) : 0) +
+        " ranks or the sizes differ");
+  int64_t bytes = y.bytes();
+  std::memcpy(c.data(y),
+              static_cast<const uint8_t *>(c.data(x)) +
+                  c.comm->rank(Group::Block) * bytes,
+              bytes);
   return Status::ok();
 }
 
@@ -1448,6 +1469,7 @@ const std::map<std::string, OpInfo> &table() {
       {"reduce_scatter_start", {kReduceScatter, 1, 1, 1}},
       {"pack", {kPack, 1, 1 << 20, 1}},
       {"free", {kFree, 1, 1, 0}},
+      {"reshard", {kReshard, 1, 1, 1}},
   };
   return t;
 }

@@ -41,7 +41,25 @@ Status Executor::init(const Plan &p, Comm &comm_) {
   if (p.replicateGroups < 1 || p.worldSize % p.replicateGroups != 0)
     return Status::error("the plan's replicate_groups does not divide its "
                          "world size");
-  FSDP_RETURN_IF_ERROR(comm_.split(p.worldSize / p.replicateGroups));
+  // Partial resharding gathers within blocks: one block size per plan.
+  int64_t blockSize = 0;
+  for (const auto *list : {&p.program, &p.update})
+    for (const Instruction &in : *list) {
+      auto g = in.attrs.find("group");
+      if (g == in.attrs.end() || !g->is_string() || *g != "block")
+        continue;
+      auto n = in.attrs.find("group_size");
+      int64_t size =
+          n != in.attrs.end() && n->is_number_integer() ? n->get<int64_t>() : 0;
+      if (size < 1 || (blockSize && size != blockSize))
+        return Status::error("the plan gathers over blocks of " +
+                             std::to_string(blockSize) + " and " +
+                             std::to_string(size) +
+                             " ranks; one size is "
+                             "supported");
+      blockSize = size;
+    }
+  FSDP_RETURN_IF_ERROR(comm_.split(p.worldSize / p.replicateGroups, blockSize));
   slots.clear();
   for (size_t i = 0; i < p.slotCount(); ++i)
     slots.emplace_back(p.slotNumel(i), 0.0f);

@@ -65,6 +65,9 @@ def main():
             ["--strategy=full-shard", "--activation-checkpointing=units"],
             ["--strategy=hybrid-shard", "--replicate-groups=2"],
             ["--strategy=full-shard", "--param-dtype=bf16"],
+            # FSDP2's integer form: keep 1/2 after forward, regather among 2.
+            ["--strategy=full-shard", "--reshard-after-forward=2"],
+            ["--strategy=full-shard", "--reshard-after-forward=true,h.0=false,root=true"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
                          ["--strategy=no-shard"],
@@ -132,7 +135,8 @@ def main():
                 # Hybrid: 2 replica groups, so 2 ranks (shard groups of 1)
                 # and 2x2.
                 hybrid = "--strategy=hybrid-shard" in config
-                for world in ((2, 4) if hybrid or bf16 else (1, 2, 4)):
+                partial = "--reshard-after-forward=2" in config
+                for world in ((2, 4) if hybrid or bf16 or partial else (1, 2, 4)):
                     losses, w, _ = train(world, config, f"c{ci}")
                     loss_err = rel(losses, ref_losses)
                     werr = 0.0

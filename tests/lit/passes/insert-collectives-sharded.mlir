@@ -25,6 +25,16 @@
 // REDUCE: error: --reduce-dtype=bf16 is not supported: gradients are reduced in f32
 // NOSHARDBF16: error: --param-dtype=bf16 needs a sharded strategy
 
+// RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 reshard-after-forward=default,layers.1=2' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=PARTIAL
+
+// Partial resharding (layers.1 keeps 1/2): after forward, the rank keeps
+// its half of the gathered buffer; backward gathers the halves among 2.
+// PARTIAL-LABEL: func.func @train_step
+// PARTIAL: %[[G:.*]] = fsdp.wait {{.*}} : !fsdp.future<tensor<12xf32>>
+// PARTIAL: %[[K:.*]] = fsdp.reshard %[[G]] {group_size = 2 : i64} : tensor<12xf32> -> tensor<6xf32>
+// PARTIAL-NEXT: fsdp.free %[[G]]
+// PARTIAL: fsdp.all_gather_start %[[K]] {group = "block", group_size = 2 : i64, unit = @layers.1} : tensor<6xf32> -> !fsdp.future<tensor<12xf32>>
+
 // Hybrid (2 replica groups of 2): gathers and reduce-scatters stay in the
 // shard group; each gradient shard is then averaged over the replicas; the
 // norm sums over the shard group only (the replicas hold equal shards); the

@@ -5,6 +5,10 @@
 // RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=2' 2>/dev/null | FileCheck %s --check-prefix=HYBRID
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 replicate-groups=2' 2>&1 | FileCheck %s --check-prefix=REPLICAS
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=3' 2>&1 | FileCheck %s --check-prefix=REPLICAS3
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 reshard-after-forward=false,layers.1=2,root=true' 2>/dev/null | FileCheck %s --check-prefix=PERUNIT
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 reshard-after-forward=3' 2>&1 | FileCheck %s --check-prefix=BADN
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 reshard-after-forward=true,nope=false' 2>&1 | FileCheck %s --check-prefix=BADUNIT
+// RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=4 strategy=shard-grad-op reshard-after-forward=true' 2>&1 | FileCheck %s --check-prefix=SGORESHARD
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-shard=world-size=2' 2>&1 | FileCheck %s --check-prefix=NOUNITS
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=strategy=zero-4' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=reshard-after-forward=sometimes' 2>&1 | FileCheck %s --check-prefix=RESHARD
@@ -41,9 +45,17 @@
 // REMARK: remark: unit 'layers.1': 3 frozen elements padded to 4 (1 per rank)
 // REMARK: remark: unit 'root': 6 trained elements padded to 8 (2 per rank)
 
+// Per unit: a global choice, then UNIT=true|false|N (keep 1/N after forward).
+// PERUNIT: fsdp.unit @layers.0 {params = [@layers.0.w, @layers.0.b], reshard_after_forward = false}
+// PERUNIT: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b], reshard_to = 2 : i64}
+// PERUNIT: fsdp.unit @root {params = [@head.w]}
+// BADN: error: --reshard-after-forward: '3' for unit 'root' must be default, true, false or a number of ranks that divides the shard group of 4
+// BADUNIT: error: --reshard-after-forward names unit 'nope', which does not exist
+// SGORESHARD: error: --reshard-after-forward does not apply to shard-grad-op
+
 // NOUNITS: error: --strategy=full-shard needs fsdp.unit ops: run fsdp-wrap-units first
 // UNKNOWN: error: unknown --strategy 'zero-4' (full-shard, shard-grad-op, no-shard or hybrid-shard)
-// RESHARD: error: --reshard-after-forward must be default, true or false, got 'sometimes'
+// RESHARD: error: --reshard-after-forward: 'sometimes' for unit 'root' must be default, true, false or a number of ranks
 
 fsdp.parameter @"layers.0.w" : tensor<4x3xf32> {module_path = "layers.0"}
 fsdp.parameter @"layers.0.b" : tensor<3xf32> {module_path = "layers.0"}
