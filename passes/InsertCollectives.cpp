@@ -356,6 +356,9 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
   }
   auto at = positions(body);
   OpBuilder b(&getContext());
+  Type reduceDtype;
+  if (auto t = module->getAttrOfType<TypeAttr>("fsdp.reduce_dtype"))
+    reduceDtype = t.getValue();
 
   // Gradient shards: from accumulators (in @apply_update), or packed and
   // reduce-scattered after the last contribution.
@@ -387,9 +390,19 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     Location loc = flat.getLoc();
     Value packed = PackOp::create(b, loc, flat.getFullType(), grads,
                                   b.getDenseI64ArrayAttr(offsets));
+    // Mixed precision: reduce in the reduce dtype, apply in f32.
+    RankedTensorType shardType = flat.getShardType();
+    Type master = shardType.getElementType();
+    if (reduceDtype && reduceDtype != master) {
+      packed = CastOp::create(
+          b, loc,
+          RankedTensorType::get(flat.getFullType().getShape(), reduceDtype),
+          packed);
+      shardType = RankedTensorType::get(shardType.getShape(), reduceDtype);
+    }
     int64_t group = flat.getGroupSizeAttr().getInt();
     auto start = ReduceScatterStartOp::create(
-        b, loc, FutureType::get(b.getContext(), flat.getShardType()), packed,
+        b, loc, FutureType::get(b.getContext(), shardType), packed,
         b.getI64IntegerAttr(group), b.getStringAttr("avg"), flat.getUnitAttr(),
         shardGroup());
     Value shard = WaitOp::create(b, loc, start.getFuture()).getResult();
@@ -397,6 +410,8 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     if (replicas > 1)
       shard = allReduce(b, loc, shard, replicas, "avg",
                         StringAttr::get(&getContext(), "replicate"));
+    if (shardType.getElementType() != master)
+      shard = CastOp::create(b, loc, flat.getShardType(), shard);
     return shard;
   };
   for (auto &[flatOp, ops] : updates)

@@ -124,7 +124,10 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     (`param-dtype`, as FSDP's MixedPrecision.param_dtype): the shards stay
     f32 (the optimizer's master weights); they are cast to the parameter
     dtype before the all-gather, so the gathered buffer and the wire are in
-    that dtype. Gradients are reduced in f32. The strategy, world size,
+    that dtype. `reduce-dtype` (MixedPrecision.reduce_dtype): the packed f32
+    gradient is cast before the reduce-scatter (and the hybrid replica
+    all-reduce), and the reduced shard cast back to f32 for the optimizer.
+    The strategy, world size,
     replica count and dtypes are recorded on the module for the passes that
     follow.
   }];
@@ -141,7 +144,7 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     Option<"paramDtype", "param-dtype", "std::string", "\"f32\"",
            "dtype parameters are gathered and computed in: f32 | bf16 | f16">,
     Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",
-           "dtype gradients are reduced in (f32)">,
+           "dtype gradients are reduced in: f32 | bf16 | f16">,
   ];
 }
 

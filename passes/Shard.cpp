@@ -69,20 +69,24 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
         "fsdp.replicate_groups",
         IntegerAttr::get(IntegerType::get(ctx, 64), replicateGroups));
     module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
-    Type paramType = paramDtype == "f32"    ? (Type)Float32Type::get(ctx)
-                     : paramDtype == "bf16" ? (Type)BFloat16Type::get(ctx)
-                     : paramDtype == "f16"  ? (Type)Float16Type::get(ctx)
-                                            : Type();
-    if (!paramType) {
-      module.emitError("--param-dtype must be f32, bf16 or f16, got '")
-          << paramDtype << "'";
+    auto dtype = [&](StringRef name) -> Type {
+      return name == "f32"    ? (Type)Float32Type::get(ctx)
+             : name == "bf16" ? (Type)BFloat16Type::get(ctx)
+             : name == "f16"  ? (Type)Float16Type::get(ctx)
+                              : Type();
+    };
+    Type paramType = dtype(paramDtype), reduceType = dtype(reduceDtype);
+    if (!paramType || !reduceType) {
+      module.emitError("--param-dtype and --reduce-dtype must be f32, bf16 "
+                       "or f16, got '")
+          << paramDtype << "' and '" << reduceDtype << "'";
       return signalPassFailure();
     }
-    if (reduceDtype != "f32") {
+    if (!reduceType.isF32() && !isSharded(strategy)) {
       module.emitError("--reduce-dtype=")
-          << reduceDtype
-          << " is not supported: gradients are reduced in f32 (the CPU "
-             "backend's MPI sums are float32)";
+          << reduceDtype << " needs a sharded strategy (full-shard, "
+          << "shard-grad-op or hybrid-shard): it is applied at the "
+             "reduce-scatter";
       return signalPassFailure();
     }
     if (!paramType.isF32() && !isSharded(strategy)) {
@@ -92,6 +96,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       return signalPassFailure();
     }
     module->setAttr("fsdp.param_dtype", TypeAttr::get(paramType));
+    module->setAttr("fsdp.reduce_dtype", TypeAttr::get(reduceType));
     if (!isSharded(strategy))
       return;
 

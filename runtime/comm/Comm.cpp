@@ -1,5 +1,6 @@
 //===- Comm.cpp - Local and MPI collectives -------------------------------===//
 #include "runtime/comm/Comm.h"
+#include "runtime/support/Half.h"
 
 #include <mpi.h>
 
@@ -11,7 +12,33 @@
 
 namespace fsdp {
 
+int64_t elemBytes(Elem e) { return e == Elem::F32 ? 4 : 2; }
+
 namespace {
+
+/// MPI user reduction over 16-bit floats: each pair summed in f32 and
+/// rounded back, as a bf16/f16 all-reduce on a GPU does.
+template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
+void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
+  const uint16_t *a = static_cast<const uint16_t *>(in);
+  uint16_t *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = Store(Load(a[i]) + Load(b[i]));
+}
+
+/// out *= factor, in the buffer's element type.
+void scale(void *out, int64_t count, Elem e, float factor) {
+  if (e == Elem::F32) {
+    float *f = static_cast<float *>(out);
+    for (int64_t i = 0; i < count; ++i)
+      f[i] *= factor;
+    return;
+  }
+  uint16_t *h = static_cast<uint16_t *>(out);
+  for (int64_t i = 0; i < count; ++i)
+    h[i] = e == Elem::BF16 ? bf16FromFloat(floatFromBf16(h[i]) * factor)
+                           : f16FromFloat(floatFromF16(h[i]) * factor);
+}
 
 class Local : public Comm {
 public:
@@ -27,10 +54,10 @@ public:
   int64_t rank(Group) const override { return 0; }
   int64_t size(Group) const override { return 1; }
   void reserve(int64_t) override {}
-  Status allReduceStart(const float *in, float *out, int64_t count, bool,
+  Status allReduceStart(const void *in, void *out, int64_t count, Elem e, bool,
                         int64_t, Group) override {
     if (in != out)
-      std::memmove(out, in, count * sizeof(float));
+      std::memmove(out, in, count * elemBytes(e));
     return Status::ok();
   }
   Status allGatherStart(const void *in, void *out, int64_t count,
@@ -39,9 +66,9 @@ public:
       std::memmove(out, in, count * elemBytes);
     return Status::ok();
   }
-  Status reduceScatterStart(const float *in, float *out, int64_t count,
+  Status reduceScatterStart(const void *in, void *out, int64_t count, Elem e,
                             bool average, int64_t slot, Group g) override {
-    return allReduceStart(in, out, count, average, slot, g);
+    return allReduceStart(in, out, count, e, average, slot, g);
   }
   Status wait(int64_t) override { return Status::ok(); }
   Status checkSame(uint64_t, const std::string &) override {
@@ -59,8 +86,13 @@ public:
     rankId = r;
     ranks = s;
     shardSize = s;
+    MPI_Op_create(&sum16<floatFromBf16, bf16FromFloat>, 1, &bf16Sum);
+    MPI_Op_create(&sum16<floatFromF16, f16FromFloat>, 1, &f16Sum);
   }
   ~Mpi() override {
+    for (MPI_Op *op : {&bf16Sum, &f16Sum})
+      if (*op != MPI_OP_NULL)
+        MPI_Op_free(op);
     for (MPI_Comm *c : {&shardComm, &replicaComm, &blockComm})
       if (*c != MPI_COMM_WORLD && *c != MPI_COMM_SELF && *c != MPI_COMM_NULL)
         MPI_Comm_free(c);
@@ -119,14 +151,14 @@ public:
   }
 
   void reserve(int64_t slots) override { pending.assign(slots, Pending()); }
-  Status allReduceStart(const float *in, float *out, int64_t count,
+  Status allReduceStart(const void *in, void *out, int64_t count, Elem e,
                         bool average, int64_t slot, Group g) override {
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, out, count, average, size(g)};
+    p = {MPI_REQUEST_NULL, out, count, average, size(g), e};
     int rc = MPI_Iallreduce(in == out ? MPI_IN_PLACE : in, out, (int)count,
-                            MPI_FLOAT, MPI_SUM, comm(g), &p.request);
+                            type(e), sum(e), comm(g), &p.request);
     if (rc != MPI_SUCCESS)
       return Status::error("MPI_Iallreduce failed on rank " +
                            std::to_string(rankId));
@@ -137,7 +169,7 @@ public:
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, nullptr, 0, false, size(g)};
+    p = {MPI_REQUEST_NULL, nullptr, 0, false, size(g), Elem::F32};
     int bytes = (int)(count * elemBytes);
     if (MPI_Iallgather(in, bytes, MPI_BYTE, out, bytes, MPI_BYTE, comm(g),
                        &p.request) != MPI_SUCCESS)
@@ -145,14 +177,14 @@ public:
                            std::to_string(rankId));
     return Status::ok();
   }
-  Status reduceScatterStart(const float *in, float *out, int64_t count,
+  Status reduceScatterStart(const void *in, void *out, int64_t count, Elem e,
                             bool average, int64_t slot, Group g) override {
     if (slot < 0 || slot >= (int64_t)pending.size())
       return Status::error("collective slot out of range");
     Pending &p = pending[slot];
-    p = {MPI_REQUEST_NULL, out, count, average, size(g)};
-    if (MPI_Ireduce_scatter_block(in, out, (int)count, MPI_FLOAT, MPI_SUM,
-                                  comm(g), &p.request) != MPI_SUCCESS)
+    p = {MPI_REQUEST_NULL, out, count, average, size(g), e};
+    if (MPI_Ireduce_scatter_block(in, out, (int)count, type(e), sum(e), comm(g),
+                                  &p.request) != MPI_SUCCESS)
       return Status::error("MPI_Ireduce_scatter_block failed on rank " +
                            std::to_string(rankId));
     return Status::ok();
@@ -178,11 +210,8 @@ public:
             " s (a rank died or hung; --comm-timeout sets the limit)");
       std::this_thread::yield();
     }
-    if (p.average) {
-      float scale = 1.0f / (float)p.ranks;
-      for (int64_t i = 0; i < p.count; ++i)
-        p.out[i] *= scale;
-    }
+    if (p.average)
+      scale(p.out, p.count, p.elem, 1.0f / (float)p.ranks);
     return Status::ok();
   }
   Status checkSame(uint64_t value, const std::string &what) override {
@@ -202,11 +231,19 @@ public:
 private:
   struct Pending {
     MPI_Request request = MPI_REQUEST_NULL;
-    float *out = nullptr;
+    void *out = nullptr;
     int64_t count = 0;
     bool average = false;
     int64_t ranks = 1; // of the group, for the average
+    Elem elem = Elem::F32;
   };
+  static MPI_Datatype type(Elem e) {
+    return e == Elem::F32 ? MPI_FLOAT : MPI_UINT16_T;
+  }
+  MPI_Op sum(Elem e) const {
+    return e == Elem::F32 ? MPI_SUM : e == Elem::BF16 ? bf16Sum : f16Sum;
+  }
+  MPI_Op bf16Sum = MPI_OP_NULL, f16Sum = MPI_OP_NULL;
   MPI_Comm comm(Group g) const {
     switch (g) {
     case Group::World:

@@ -25,6 +25,10 @@ namespace fsdp {
 /// `Block`: blocks of consecutive ranks (partial resharding after forward).
 enum class Group { World, Shard, Replicate, Block };
 
+/// Element types collectives sum: float32, bfloat16, IEEE half.
+enum class Elem { F32, BF16, F16 };
+int64_t elemBytes(Elem e);
+
 class Comm {
 public:
   virtual ~Comm() = default;
@@ -39,9 +43,11 @@ public:
   /// Prepares `slots` request slots (before the first step: no allocation
   /// inside one).
   virtual void reserve(int64_t slots) = 0;
-  /// Starts out = sum (or mean) over ranks of `in`; `in` may equal `out`.
-  virtual Status allReduceStart(const float *in, float *out, int64_t count,
-                                bool average, int64_t slot,
+  /// Starts out = sum (or mean) over ranks of `in`, `count` elements of
+  /// type `e` (16-bit sums round each partial sum, as a bf16 reduction
+  /// does); `in` may equal `out`.
+  virtual Status allReduceStart(const void *in, void *out, int64_t count,
+                                Elem e, bool average, int64_t slot,
                                 Group g = Group::World) = 0;
   /// Starts out = the concatenation, in rank order, of every rank's `count`
   /// elements `in` of `elemBytes` bytes each (any dtype: nothing is summed).
@@ -50,8 +56,8 @@ public:
                                 Group g = Group::Shard) = 0;
   /// Starts out = this rank's `count` elements of the sum (or mean) over
   /// ranks of `in` (`count` times the world size elements).
-  virtual Status reduceScatterStart(const float *in, float *out, int64_t count,
-                                    bool average, int64_t slot,
+  virtual Status reduceScatterStart(const void *in, void *out, int64_t count,
+                                    Elem e, bool average, int64_t slot,
                                     Group g = Group::Shard) = 0;
   virtual Status wait(int64_t slot) = 0;
   /// Every rank holds the same `value` as rank 0, or it is an error on every

@@ -1312,15 +1312,23 @@ Status groupOf(const Instruction &in, Context &c, Group &g) {
   return Status::ok();
 }
 
+/// The element type a collective sums in (f32, bf16 or f16).
+bool sumElem(DType t, Elem &e) {
+  e = t == DType::BF16 ? Elem::BF16 : t == DType::F16 ? Elem::F16 : Elem::F32;
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
 Status kAllReduce(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
-  if (x.numel() != y.numel() || x.dtype != DType::F32 ||
-      y.dtype != DType::F32 || !c.comm)
-    return Status::error("expects f32 input and output of one size");
+  Elem e;
+  if (x.numel() != y.numel() || x.dtype != y.dtype || !sumElem(x.dtype, e) ||
+      !c.comm)
+    return Status::error("expects float input and output of one size and "
+                         "dtype");
   Group g;
   FSDP_RETURN_IF_ERROR(groupOf(in, c, g));
   std::string reduction = attrString(in, "reduction", "sum");
-  return c.comm->allReduceStart(c.get<float>(x), c.get<float>(y), x.numel(),
+  return c.comm->allReduceStart(c.data(x), c.data(y), x.numel(), e,
                                 reduction == "avg", in.index, g);
 }
 
@@ -1343,12 +1351,13 @@ Status kReduceScatter(const Instruction &in, Context &c) {
   Group g;
   FSDP_RETURN_IF_ERROR(groupOf(in, c, g));
   int64_t group = c.comm->size(g);
-  if (x.dtype != DType::F32 || y.dtype != DType::F32 ||
+  Elem e;
+  if (x.dtype != y.dtype || !sumElem(x.dtype, e) ||
       y.numel() * group != x.numel())
-    return Status::error("expects an f32 buffer scattered over " +
-                         std::to_string(group) + " ranks");
+    return Status::error("expects a float buffer scattered over " +
+                         std::to_string(group) + " ranks in one dtype");
   std::string reduction = attrString(in, "reduction", "sum");
-  return c.comm->reduceScatterStart(c.get<float>(x), c.get<float>(y), y.numel(),
+  return c.comm->reduceScatterStart(c.data(x), c.data(y), y.numel(), e,
                                     reduction == "avg", in.index, g);
 }
 

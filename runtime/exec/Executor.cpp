@@ -184,8 +184,8 @@ void Executor::setMomentumStarted(size_t i) {
 
 Status Executor::agree(bool ok, const std::string &what) {
   float failed = ok ? 0.0f : 1.0f, any = 0.0f;
-  FSDP_RETURN_IF_ERROR(
-      comm->allReduceStart(&failed, &any, 1, false, spareSlot, Group::World));
+  FSDP_RETURN_IF_ERROR(comm->allReduceStart(&failed, &any, 1, Elem::F32, false,
+                                            spareSlot, Group::World));
   FSDP_RETURN_IF_ERROR(comm->wait(spareSlot));
   if (any > 0)
     return Status::error(what + " failed on " + std::to_string((int)any) +

@@ -6,7 +6,7 @@
 
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=BF16
 // RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' -fsdp-wrap-units '-fsdp-shard=world-size=2 param-dtype=f8' 2>&1 | FileCheck %s --check-prefix=BADDTYPE
-// RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' -fsdp-wrap-units '-fsdp-shard=world-size=2 reduce-dtype=bf16' 2>&1 | FileCheck %s --check-prefix=REDUCE
+// RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 strategy=hybrid-shard replicate-groups=2 reduce-dtype=bf16' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=REDUCE
 // RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' -fsdp-wrap-units '-fsdp-shard=world-size=2 strategy=no-shard param-dtype=bf16' 2>&1 | FileCheck %s --check-prefix=NOSHARDBF16
 
 // Mixed precision: the f32 shard (master weights) is cast to bf16 before
@@ -21,8 +21,17 @@
 // BF16-NEXT: fsdp.cast %[[V]] : tensor<4x3xbf16> -> tensor<4x3xf32>
 // BF16: fsdp.reduce_scatter_start {{.*}} : tensor<16xf32> -> !fsdp.future<tensor<8xf32>>
 // BF16: fsdp.adamw @layers.0.flat, {{.*}} : tensor<8xf32>
-// BADDTYPE: error: --param-dtype must be f32, bf16 or f16, got 'f8'
-// REDUCE: error: --reduce-dtype=bf16 is not supported: gradients are reduced in f32
+// BADDTYPE: error: --param-dtype and --reduce-dtype must be f32, bf16 or f16, got 'f8' and 'f32'
+// reduce-dtype: the packed f32 gradient is cast before the reduce-scatter;
+// the replica all-reduce runs in bf16 too; the shard returns to f32.
+// REDUCE-LABEL: func.func @train_step
+// REDUCE: %[[P:.*]] = fsdp.pack {{.*}} -> tensor<6xf32>
+// REDUCE-NEXT: %[[C:.*]] = fsdp.cast %[[P]] : tensor<6xf32> -> tensor<6xbf16>
+// REDUCE-NEXT: %[[R:.*]] = fsdp.reduce_scatter_start %[[C]] {{.*}} : tensor<6xbf16> -> !fsdp.future<tensor<3xbf16>>
+// REDUCE-NEXT: %[[W:.*]] = fsdp.wait %[[R]]
+// REDUCE-NEXT: %[[A:.*]] = fsdp.all_reduce %[[W]] {group = "replicate", group_size = 2 : i64, reduction = "avg"} : tensor<3xbf16>
+// REDUCE-NEXT: %[[AW:.*]] = fsdp.wait %[[A]]
+// REDUCE-NEXT: fsdp.cast %[[AW]] : tensor<3xbf16> -> tensor<3xf32>
 // NOSHARDBF16: error: --param-dtype=bf16 needs a sharded strategy
 
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=4 reshard-after-forward=default,layers.1=2' -fsdp-insert-collectives -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=PARTIAL
