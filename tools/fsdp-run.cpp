@@ -146,7 +146,11 @@ int main(int argc, char **argv) {
   if (Status s = checkLaunch(launch, nullptr); !s)
     return fail(s);
   std::unique_ptr<Comm> comm;
-  if (launchedByMpi() || plan.worldSize > 1 || launch.size > 1) {
+  if (!launchedByMpi() && launch.size > 1) {
+    // torchrun and the like: no MPI job, collectives over TCP.
+    if (Status s = tcpComm(launch, commTimeout, comm); !s)
+      return fail(s);
+  } else if (launchedByMpi() || plan.worldSize > 1) {
     if (Status s = mpiComm(commTimeout, comm); !s)
       return fail(s);
   } else {
@@ -174,7 +178,10 @@ int main(int argc, char **argv) {
   // Ranks sharing a machine share its cores: split them, or the kernels'
   // threads and the MPI progress loops oversubscribe the CPU many times over.
 #ifdef _OPENMP
-  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun
+  if (local) {
     int ranksHere = std::max(1, std::atoi(local));
     omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
   }

@@ -318,15 +318,8 @@ Status checkLaunch(const LaunchInfo &launch, const Comm *comm) {
     return Status::ok();
   std::string what = launch.launcher + " (rank " + std::to_string(launch.rank) +
                      " of " + std::to_string(launch.size) + ")";
-  if (!comm) {
-    if (launch.size > 1 && !launchedByMpi())
-      return Status::error(
-          what +
-          " started this process outside MPI; the CPU backend's "
-          "collectives run over MPI: launch with mpirun -np " +
-          std::to_string(launch.size) + " or srun --mpi=pmix");
+  if (!comm)
     return Status::ok();
-  }
   if (launch.rank != comm->rank() || launch.size != comm->size())
     return Status::error(what + " disagrees with MPI (rank " +
                          std::to_string(comm->rank()) + " of " +

@@ -81,10 +81,14 @@ struct LaunchInfo {
 };
 /// Reads them; a malformed value is an error naming the variable.
 Status launchInfo(LaunchInfo &out);
-/// The launcher's view must agree with the communicator's: MPI ranks are
-/// the ranks. A multi-rank launch without MPI is an error that says how to
-/// launch instead.
+/// The launcher's view must agree with the communicator's.
 Status checkLaunch(const LaunchInfo &launch, const Comm *comm);
+
+/// For processes a launcher started without MPI (torchrun): every rank
+/// connects to rank 0 at MASTER_ADDR, port MASTER_PORT + 1 (torchrun's
+/// store owns MASTER_PORT) or FSDP_PORT (runtime/comm/TcpComm.cpp).
+Status tcpComm(const LaunchInfo &launch, double timeoutSeconds,
+               std::unique_ptr<Comm> &out);
 
 /// Initialises MPI (once per process); waits give up after `timeoutSeconds`.
 Status mpiComm(double timeoutSeconds, std::unique_ptr<Comm> &out);

@@ -44,6 +44,32 @@ BF16_REDUCE_TOL = 1e-2
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
+PORT = 29600 + os.getpid() % 2000
+
+
+def launch_like_torchrun(cmd, world, env_extra=None, timeout=120):
+    """One process per rank with torchrun's variables and no MPI. (Debian's
+    torchrun itself, torch 1.13 on Python 3.11, fails in its own output
+    redirection before it starts a worker, so the variables are set here.)"""
+    global PORT
+    PORT += 2
+    procs = []
+    for r in range(world):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
+                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(PORT), **(env_extra or {}))
+        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    codes, errs = [], []
+    for p in procs:
+        out, err = p.communicate(timeout=timeout)
+        codes.append(p.returncode)
+        errs.append(err)
+    if env_extra is None and any(codes):
+        raise RuntimeError("torchrun-style launch failed: " + " | ".join(errs))
+    return codes, errs
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsdp-opt", required=True)
@@ -53,6 +79,7 @@ def main():
     a = ap.parse_args()
     gen = load_generator(a.generator)
     failures = total = 0
+    first_weights = {}  # by case: the export every run of it starts from
     with tempfile.TemporaryDirectory() as tmp:
         # Each case: the generator's arguments, training flags, and the
         # sharding configurations compared with the 1-rank no-shard run.
@@ -74,6 +101,8 @@ def main():
             # FSDP2's integer form: keep 1/2 after forward, regather among 2.
             ["--strategy=full-shard", "--reshard-after-forward=2"],
             ["--strategy=full-shard", "--reshard-after-forward=true,h.0=false,root=true"],
+            # Launched as torchrun launches (no MPI): collectives over TCP.
+            ["--strategy=hybrid-shard", "--replicate-groups=2", "torchrun"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
                          ["--strategy=no-shard"],
@@ -101,19 +130,25 @@ def main():
                                   input_names=list(inputs), output_names=["loss"],
                                   opset_version=17, do_constant_folding=False)
                 weights = weights or onnx_path  # every run starts from these
+                first_weights.setdefault(name, weights)
                 models[world] = onnx_path
 
             def train(world, config, tag):
                 plan = os.path.join(tmp, f"{name}-{world}-{tag}.plan")
                 subprocess.run([a.fsdp_opt, models[world], "-o", plan, f"--world-size={world}"]
-                               + flags + config, check=True, stderr=subprocess.DEVNULL)
+                               + flags + [c for c in config if c != "torchrun"], check=True,
+                               stderr=subprocess.DEVNULL)
                 log = os.path.join(tmp, f"{name}-{world}-{tag}.jsonl")
                 out = os.path.join(tmp, f"{name}-{world}-{tag}.safetensors")
                 grads = os.path.join(tmp, f"{name}-{world}-{tag}.grads.safetensors")
                 cmd = [a.fsdp_run, plan, "--weights", weights, "--data", npz, "--steps",
                        str(a.steps), "--log", log, "--save-full", out, "--dump-grads", grads,
                        "--quiet"]
-                subprocess.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd, check=True)
+                if "torchrun" in config:
+                    launch_like_torchrun(cmd, world)
+                else:
+                    subprocess.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd,
+                                   check=True)
                 return ([json.loads(l)["loss"] for l in open(log)],
                         read_safetensors(out), read_safetensors(grads))
 
@@ -142,7 +177,7 @@ def main():
                 # Hybrid: 2 replica groups, so 2 ranks (shard groups of 1)
                 # and 2x2.
                 hybrid = "--strategy=hybrid-shard" in config
-                partial = "--reshard-after-forward=2" in config
+                partial = "--reshard-after-forward=2" in config or "torchrun" in config
                 for world in ((2, 4) if hybrid or bf16 or partial else (1, 2, 4)):
                     losses, w, _ = train(world, config, f"c{ci}")
                     loss_err = rel(losses, ref_losses)
@@ -180,17 +215,30 @@ def main():
 
         # A rank that dies: the others exit non-zero, quickly.
         plan = os.path.join(tmp, "gpt2-2-c0.plan")
+        weights = first_weights["gpt2"]
         env = dict(os.environ, FSDP_FAULT_RANK="1", FSDP_FAULT_STEP="3")
         start = time.time()
         r = subprocess.run(MPIRUN + ["-np", "2", a.fsdp_run, plan, "--weights", weights,
                                      "--steps", "50", "--comm-timeout", "10", "--quiet"],
                            capture_output=True, text=True, env=env, timeout=120)
         took = time.time() - start
-        ok = r.returncode != 0 and took < 30
+        # It must die of the injected fault, not of a bad setup.
+        ok = r.returncode != 0 and took < 30 and "initializer" not in r.stderr
         failures += not ok
         total += 1
         print(f"{'PASS' if ok else 'FAIL'} a rank dies at step 3: the job exits {r.returncode} "
               f"after {took:.1f} s")
+        # The same without MPI: a rank that dies ends every rank's run.
+        start = time.time()
+        codes, errs = launch_like_torchrun(
+            [a.fsdp_run, plan, "--weights", weights, "--steps", "50", "--comm-timeout",
+             "10", "--quiet"], 2, {"FSDP_FAULT_RANK": "1", "FSDP_FAULT_STEP": "3"})
+        took = time.time() - start
+        ok = all(codes) and took < 30 and "connection to rank 1" in errs[0]
+        failures += not ok
+        total += 1
+        print(f"{'PASS' if ok else 'FAIL'} a rank dies at step 3 (TCP, torchrun-style): exit codes "
+              f"{codes} after {took:.1f} s")
     print(f"data-parallel: {total - failures} passed, {failures} failed")
     return 1 if failures else 0
 
