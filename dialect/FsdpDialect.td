@@ -4,6 +4,7 @@
 
 include "mlir/IR/OpBase.td"
 include "mlir/IR/AttrTypeBase.td"
+include "dialect/FsdpInterfaces.td"
 
 def Fsdp_Dialect : Dialect {
   let name = "fsdp";
@@ -20,8 +21,12 @@ def Fsdp_Dialect : Dialect {
   let useDefaultTypePrinterParser = 1;
 }
 
-class Fsdp_Op<string mnemonic, list<Trait> traits = []>
-    : Op<Fsdp_Dialect, mnemonic, traits>;
+// Every op can be priced by the cost model (CostOpInterface, with defaults
+// from its tensor sizes); ops with a better formula declare it themselves
+// and pass `defaultCost = 0`.
+class Fsdp_Op<string mnemonic, list<Trait> traits = [], bit defaultCost = 1>
+    : Op<Fsdp_Dialect, mnemonic,
+         !if(defaultCost, !listconcat(traits, [CostOpInterface]), traits)>;
 
 class Fsdp_Type<string name, string typeMnemonic, list<Trait> traits = []>
     : TypeDef<Fsdp_Dialect, name, traits> {

@@ -32,8 +32,23 @@ def CostOpInterface : OpInterface<"CostOpInterface"> {
     and the bytes it reads and writes, from static shapes only.
   }];
   let methods = [
-    InterfaceMethod<"Floating-point operations performed by one execution.",
-      "int64_t", "getFlops">,
+    InterfaceMethod<[{
+        Floating-point operations performed by one execution. The default,
+        for elementwise ops, reductions and data movement, is one per
+        element of the larger of its tensors (zero for ops without tensor
+        results, such as collectives' starts, and for pure views).
+      }],
+      "int64_t", "getFlops", (ins), [{}], [{
+        int64_t largest = 0;
+        auto count = [&](::mlir::Type t) {
+          if (auto tt = ::llvm::dyn_cast<::mlir::RankedTensorType>(t))
+            largest = std::max<int64_t>(largest, tt.getNumElements());
+        };
+        for (::mlir::Type t : $_op->getResultTypes()) count(t);
+        if (largest == 0) return 0;
+        for (::mlir::Type t : $_op->getOperandTypes()) count(t);
+        return largest;
+      }]>,
     InterfaceMethod<"Bytes read plus bytes written by one execution.",
       "int64_t", "getBytesMoved", (ins), [{}], [{
         int64_t bytes = 0;

@@ -186,7 +186,7 @@ def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape,
 
 def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
-    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<GradientOpInterface>], 0> {
   let summary = "Batched matrix product with broadcast batch dimensions";
   let description = [{
     `lhs[..., M, K] · rhs[..., K, N]`, either side optionally transposed in
@@ -209,7 +209,7 @@ def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
 
 def Fsdp_GemmOp : Fsdp_Op<"gemm", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
-    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<GradientOpInterface>], 0> {
   let summary = "alpha·op(a)·op(b) + beta·c (ONNX Gemm)";
   let description = [{
     Two-dimensional `a` and `b`, optionally transposed; the optional `c`
@@ -301,7 +301,7 @@ def Fsdp_LayerNormOp : Fsdp_Op<"layer_norm", [Pure,
 
 def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
-    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+    DeclareOpInterfaceMethods<GradientOpInterface>], 0> {
   let summary = "softmax(scale · q·kᵀ + mask) · v";
   let description = [{
     Scaled dot-product attention, recognised by the importer from

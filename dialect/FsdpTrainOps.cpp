@@ -140,3 +140,12 @@ LogicalResult AttentionGradOp::verify() {
     return emitOpError("gradient types must be the types of q, k and v");
   return success();
 }
+
+int64_t AttentionGradOp::getFlops() {
+  // The forward's two products recomputed, plus dV, dP, dQ and dK: about
+  // 2.5 times the forward's, as flash attention's backward.
+  auto q = cast<RankedTensorType>(getQ().getType());
+  auto k = cast<RankedTensorType>(getK().getType());
+  int64_t tk = k.getDimSize(k.getRank() - 2);
+  return 5 * 2 * q.getNumElements() * tk;
+}

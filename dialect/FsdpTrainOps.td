@@ -72,7 +72,8 @@ def Fsdp_CrossEntropyGradOp : Fsdp_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure]> {
+def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
   let summary = "Gradients of fsdp.attention (fused backward)";
   let description = [{
     Given the attention inputs and the gradient `grad` of its output, returns

@@ -215,10 +215,14 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
           continue;
         attrs[name] = e.attribute(a.getValue());
       }
-      program.push_back(json::Object{{"op", op.getName().stripDialect()},
-                                     {"in", std::move(in)},
-                                     {"out", std::move(out)},
-                                     {"attrs", std::move(attrs)}});
+      json::Object instr{{"op", op.getName().stripDialect()},
+                         {"in", std::move(in)},
+                         {"out", std::move(out)},
+                         {"attrs", std::move(attrs)}};
+      // fsdp-simulate's predicted start and end, in seconds.
+      if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim"))
+        instr["predicted"] = json::Array{sim[0], sim[1]};
+      program.push_back(std::move(instr));
     }
 
     return success();
@@ -352,6 +356,28 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     if (!update.empty()) {
       plan["update"] = std::move(update);
       plan["update_outputs"] = std::move(updateOutputs);
+    }
+    if (auto p = module->getAttrOfType<DictionaryAttr>("fsdp.predicted")) {
+      json::Object predicted;
+      for (NamedAttribute a : p)
+        predicted[a.getName().getValue()] = e.attribute(a.getValue());
+      // The arena in use over the step: (predicted time, bytes) after each
+      // instruction of @train_step.
+      json::Array memory;
+      auto live = func->getAttrOfType<DenseI64ArrayAttr>("fsdp.live_bytes");
+      if (live) {
+        size_t i = 0;
+        double at = 0;
+        for (Operation &op : body) {
+          if (i >= live.size())
+            break;
+          if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim"))
+            at = sim[1];
+          memory.push_back(json::Array{at, live[i++]});
+        }
+      }
+      predicted["memory"] = std::move(memory);
+      plan["predicted"] = std::move(predicted);
     }
 
     std::string error;

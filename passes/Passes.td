@@ -223,6 +223,26 @@ def FsdpVerifyPlan : Pass<"fsdp-verify-plan", "::mlir::ModuleOp"> {
   }];
 }
 
+def FsdpSimulate : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
+  let summary = "Predicts the step's timeline and memory on a device model";
+  let description = [{
+    A discrete-event simulation of the planned step: compute in program
+    order on one stream (a roofline per op from CostOpInterface),
+    collectives on their streams by a ring α-β model over the device's
+    links, waits blocking compute. Every instruction gets its predicted
+    `fsdp.sim` start and end; the module gets `fsdp.predicted` (step time,
+    compute, communication, exposed communication, peak bytes). `device`:
+    h100-sxm, h200, a100-80g, cpu, or a JSON description.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"device", "device", "std::string", "\"cpu\"",
+           "h100-sxm | h200 | a100-80g | cpu | FILE.json">,
+    Option<"devicesPerNode", "devices-per-node", "int64_t", "0",
+           "devices per node (0: the device's own)">,
+  ];
+}
+
 def FsdpEmitPlan : Pass<"fsdp-emit-plan", "::mlir::ModuleOp"> {
   let summary = "Writes the runtime plan (JSON) of a memory-planned step";
   let description = [{

@@ -41,6 +41,7 @@ public:
         continue;
       int64_t offset = it->first, size = it->second;
       free.erase(it);
+      used += bytes;
       if (size > bytes)
         free[offset + bytes] = size - bytes;
       return offset;
@@ -56,10 +57,12 @@ public:
     }
     top = offset + bytes;
     peak = std::max(peak, top);
+    used += bytes;
     return offset;
   }
   void release(int64_t offset, int64_t bytes) {
     bytes = align(bytes);
+    used -= bytes;
     auto [it, inserted] = free.emplace(offset, bytes);
     assert(inserted && "double release");
     // Coalesce with neighbours.
@@ -77,10 +80,11 @@ public:
     }
   }
   int64_t peakBytes() const { return peak; }
+  int64_t usedBytes() const { return used; }
 
 private:
   std::map<int64_t, int64_t> free; // offset -> size
-  int64_t top = 0, peak = 0;
+  int64_t top = 0, peak = 0, used = 0;
 };
 
 /// The value `v` is a view of (itself when it has storage of its own), and
@@ -181,6 +185,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     for (BlockArgument arg : body.getArguments())
       releaseAt[lastUse.lookup(arg)].push_back(arg);
 
+    SmallVector<int64_t> live; // bytes allocated after each op
     for (Operation &op : body) {
       SmallVector<int64_t> offsets;
       for (Value r : op.getResults()) {
@@ -212,7 +217,11 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
           arena.release(offset[v], bufferBytes(v.getType()));
         releaseAt.erase(it);
       }
+      live.push_back(arena.usedBytes());
     }
+    // The memory timeline the simulator and fsdp-inspect draw.
+    func->setAttr("fsdp.live_bytes",
+                  DenseI64ArrayAttr::get(&getContext(), live));
     return arena.peakBytes();
   }
 };

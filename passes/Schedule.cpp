@@ -79,12 +79,16 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
         op->setAttr("fsdp.stream", StringAttr::get(ctx, "all_reduce"));
     });
 
-    // Reductions complete as late as possible.
+    // Reductions complete late, so they overlap the rest of the reverse
+    // pass: at the first use of their result, but a reduce-scatter no later
+    // than the next one's start (its packed input stays allocated until it
+    // completes, so letting them pile up would hold every unit's full
+    // gradient at once; FSDP keeps one in flight the same way).
     SmallVector<Operation *> reductions;
     for (Operation &op : body)
       if (isa<ReduceScatterStartOp, AllReduceOp>(op))
         reductions.push_back(&op);
-    for (Operation *op : reductions) {
+    for (auto [i, op] : llvm::enumerate(reductions)) {
       WaitOp wait = waitOf(op);
       if (!wait || wait.getResult().use_empty())
         continue;
@@ -94,7 +98,14 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
         if (!first || u->isBeforeInBlock(first))
           first = u;
       }
-      if (first && first != wait->getNextNode())
+      if (isa<ReduceScatterStartOp>(op))
+        for (Operation *next : llvm::drop_begin(reductions, i + 1))
+          if (isa<ReduceScatterStartOp>(next)) {
+            if (!first || next->isBeforeInBlock(first))
+              first = next;
+            break;
+          }
+      if (first && first != wait->getNextNode() && wait->isBeforeInBlock(first))
         wait->moveBefore(first);
     }
 

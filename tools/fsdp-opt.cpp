@@ -139,6 +139,15 @@ static llvm::cl::opt<std::string> checkpointingOpt(
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
              llvm::cl::init(false), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> deviceOpt(
+    "device",
+    llvm::cl::desc("device model the plan is simulated on: h100-sxm | h200 | "
+                   "a100-80g | cpu | FILE.json"),
+    llvm::cl::init("cpu"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t> gpusPerNodeOpt(
+    "gpus-per-node",
+    llvm::cl::desc("devices per node (0: the device model's)"),
+    llvm::cl::init(0), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
@@ -185,6 +194,10 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   pm.addPass(fsdp::createFsdpSchedule(schedule));
   pm.addPass(fsdp::createFsdpPlanMemory());
   pm.addPass(fsdp::createFsdpVerifyPlan());
+  fsdp::FsdpSimulateOptions simulate;
+  simulate.device = deviceOpt;
+  simulate.devicesPerNode = gpusPerNodeOpt;
+  pm.addPass(fsdp::createFsdpSimulate(simulate));
   fsdp::FsdpEmitPlanOptions emit;
   emit.output = planPath.str();
   pm.addPass(fsdp::createFsdpEmitPlan(emit));

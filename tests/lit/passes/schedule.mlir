@@ -8,7 +8,8 @@
 
 // Forward prefetch: the next unit's gather starts as soon as the current
 // one completes, before the current unit computes. Backward (pre): the same
-// in the reverse pass. Reduce-scatter waits sink to the norm.
+// in the reverse pass. A reduce-scatter's wait sinks to the next one's
+// start (one in flight), the last one's to the norm.
 // PRE-LABEL: func.func @train_step
 // PRE: fsdp.wait {{.*}}tensor<10xf32>>
 // PRE-NEXT: fsdp.get_shard @layers.1.flat
@@ -21,8 +22,11 @@
 // PRE-NEXT: fsdp.all_gather_start {{.*}}unit = @layers.2
 // PRE: %[[RS3:.*]] = fsdp.reduce_scatter_start {{.*}}unit = @layers.3
 // PRE-NOT: fsdp.wait %[[RS3]]
-// PRE: fsdp.reduce_scatter_start {{.*}}unit = @layers.0
 // PRE: fsdp.wait %[[RS3]]
+// PRE-NEXT: fsdp.reduce_scatter_start {{.*}}unit = @layers.2
+// PRE: %[[RS0:.*]] = fsdp.reduce_scatter_start {{.*}}unit = @layers.0
+// PRE-NOT: fsdp.wait %[[RS0]]
+// PRE: fsdp.wait %[[RS0]]
 // PRE: fsdp.all_reduce
 
 // Backward (post): the next gather starts after the current unit's

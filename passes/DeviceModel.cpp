@@ -1,0 +1,117 @@
+//===- DeviceModel.cpp - Built-in devices and JSON descriptions -----------===//
+#include "passes/DeviceModel.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+double DeviceModel::computeSeconds(int64_t flops, int64_t bytes,
+                                   Type element) const {
+  bool half = element && (element.isBF16() || element.isF16());
+  double peak = half && flopsBf16 > 0 ? flopsBf16 : flopsF32;
+  return launchOverhead + std::max(flops / peak, bytes / memBandwidth);
+}
+
+double DeviceModel::collectiveSeconds(int64_t bytes, int64_t ranks,
+                                      bool allReduce) const {
+  if (ranks <= 1)
+    return 0;
+  bool intra = ranks <= devicesPerNode;
+  double alpha = intra ? intraLatency : interLatency;
+  double beta = intra ? intraBandwidth : interBandwidth;
+  double steps = double(ranks - 1), share = double(ranks - 1) / double(ranks);
+  double factor = allReduce ? 2.0 : 1.0;
+  return factor * (steps * alpha + share * double(bytes) / beta);
+}
+
+llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
+  DeviceModel d;
+  d.name = name.str();
+  if (name == "h100-sxm" || name == "h200") {
+    // H100 SXM5: 989 TFLOP/s bf16 dense, 494 TF32 (f32 GEMMs run as TF32);
+    // HBM3 3.35 TB/s (H200: HBM3e 4.8 TB/s); NVLink 4 450 GB/s per
+    // direction; one 400 Gb/s NIC per GPU across nodes.
+    d.flopsBf16 = 989e12;
+    d.flopsF32 = 494e12;
+    d.memBandwidth = name == "h200" ? 4.8e12 : 3.35e12;
+    d.intraBandwidth = 450e9;
+    d.interBandwidth = 50e9;
+    d.intraLatency = 5e-6;
+    d.interLatency = 15e-6;
+    d.launchOverhead = 4e-6;
+    d.devicesPerNode = 8;
+    return d;
+  }
+  if (name == "a100-80g") {
+    d.flopsBf16 = 312e12;
+    d.flopsF32 = 156e12; // TF32
+    d.memBandwidth = 2.039e12;
+    d.intraBandwidth = 300e9; // NVLink 3
+    d.interBandwidth = 25e9;  // 200 Gb/s per GPU
+    d.intraLatency = 6e-6;
+    d.interLatency = 20e-6;
+    d.launchOverhead = 5e-6;
+    d.devicesPerNode = 8;
+    return d;
+  }
+  if (name == "cpu") {
+    // The 2-core development machine (OpenBLAS sgemm, one core per rank);
+    // shared memory "links" through MPI.
+    d.flopsF32 = d.flopsBf16 = 40e9;
+    d.memBandwidth = 8e9;
+    d.intraBandwidth = d.interBandwidth = 3e9;
+    d.intraLatency = d.interLatency = 3e-6;
+    d.launchOverhead = 1e-6;
+    d.devicesPerNode = 1 << 20;
+    return d;
+  }
+  auto buffer = llvm::MemoryBuffer::getFile(name);
+  if (!buffer)
+    return llvm::createStringError(
+        "unknown device '" + name.str() +
+        "' (h100-sxm, h200, a100-80g, cpu, or a JSON file): " +
+        buffer.getError().message());
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *o = json->getAsObject();
+  if (!o)
+    return llvm::createStringError("device file " + name.str() +
+                                   ": expected a JSON object");
+  auto number = [&](const char *key, double &out, bool required) -> bool {
+    if (auto v = o->getNumber(key)) {
+      out = *v;
+      return true;
+    }
+    return !required;
+  };
+  double perNode = 8;
+  if (!number("flops_f32", d.flopsF32, true) ||
+      !number("mem_bandwidth", d.memBandwidth, true) ||
+      !number("intra_bandwidth", d.intraBandwidth, true) ||
+      !number("inter_bandwidth", d.interBandwidth, true) ||
+      !number("flops_bf16", d.flopsBf16, false) ||
+      !number("intra_latency", d.intraLatency, false) ||
+      !number("inter_latency", d.interLatency, false) ||
+      !number("launch_overhead", d.launchOverhead, false) ||
+      !number("devices_per_node", perNode, false))
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": needs numbers flops_f32, mem_bandwidth, intra_bandwidth and "
+        "inter_bandwidth (optional: flops_bf16, intra_latency, "
+        "inter_latency, launch_overhead, devices_per_node)");
+  if (d.flopsF32 <= 0 || d.memBandwidth <= 0 || d.intraBandwidth <= 0 ||
+      d.interBandwidth <= 0 || perNode < 1)
+    return llvm::createStringError("device file " + name.str() +
+                                   ": rates must be positive");
+  if (auto n = o->getString("name"))
+    d.name = n->str();
+  d.devicesPerNode = (int64_t)perNode;
+  return d;
+}

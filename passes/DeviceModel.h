@@ -1,0 +1,43 @@
+//===- DeviceModel.h - What a device can do, for the cost model -*- C++ -*-===//
+//
+// Peak arithmetic per dtype, memory bandwidth, and the links between
+// devices (within a node, across nodes): what the simulator needs to price
+// a plan's instructions on a cluster that is not here. Built in: h100-sxm,
+// h200, a100-80g (vendor datasheet figures, dense) and cpu (a 2-core
+// development machine; calibrate your own with fsdp-run --calibrate). Any
+// other name is read as a JSON file with the same fields.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_PASSES_DEVICEMODEL_H
+#define FSDP_PASSES_DEVICEMODEL_H
+
+#include "mlir/IR/Types.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+
+namespace mlir::fsdp {
+
+struct DeviceModel {
+  std::string name;
+  double flopsF32 = 0, flopsBf16 = 0;            // per second, dense
+  double memBandwidth = 0;                       // bytes per second
+  double intraBandwidth = 0, interBandwidth = 0; // bytes per second per device
+  double intraLatency = 0, interLatency = 0;     // seconds
+  double launchOverhead = 0;                     // seconds per kernel
+  int64_t devicesPerNode = 1;
+
+  /// Seconds one op with these flops and bytes takes (a roofline).
+  double computeSeconds(int64_t flops, int64_t bytes, Type element) const;
+  /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an
+  /// all-reduce of `bytes` (the full buffer) over `ranks` consecutive ranks:
+  /// ring α-β, on the node's links when the group fits in a node.
+  double collectiveSeconds(int64_t bytes, int64_t ranks, bool allReduce) const;
+};
+
+/// A built-in device by name, or a JSON description at that path.
+llvm::Expected<DeviceModel> loadDeviceModel(llvm::StringRef nameOrPath);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_PASSES_DEVICEMODEL_H

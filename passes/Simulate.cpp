@@ -1,0 +1,205 @@
+//===- Simulate.cpp - Predicted time and memory of a planned step ---------===//
+//
+// A discrete-event simulation of the plan on a device model: the compute
+// stream runs instructions in program order (a roofline per op from
+// CostOpInterface); each collective runs on its stream (fsdp.stream) once
+// its input is ready and the stream is free, priced by a ring α-β model;
+// a wait blocks the compute stream until its collective ends, and the time
+// it blocks is exposed communication. Results:
+//   - every instruction gets `fsdp.sim = array<f64: start, end>` (seconds);
+//   - the module gets `fsdp.predicted`: device, step time (micro-steps times
+//     the gradient accumulation, plus the update), compute, communication,
+//     exposed communication, and peak bytes (the arena plus stored state).
+// The memory timeline is fsdp-plan-memory's `fsdp.live_bytes`, drawn at
+// the simulated times.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/DeviceModel.h"
+#include "passes/Passes.h"
+#include "passes/TrainStep.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "llvm/ADT/StringSet.h"
+
+#include <map>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPSIMULATE
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// Ops the runtime does not execute (views of storage it already has).
+bool isView(Operation *op) {
+  return isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
+             ReadGradOp, FreeOp, func::ReturnOp>(op);
+}
+
+Type elementOf(Operation *op) {
+  for (Type t : op->getResultTypes())
+    if (auto tt = dyn_cast<RankedTensorType>(t))
+      return tt.getElementType();
+  for (Type t : op->getOperandTypes())
+    if (auto tt = dyn_cast<RankedTensorType>(t))
+      return tt.getElementType();
+  return {};
+}
+
+struct Timing {
+  double step = 0, compute = 0, comm = 0, exposed = 0;
+};
+
+struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto model = loadDeviceModel(device);
+    if (!model) {
+      module.emitError("--device: ") << llvm::toString(model.takeError());
+      return signalPassFailure();
+    }
+    if (devicesPerNode > 0)
+      model->devicesPerNode = devicesPerNode;
+    Timing total;
+    int64_t accum = 1;
+    if (auto train = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
+      if (auto k = train.getAs<IntegerAttr>("grad_accum"))
+        accum = std::max<int64_t>(k.getInt(), 1);
+    for (StringRef name : {"train_step", "apply_update"}) {
+      auto func = module.lookupSymbol<func::FuncOp>(name);
+      if (!func)
+        continue;
+      Timing t = simulate(func, *model);
+      int64_t times = name == "train_step" ? accum : 1;
+      total.step += t.step * times;
+      total.compute += t.compute * times;
+      total.comm += t.comm * times;
+      total.exposed += t.exposed * times;
+    }
+    Builder b(&getContext());
+    int64_t arena = 0;
+    if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes"))
+      arena = a.getInt();
+    module->setAttr(
+        "fsdp.predicted",
+        b.getDictionaryAttr({
+            b.getNamedAttr("device", b.getStringAttr(model->name)),
+            b.getNamedAttr("step_seconds", b.getF64FloatAttr(total.step)),
+            b.getNamedAttr("compute_seconds", b.getF64FloatAttr(total.compute)),
+            b.getNamedAttr("comm_seconds", b.getF64FloatAttr(total.comm)),
+            b.getNamedAttr("exposed_comm_seconds",
+                           b.getF64FloatAttr(total.exposed)),
+            b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arena)),
+            b.getNamedAttr("state_bytes",
+                           b.getI64IntegerAttr(stateBytes(module))),
+            b.getNamedAttr("peak_bytes",
+                           b.getI64IntegerAttr(arena + stateBytes(module))),
+        }));
+  }
+
+  Timing simulate(func::FuncOp func, const DeviceModel &model) {
+    Builder b(&getContext());
+    Timing t;
+    double compute = 0; // when the compute stream is free
+    std::map<std::string, double> streams;
+    llvm::DenseMap<Value, double> ready;
+    auto readyOf = [&](Value v) { return ready.lookup(v); };
+    for (Operation &op : func.getBody().front()) {
+      double start = compute, end = compute;
+      if (isView(&op)) {
+        double at = 0;
+        for (Value v : op.getOperands())
+          at = std::max(at, readyOf(v));
+        for (Value r : op.getResults())
+          ready[r] = at;
+        continue;
+      }
+      if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op)) {
+        auto stream = op.getAttrOfType<StringAttr>("fsdp.stream");
+        std::string s = stream ? stream.getValue().str() : "comm";
+        Value in = op.getOperand(0);
+        auto buffer =
+            cast<FutureType>(op.getResult(0).getType()).getValueType();
+        auto inType = cast<RankedTensorType>(in.getType());
+        // The full (gathered or reduced) buffer's bytes.
+        int64_t bytes = std::max(bufferBytes(buffer), bufferBytes(inType));
+        int64_t ranks = op.getAttrOfType<IntegerAttr>("group_size").getInt();
+        start = std::max(streams[s], std::max(readyOf(in), compute));
+        end =
+            start + model.collectiveSeconds(bytes, ranks, isa<AllReduceOp>(op));
+        streams[s] = end;
+        ready[op.getResult(0)] = end;
+        t.comm += end - start;
+      } else if (auto wait = dyn_cast<WaitOp>(op)) {
+        double done = readyOf(wait.getFuture());
+        if (done > compute)
+          t.exposed += done - compute;
+        compute = std::max(compute, done);
+        start = end = compute;
+        ready[wait.getResult()] = compute;
+      } else {
+        int64_t flops = 0, bytes = 0;
+        if (auto cost = dyn_cast<CostOpInterface>(op)) {
+          flops = cost.getFlops();
+          bytes = cost.getBytesMoved();
+        }
+        for (Value v : op.getOperands())
+          start = std::max(start, readyOf(v));
+        end = start + model.computeSeconds(flops, bytes, elementOf(&op));
+        compute = end;
+        t.compute += end - start;
+        for (Value r : op.getResults())
+          ready[r] = end;
+      }
+      op.setAttr("fsdp.sim", b.getDenseF64ArrayAttr({start, end}));
+    }
+    t.step = compute;
+    for (auto &[name, at] : streams)
+      t.step = std::max(t.step, at);
+    return t;
+  }
+
+  /// Bytes the runtime keeps between steps: parameters (or their shards),
+  /// optimizer moments, accumulators and constants.
+  int64_t stateBytes(ModuleOp module) {
+    llvm::StringSet<> inFlat;
+    int64_t bytes = 0;
+    auto train = module->getAttrOfType<DictionaryAttr>("fsdp.train");
+    bool adam = !train || !train.getAs<StringAttr>("optimizer") ||
+                train.getAs<StringAttr>("optimizer").getValue() == "adamw";
+    bool accum = train && train.getAs<IntegerAttr>("grad_accum") &&
+                 train.getAs<IntegerAttr>("grad_accum").getInt() > 1;
+    llvm::StringSet<> trained;
+    module.walk([&](Operation *op) {
+      if (isa<AdamWOp, SgdOp>(op))
+        trained.insert(
+            cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
+    });
+    auto slot = [&](StringRef name, int64_t b) {
+      bool t = trained.contains(name);
+      bytes += b * (1 + (t ? (adam ? 2 : 1) : 0) + (t && accum ? 1 : 0));
+    };
+    for (auto flat : module.getOps<FlatParameterOp>()) {
+      for (Attribute a : flat.getParams())
+        inFlat.insert(cast<FlatSymbolRefAttr>(a).getValue());
+      slot(flat.getSymName(), bufferBytes(flat.getShardType()));
+    }
+    for (auto p : module.getOps<ParameterOp>())
+      if (!inFlat.contains(p.getSymName()))
+        slot(p.getSymName(), bufferBytes(p.getTensorType()));
+    llvm::DenseSet<Attribute> constants;
+    module.walk([&](ConstantOp c) {
+      if (constants.insert(c.getValue()).second)
+        bytes += bufferBytes(c.getType());
+    });
+    return bytes;
+  }
+};
+
+} // namespace

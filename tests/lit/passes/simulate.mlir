@@ -1,0 +1,35 @@
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=h100-sxm' 2>/dev/null | FileCheck %s
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%S/Inputs/slow-device.json' 2>/dev/null | FileCheck %s --check-prefix=SLOW
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=tpu-v9' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// UNKNOWN: error: --device: unknown device 'tpu-v9' (h100-sxm, h200, a100-80g, cpu, or a JSON file)
+
+// On an H100 pair: the first gather is 2 x 5 floats over NVLink: one
+// latency step (5 us) plus 20 bytes at 450 GB/s; the wait exposes all of it
+// (nothing to overlap with yet); the step time and the memory the plan
+// needs are summarised on the module.
+// CHECK: fsdp.predicted = {arena_bytes = [[ARENA:[0-9]+]] : i64, comm_seconds = {{.*}}, compute_seconds = {{.*}}, device = "h100-sxm", exposed_comm_seconds = {{.*}}, peak_bytes = {{[0-9]+}} : i64, state_bytes = {{[0-9]+}} : i64, step_seconds = {{.*}}}
+// CHECK: fsdp.all_gather_start %{{.*}} {fsdp.offsets = array<i64: {{[0-9]+}}>, fsdp.sim = array<f64: 0.000000e+00, 5.0000444444444452E-6>
+// CHECK-NEXT: fsdp.wait %{{.*}} {fsdp.offsets = {{.*}}, fsdp.sim = array<f64: 5.0000444444444452E-6, 5.0000444444444452E-6>}
+
+// A device described in JSON: across nodes (one device per node) at
+// 100 kB/s, the gathers dominate: 1 ms latency + 20 bytes / 1e5 B/s.
+// SLOW: device = "slow"
+// SLOW: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: 0.000000e+00, 0.0012000000000000001>
+fsdp.parameter @"layers.0.w" : tensor<3x3xf32> {module_path = "layers.0"}
+fsdp.parameter @"layers.1.w" : tensor<3x3xf32> {module_path = "layers.1"}
+fsdp.parameter @"layers.2.w" : tensor<3x3xf32> {module_path = "layers.2"}
+fsdp.parameter @"layers.3.w" : tensor<3x3xf32> {module_path = "layers.3"}
+func.func @forward(%x: tensor<2x3xf32> {fsdp.name = "x"}) -> (tensor<2x3xf32> {fsdp.name = "y"}) {
+  %w0 = fsdp.get_parameter @"layers.0.w" : tensor<3x3xf32>
+  %h0 = fsdp.matmul %x, %w0 : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x3xf32>
+  %r0 = fsdp.tanh %h0 : tensor<2x3xf32>
+  %w1 = fsdp.get_parameter @"layers.1.w" : tensor<3x3xf32>
+  %h1 = fsdp.matmul %r0, %w1 : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x3xf32>
+  %r1 = fsdp.tanh %h1 : tensor<2x3xf32>
+  %w2 = fsdp.get_parameter @"layers.2.w" : tensor<3x3xf32>
+  %h2 = fsdp.matmul %r1, %w2 : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x3xf32>
+  %r2 = fsdp.tanh %h2 : tensor<2x3xf32>
+  %w3 = fsdp.get_parameter @"layers.3.w" : tensor<3x3xf32>
+  %h3 = fsdp.matmul %r2, %w3 : tensor<2x3xf32>, tensor<3x3xf32> -> tensor<2x3xf32>
+  return %h3 : tensor<2x3xf32>
+}
