@@ -541,6 +541,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   PassManager pm(ctx);
   if (options.fuseAttention)
     pm.addPass(createFsdpFuseAttention());
+  pm.addPass(createFsdpFoldTransposes());
   if (failed(pm.run(m)))
     return nullptr;
   return std::move(module);

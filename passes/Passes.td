@@ -17,6 +17,16 @@ def FsdpFuseAttention : Pass<"fsdp-fuse-attention", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpFoldTransposes : Pass<"fsdp-fold-transposes", "::mlir::ModuleOp"> {
+  let summary = "Folds last-two-dimension transposes into matmul flags";
+  let description = [{
+    `matmul(x, transpose(w))` as torch.onnx.export writes nn.Linear becomes
+    `matmul(x, w) {transpose_rhs = true}` (and likewise on the left), so no
+    transposed copy of a weight is made, gathered or kept for backward.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+}
+
 def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
   let summary = "Builds @train_step: loss, reverse-mode gradients, optimizer";
   let description = [{
