@@ -303,10 +303,12 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       for (Attribute a : unit.getParams())
         members.push_back(
             e.paramIndex.lookup(cast<FlatSymbolRefAttr>(a).getValue()));
-      units.push_back(json::Object{
-          {"name", unit.getSymName()},
-          {"params", std::move(members)},
-          {"reshard_after_forward", unit.getReshardAfterForward()}});
+      json::Object o{{"name", unit.getSymName()},
+                     {"params", std::move(members)},
+                     {"reshard_after_forward", unit.getReshardAfterForward()}};
+      if (auto to = unit.getReshardTo())
+        o["reshard_to"] = (int64_t)*to;
+      units.push_back(std::move(o));
     }
 
     json::Array inputs;

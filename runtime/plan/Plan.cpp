@@ -280,6 +280,13 @@ Status parseProgram(Reader &r, const json &doc, const char *key,
         list->push_back(std::move(t));
       }
     }
+    if (const json *pr = r.field(ins, "predicted", where, false)) {
+      if (!pr->is_array() || pr->size() != 2 || !(*pr)[0].is_number() ||
+          !(*pr)[1].is_number())
+        return Status::error(where + ".predicted: expected [start, end]");
+      instr.predictedStart = (*pr)[0].get<double>();
+      instr.predictedEnd = (*pr)[1].get<double>();
+    }
     if (const json *a = r.field(ins, "attrs", where, false)) {
       if (!a->is_object())
         return Status::error(where + ".attrs: expected an object");
@@ -417,6 +424,37 @@ Status parsePlan(const std::string &text, Plan &plan) {
       }
       plan.flats.push_back(std::move(info));
     }
+  }
+
+  if (const json *units = r.field(doc, "units", "plan", false)) {
+    if (!units->is_array())
+      return Status::error("plan.units: expected an array");
+    for (size_t i = 0; i < units->size(); ++i) {
+      const json &u = (*units)[i];
+      std::string where = "plan.units[" + std::to_string(i) + "]";
+      UnitInfo info;
+      if (!r.string(u, "name", where, info.name))
+        return r.status;
+      if (const json *ps = r.field(u, "params", where, false)) {
+        if (!ps->is_array())
+          return Status::error(where + ".params: expected an array");
+        for (const json &pj : *ps) {
+          if (!pj.is_number_integer() || pj.get<int64_t>() < 0 ||
+              pj.get<int64_t>() >= (int64_t)plan.params.size())
+            return Status::error(where + ".params: bad parameter index");
+          info.params.push_back(pj.get<int64_t>());
+        }
+      }
+      if (const json *rf = r.field(u, "reshard_after_forward", where, false))
+        info.reshardAfterForward = rf->is_boolean() && rf->get<bool>();
+      r.integer(u, "reshard_to", where, info.reshardTo, false);
+      plan.units.push_back(std::move(info));
+    }
+  }
+  if (const json *pred = r.field(doc, "predicted", "plan", false)) {
+    if (!pred->is_object())
+      return Status::error("plan.predicted: expected an object");
+    plan.predicted = *pred;
   }
 
   if (const json *consts = r.field(doc, "constants", "plan", false)) {

@@ -78,6 +78,16 @@ struct Instruction {
   int64_t index = -1;
   /// For `wait`: the index of the collective it completes.
   int64_t start = -1;
+  /// fsdp-simulate's predicted start and end (seconds; -1 when absent).
+  double predictedStart = -1, predictedEnd = -1;
+};
+
+/// An FSDP unit, for reports.
+struct UnitInfo {
+  std::string name;
+  std::vector<int64_t> params;
+  bool reshardAfterForward = true;
+  int64_t reshardTo = 0;
 };
 
 struct TrainOptions {
@@ -96,6 +106,10 @@ struct Plan {
   int64_t replicateGroups = 1;
   std::vector<ParamInfo> params;
   std::vector<FlatInfo> flats;
+  std::vector<UnitInfo> units;
+  /// fsdp-simulate's summary (device, times, bytes, memory timeline), as
+  /// written; empty when the plan was not simulated.
+  nlohmann::json predicted;
   std::vector<ConstantInfo> constants;
   std::vector<TensorRef> inputs, outputs;
   std::vector<Instruction> program;

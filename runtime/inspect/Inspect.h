@@ -1,0 +1,31 @@
+//===- Inspect.h - A plan, shown to a person tuning it ----------*- C++ -*-===//
+//
+// What fsdp-inspect prints and writes: the unit table, the per-stream
+// schedule with predicted times, the memory a rank needs and what it is
+// made of, and the predicted timeline as a Chrome trace (ui.perfetto.dev).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_INSPECT_INSPECT_H
+#define FSDP_RUNTIME_INSPECT_INSPECT_H
+
+#include "runtime/plan/Plan.h"
+
+#include <ostream>
+
+namespace fsdp {
+
+/// Units: parameters, elements, bytes full and per rank, resharding.
+void printUnits(const Plan &plan, std::ostream &os);
+/// Each stream's instructions with predicted times; runs of compute
+/// between communication are summarised as one line.
+void printSchedule(const Plan &plan, std::ostream &os);
+/// Predicted step time and peak memory, and what the peak is made of.
+void printMemory(const Plan &plan, std::ostream &os);
+/// The predicted timeline in Chrome's trace event format: one process per
+/// rank (the first `ranks`), one thread per stream, collectives with bytes,
+/// dtype and group in `args`, and a memory counter.
+Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks);
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_INSPECT_INSPECT_H

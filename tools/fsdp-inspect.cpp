@@ -1,0 +1,44 @@
+//===- fsdp-inspect.cpp - Show a plan to a person tuning it ---------------===//
+#include "runtime/inspect/Inspect.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+using namespace fsdp;
+
+int main(int argc, char **argv) {
+  CLI::App app{"fsdp-inspect: units, schedule and memory of an fsdp plan"};
+  std::string planPath, tracePath;
+  int64_t ranks = 4;
+  app.add_option("plan", planPath, "the plan (fsdp-opt ... -o FILE.plan)")
+      ->required();
+  app.add_option("--trace", tracePath,
+                 "write the predicted timeline as a Chrome trace (JSON)");
+  app.add_option("--ranks", ranks, "ranks (processes) in the trace");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    return app.exit(e);
+  }
+  Plan plan;
+  if (Status s = loadPlan(planPath, plan); !s) {
+    std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::cout << "== units\n";
+  printUnits(plan, std::cout);
+  std::cout << "== memory\n";
+  printMemory(plan, std::cout);
+  std::cout << "== schedule (predicted)\n";
+  printSchedule(plan, std::cout);
+  if (!tracePath.empty()) {
+    if (Status s = writeTrace(plan, tracePath, ranks); !s) {
+      std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    std::cout << "trace: " << tracePath << " (open in ui.perfetto.dev)\n";
+  }
+  return 0;
+}
