@@ -17,6 +17,10 @@ int main(int argc, char **argv) {
   app.add_option("--trace", tracePath,
                  "write the predicted timeline as a Chrome trace (JSON)");
   app.add_option("--ranks", ranks, "ranks (processes) in the trace");
+  std::string comparePath;
+  app.add_option("--compare", comparePath,
+                 "a measured trace (fsdp-run --trace): predicted against "
+                 "measured");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -33,6 +37,13 @@ int main(int argc, char **argv) {
   printMemory(plan, std::cout);
   std::cout << "== schedule (predicted)\n";
   printSchedule(plan, std::cout);
+  if (!comparePath.empty()) {
+    std::cout << "== predicted against measured\n";
+    if (Status s = compareMeasured(plan, comparePath, std::cout); !s) {
+      std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
   if (!tracePath.empty()) {
     if (Status s = writeTrace(plan, tracePath, ranks); !s) {
       std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());

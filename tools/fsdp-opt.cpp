@@ -144,10 +144,10 @@ static llvm::cl::opt<std::string> deviceOpt(
     llvm::cl::desc("device model the plan is simulated on: h100-sxm | h200 | "
                    "a100-80g | cpu | FILE.json"),
     llvm::cl::init("cpu"), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> gpusPerNodeOpt(
-    "gpus-per-node",
-    llvm::cl::desc("devices per node (0: the device model's)"),
-    llvm::cl::init(0), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<int64_t>
+    gpusPerNodeOpt("gpus-per-node",
+                   llvm::cl::desc("devices per node (0: the device model's)"),
+                   llvm::cl::init(0), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Comm.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/inspect/Inspect.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
@@ -128,6 +129,10 @@ int main(int argc, char **argv) {
   app.add_option(
       "--comm-timeout", commTimeout,
       "seconds a collective may wait for the other ranks before the run fails");
+  std::string tracePath;
+  app.add_option("--trace", tracePath,
+                 "write the last step's measured timeline (Chrome trace, "
+                 "every rank) for fsdp-inspect --compare");
   app.add_flag("--quiet", quiet, "print only errors");
   app.add_flag("--check-allocations", checkAllocations,
                "fail if any step after the first allocates heap memory");
@@ -326,6 +331,38 @@ int main(int argc, char **argv) {
     }
   }
 
+  if (!tracePath.empty()) {
+    // Every rank's timeline to every rank (bytes of doubles), rank 0 writes.
+    const std::vector<double> &mine = exec.measuredTimeline();
+    std::vector<double> all(mine.size() * world);
+    if (Status s =
+            comm->allGatherStart(mine.data(), all.data(), (int64_t)mine.size(),
+                                 sizeof(double), 0, Group::World);
+        !s)
+      return fail(s);
+    if (Status s = comm->wait(0); !s)
+      return fail(s);
+    std::vector<std::vector<double>> timelines;
+    double stepEnd = 0;
+    for (int64_t r = 0; r < world; ++r) {
+      timelines.emplace_back(all.begin() + r * mine.size(),
+                             all.begin() + (r + 1) * mine.size());
+      for (double t : timelines.back())
+        stepEnd = std::max(stepEnd, t);
+    }
+    nlohmann::json measured{{"step_seconds", stepEnd},
+                            {"arena_bytes", plan.arenaBytes},
+                            {"arena_high_water", exec.arenaHighWater()},
+                            // Stored state plus the arena bytes steps wrote.
+                            {"peak_bytes", exec.peakBytes() - plan.arenaBytes +
+                                               exec.arenaHighWater()},
+                            {"rss_peak_bytes", peakRssBytes()}};
+    if (Status s =
+            leader ? writeMeasuredTrace(plan, tracePath, timelines, measured)
+                   : Status::ok();
+        !s)
+      return fail(s);
+  }
   if (!saveFull.empty()) {
     std::vector<std::vector<float>> full;
     if (Status s = exec.gatherParams(full); !s)

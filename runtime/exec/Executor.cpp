@@ -129,6 +129,7 @@ Status Executor::init(const Plan &p, Comm &comm_) {
   ctx.optimizer = &optimizer;
   ctx.comm = comm;
   spareSlot = (int64_t)(p.program.size() + p.update.size());
+  timeline.assign(2 * spareSlot, 0.0);
   comm->reserve(spareSlot + 1);
   return Status::ok();
 }
@@ -270,10 +271,18 @@ Status Executor::run(const std::vector<Instruction> &program,
                      const std::vector<cpu::Kernel> &kernels,
                      const char *what) {
   for (size_t i = 0; i < program.size(); ++i) {
-    Status s = kernels[i](program[i], ctx);
+    const Instruction &in = program[i];
+    double begin = clock();
+    Status s = kernels[i](in, ctx);
     if (!s)
       return s.withContext(std::string(what) + "instruction " +
-                           std::to_string(i) + " (" + program[i].op + ")");
+                           std::to_string(i) + " (" + in.op + ")");
+    // The measured timeline: [begin, end] of every instruction of the step
+    // (preallocated: no allocation inside a step).
+    if (in.index >= 0 && 2 * in.index + 1 < (int64_t)timeline.size()) {
+      timeline[2 * in.index] = begin;
+      timeline[2 * in.index + 1] = clock();
+    }
   }
   return Status::ok();
 }
@@ -284,6 +293,7 @@ Status Executor::step(int64_t t,
                       std::vector<std::vector<float>> *grads) {
   optimizer.step = t + 1;
   optimizer.lrScale = lrFactor(t);
+  stepStart = std::chrono::steady_clock::now();
   if (grads)
     grads->assign(slots.size(), {});
   ctx.captureGrads = grads;

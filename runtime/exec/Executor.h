@@ -11,6 +11,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/plan/Plan.h"
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -68,6 +69,10 @@ public:
   /// if a rank does not arrive within the communicator's timeout.
   Status agree(bool ok, const std::string &what);
   Comm &communicator() { return *comm; }
+
+  /// The last step's measured [begin, end] of every instruction (by
+  /// Instruction::index; seconds since the step started).
+  const std::vector<double> &measuredTimeline() const { return timeline; }
   /// Bytes this process holds for training: the arena, the parameter
   /// shards, optimizer state, accumulators, constants and scratch.
   int64_t peakBytes() const;
@@ -96,6 +101,13 @@ private:
   std::vector<Piece> piecesIn(std::vector<std::vector<float>> &storage,
                               size_t param);
   int64_t spareSlot = 0; // the communicator slot of gatherFull's collectives
+  std::vector<double> timeline;
+  std::chrono::steady_clock::time_point stepStart;
+  double clock() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                         stepStart)
+        .count();
+  }
   Comm *comm = nullptr;
   std::vector<cpu::Kernel> updateKernels;
   Status run(const std::vector<Instruction> &program,

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 
 namespace fsdp {
@@ -159,14 +160,21 @@ void printMemory(const Plan &plan, std::ostream &os) {
      << "\n  constants " << mib((double)constants) << "\n";
 }
 
-Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
-  using nlohmann::json;
+namespace {
+
+using nlohmann::json;
+
+/// [begin, end] of instruction `i` on a rank, or false.
+using TimesFn =
+    std::function<bool(int64_t rank, size_t i, double &begin, double &end)>;
+
+json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
+                 const json *memory) {
   json events = json::array();
   std::map<std::string, int> tids{{"compute", 0},
                                   {"all_gather", 1},
                                   {"reduce_scatter", 2},
                                   {"all_reduce", 3}};
-  ranks = std::max<int64_t>(1, std::min(ranks, plan.worldSize));
   for (int64_t r = 0; r < ranks; ++r) {
     events.push_back({{"name", "process_name"},
                       {"ph", "M"},
@@ -178,8 +186,10 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
                         {"pid", r},
                         {"tid", tid},
                         {"args", {{"name", name}}}});
-    for (const Instruction &in : plan.program) {
-      if (in.predictedStart < 0 || in.op == "wait" || in.op == "free")
+    for (size_t i = 0; i < plan.program.size(); ++i) {
+      const Instruction &in = plan.program[i];
+      double begin, end;
+      if (in.op == "wait" || in.op == "free" || !times(r, i, begin, end))
         continue;
       std::string stream = isCollective(in.op) ? streamOf(in) : "compute";
       if (!tids.count(stream))
@@ -188,10 +198,12 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
                  {"ph", "X"},
                  {"pid", r},
                  {"tid", tids[stream]},
-                 {"ts", in.predictedStart * 1e6},
-                 {"dur", (in.predictedEnd - in.predictedStart) * 1e6}};
+                 {"ts", begin * 1e6},
+                 {"dur", (end - begin) * 1e6},
+                 {"args", {{"instruction", i}}}};
       if (isCollective(in.op))
-        ev["args"] = {{"bytes", std::max(in.in[0].bytes(), in.out[0].bytes())},
+        ev["args"] = {{"instruction", i},
+                      {"bytes", std::max(in.in[0].bytes(), in.out[0].bytes())},
                       {"dtype", dtypeName(in.in[0].dtype)},
                       {"group", attrText(in, "group").empty()
                                     ? std::string("world")
@@ -200,9 +212,8 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
                       {"unit", attrText(in, "unit")}};
       events.push_back(std::move(ev));
     }
-    if (plan.predicted.contains("memory") &&
-        plan.predicted["memory"].is_array())
-      for (const json &point : plan.predicted["memory"])
+    if (memory && memory->is_array())
+      for (const json &point : *memory)
         if (point.is_array() && point.size() == 2)
           events.push_back({{"name", "arena bytes"},
                             {"ph", "C"},
@@ -210,11 +221,114 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
                             {"ts", point[0].get<double>() * 1e6},
                             {"args", {{"bytes", point[1]}}}});
   }
+  return events;
+}
+
+Status writeJson(const std::string &path, const json &doc) {
   std::ofstream out(path);
-  out << json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump()
-      << "\n";
+  out << doc.dump() << "\n";
   if (!out)
     return Status::error(path + ": cannot write the trace");
+  return Status::ok();
+}
+
+} // namespace
+
+Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
+  ranks = std::max<int64_t>(1, std::min(ranks, plan.worldSize));
+  const json *memory =
+      plan.predicted.contains("memory") ? &plan.predicted["memory"] : nullptr;
+  json events = traceEvents(
+      plan, ranks,
+      [&](int64_t, size_t i, double &b, double &e) {
+        b = plan.program[i].predictedStart;
+        e = plan.program[i].predictedEnd;
+        return b >= 0;
+      },
+      memory);
+  json other = plan.predicted;
+  other.erase("memory");
+  return writeJson(path, {{"traceEvents", events},
+                          {"displayTimeUnit", "ms"},
+                          {"otherData", other}});
+}
+
+Status writeMeasuredTrace(const Plan &plan, const std::string &path,
+                          const std::vector<std::vector<double>> &timelines,
+                          const json &measured) {
+  // A collective ends when its wait does.
+  std::map<int64_t, size_t> waitOf;
+  for (size_t i = 0; i < plan.program.size(); ++i)
+    if (plan.program[i].op == "wait")
+      waitOf[plan.program[i].start] = i;
+  json events = traceEvents(
+      plan, (int64_t)timelines.size(),
+      [&](int64_t r, size_t i, double &b, double &e) {
+        const std::vector<double> &t = timelines[r];
+        int64_t index = plan.program[i].index;
+        if (2 * index + 1 >= (int64_t)t.size())
+          return false;
+        b = t[2 * index];
+        e = t[2 * index + 1];
+        auto w = waitOf.find(index);
+        if (isCollective(plan.program[i].op) && w != waitOf.end())
+          e = t[2 * plan.program[w->second].index + 1];
+        return true;
+      },
+      nullptr);
+  return writeJson(path, {{"traceEvents", events},
+                          {"displayTimeUnit", "ms"},
+                          {"otherData", measured}});
+}
+
+Status compareMeasured(const Plan &plan, const std::string &measuredPath,
+                       std::ostream &os) {
+  std::ifstream in(measuredPath);
+  json doc = json::parse(in, nullptr, false);
+  if (!in || doc.is_discarded() || !doc.contains("traceEvents") ||
+      !doc.contains("otherData"))
+    return Status::error(measuredPath + ": not a trace written by fsdp-run");
+  if (plan.predicted.is_null())
+    return Status::error("the plan has no prediction to compare");
+  const json &m = doc["otherData"];
+  auto num = [](const json &o, const char *k) {
+    return o.contains(k) && o[k].is_number() ? o[k].get<double>() : 0.0;
+  };
+  double pStep = num(plan.predicted, "step_seconds"),
+         mStep = num(m, "step_seconds");
+  double pPeak = num(plan.predicted, "peak_bytes"),
+         mPeak = num(m, "peak_bytes");
+  auto err = [](double p, double q) {
+    return q > 0 ? 100.0 * (p - q) / q : 0.0;
+  };
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "step time: predicted %s us, measured %s us (%+.1f%%)\n",
+                us(pStep).c_str(), us(mStep).c_str(), err(pStep, mStep));
+  os << line;
+  std::snprintf(line, sizeof line,
+                "peak memory: predicted %s, measured %s (%+.1f%%)\n",
+                mib(pPeak).c_str(), mib(mPeak).c_str(), err(pPeak, mPeak));
+  os << line;
+  // Rank 0's instructions, the longest measured first.
+  std::vector<std::pair<double, size_t>> measured;
+  for (const json &e : doc["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("pid", -1) == 0 &&
+        e.contains("args") && e["args"].contains("instruction"))
+      measured.push_back(
+          {e.value("dur", 0.0) / 1e6, e["args"]["instruction"].get<size_t>()});
+  std::sort(measured.rbegin(), measured.rend());
+  os << "instruction          measured us  predicted us\n";
+  for (size_t k = 0; k < std::min<size_t>(measured.size(), 10); ++k) {
+    auto [dur, i] = measured[k];
+    if (i >= plan.program.size())
+      continue;
+    const Instruction &ins = plan.program[i];
+    std::snprintf(line, sizeof line, "%5zu %-14s %11s %13s\n", i,
+                  ins.op.c_str(), us(dur).c_str(),
+                  us(ins.predictedEnd - ins.predictedStart).c_str());
+    os << line;
+  }
   return Status::ok();
 }
 

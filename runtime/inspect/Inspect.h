@@ -26,6 +26,20 @@ void printMemory(const Plan &plan, std::ostream &os);
 /// dtype and group in `args`, and a memory counter.
 Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks);
 
+/// The measured timeline in the same format: `timelines[r]` holds rank r's
+/// [begin, end] per instruction index (Executor::measuredTimeline);
+/// collectives span from their start to the end of their wait. `measured`
+/// (step time, arena high-water mark, RSS) goes into `otherData`.
+Status writeMeasuredTrace(const Plan &plan, const std::string &path,
+                          const std::vector<std::vector<double>> &timelines,
+                          const nlohmann::json &measured);
+
+/// Predicted against measured (a --trace written by fsdp-run): step time
+/// and peak memory with their errors, and the instructions that took the
+/// most time, side by side.
+Status compareMeasured(const Plan &plan, const std::string &measuredPath,
+                       std::ostream &os);
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_INSPECT_INSPECT_H
