@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Comm.h"
+#include "runtime/cpu/Calibrate.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/inspect/Inspect.h"
 #include "runtime/io/Checkpoint.h"
@@ -104,8 +105,12 @@ int main(int argc, char **argv) {
   int64_t steps = 10, checkpointEvery = 0, seqLen = 0;
   uint64_t seed = 0;
   bool quiet = false, checkAllocations = false;
-  app.add_option("plan", planPath, "the plan written by fsdp-opt -o model.plan")
-      ->required();
+  app.add_option("plan", planPath,
+                 "the plan written by fsdp-opt -o model.plan");
+  bool calibrateOnly = false;
+  app.add_flag("--calibrate", calibrateOnly,
+               "measure this machine (and the links between mpirun's ranks) "
+               "and print a device description for fsdp-opt --device=FILE");
   app.add_option("--steps", steps, "optimizer steps to run")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", seed, "seed of the synthetic data");
@@ -142,6 +147,34 @@ int main(int argc, char **argv) {
     return app.exit(e);
   }
 
+  // Ranks sharing a machine share its cores: split them, or the kernels'
+  // threads and the MPI progress loops oversubscribe the CPU many times over.
+#ifdef _OPENMP
+  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  if (!local)
+    local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun
+  if (local) {
+    int ranksHere = std::max(1, std::atoi(local));
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
+  }
+#endif
+  if (calibrateOnly) {
+    std::unique_ptr<Comm> comm;
+    if (launchedByMpi()) {
+      if (Status s = mpiComm(commTimeout, comm); !s)
+        return fail(s);
+    } else {
+      comm = localComm();
+    }
+    nlohmann::json device;
+    if (Status s = cpu::calibrate(*comm, device); !s)
+      return fail(s);
+    if (comm->rank() == 0)
+      std::printf("%s\n", device.dump(1).c_str());
+    return 0;
+  }
+  if (planPath.empty())
+    return fail(Status::error("a plan is required (fsdp-run PLAN ...)"));
   Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
@@ -180,17 +213,6 @@ int main(int argc, char **argv) {
                               std::to_string(plan.worldSize) +
                               " ranks, launched on " + std::to_string(world)));
   bool leader = rank == 0;
-  // Ranks sharing a machine share its cores: split them, or the kernels'
-  // threads and the MPI progress loops oversubscribe the CPU many times over.
-#ifdef _OPENMP
-  const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-  if (!local)
-    local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun
-  if (local) {
-    int ranksHere = std::max(1, std::atoi(local));
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
-  }
-#endif
   quiet = quiet || !leader;
   Executor exec;
   if (Status s = exec.init(plan, *comm); !s)

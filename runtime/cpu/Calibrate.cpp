@@ -1,0 +1,103 @@
+//===- Calibrate.cpp - Measure this machine for the cost model ------------===//
+#include "runtime/cpu/Calibrate.h"
+
+#include <cblas.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <vector>
+
+namespace fsdp::cpu {
+
+namespace {
+
+double now() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The best of `reps` timings of f (seconds).
+template <typename F> double best(int reps, F f) {
+  double t = 1e30;
+  for (int i = 0; i < reps; ++i) {
+    double s = now();
+    f();
+    t = std::min(t, now() - s);
+  }
+  return t;
+}
+
+} // namespace
+
+Status calibrate(Comm &comm, nlohmann::json &device) {
+  // sgemm as the kernels run it: row blocks of one product on the rank's
+  // threads, OpenBLAS single-threaded inside each.
+  openblas_set_num_threads(1);
+  const int n = 512;
+  std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
+#ifdef _OPENMP
+  int threads = omp_get_max_threads();
+#else
+  int threads = 1;
+#endif
+  double gemm = best(5, [&] {
+#pragma omp parallel for
+    for (int t = 0; t < threads; ++t) {
+      int rows = (n + threads - 1) / threads, r0 = t * rows;
+      int r1 = std::min(n, r0 + rows);
+      if (r0 < r1)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, n, n,
+                    1.0f, a.data() + r0 * n, n, b.data(), n, 0.0f,
+                    c.data() + r0 * n, n);
+    }
+  });
+  double flops = 2.0 * n * n * n / gemm;
+
+  // Copy bandwidth (bytes read plus written).
+  const size_t bytes = 64 << 20;
+  std::vector<char> src(bytes, 1), dst(bytes, 0);
+  double copy = best(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  double bandwidth = 2.0 * bytes / copy;
+
+  // Between ranks: a tiny all-reduce's latency, a large one's bandwidth.
+  double latency = 2e-6, link = bandwidth / 4;
+  int64_t p = comm.size();
+  if (p > 1) {
+    comm.reserve(1);
+    std::vector<float> small(1), big(4 << 20, 1.0f); // 16 MB
+    auto allReduce = [&](std::vector<float> &v) {
+      Status s = comm.allReduceStart(v.data(), v.data(), (int64_t)v.size(),
+                                     Elem::F32, false, 0, Group::World);
+      if (s)
+        s = comm.wait(0);
+      return s;
+    };
+    Status failed = Status::ok();
+    double tSmall = best(20, [&] {
+      if (Status s = allReduce(small); !s)
+        failed = s;
+    });
+    double tBig = best(3, [&] {
+      if (Status s = allReduce(big); !s)
+        failed = s;
+    });
+    FSDP_RETURN_IF_ERROR(failed);
+    // Ring all-reduce: 2(p-1) steps of latency, 2(p-1)/p of the bytes.
+    latency = tSmall / (2.0 * (p - 1));
+    double moved = 2.0 * (p - 1) / p * big.size() * sizeof(float);
+    link = moved / std::max(tBig - 2.0 * (p - 1) * latency, 1e-9);
+  }
+  device = {{"name", "cpu (calibrated)"}, {"flops_f32", flops},
+            {"flops_bf16", flops},        {"mem_bandwidth", bandwidth},
+            {"intra_bandwidth", link},    {"inter_bandwidth", link},
+            {"intra_latency", latency},   {"inter_latency", latency},
+            {"launch_overhead", 1e-6},    {"devices_per_node", 1 << 20}};
+  return Status::ok();
+}
+
+} // namespace fsdp::cpu
