@@ -91,7 +91,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     }
     return !required;
   };
-  double perNode = 8;
+  double perNode = 8, threads = 1;
   if (!number("flops_f32", d.flopsF32, true) ||
       !number("mem_bandwidth", d.memBandwidth, true) ||
       !number("intra_bandwidth", d.intraBandwidth, true) ||
@@ -100,7 +100,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       !number("intra_latency", d.intraLatency, false) ||
       !number("inter_latency", d.interLatency, false) ||
       !number("launch_overhead", d.launchOverhead, false) ||
-      !number("devices_per_node", perNode, false))
+      !number("devices_per_node", perNode, false) ||
+      !number("threads", threads, false))
     return llvm::createStringError(
         "device file " + name.str() +
         ": needs numbers flops_f32, mem_bandwidth, intra_bandwidth and "
@@ -113,5 +114,6 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   if (auto n = o->getString("name"))
     d.name = n->str();
   d.devicesPerNode = (int64_t)perNode;
+  d.threads = std::max<int64_t>(1, (int64_t)threads);
   return d;
 }

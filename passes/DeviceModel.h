@@ -26,6 +26,8 @@ struct DeviceModel {
   double intraLatency = 0, interLatency = 0;     // seconds
   double launchOverhead = 0;                     // seconds per kernel
   int64_t devicesPerNode = 1;
+  /// Threads a rank's kernels run on (CPU: per-thread kernel scratch).
+  int64_t threads = 1;
 
   /// Seconds one op with these flops and bytes takes (a roofline).
   double computeSeconds(int64_t flops, int64_t bytes, Type element) const;

@@ -98,8 +98,12 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arena)),
             b.getNamedAttr("state_bytes",
                            b.getI64IntegerAttr(stateBytes(module))),
+            b.getNamedAttr("scratch_bytes",
+                           b.getI64IntegerAttr(scratchBytes(module, *model))),
             b.getNamedAttr("peak_bytes",
-                           b.getI64IntegerAttr(arena + stateBytes(module))),
+                           b.getI64IntegerAttr(arena + stateBytes(module) +
+                                               scratchBytes(module, *model))),
+
         }));
   }
 
@@ -163,6 +167,28 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     for (auto &[name, at] : streams)
       t.step = std::max(t.step, at);
     return t;
+  }
+
+  /// Kernel scratch the CPU backend sizes before the first step: the
+  /// largest need of one instruction (a reduction's double accumulators;
+  /// attention's score rows, per thread, twice for its gradient).
+  int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
+    int64_t floats = 0;
+    module.walk([&](Operation *op) {
+      if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
+        floats = std::max<int64_t>(
+            floats, 2 * cast<RankedTensorType>(op->getResult(0).getType())
+                            .getNumElements());
+      if (isa<AttentionOp, AttentionGradOp>(op)) {
+        auto q = cast<RankedTensorType>(op->getOperand(0).getType());
+        auto k = cast<RankedTensorType>(op->getOperand(1).getType());
+        floats = std::max<int64_t>(
+            floats, q.getDimSize(q.getRank() - 2) *
+                        k.getDimSize(k.getRank() - 2) * model.threads *
+                        (isa<AttentionGradOp>(op) ? 2 : 1));
+      }
+    });
+    return (floats + 1) / 2 * 8;
   }
 
   /// Bytes the runtime keeps between steps: parameters (or their shards),

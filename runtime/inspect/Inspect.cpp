@@ -153,11 +153,16 @@ void printMemory(const Plan &plan, std::ostream &os) {
        << us(num("comm_seconds")) << ", exposed "
        << us(num("exposed_comm_seconds")) << ")\n";
   }
+  int64_t scratch = plan.predicted.is_object()
+                        ? plan.predicted.value("scratch_bytes", (int64_t)0)
+                        : 0;
+  peak += scratch;
   os << "peak memory per rank " << mib((double)peak) << ":\n"
      << "  activations and buffers (arena) " << mib((double)plan.arenaBytes)
      << "\n  parameters (" << (plan.flats.empty() ? "whole" : "shards") << ") "
      << mib((double)params) << "\n  optimizer state " << mib((double)optimizer)
-     << "\n  constants " << mib((double)constants) << "\n";
+     << "\n  constants " << mib((double)constants) << "\n  kernel scratch "
+     << mib((double)scratch) << "\n";
 }
 
 namespace {
