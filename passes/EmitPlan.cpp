@@ -373,8 +373,12 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         for (Operation &op : body) {
           if (i >= live.size())
             break;
-          if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim"))
-            at = sim[1];
+          // Memory moves with the compute stream (collectives end on
+          // theirs, later).
+          auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim");
+          if (sim &&
+              !isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op))
+            at = std::max(at, sim[1]);
           memory.push_back(json::Array{at, live[i++]});
         }
       }

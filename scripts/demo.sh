@@ -29,5 +29,6 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
   --trace "$out/measured.json" | cat
 echo "== fsdp-inspect: the plan's prediction against the measured last step"
 "$build/tools/fsdp-inspect" "$out/gpt2-ws2.plan" --trace "$out/predicted.json" \
-  --compare "$out/measured.json" --ranks 2 | sed -n '/== memory/,/== schedule/p;/== predicted against/,$p'
+  --html "$out/plan.html" --compare "$out/measured.json" --ranks 2 | sed -n '/== memory/,/== schedule/p;/== predicted against/,$p'
 echo "== traces (open in ui.perfetto.dev): $out/predicted.json $out/measured.json"
+echo "== timeline and memory page: $out/plan.html"

@@ -17,7 +17,9 @@ int main(int argc, char **argv) {
   app.add_option("--trace", tracePath,
                  "write the predicted timeline as a Chrome trace (JSON)");
   app.add_option("--ranks", ranks, "ranks (processes) in the trace");
-  std::string comparePath;
+  std::string comparePath, htmlPath;
+  app.add_option("--html", htmlPath,
+                 "write one self-contained page: timeline and memory plot");
   app.add_option("--compare", comparePath,
                  "a measured trace (fsdp-run --trace): predicted against "
                  "measured");
@@ -43,6 +45,13 @@ int main(int argc, char **argv) {
       std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
       return 1;
     }
+  }
+  if (!htmlPath.empty()) {
+    if (Status s = writeHtml(plan, htmlPath); !s) {
+      std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    std::cout << "page: " << htmlPath << "\n";
   }
   if (!tracePath.empty()) {
     if (Status s = writeTrace(plan, tracePath, ranks); !s) {

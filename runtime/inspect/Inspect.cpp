@@ -286,6 +286,85 @@ Status writeMeasuredTrace(const Plan &plan, const std::string &path,
                           {"otherData", measured}});
 }
 
+Status writeHtml(const Plan &plan, const std::string &path) {
+  if (plan.predicted.is_null())
+    return Status::error("the plan has no prediction to draw (fsdp-opt "
+                         "--device=...)");
+  const double width = 1100, lane = 28, left = 120;
+  double step = 0;
+  for (const Instruction &in : plan.program)
+    step = std::max(step, in.predictedEnd);
+  step = std::max(step, 1e-12);
+  std::vector<std::string> lanes{"compute", "all_gather", "reduce_scatter",
+                                 "all_reduce"};
+  std::map<std::string, std::string> colour{{"compute", "#4e79a7"},
+                                            {"all_gather", "#f28e2b"},
+                                            {"reduce_scatter", "#59a14f"},
+                                            {"all_reduce", "#e15759"}};
+  auto x = [&](double t) { return left + (width - left - 20) * t / step; };
+  std::string svg;
+  char buf[512];
+  double timelineHeight = lanes.size() * lane + 40;
+  for (size_t l = 0; l < lanes.size(); ++l) {
+    std::snprintf(buf, sizeof buf,
+                  "<text x='8' y='%.1f' font-size='13'>%s</text>\n",
+                  30 + l * lane + lane * 0.6, lanes[l].c_str());
+    svg += buf;
+  }
+  for (const Instruction &in : plan.program) {
+    if (in.predictedStart < 0 || in.op == "wait" || in.op == "free")
+      continue;
+    std::string stream = isCollective(in.op) ? streamOf(in) : "compute";
+    auto it = std::find(lanes.begin(), lanes.end(), stream);
+    size_t l = it == lanes.end() ? 0 : (size_t)(it - lanes.begin());
+    double x0 = x(in.predictedStart),
+           w = std::max(0.5, x(in.predictedEnd) - x0);
+    std::snprintf(buf, sizeof buf,
+                  "<rect x='%.2f' y='%.1f' width='%.2f' height='%.1f' "
+                  "fill='%s'><title>%s %s us</title></rect>\n",
+                  x0, 30 + l * lane + 3, w, lane - 6,
+                  colour.count(stream) ? colour[stream].c_str() : "#999",
+                  in.op.c_str(),
+                  us(in.predictedEnd - in.predictedStart).c_str());
+    svg += buf;
+  }
+  // The memory plot below the lanes.
+  double top = timelineHeight + 30, height = 220, peak = 1;
+  const nlohmann::json &memory = plan.predicted.contains("memory")
+                                     ? plan.predicted["memory"]
+                                     : nlohmann::json::array();
+  for (const auto &p : memory)
+    peak = std::max(peak, p[1].get<double>());
+  std::string points;
+  for (const auto &p : memory) {
+    std::snprintf(buf, sizeof buf, "%.2f,%.2f ", x(p[0].get<double>()),
+                  top + height - height * p[1].get<double>() / peak);
+    points += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "<text x='8' y='%.1f' font-size='13'>arena in use</text>\n"
+                "<text x='8' y='%.1f' font-size='11'>peak %s</text>\n"
+                "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' "
+                "stroke='#333'/>\n",
+                top + 14, top + 30, mib(peak).c_str(), left, top + height,
+                width - 20, top + height);
+  svg += buf;
+  svg += "<polyline points='" + points +
+         "' fill='none' stroke='#b07aa1' stroke-width='2'/>\n";
+  std::ofstream out(path);
+  out << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>fsdp "
+         "plan</title></head><body style='font-family:sans-serif'>\n"
+      << "<h3>Predicted step on " << plan.predicted.value("device", "?") << ": "
+      << us(step) << " us, " << plan.worldSize << " ranks (" << plan.strategy
+      << ")</h3>\n"
+      << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width
+      << "' height='" << top + height + 20 << "'>\n"
+      << svg << "</svg></body></html>\n";
+  if (!out)
+    return Status::error(path + ": cannot write the page");
+  return Status::ok();
+}
+
 Status compareMeasured(const Plan &plan, const std::string &measuredPath,
                        std::ostream &os) {
   std::ifstream in(measuredPath);

@@ -34,6 +34,10 @@ Status writeMeasuredTrace(const Plan &plan, const std::string &path,
                           const std::vector<std::vector<double>> &timelines,
                           const nlohmann::json &measured);
 
+/// One self-contained HTML page (inline SVG, no scripts): the predicted
+/// timeline, one lane per stream, and the arena in use over the step.
+Status writeHtml(const Plan &plan, const std::string &path);
+
 /// Predicted against measured (a --trace written by fsdp-run): step time
 /// and peak memory with their errors, and the instructions that took the
 /// most time, side by side.
