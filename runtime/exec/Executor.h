@@ -20,6 +20,9 @@ namespace fsdp {
 
 struct StepResult {
   double loss = 0, gradNorm = 0, lr = 0;
+  /// From the program's first instruction to the end of the step (data
+  /// loading of the first micro-batch excluded).
+  double computeSeconds = 0;
 };
 
 /// Elements [begin, begin + count) of a parameter, kept by this rank at dst.
