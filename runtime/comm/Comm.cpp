@@ -14,6 +14,62 @@ namespace fsdp {
 
 int64_t elemBytes(Elem e) { return e == Elem::F32 ? 4 : 2; }
 
+Status GroupLayout::set(int64_t worldRanks, int64_t shardSize,
+                        int64_t blockSize) {
+  if (shardSize < 1 || worldRanks % shardSize != 0 || blockSize < 0 ||
+      (blockSize > 0 && shardSize % blockSize != 0))
+    return Status::error("shard groups of " + std::to_string(shardSize) +
+                         " ranks (blocks of " + std::to_string(blockSize) +
+                         ") do not divide the " + std::to_string(worldRanks) +
+                         " ranks");
+  ranks = worldRanks;
+  shard = shardSize;
+  block = blockSize > 0 ? blockSize : 1;
+  return Status::ok();
+}
+
+int64_t GroupLayout::position(int64_t r, Group g) const {
+  switch (g) {
+  case Group::World:
+    return r;
+  case Group::Shard:
+    return r % shard;
+  case Group::Replicate:
+    return r / shard;
+  case Group::Block:
+    return r % block;
+  }
+  return 0;
+}
+
+int64_t GroupLayout::key(int64_t r, Group g) const {
+  switch (g) {
+  case Group::World:
+    return 0;
+  case Group::Shard:
+    return r / shard;
+  case Group::Replicate:
+    return r % shard;
+  case Group::Block:
+    return r / block;
+  }
+  return 0;
+}
+
+int64_t GroupLayout::size(Group g) const {
+  switch (g) {
+  case Group::World:
+    return ranks;
+  case Group::Shard:
+    return shard;
+  case Group::Replicate:
+    return ranks / shard;
+  case Group::Block:
+    return block;
+  }
+  return 1;
+}
+
 namespace {
 
 /// MPI user reduction over 16-bit floats: each pair summed in f32 and
@@ -45,11 +101,7 @@ public:
   int64_t rank() const override { return 0; }
   int64_t size() const override { return 1; }
   Status split(int64_t shardSize, int64_t blockSize) override {
-    return shardSize == 1 && blockSize <= 1
-               ? Status::ok()
-               : Status::error("one rank cannot form shard groups "
-                               "of " +
-                               std::to_string(shardSize));
+    return GroupLayout().set(1, shardSize, blockSize);
   }
   int64_t rank(Group) const override { return 0; }
   int64_t size(Group) const override { return 1; }
@@ -85,7 +137,7 @@ public:
     MPI_Comm_size(MPI_COMM_WORLD, &s);
     rankId = r;
     ranks = s;
-    shardSize = s;
+    layout.set(s, s, 0);
     MPI_Op_create(&sum16<floatFromBf16, bf16FromFloat>, 1, &bf16Sum);
     MPI_Op_create(&sum16<floatFromF16, f16FromFloat>, 1, &f16Sum);
   }
@@ -100,55 +152,24 @@ public:
   int64_t rank() const override { return rankId; }
   int64_t size() const override { return ranks; }
   Status split(int64_t size, int64_t block) override {
-    if (size < 1 || ranks % size != 0 || block < 0 ||
-        (block > 0 && size % block != 0))
-      return Status::error("shard groups of " + std::to_string(size) +
-                           " ranks (blocks of " + std::to_string(block) +
-                           ") do not divide the " + std::to_string(ranks) +
-                           " ranks");
-    shardSize = size;
-    blockSize = block > 0 ? block : 1;
-    auto splitBy = [&](int color, MPI_Comm *out) -> Status {
-      if (MPI_Comm_split(MPI_COMM_WORLD, color, (int)rankId, out) !=
-          MPI_SUCCESS)
+    FSDP_RETURN_IF_ERROR(layout.set(ranks, size, block));
+    auto splitBy = [&](Group g, MPI_Comm *out) -> Status {
+      if (MPI_Comm_split(MPI_COMM_WORLD, (int)layout.key(rankId, g),
+                         (int)rankId, out) != MPI_SUCCESS)
         return Status::error("MPI_Comm_split failed on rank " +
                              std::to_string(rankId));
       return Status::ok();
     };
     if (size != ranks) {
-      FSDP_RETURN_IF_ERROR(splitBy((int)(rankId / size), &shardComm));
-      FSDP_RETURN_IF_ERROR(splitBy((int)(rankId % size), &replicaComm));
+      FSDP_RETURN_IF_ERROR(splitBy(Group::Shard, &shardComm));
+      FSDP_RETURN_IF_ERROR(splitBy(Group::Replicate, &replicaComm));
     }
     if (block > 0)
-      FSDP_RETURN_IF_ERROR(splitBy((int)(rankId / block), &blockComm));
+      FSDP_RETURN_IF_ERROR(splitBy(Group::Block, &blockComm));
     return Status::ok();
   }
-  int64_t rank(Group g) const override {
-    switch (g) {
-    case Group::World:
-      return rankId;
-    case Group::Shard:
-      return rankId % shardSize;
-    case Group::Replicate:
-      return rankId / shardSize;
-    case Group::Block:
-      return rankId % blockSize;
-    }
-    return 0;
-  }
-  int64_t size(Group g) const override {
-    switch (g) {
-    case Group::World:
-      return ranks;
-    case Group::Shard:
-      return shardSize;
-    case Group::Replicate:
-      return ranks / shardSize;
-    case Group::Block:
-      return blockSize;
-    }
-    return 1;
-  }
+  int64_t rank(Group g) const override { return layout.position(rankId, g); }
+  int64_t size(Group g) const override { return layout.size(g); }
 
   void reserve(int64_t slots) override { pending.assign(slots, Pending()); }
   Status allReduceStart(const void *in, void *out, int64_t count, Elem e,
@@ -258,8 +279,8 @@ private:
     return MPI_COMM_WORLD;
   }
   double timeout;
-  int64_t rankId = 0, ranks = 1, shardSize = 1;
-  int64_t blockSize = 1;
+  int64_t rankId = 0, ranks = 1;
+  GroupLayout layout;
   MPI_Comm shardComm = MPI_COMM_WORLD, replicaComm = MPI_COMM_SELF,
            blockComm = MPI_COMM_SELF;
   std::vector<Pending> pending;

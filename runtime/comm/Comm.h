@@ -25,6 +25,20 @@ namespace fsdp {
 /// `Block`: blocks of consecutive ranks (partial resharding after forward).
 enum class Group { World, Shard, Replicate, Block };
 
+/// How the world's ranks form groups: shard groups of `shard` consecutive
+/// ranks, replicate groups across them, blocks of `block` consecutive ranks.
+/// Every communicator places ranks the same way.
+struct GroupLayout {
+  int64_t ranks = 1, shard = 1, block = 1;
+
+  /// Checks that shard divides ranks and block (0: none) divides shard.
+  Status set(int64_t worldRanks, int64_t shardSize, int64_t blockSize);
+  /// Rank r's position in its group of kind g, and which group that is.
+  int64_t position(int64_t r, Group g) const;
+  int64_t key(int64_t r, Group g) const;
+  int64_t size(Group g) const;
+};
+
 /// Element types collectives sum: float32, bfloat16, IEEE half.
 enum class Elem { F32, BF16, F16 };
 int64_t elemBytes(Elem e);

@@ -54,7 +54,9 @@ struct Header {
 class Tcp : public Comm {
 public:
   Tcp(int64_t rank, int64_t size, double timeout)
-      : rankId(rank), ranks(size), timeout(timeout), shardSize(size) {}
+      : rankId(rank), ranks(size), timeout(timeout) {
+    layout.set(size, size, 0);
+  }
   ~Tcp() override {
     for (int fd : fds)
       if (fd >= 0)
@@ -141,29 +143,10 @@ public:
   int64_t rank() const override { return rankId; }
   int64_t size() const override { return ranks; }
   Status split(int64_t shard, int64_t block) override {
-    if (shard < 1 || ranks % shard != 0 || block < 0 ||
-        (block > 0 && shard % block != 0))
-      return Status::error("shard groups of " + std::to_string(shard) +
-                           " ranks do not divide the " + std::to_string(ranks) +
-                           " ranks");
-    shardSize = shard;
-    blockSize = block > 0 ? block : 1;
-    return Status::ok();
+    return layout.set(ranks, shard, block);
   }
-  int64_t rank(Group g) const override { return position(rankId, g); }
-  int64_t size(Group g) const override {
-    switch (g) {
-    case Group::World:
-      return ranks;
-    case Group::Shard:
-      return shardSize;
-    case Group::Replicate:
-      return ranks / shardSize;
-    case Group::Block:
-      return blockSize;
-    }
-    return 1;
-  }
+  int64_t rank(Group g) const override { return layout.position(rankId, g); }
+  int64_t size(Group g) const override { return layout.size(g); }
   void reserve(int64_t) override {}
 
   Status allReduceStart(const void *in, void *out, int64_t count, Elem e,
@@ -228,40 +211,12 @@ public:
 private:
   int64_t rankId, ranks;
   double timeout;
-  int64_t shardSize, blockSize = 1;
+  GroupLayout layout;
   std::vector<int> fds;
 
   static void tune(int fd) {
     int one = 1;
     ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-
-  /// Rank r's place in its group of kind g, and the group's key.
-  int64_t position(int64_t r, Group g) const {
-    switch (g) {
-    case Group::World:
-      return r;
-    case Group::Shard:
-      return r % shardSize;
-    case Group::Replicate:
-      return r / shardSize;
-    case Group::Block:
-      return r % blockSize;
-    }
-    return 0;
-  }
-  int64_t key(int64_t r, Group g) const {
-    switch (g) {
-    case Group::World:
-      return 0;
-    case Group::Shard:
-      return r / shardSize;
-    case Group::Replicate:
-      return r % shardSize;
-    case Group::Block:
-      return r / blockSize;
-    }
-    return 0;
   }
 
   Status lost(int64_t peer) const {
@@ -345,10 +300,10 @@ private:
     // Each group's members, by position.
     std::map<int64_t, std::vector<int64_t>> groups;
     for (int64_t r = 0; r < ranks; ++r)
-      groups[key(r, g)].push_back(r);
+      groups[layout.key(r, g)].push_back(r);
     std::vector<char> result;
     for (int64_t r = 0; r < ranks; ++r) {
-      const std::vector<int64_t> &members = groups[key(r, g)];
+      const std::vector<int64_t> &members = groups[layout.key(r, g)];
       int64_t n = (int64_t)members.size();
       result.assign(outCount * width, 0);
       if (op == Op::AllGather) {
@@ -358,7 +313,7 @@ private:
       } else {
         // Sum (of the whole buffer, or of this rank's chunk) in f32.
         int64_t offset =
-            op == Op::ReduceScatter ? position(r, g) * outCount : 0;
+            op == Op::ReduceScatter ? layout.position(r, g) * outCount : 0;
         for (int64_t i = 0; i < outCount; ++i) {
           float acc = 0;
           for (int64_t m : members)
