@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
+#include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
 
@@ -186,8 +187,7 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
         for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
           offsets[r] = o;
-      if (isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
-              ReadGradOp>(op))
+      if (isStorageView(&op))
         continue;
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
@@ -376,8 +376,7 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
           // Memory moves with the compute stream (collectives end on
           // theirs, later).
           auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim");
-          if (sim &&
-              !isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op))
+          if (sim && !isCollectiveStart(&op))
             at = std::max(at, sim[1]);
           memory.push_back(json::Array{at, live[i++]});
         }

@@ -117,16 +117,6 @@ bool inArena(Value v) {
   return !def || !isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp>(def);
 }
 
-/// A collective reads its input until its wait completes it.
-Operation *completion(Operation *op) {
-  if (!isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op))
-    return nullptr;
-  for (Operation *user : op->getResult(0).getUsers())
-    if (isa<WaitOp>(user))
-      return user;
-  return nullptr;
-}
-
 struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
   using Base::Base;
 
@@ -160,7 +150,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     auto noteUses = [&](Value storage, Value v) {
       for (Operation *user : v.getUsers()) {
         int64_t at = isa<func::ReturnOp>(user) ? n : index.lookup(user);
-        if (Operation *wait = completion(user))
+        if (WaitOp wait = waitOf(user))
           at = std::max(at, index.lookup(wait));
         int64_t &slot = lastUse[storage];
         slot = std::max(slot, at);

@@ -36,13 +36,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-WaitOp waitOf(Operation *start) {
-  for (Operation *user : start->getResult(0).getUsers())
-    if (auto w = dyn_cast<WaitOp>(user))
-      return w;
-  return nullptr;
-}
-
 struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
   using Base::Base;
 

@@ -36,8 +36,7 @@ namespace {
 
 /// Ops the runtime does not execute (views of storage it already has).
 bool isView(Operation *op) {
-  return isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
-             ReadGradOp, FreeOp, func::ReturnOp>(op);
+  return isStorageView(op) || isa<FreeOp, func::ReturnOp>(op);
 }
 
 Type elementOf(Operation *op) {
@@ -124,7 +123,7 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           ready[r] = at;
         continue;
       }
-      if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op)) {
+      if (isCollectiveStart(&op)) {
         auto stream = op.getAttrOfType<StringAttr>("fsdp.stream");
         std::string s = stream ? stream.getValue().str() : "comm";
         Value in = op.getOperand(0);

@@ -1,8 +1,14 @@
 //===- TrainStep.h - Facts about a built training step ----------*- C++ -*-===//
+//
+// Shared by the passes after fsdp-build-train-step: where forward ends, what
+// a buffer costs in the arena, which ops are collectives and which are only
+// views of storage the runtime already has.
+//
+//===----------------------------------------------------------------------===//
 #ifndef FSDP_PASSES_TRAINSTEP_H
 #define FSDP_PASSES_TRAINSTEP_H
 
-#include "dialect/FsdpTypes.h"
+#include "dialect/FsdpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -29,6 +35,29 @@ inline int64_t bufferBytes(Type t) {
   unsigned bits = tt.getElementTypeBitWidth();
   return std::max<int64_t>(
       tt.getNumElements() * (bits == 1 ? 1 : (bits + 7) / 8), 1);
+}
+
+/// An asynchronous collective's start (completed by an fsdp.wait).
+inline bool isCollectiveStart(Operation *op) {
+  return isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op);
+}
+
+/// The wait completing a collective start (null for any other op): the
+/// collective reads its input, and writes its result, until then.
+inline WaitOp waitOf(Operation *start) {
+  if (!isCollectiveStart(start))
+    return nullptr;
+  for (Operation *user : start->getResult(0).getUsers())
+    if (auto wait = dyn_cast<WaitOp>(user))
+      return wait;
+  return nullptr;
+}
+
+/// Ops that are not runtime instructions: views of storage the runtime
+/// already has (parameters, shards, accumulators, constants, the arena).
+inline bool isStorageView(Operation *op) {
+  return isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
+             ReadGradOp>(op);
 }
 
 } // namespace mlir::fsdp

@@ -226,9 +226,8 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
           Operation *inBlock = body.findAncestorOpInBlock(*user);
           int64_t u = isa<func::ReturnOp>(inBlock) ? n : at.lookup(inBlock);
           // A collective reads its input until its wait.
-          if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(inBlock))
-            for (Operation *w : inBlock->getResult(0).getUsers())
-              u = std::max(u, at.lookup(w));
+          if (WaitOp wait = waitOf(inBlock))
+            u = std::max(u, at.lookup(wait));
           last = std::max(last, u);
         }
       return last;
