@@ -85,6 +85,7 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     int64_t arena = 0;
     if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes"))
       arena = a.getInt();
+    int64_t state = stateBytes(module), scratch = scratchBytes(module, *model);
     module->setAttr(
         "fsdp.predicted",
         b.getDictionaryAttr({
@@ -95,14 +96,10 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             b.getNamedAttr("exposed_comm_seconds",
                            b.getF64FloatAttr(total.exposed)),
             b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arena)),
-            b.getNamedAttr("state_bytes",
-                           b.getI64IntegerAttr(stateBytes(module))),
-            b.getNamedAttr("scratch_bytes",
-                           b.getI64IntegerAttr(scratchBytes(module, *model))),
+            b.getNamedAttr("state_bytes", b.getI64IntegerAttr(state)),
+            b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(scratch)),
             b.getNamedAttr("peak_bytes",
-                           b.getI64IntegerAttr(arena + stateBytes(module) +
-                                               scratchBytes(module, *model))),
-
+                           b.getI64IntegerAttr(arena + state + scratch)),
         }));
   }
 
