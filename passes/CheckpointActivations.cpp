@@ -1,7 +1,7 @@
 //===- CheckpointActivations.cpp - Recompute unit forwards in backward ----===//
 //
 // --activation-checkpointing=units, as torch's checkpoint_wrapper around each
-// FSDP unit. The forward of @train_step is split into regions: a region
+// FSDP unit (or =UNIT,UNIT... for the named units only). The forward of @train_step is split into regions: a region
 // starts at an op that reads a unit's parameters and runs until an op reads
 // another unit's (ops that read none belong to the region they are in).
 // For every region of a non-root unit, the values it computes that only the
@@ -27,6 +27,7 @@
 #include "dialect/FsdpOps.h"
 
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPCHECKPOINTACTIVATIONS
@@ -44,14 +45,8 @@ struct FsdpCheckpointActivations
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (mode == "none")
+    if (mode == "none" || mode.empty())
       return;
-    if (mode != "units") {
-      module.emitError("--activation-checkpointing must be none or units, "
-                       "got '")
-          << mode << "'";
-      return signalPassFailure();
-    }
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
     if (!step) {
       module.emitError("--activation-checkpointing needs @train_step");
@@ -70,6 +65,22 @@ struct FsdpCheckpointActivations
       module.emitError("--activation-checkpointing=units needs fsdp.unit "
                        "ops: run fsdp-wrap-units first");
       return signalPassFailure();
+    }
+    // `units` checkpoints every non-root unit; otherwise `mode` names the
+    // units to checkpoint (the autotuner's per-unit choice).
+    llvm::StringSet<> chosen;
+    if (mode != "units") {
+      SmallVector<StringRef> names;
+      StringRef(mode).split(names, ',', -1, /*KeepEmpty=*/false);
+      for (StringRef name : names) {
+        if (!module.lookupSymbol<UnitOp>(name)) {
+          module.emitError("--activation-checkpointing: '")
+              << name
+              << "' is not none, units or the name of a unit";
+          return signalPassFailure();
+        }
+        chosen.insert(name);
+      }
     }
 
     // Regions of the forward, in order.
@@ -94,7 +105,8 @@ struct FsdpCheckpointActivations
 
     int64_t recomputed = 0;
     for (Region &region : regions) {
-      if (region.unit.getSymName() == "root")
+      StringRef name = region.unit.getSymName();
+      if (mode == "units" ? name == "root" : !chosen.contains(name))
         continue;
       recomputed += checkpoint(body, loss, region.ops);
     }

@@ -28,6 +28,9 @@ struct DeviceModel {
   int64_t devicesPerNode = 1;
   /// Threads a rank's kernels run on (CPU: per-thread kernel scratch).
   int64_t threads = 1;
+  /// Device memory a rank may plan into (0: unknown); --autotune's default
+  /// budget.
+  int64_t memoryBytes = 0;
 
   /// Seconds one op with these flops and bytes takes (a roofline).
   double computeSeconds(int64_t flops, int64_t bytes, Type element) const;

@@ -99,11 +99,27 @@ def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
   ];
 }
 
+def FsdpMergeUnits : Pass<"fsdp-merge-units", "::mlir::ModuleOp"> {
+  let summary = "Merges every K consecutive FSDP units into one";
+  let description = [{
+    `group=K`: every K consecutive non-root units (in the wrap policy's
+    order) become one unit named `first+...+last`; the root unit stays
+    alone. Fewer units mean fewer, larger collectives: less latency paid per
+    step, more bytes gathered at a time. The wrap-granularity choice of
+    `fsdp-opt --autotune`.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"group", "group", "int64_t", "1", "units merged into one">,
+  ];
+}
+
 def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::ModuleOp"> {
   let summary = "Recomputes each unit's forward in the reverse pass";
   let description = [{
     `mode=units`: activation checkpointing per FSDP unit (torch's
-    checkpoint_wrapper on each block). Values a non-root unit's forward
+    checkpoint_wrapper on each block); `mode=UNIT,UNIT,...` checkpoints only
+    the named units (what `--autotune` chooses). Values a non-root unit's forward
     computes only for the reverse pass are not kept; the ops computing them
     are cloned right before their first reverse-pass use. Each block's input
     is kept. The clones read the unit's parameters in the reverse pass, so
@@ -111,7 +127,8 @@ def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::Mod
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
-    Option<"mode", "mode", "std::string", "\"none\"", "none | units">,
+    Option<"mode", "mode", "std::string", "\"none\"",
+           "none | units (every non-root unit) | UNIT,UNIT,... (those units)">,
   ];
 }
 

@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/FsdpDialect.h"
 #include "frontend/OnnxImporter.h"
+#include "passes/Autotune.h"
+#include "passes/DeviceModel.h"
 #include "passes/Passes.h"
 #include "passes/UnitTable.h"
 
@@ -151,8 +153,49 @@ static llvm::cl::opt<int64_t>
 static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
-/// import → train step → memory plan → plan file.
-static void addPlanPipeline(PassManager &pm, StringRef planPath) {
+static llvm::cl::opt<int64_t> mergeUnitsOpt(
+    "merge-units",
+    llvm::cl::desc("merge every K consecutive units into one (coarser units)"),
+    llvm::cl::init(1), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> memoryBudgetOpt(
+    "memory-budget",
+    llvm::cl::desc("bytes a rank may use (KiB/MiB/GiB/TiB, KB/MB/GB): with "
+                   "--autotune the budget to tune for (default: the "
+                   "device's); alone, an error if the plan's peak exceeds it"),
+    llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> autotuneOpt(
+    "autotune",
+    llvm::cl::desc("choose per-unit resharding and recomputation, prefetch "
+                   "depth and unit granularity for the fastest simulated "
+                   "step within the memory budget"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+
+/// The plan pipeline's options, from the command line.
+static fsdp::PlanConfig planConfig() {
+  fsdp::PlanConfig c;
+  c.wrap.wrap = wrapOpt;
+  c.merge.group = mergeUnitsOpt;
+  c.checkpointing.mode = checkpointingOpt;
+  c.shard.worldSize = worldSizeOpt;
+  c.shard.strategy = strategyOpt;
+  c.shard.replicateGroups = replicateGroupsOpt;
+  c.shard.paramDtype = paramDtypeOpt;
+  c.shard.reduceDtype = reduceDtypeOpt;
+  c.shard.reshardAfterForward = reshardOpt;
+  c.schedule.forwardPrefetch = forwardPrefetchOpt;
+  c.schedule.backwardPrefetch = backwardPrefetchOpt;
+  c.schedule.prefetchDepth = prefetchDepthOpt;
+  c.schedule.limitAllGathers = limitAllGathersOpt;
+  c.simulate.device = deviceOpt;
+  c.simulate.devicesPerNode = gpusPerNodeOpt;
+  return c;
+}
+
+/// Train step → (autotune) → units, sharding, schedule, memory plan,
+/// verification, simulation → plan file. `pm` holds the passes the command
+/// line asked for before the pipeline.
+static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
+                                 StringRef planPath) {
   fsdp::FsdpBuildTrainStepOptions train;
   train.loss = lossOpt;
   train.ignoreIndex = ignoreIndexOpt;
@@ -171,36 +214,63 @@ static void addPlanPipeline(PassManager &pm, StringRef planPath) {
   train.totalSteps = totalStepsOpt;
   train.gradAccum = gradAccumOpt;
   pm.addPass(fsdp::createFsdpBuildTrainStep(train));
-  fsdp::FsdpWrapUnitsOptions units;
-  units.wrap = wrapOpt;
-  pm.addPass(fsdp::createFsdpWrapUnits(units));
-  fsdp::FsdpCheckpointActivationsOptions checkpointing;
-  checkpointing.mode = checkpointingOpt;
-  pm.addPass(fsdp::createFsdpCheckpointActivations(checkpointing));
-  fsdp::FsdpShardOptions shard;
-  shard.worldSize = worldSizeOpt;
-  shard.strategy = strategyOpt;
-  shard.replicateGroups = replicateGroupsOpt;
-  shard.paramDtype = paramDtypeOpt;
-  shard.reduceDtype = reduceDtypeOpt;
-  shard.reshardAfterForward = reshardOpt;
-  pm.addPass(fsdp::createFsdpShard(shard));
-  pm.addPass(fsdp::createFsdpInsertCollectives());
-  fsdp::FsdpScheduleOptions schedule;
-  schedule.forwardPrefetch = forwardPrefetchOpt;
-  schedule.backwardPrefetch = backwardPrefetchOpt;
-  schedule.prefetchDepth = prefetchDepthOpt;
-  schedule.limitAllGathers = limitAllGathersOpt;
-  pm.addPass(fsdp::createFsdpSchedule(schedule));
-  pm.addPass(fsdp::createFsdpPlanMemory());
-  pm.addPass(fsdp::createFsdpVerifyPlan());
-  fsdp::FsdpSimulateOptions simulate;
-  simulate.device = deviceOpt;
-  simulate.devicesPerNode = gpusPerNodeOpt;
-  pm.addPass(fsdp::createFsdpSimulate(simulate));
+  if (failed(pm.run(module)))
+    return failure();
+
+  fsdp::PlanConfig config = planConfig();
+  int64_t budget = 0;
+  if (memoryBudgetOpt.getNumOccurrences()) {
+    auto bytes = fsdp::parseByteSize(memoryBudgetOpt);
+    if (!bytes) {
+      llvm::errs() << "fsdp-opt: --memory-budget: '" << memoryBudgetOpt
+                   << "' is not a size (e.g. 80GiB, 512MiB, 1000000)\n";
+      return failure();
+    }
+    budget = *bytes;
+  }
+  if (autotuneOpt) {
+    if (!budget) {
+      auto model = fsdp::loadDeviceModel(deviceOpt);
+      if (model && model->memoryBytes)
+        budget = model->memoryBytes;
+      else {
+        llvm::consumeError(model.takeError());
+        llvm::errs() << "fsdp-opt: --autotune needs --memory-budget: device '"
+                     << deviceOpt << "' gives no memory size\n";
+        return failure();
+      }
+    }
+    auto tuned = fsdp::autotunePlan(module, config, budget, llvm::outs());
+    if (failed(tuned))
+      return failure();
+    config = *tuned;
+  }
+
+  PassManager plan(module.getContext());
+  fsdp::addPlanPasses(plan, config, /*verify=*/true);
+  if (failed(plan.run(module)))
+    return failure();
+  if (budget && !autotuneOpt) {
+    auto predicted = module->getAttrOfType<DictionaryAttr>("fsdp.predicted");
+    int64_t peak = predicted.getAs<IntegerAttr>("peak_bytes").getInt();
+    if (peak > budget) {
+      emitError(module.getLoc(), "--memory-budget=")
+          << memoryBudgetOpt << ": the plan's predicted peak is " << peak
+          << " bytes, over the budget of " << budget
+          << " (try --autotune)";
+      return failure();
+    }
+  }
+  // Written only once the plan is known to be good.
+  PassManager emitter(module.getContext());
   fsdp::FsdpEmitPlanOptions emit;
   emit.output = planPath.str();
-  pm.addPass(fsdp::createFsdpEmitPlan(emit));
+  emitter.addPass(fsdp::createFsdpEmitPlan(emit));
+  if (failed(emitter.run(module)))
+    return failure();
+  if (unitsOpt)
+    fsdp::printUnitTable(module, llvm::outs());
+  return success();
 }
 
 static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
@@ -221,13 +291,9 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
       failed(config.setupPassPipeline(pm)))
     return 1;
   if (plan)
-    addPlanPipeline(pm, output);
+    return failed(compilePlan(pm, *module, output)) ? 1 : 0;
   if (failed(pm.run(*module)))
     return 1;
-  if (plan && unitsOpt)
-    fsdp::printUnitTable(*module, llvm::outs());
-  if (plan)
-    return 0;
 
   std::string error;
   auto out = openOutputFile(output, &error);
@@ -264,12 +330,7 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)))
     return 1;
-  addPlanPipeline(pm, output);
-  if (failed(pm.run(*module)))
-    return 1;
-  if (unitsOpt)
-    fsdp::printUnitTable(*module, llvm::outs());
-  return 0;
+  return failed(compilePlan(pm, *module, output)) ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

@@ -101,6 +101,9 @@ def main():
             # FSDP2's integer form: keep 1/2 after forward, regather among 2.
             ["--strategy=full-shard", "--reshard-after-forward=2"],
             ["--strategy=full-shard", "--reshard-after-forward=true,h.0=false,root=true"],
+            # What --autotune emits: merged units, per-unit checkpointing.
+            ["--strategy=full-shard", "--merge-units=2", "--activation-checkpointing=h.0+h.1",
+             "--reshard-after-forward=false,h.0+h.1=true"],
             # Launched as torchrun launches (no MPI): collectives over TCP.
             ["--strategy=hybrid-shard", "--replicate-groups=2", "torchrun"],
         ]

@@ -1,7 +1,11 @@
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=units 2>/dev/null | FileCheck %s
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=none 2>/dev/null | FileCheck %s --check-prefix=NONE
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=all 2>&1 | FileCheck %s --check-prefix=BAD
-// BAD: error: --activation-checkpointing must be none or units, got 'all'
+// Per unit: naming layers.3 is the same as `units` here; naming layers.1
+// alone recomputes nothing (its values are all kept for the next layer).
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=layers.3 2>/dev/null | FileCheck %s
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=layers.1 2>/dev/null | FileCheck %s --check-prefix=NONE
+// BAD: error: --activation-checkpointing: 'all' is not none, units or the name of a unit
 
 // Each layer's output (tanh) feeds the next layer and is kept; what only
 // the reverse pass reads is recomputed there: layers.3's matmul and the

@@ -1,0 +1,483 @@
+//===- Autotune.cpp - Choose a plan under a memory budget -----------------===//
+//
+// The search runs the plan pipeline (units → checkpointing → sharding →
+// collectives → schedule → memory plan → simulation) on copies of the
+// trained module and reads each copy's `fsdp.predicted` step time and peak.
+//
+// Each unit climbs a ladder of memory-saving rungs, each cheaper in bytes
+// and dearer in time than the one before:
+//     keep gathered → reshard to N (within a node) → reshard → recompute
+// (no-shard and shard-grad-op cannot reshard: keep → recompute; the root
+// unit does not recompute). Keeping everything gathered is the fastest
+// plan; when it does not fit:
+//   1. Units are grouped into classes that cost the same (same parameter
+//      count and size; the first and last blocks and the root apart), and
+//      one representative per class is simulated on each rung with every
+//      other unit kept: the bytes each rung saves and the time it pays.
+//   2. A greedy order of rung moves, cheapest time per byte saved first
+//      (moves that save time come first), over all units.
+//   3. A binary search for the shortest prefix of that order whose
+//      simulated peak fits (the peak falls as moves are applied).
+// That runs for units as wrapped and for pairs of them merged (fewer,
+// larger collectives), then with a deeper prefetch; the fastest plan that
+// fits wins. About 2 + classes × rungs + log2(moves) simulations per
+// granularity, so a 70B model is tuned in tens of seconds, not hours.
+//
+//===----------------------------------------------------------------------===//
+#include "passes/Autotune.h"
+#include "passes/DeviceModel.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <map>
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+std::optional<int64_t> mlir::fsdp::parseByteSize(llvm::StringRef text) {
+  static const std::pair<const char *, int64_t> units[] = {
+      {"TiB", 1LL << 40}, {"GiB", 1LL << 30}, {"MiB", 1LL << 20},
+      {"KiB", 1LL << 10}, {"TB", 1000000000000LL}, {"GB", 1000000000LL},
+      {"MB", 1000000LL},  {"KB", 1000LL},          {"B", 1}};
+  text = text.trim();
+  int64_t scale = 1;
+  for (auto [suffix, factor] : units)
+    if (text.consume_back(suffix)) {
+      scale = factor;
+      break;
+    }
+  double value = 0;
+  if (text.trim().getAsDouble(value) || value <= 0)
+    return std::nullopt;
+  return (int64_t)(value * double(scale));
+}
+
+namespace {
+
+/// Bytes in the largest binary unit that keeps the figure at least 1.
+std::string gib(int64_t bytes) {
+  static const char *names[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = double(bytes);
+  int unit = 0;
+  while (std::abs(value) >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  return llvm::formatv(unit ? "{0:f2} {1}" : "{0:f0} {1}", value, names[unit])
+      .str();
+}
+
+std::string ms(double seconds) {
+  if (std::abs(seconds) < 1e-3)
+    return llvm::formatv("{0:f1} us", seconds * 1e6).str();
+  return llvm::formatv("{0:f1} ms", seconds * 1e3).str();
+}
+
+struct UnitInfo {
+  std::string name;
+  int64_t elements = 0;
+  size_t params = 0;
+};
+
+/// One simulated plan.
+struct Trial {
+  bool ok = false;
+  double step = 0;
+  int64_t peak = 0, arena = 0, state = 0, scratch = 0;
+  std::vector<UnitInfo> units; // module order
+  std::string error;
+};
+
+/// One rung of a unit's ladder.
+struct Rung {
+  std::string reshard; // --reshard-after-forward value; "" leaves it alone
+  bool recompute = false;
+};
+
+/// A move of one unit up its ladder, with what its class's representative
+/// measured for it.
+struct Move {
+  size_t unit;
+  size_t to;
+  int64_t saved;
+  double paid;
+  std::string label; // what changes: "reshard", "recompute", ...
+};
+
+class Tuner {
+public:
+  Tuner(ModuleOp trained, const PlanConfig &base, int64_t budget,
+        llvm::raw_ostream &os)
+      : trained(trained), base(base), budget(budget), os(os) {}
+
+  FailureOr<PlanConfig> run();
+
+private:
+  ModuleOp trained;
+  const PlanConfig &base;
+  int64_t budget;
+  llvm::raw_ostream &os;
+  int simulations = 0;
+
+  bool canReshard() const {
+    StringRef s = base.shard.strategy;
+    return s == "full-shard" || s == "hybrid-shard";
+  }
+
+  /// The ladder of a unit.
+  std::vector<Rung> ladder(StringRef unit, int64_t partial) const {
+    std::vector<Rung> rungs;
+    if (!canReshard()) {
+      rungs.push_back({"", false});
+      if (unit != "root")
+        rungs.push_back({"", true});
+      return rungs;
+    }
+    rungs.push_back({"false", false});
+    if (partial)
+      rungs.push_back({std::to_string(partial), false});
+    rungs.push_back({"true", false});
+    if (unit != "root")
+      rungs.push_back({"true", true});
+    return rungs;
+  }
+
+  struct Search {
+    int64_t merge = 1, depth = 1, partial = 0;
+    std::vector<UnitInfo> units;
+    std::vector<std::vector<Rung>> ladders;
+    std::vector<size_t> classOf;
+    // Per class, per rung: the representative's simulated plan.
+    std::vector<std::vector<Trial>> measured;
+    std::vector<Move> moves;
+  };
+
+  PlanConfig configure(const Search &s, ArrayRef<size_t> levels,
+                       int64_t depth) const {
+    PlanConfig c = base;
+    c.merge.group = s.merge;
+    c.schedule.prefetchDepth = depth;
+    c.schedule.limitAllGathers =
+        std::max<int64_t>(base.schedule.limitAllGathers, depth + 1);
+    std::string reshard = canReshard() ? "false" : base.shard.reshardAfterForward;
+    SmallVector<std::string> recompute;
+    for (size_t u = 0; u < levels.size(); ++u) {
+      const Rung &r = s.ladders[u][levels[u]];
+      if (canReshard() && r.reshard != "false")
+        reshard += "," + s.units[u].name + "=" + r.reshard;
+      if (r.recompute)
+        recompute.push_back(s.units[u].name);
+    }
+    c.shard.reshardAfterForward = reshard;
+    c.checkpointing.mode =
+        recompute.empty() ? std::string("none") : llvm::join(recompute, ",");
+    return c;
+  }
+
+  Trial evaluate(const PlanConfig &config) {
+    ++simulations;
+    Trial t;
+    MLIRContext *ctx = trained.getContext();
+    OwningOpRef<ModuleOp> copy(trained.clone());
+    ScopedDiagnosticHandler quiet(ctx, [&](Diagnostic &d) {
+      if (d.getSeverity() == DiagnosticSeverity::Error && t.error.empty())
+        t.error = d.str();
+      return success();
+    });
+    PassManager pm(ctx);
+    addPlanPasses(pm, config, /*verify=*/false);
+    if (failed(pm.run(*copy)))
+      return t;
+    auto predicted = (*copy)->getAttrOfType<DictionaryAttr>("fsdp.predicted");
+    if (!predicted)
+      return t;
+    auto integer = [&](StringRef key) {
+      auto a = predicted.getAs<IntegerAttr>(key);
+      return a ? a.getInt() : 0;
+    };
+    t.ok = true;
+    t.step = predicted.getAs<FloatAttr>("step_seconds").getValueAsDouble();
+    t.peak = integer("peak_bytes");
+    t.arena = integer("arena_bytes");
+    t.state = integer("state_bytes");
+    t.scratch = integer("scratch_bytes");
+    for (UnitOp unit : copy->getOps<UnitOp>()) {
+      UnitInfo info{unit.getSymName().str(), 0, unit.getParams().size()};
+      for (Attribute a : unit.getParams())
+        if (auto p = copy->lookupSymbol<ParameterOp>(
+                cast<FlatSymbolRefAttr>(a).getValue()))
+          info.elements += p.getTensorType().getNumElements();
+      t.units.push_back(std::move(info));
+    }
+    return t;
+  }
+
+  /// Classes, their representatives' measurements and the greedy order of
+  /// moves, for the units of `first` (the everything-kept plan).
+  void measure(Search &s, const Trial &first) {
+    s.units = first.units;
+    std::map<std::string, size_t> classIds;
+    std::vector<std::vector<size_t>> members;
+    size_t lastBlock = 0, blocks = 0;
+    for (size_t u = 0; u < s.units.size(); ++u)
+      if (s.units[u].name != "root") {
+        lastBlock = u;
+        ++blocks;
+      }
+    bool seenFirst = false;
+    for (size_t u = 0; u < s.units.size(); ++u) {
+      const UnitInfo &info = s.units[u];
+      std::string key;
+      if (info.name == "root")
+        key = "root";
+      else if (!seenFirst)
+        key = "first";
+      else if (u == lastBlock && blocks > 1)
+        key = "last";
+      else
+        key = std::to_string(info.elements) + "/" +
+              std::to_string(info.params);
+      if (info.name != "root")
+        seenFirst = true;
+      auto [it, added] = classIds.try_emplace(key, members.size());
+      if (added)
+        members.emplace_back();
+      members[it->second].push_back(u);
+      s.classOf.push_back(it->second);
+      s.ladders.push_back(ladder(info.name, s.partial));
+    }
+    std::vector<size_t> zero(s.units.size(), 0);
+    for (auto &group : members) {
+      size_t rep = group[group.size() / 2];
+      std::vector<Trial> rungs{first};
+      for (size_t k = 1; k < s.ladders[rep].size(); ++k) {
+        std::vector<size_t> levels = zero;
+        levels[rep] = k;
+        rungs.push_back(evaluate(configure(s, levels, s.depth)));
+      }
+      s.measured.push_back(std::move(rungs));
+    }
+
+    // Greedy: the cheapest time per byte saved next, over every unit's
+    // next rungs (a rung that saves nothing on its own may be skipped over
+    // by a jump to a higher one).
+    std::vector<size_t> at(s.units.size(), 0);
+    while (true) {
+      std::optional<Move> best;
+      double bestScore = 0;
+      for (size_t u = 0; u < s.units.size(); ++u) {
+        const auto &m = s.measured[s.classOf[u]];
+        if (!m[at[u]].ok)
+          continue;
+        for (size_t k = at[u] + 1; k < m.size(); ++k) {
+          if (!m[k].ok)
+            continue;
+          int64_t saved = m[at[u]].peak - m[k].peak;
+          double paid = m[k].step - m[at[u]].step;
+          if (saved <= 0)
+            continue;
+          double score = paid / double(saved);
+          if (!best || score < bestScore - 1e-18 ||
+              (std::abs(score - bestScore) <= 1e-18 && saved > best->saved)) {
+            best = Move{u, k, saved, paid, change(s.ladders[u], at[u], k)};
+            bestScore = score;
+          }
+        }
+      }
+      if (!best)
+        break;
+      at[best->unit] = best->to;
+      s.moves.push_back(*best);
+    }
+  }
+
+  /// What moving from rung `from` to rung `to` changes.
+  static std::string change(ArrayRef<Rung> ladder, size_t from, size_t to) {
+    SmallVector<std::string> parts;
+    if (ladder[to].reshard != ladder[from].reshard)
+      parts.push_back(ladder[to].reshard == "true"
+                          ? "reshard"
+                          : "reshard to " + ladder[to].reshard);
+    if (ladder[to].recompute && !ladder[from].recompute)
+      parts.push_back("recompute");
+    return llvm::join(parts, "+");
+  }
+
+  std::vector<size_t> levelsAfter(const Search &s, size_t count) const {
+    std::vector<size_t> levels(s.units.size(), 0);
+    for (size_t i = 0; i < count; ++i)
+      levels[s.moves[i].unit] = s.moves[i].to;
+    return levels;
+  }
+
+  bool fits(const Trial &t) const { return t.ok && t.peak <= budget; }
+};
+
+FailureOr<PlanConfig> Tuner::run() {
+  auto model = loadDeviceModel(base.simulate.device);
+  if (!model)
+    return mlir::emitError(trained.getLoc(), "--device: ") << llvm::toString(model.takeError());
+  int64_t perNode = base.simulate.devicesPerNode > 0
+                        ? (int64_t)base.simulate.devicesPerNode
+                        : model->devicesPerNode;
+  int64_t world = base.shard.worldSize;
+  int64_t group = base.shard.strategy == "hybrid-shard"
+                      ? world / std::max<int64_t>(1, base.shard.replicateGroups)
+                      : world;
+  // FSDP2's reshard_after_forward=N: keep 1/N, the node's share, so that
+  // the backward gather stays on NVLink.
+  int64_t partial = (perNode > 1 && group > perNode && group % perNode == 0)
+                        ? perNode
+                        : 0;
+
+  struct Best {
+    Search search;
+    std::vector<size_t> levels;
+    int64_t depth = 1;
+    Trial trial;
+  };
+  std::optional<Best> best;
+  std::optional<Trial> fastest, smallest;
+  std::string smallestHow;
+  for (int64_t k : {1, 2}) {
+    Search s;
+    s.merge = k;
+    s.partial = partial;
+    if (k > 1) {
+      // Merging needs four blocks at least to leave two units.
+      size_t blocks = llvm::count_if(fastest->units, [](const UnitInfo &u) {
+        return u.name != "root";
+      });
+      if (blocks < 4)
+        break;
+    }
+    // The everything-kept plan, with units as this granularity makes them.
+    PlanConfig keepAll = base;
+    keepAll.merge.group = k;
+    keepAll.shard.reshardAfterForward =
+        canReshard() ? "false" : base.shard.reshardAfterForward;
+    keepAll.checkpointing.mode = "none";
+    Trial first = evaluate(keepAll);
+    if (!first.ok) {
+      if (k == 1)
+        return mlir::emitError(trained.getLoc(), "--autotune: the plan does not build: ")
+               << first.error;
+      continue;
+    }
+    if (!fastest || first.step < fastest->step)
+      fastest = first;
+    measure(s, first);
+
+    // The smallest this granularity gets: every move applied.
+    std::vector<size_t> all = levelsAfter(s, s.moves.size());
+    Trial lowest = s.moves.empty() ? first : evaluate(configure(s, all, 1));
+    if (lowest.ok && (!smallest || lowest.peak < smallest->peak)) {
+      smallest = lowest;
+      smallestHow = "every unit on its last rung, units merged by " +
+                    std::to_string(k);
+    }
+    if (!fits(lowest))
+      continue;
+    // The shortest prefix of moves that fits.
+    size_t lo = 0, hi = s.moves.size();
+    Trial atHi = lowest;
+    if (fits(first)) {
+      hi = 0;
+      atHi = first;
+    } else {
+      while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        Trial t = evaluate(configure(s, levelsAfter(s, mid), 1));
+        if (fits(t)) {
+          hi = mid;
+          atHi = t;
+        } else {
+          lo = mid;
+        }
+      }
+    }
+    std::vector<size_t> levels = levelsAfter(s, hi);
+    int64_t depth = 1;
+    // A deeper prefetch overlaps more, for one more unit gathered early.
+    Trial deeper = evaluate(configure(s, levels, 2));
+    if (fits(deeper) && deeper.step < atHi.step) {
+      depth = 2;
+      atHi = deeper;
+    }
+    if (!best || atHi.step < best->trial.step)
+      best = Best{s, levels, depth, atHi};
+  }
+
+  if (!best) {
+    InFlightDiagnostic err = mlir::emitError(trained.getLoc(), "--memory-budget=");
+    err << gib(budget) << ": no plan fits";
+    if (smallest) {
+      err << "; the smallest predicted peak is " << gib(smallest->peak) << " ("
+          << smallestHow << "): arena " << gib(smallest->arena)
+          << " (activations and gathered parameters), state "
+          << gib(smallest->state)
+          << " (parameters, gradients, optimizer moments), kernel scratch "
+          << gib(smallest->scratch) << "; ";
+      if (smallest->state >= smallest->arena)
+        err << "the state dominates: shard over more ranks";
+      else
+        err << "the arena dominates: a smaller micro-batch (with "
+               "--grad-accum) or a shorter sequence";
+    }
+    return failure();
+  }
+
+  const Search &s = best->search;
+  os << "autotune: budget " << gib(budget) << " on " << model->name << " x "
+     << world << " (" << perNode << " per node), " << simulations
+     << " simulations\n";
+  os << "autotune: units merged by " << s.merge << ", prefetch depth "
+     << best->depth << ": step " << ms(best->trial.step) << ", peak "
+     << gib(best->trial.peak) << " (nothing resharded or recomputed: "
+     << ms(fastest->step) << ", " << gib(fastest->peak) << ")\n";
+  os << llvm::format("%-28s %-8s %-9s  %s\n", "unit", "reshard", "recompute",
+                     "why");
+  for (size_t u = 0; u < s.units.size(); ++u) {
+    size_t level = best->levels[u];
+    const Rung &r = s.ladders[u][level];
+    std::string why;
+    if (level == 0) {
+      why = "fits without a move";
+      for (const Move &m : s.moves)
+        if (m.unit == u) {
+          why += "; " + m.label + " would save " +
+                 gib(m.saved) + " for " + ms(m.paid);
+          break;
+        }
+    } else {
+      // A unit's moves climb its ladder, so those applied are the ones up
+      // to its level.
+      SmallVector<std::string> parts;
+      for (const Move &m : s.moves)
+        if (m.unit == u && m.to <= level)
+          parts.push_back(m.label + " saves " +
+                          gib(m.saved) + " for " + ms(m.paid));
+      why = llvm::join(parts, "; ");
+    }
+    std::string reshard = r.reshard.empty() ? "-" : r.reshard;
+    os << llvm::format("%-28s %-8s %-9s  %s\n", s.units[u].name.c_str(),
+                       reshard.c_str(), r.recompute ? "yes" : "no",
+                       why.c_str());
+  }
+  return configure(s, best->levels, best->depth);
+}
+
+} // namespace
+
+FailureOr<PlanConfig> mlir::fsdp::autotunePlan(ModuleOp trained,
+                                               const PlanConfig &base,
+                                               int64_t budget,
+                                               llvm::raw_ostream &os) {
+  return Tuner(trained, base, budget, os).run();
+}

@@ -1,0 +1,20 @@
+//===- Pipeline.cpp - The plan pipeline, as one configuration -------------===//
+#include "passes/Pipeline.h"
+
+#include "mlir/Pass/PassManager.h"
+
+using namespace mlir;
+
+void mlir::fsdp::addPlanPasses(PassManager &pm, const PlanConfig &config,
+                               bool verify) {
+  pm.addPass(createFsdpWrapUnits(config.wrap));
+  pm.addPass(createFsdpMergeUnits(config.merge));
+  pm.addPass(createFsdpCheckpointActivations(config.checkpointing));
+  pm.addPass(createFsdpShard(config.shard));
+  pm.addPass(createFsdpInsertCollectives());
+  pm.addPass(createFsdpSchedule(config.schedule));
+  pm.addPass(createFsdpPlanMemory());
+  if (verify)
+    pm.addPass(createFsdpVerifyPlan());
+  pm.addPass(createFsdpSimulate(config.simulate));
+}
