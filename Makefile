@@ -38,6 +38,7 @@ fuzz: deps
 bench: build
 	@bash bench/import_llama70b.sh $(BUILD)
 	@/usr/bin/python3 bench/memory.py --fsdp-opt $(BUILD)/tools/fsdp-opt --fsdp-run $(BUILD)/tools/fsdp-run
+	@/usr/bin/python3 bench/policies.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz

@@ -8,12 +8,12 @@ build=${1:-build}
 runs=${RUNS:-5}
 root=$(cd "$(dirname "$0")/.." && pwd)
 out="$root/bench/out"
-[ -f "$out/llama70b.onnx" ] || /usr/bin/python3 "$root/bench/make_llama70b.py" "$out"
+[ -f "$out/llama3-70b.onnx" ] || /usr/bin/python3 "$root/bench/make_shape_model.py" "$out" --model llama3-70b
 opt="$build/tools/fsdp-opt"
-echo "model: $(du -h --apparent-size "$out/llama70b.onnx" | cut -f1) graph," \
-     "$(du -h --apparent-size "$out/llama70b.bin" | cut -f1) sparse weights" \
-     "($(du -h "$out/llama70b.bin" | cut -f1) on disk)"
-"$opt" "$out/llama70b.onnx" --batch-size=1 --summary | tail -2
+echo "model: $(du -h --apparent-size "$out/llama3-70b.onnx" | cut -f1) graph," \
+     "$(du -h --apparent-size "$out/llama3-70b.bin" | cut -f1) sparse weights" \
+     "($(du -h "$out/llama3-70b.bin" | cut -f1) on disk)"
+"$opt" "$out/llama3-70b.onnx" --batch-size=1 --summary | tail -2
 # measure LABEL MAX_SECONDS MAX_MIB ARGS...: RUNS runs of fsdp-opt ARGS, the
 # median time and the peak RSS against the targets.
 measure() {
@@ -34,8 +34,8 @@ measure() {
   echo "$label llama-3-70b shape: median ${median} s, peak $((peak / 1024)) MiB" \
        "(targets < $max_s s, < $max_mib MB: $verdict)"
 }
-measure import 2 500 "$out/llama70b.onnx" --batch-size=1 -o /dev/null
+measure import 2 500 "$out/llama3-70b.onnx" --batch-size=1 -o /dev/null
 # The whole pipeline to a plan: training step, units, full-shard over 1024
 # ranks, collectives, schedule, memory plan, verification, the JSON plan.
-measure plan 5 1000 "$out/llama70b.onnx" --batch-size=1 --loss=cross-entropy \
-  --world-size=1024 --strategy=full-shard -o "$out/llama70b-1024.plan"
+measure plan 5 1000 "$out/llama3-70b.onnx" --batch-size=1 --loss=cross-entropy \
+  --world-size=1024 --strategy=full-shard -o "$out/llama3-70b-1024.plan"
