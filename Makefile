@@ -39,6 +39,7 @@ bench: build
 	@bash bench/import_llama70b.sh $(BUILD)
 	@/usr/bin/python3 bench/memory.py --fsdp-opt $(BUILD)/tools/fsdp-opt --fsdp-run $(BUILD)/tools/fsdp-run
 	@/usr/bin/python3 bench/policies.py --build $(BUILD)
+	@/usr/bin/python3 bench/prediction.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz

@@ -9,11 +9,14 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-double DeviceModel::computeSeconds(int64_t flops, int64_t bytes,
-                                   Type element) const {
+double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
+                                   llvm::StringRef op) const {
   bool half = element && (element.isBF16() || element.isF16());
   double peak = half && flopsBf16 > 0 ? flopsBf16 : flopsF32;
-  return launchOverhead + std::max(flops / peak, bytes / memBandwidth);
+  double scale = op.empty() ? 1.0 : opScale.lookup(op);
+  if (scale <= 0)
+    scale = 1.0;
+  return launchOverhead + scale * std::max(flops / peak, bytes / memBandwidth);
 }
 
 double DeviceModel::collectiveSeconds(int64_t bytes, int64_t ranks,
@@ -26,6 +29,26 @@ double DeviceModel::collectiveSeconds(int64_t bytes, int64_t ranks,
   double steps = double(ranks - 1), share = double(ranks - 1) / double(ranks);
   double factor = allReduce ? 2.0 : 1.0;
   return factor * (steps * alpha + share * double(bytes) / beta);
+}
+
+int64_t DeviceModel::threadsPerRank(int64_t ranksOnNode) const {
+  // fsdp-run gives each rank cores / ranks threads (at least one).
+  if (cores <= 0 || ranksOnNode <= 0)
+    return threads;
+  return std::max<int64_t>(1, cores / ranksOnNode);
+}
+
+double DeviceModel::sharedNodeFactor(int64_t ranksOnNode) const {
+  if (cores <= 0 || ranksOnNode <= 0)
+    return 1.0;
+  // More ranks than cores time-share them.
+  int64_t perRank = threadsPerRank(ranksOnNode);
+  double oversubscribed = std::max(1.0, double(ranksOnNode) / double(cores));
+  auto speedup = [&](int64_t t) {
+    return 1.0 + double(t - 1) * parallelEfficiency;
+  };
+  return speedup(std::max<int64_t>(1, threads)) / speedup(perRank) *
+         oversubscribed;
 }
 
 llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
@@ -72,6 +95,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     d.intraLatency = d.interLatency = 3e-6;
     d.launchOverhead = 1e-6;
     d.devicesPerNode = 1 << 20;
+    d.cores = 2;
+    d.threads = 2;
     return d;
   }
   auto buffer = llvm::MemoryBuffer::getFile(name);
@@ -113,7 +138,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         ": needs numbers flops_f32, mem_bandwidth, intra_bandwidth and "
         "inter_bandwidth (optional: flops_bf16, intra_latency, "
         "inter_latency, launch_overhead, devices_per_node, threads, "
-        "memory_bytes)");
+        "memory_bytes, cores, parallel_efficiency, op_scale)");
   if (d.flopsF32 <= 0 || d.memBandwidth <= 0 || d.intraBandwidth <= 0 ||
       d.interBandwidth <= 0 || perNode < 1)
     return llvm::createStringError("device file " + name.str() +
@@ -123,5 +148,29 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   d.devicesPerNode = (int64_t)perNode;
   d.threads = std::max<int64_t>(1, (int64_t)threads);
   d.memoryBytes = std::max<int64_t>(0, (int64_t)memory);
+  double cores = 0, efficiency = 1;
+  if (!number("cores", cores, false) ||
+      !number("parallel_efficiency", efficiency, false) || cores < 0 ||
+      efficiency < 0 || efficiency > 1)
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": cores must be a count and parallel_efficiency within [0, 1]");
+  d.cores = (int64_t)cores;
+  d.parallelEfficiency = efficiency;
+  if (const llvm::json::Value *v = o->get("op_scale")) {
+    const llvm::json::Object *scales = v->getAsObject();
+    if (!scales)
+      return llvm::createStringError("device file " + name.str() +
+                                     ": op_scale must map op names to "
+                                     "numbers");
+    for (const auto &[op, value] : *scales) {
+      auto x = value.getAsNumber();
+      if (!x || *x <= 0)
+        return llvm::createStringError(
+            "device file " + name.str() + ": op_scale." + op.str() +
+            " must be a positive number");
+      d.opScale[op.str()] = *x;
+    }
+  }
   return d;
 }

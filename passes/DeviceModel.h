@@ -12,6 +12,7 @@
 #define FSDP_PASSES_DEVICEMODEL_H
 
 #include "mlir/IR/Types.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
 #include <string>
@@ -31,9 +32,25 @@ struct DeviceModel {
   /// Device memory a rank may plan into (0: unknown); --autotune's default
   /// budget.
   int64_t memoryBytes = 0;
+  /// CPU: the rates above are the node's, measured on `threads` threads;
+  /// its `cores` are shared by the ranks on it (each runs on
+  /// cores / ranks threads, or time-shares a core), and a loop on t
+  /// threads runs 1 + (t - 1) * parallelEfficiency times faster than on
+  /// one. 0 cores: a device per rank (GPUs).
+  int64_t cores = 0;
+  double parallelEfficiency = 1.0;
+  /// Factor on a rank's compute time when `ranksOnNode` ranks share it.
+  double sharedNodeFactor(int64_t ranksOnNode) const;
+  /// Threads a rank's kernels run on when `ranksOnNode` ranks share it.
+  int64_t threadsPerRank(int64_t ranksOnNode) const;
+  /// Per op name (e.g. "tanh"), a factor on the roofline time: what a
+  /// measured run showed the kernels take against the roofline
+  /// (`fsdp-inspect --fit-device`). Absent ops keep 1.
+  llvm::StringMap<double> opScale;
 
   /// Seconds one op with these flops and bytes takes (a roofline).
-  double computeSeconds(int64_t flops, int64_t bytes, Type element) const;
+  double computeSeconds(int64_t flops, int64_t bytes, Type element,
+                        llvm::StringRef op = "") const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an
   /// all-reduce of `bytes` (the full buffer) over `ranks` consecutive ranks:
   /// ring α-β, on the node's links when the group fits in a node.

@@ -106,6 +106,12 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   Timing simulate(func::FuncOp func, const DeviceModel &model) {
     Builder b(&getContext());
     Timing t;
+    // Ranks that share one CPU node each compute at their share of it.
+    double share = 1;
+    if (auto w = func->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+            "fsdp.world_size"))
+      share = model.sharedNodeFactor(
+          std::min<int64_t>(w.getInt(), model.devicesPerNode));
     double compute = 0; // when the compute stream is free
     std::map<std::string, double> streams;
     llvm::DenseMap<Value, double> ready;
@@ -151,7 +157,9 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         }
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
-        end = start + model.computeSeconds(flops, bytes, elementOf(&op));
+        end = start + share * model.computeSeconds(
+                                  flops, bytes, elementOf(&op),
+                                  op.getName().stripDialect());
         compute = end;
         t.compute += end - start;
         for (Value r : op.getResults())
@@ -169,7 +177,10 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// largest need of one instruction (a reduction's double accumulators;
   /// attention's score rows, per thread, twice for its gradient).
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
-    int64_t floats = 0;
+    int64_t floats = 0, threads = model.threads;
+    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+      threads = model.threadsPerRank(
+          std::min<int64_t>(w.getInt(), model.devicesPerNode));
     module.walk([&](Operation *op) {
       if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
         floats = std::max<int64_t>(
@@ -180,7 +191,7 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         auto k = cast<RankedTensorType>(op->getOperand(1).getType());
         floats = std::max<int64_t>(
             floats, q.getDimSize(q.getRank() - 2) *
-                        k.getDimSize(k.getRank() - 2) * model.threads *
+                        k.getDimSize(k.getRank() - 2) * threads *
                         (isa<AttentionGradOp>(op) ? 2 : 1));
       }
     });

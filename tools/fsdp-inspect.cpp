@@ -23,6 +23,11 @@ int main(int argc, char **argv) {
   app.add_option("--compare", comparePath,
                  "a measured trace (fsdp-run --trace): predicted against "
                  "measured");
+  std::string fitBase, fitOut;
+  app.add_option("--fit-device", fitBase,
+                 "with --compare: the device JSON the plan was simulated on; "
+                 "writes it fitted to the measured run (per-op scales)");
+  app.add_option("--fit-out", fitOut, "where --fit-device writes the result");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
@@ -42,6 +47,19 @@ int main(int argc, char **argv) {
   if (!comparePath.empty()) {
     std::cout << "== predicted against measured\n";
     if (Status s = compareMeasured(plan, comparePath, std::cout); !s) {
+      std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  if (!fitBase.empty()) {
+    if (comparePath.empty() || fitOut.empty()) {
+      std::fprintf(stderr, "fsdp-inspect: error: --fit-device needs "
+                           "--compare MEASURED.json and --fit-out OUT.json\n");
+      return 1;
+    }
+    std::cout << "== device fitted to the measured run: " << fitOut << "\n";
+    if (Status s = fitDevice(plan, comparePath, fitBase, fitOut, std::cout);
+        !s) {
       std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
       return 1;
     }

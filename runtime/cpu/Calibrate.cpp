@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -41,9 +42,9 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   const int n = 512;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
 #ifdef _OPENMP
-  int threads = omp_get_max_threads();
+  int threads = omp_get_max_threads(), cores = omp_get_num_procs();
 #else
-  int threads = 1;
+  int threads = 1, cores = 1;
 #endif
   double gemm = best(5, [&] {
 #pragma omp parallel for
@@ -63,6 +64,36 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   std::vector<char> src(bytes, 1), dst(bytes, 0);
   double copy = best(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
   double bandwidth = 2.0 * bytes / copy;
+
+  // Parallel efficiency of the kernels' loops: an element-wise mix (a
+  // transcendental and a streaming add) on one thread and on all of them.
+  // A rank of a multi-rank job runs on fewer threads than this calibration
+  // (fsdp-run splits the cores), and fsdp-simulate scales by the speedup
+  // this gives.
+  double efficiency = 1.0;
+#ifdef _OPENMP
+  if (threads > 1) {
+    std::vector<float> x(1 << 21, 0.5f), y(1 << 21, 0.0f);
+    auto mix = [&](int t) {
+      return best(3, [&] {
+        int64_t n = (int64_t)x.size();
+#pragma omp parallel for num_threads(t)
+        for (int64_t i = 0; i < n; ++i)
+          y[i] = std::tanh(x[i]);
+#pragma omp parallel for num_threads(t)
+        for (int64_t i = 0; i < n; ++i)
+          y[i] += x[i];
+      });
+    };
+    // The median of paired trials: a shared machine's noise moves single
+    // timings by tens of percent.
+    std::vector<double> speedups;
+    for (int trial = 0; trial < 9; ++trial)
+      speedups.push_back(mix(1) / mix(threads));
+    std::nth_element(speedups.begin(), speedups.begin() + 4, speedups.end());
+    efficiency = std::clamp((speedups[4] - 1.0) / (threads - 1), 0.0, 1.0);
+  }
+#endif
 
   // Between ranks: a tiny all-reduce's latency, a large one's bandwidth.
   double latency = 2e-6, link = bandwidth / 4;
@@ -96,7 +127,11 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             {"flops_bf16", flops},        {"mem_bandwidth", bandwidth},
             {"intra_bandwidth", link},    {"inter_bandwidth", link},
             {"intra_latency", latency},   {"inter_latency", latency},
-            {"launch_overhead", 1e-6},    {"devices_per_node", 1 << 20}};
+            {"launch_overhead", 1e-6},    {"devices_per_node", 1 << 20},
+            {"threads", threads},
+            // The ranks of a node share its cores and memory.
+            {"cores", cores},
+            {"parallel_efficiency", efficiency}};
   return Status::ok();
 }
 

@@ -1516,8 +1516,11 @@ Kernel kernelFor(const std::string &op) {
 }
 
 int64_t scratchFloats(const Instruction &instr) {
-  // Reductions accumulate their output in double.
-  if (instr.op.rfind("reduce_", 0) == 0 && !instr.out.empty())
+  // Reductions accumulate their output in double (reduce_scatter_start is a
+  // collective: the communicator needs no scratch).
+  if ((instr.op == "reduce_sum" || instr.op == "reduce_mean" ||
+       instr.op == "reduce_max") &&
+      !instr.out.empty())
     return 2 * instr.out[0].numel();
   bool grad = instr.op == "attention_grad"; // probabilities and their gradient
   if ((instr.op != "attention" && !grad) || instr.in.size() < 2)

@@ -365,13 +365,20 @@ Status writeHtml(const Plan &plan, const std::string &path) {
   return Status::ok();
 }
 
+Status loadMeasuredTrace(const std::string &path, json &doc) {
+  std::ifstream in(path);
+  doc = json::parse(in, nullptr, false);
+  if (!in || doc.is_discarded() || !doc.is_object() ||
+      !doc.contains("traceEvents") || !doc["traceEvents"].is_array() ||
+      !doc.contains("otherData"))
+    return Status::error(path + ": not a trace written by fsdp-run");
+  return Status::ok();
+}
+
 Status compareMeasured(const Plan &plan, const std::string &measuredPath,
                        std::ostream &os) {
-  std::ifstream in(measuredPath);
-  json doc = json::parse(in, nullptr, false);
-  if (!in || doc.is_discarded() || !doc.contains("traceEvents") ||
-      !doc.contains("otherData"))
-    return Status::error(measuredPath + ": not a trace written by fsdp-run");
+  json doc;
+  FSDP_RETURN_IF_ERROR(loadMeasuredTrace(measuredPath, doc));
   if (plan.predicted.is_null())
     return Status::error("the plan has no prediction to compare");
   const json &m = doc["otherData"];

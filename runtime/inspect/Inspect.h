@@ -44,6 +44,18 @@ Status writeHtml(const Plan &plan, const std::string &path);
 Status compareMeasured(const Plan &plan, const std::string &measuredPath,
                        std::ostream &os);
 
+/// A measured trace (fsdp-run --trace), read and checked.
+Status loadMeasuredTrace(const std::string &path, nlohmann::json &doc);
+
+/// Fits the device model to a measured run: per op name, the factor by
+/// which the kernels took longer (or shorter) than predicted, summed over
+/// every rank's compute instructions, multiplied into `base`'s op_scale
+/// (a device JSON, the one the plan was simulated with). Writes the fitted
+/// device to `outPath` and prints the factors.
+Status fitDevice(const Plan &plan, const std::string &measuredPath,
+                 const std::string &basePath, const std::string &outPath,
+                 std::ostream &os);
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_INSPECT_INSPECT_H
