@@ -42,7 +42,7 @@ using namespace mlir::fsdp;
 
 std::optional<int64_t> mlir::fsdp::parseByteSize(llvm::StringRef text) {
   static const std::pair<const char *, int64_t> units[] = {
-      {"TiB", 1LL << 40}, {"GiB", 1LL << 30}, {"MiB", 1LL << 20},
+      {"TiB", 1LL << 40}, {"GiB", 1LL << 30},      {"MiB", 1LL << 20},
       {"KiB", 1LL << 10}, {"TB", 1000000000000LL}, {"GB", 1000000000LL},
       {"MB", 1000000LL},  {"KB", 1000LL},          {"B", 1}};
   text = text.trim();
@@ -165,7 +165,8 @@ private:
     c.schedule.prefetchDepth = depth;
     c.schedule.limitAllGathers =
         std::max<int64_t>(base.schedule.limitAllGathers, depth + 1);
-    std::string reshard = canReshard() ? "false" : base.shard.reshardAfterForward;
+    std::string reshard =
+        canReshard() ? "false" : base.shard.reshardAfterForward;
     SmallVector<std::string> recompute;
     for (size_t u = 0; u < levels.size(); ++u) {
       const Rung &r = s.ladders[u][levels[u]];
@@ -241,8 +242,7 @@ private:
       else if (u == lastBlock && blocks > 1)
         key = "last";
       else
-        key = std::to_string(info.elements) + "/" +
-              std::to_string(info.params);
+        key = std::to_string(info.elements) + "/" + std::to_string(info.params);
       if (info.name != "root")
         seenFirst = true;
       auto [it, added] = classIds.try_emplace(key, members.size());
@@ -322,7 +322,8 @@ private:
 FailureOr<PlanConfig> Tuner::run() {
   auto model = loadDeviceModel(base.simulate.device);
   if (!model)
-    return mlir::emitError(trained.getLoc(), "--device: ") << llvm::toString(model.takeError());
+    return mlir::emitError(trained.getLoc(), "--device: ")
+           << llvm::toString(model.takeError());
   int64_t perNode = base.simulate.devicesPerNode > 0
                         ? (int64_t)base.simulate.devicesPerNode
                         : model->devicesPerNode;
@@ -332,9 +333,8 @@ FailureOr<PlanConfig> Tuner::run() {
                       : world;
   // FSDP2's reshard_after_forward=N: keep 1/N, the node's share, so that
   // the backward gather stays on NVLink.
-  int64_t partial = (perNode > 1 && group > perNode && group % perNode == 0)
-                        ? perNode
-                        : 0;
+  int64_t partial =
+      (perNode > 1 && group > perNode && group % perNode == 0) ? perNode : 0;
 
   struct Best {
     Search search;
@@ -351,22 +351,18 @@ FailureOr<PlanConfig> Tuner::run() {
     s.partial = partial;
     if (k > 1) {
       // Merging needs four blocks at least to leave two units.
-      size_t blocks = llvm::count_if(fastest->units, [](const UnitInfo &u) {
-        return u.name != "root";
-      });
+      size_t blocks = llvm::count_if(
+          fastest->units, [](const UnitInfo &u) { return u.name != "root"; });
       if (blocks < 4)
         break;
     }
-    // The everything-kept plan, with units as this granularity makes them.
-    PlanConfig keepAll = base;
-    keepAll.merge.group = k;
-    keepAll.shard.reshardAfterForward =
-        canReshard() ? "false" : base.shard.reshardAfterForward;
-    keepAll.checkpointing.mode = "none";
-    Trial first = evaluate(keepAll);
+    // The everything-kept plan, with units as this granularity makes them
+    // (no levels yet: every unit on its first rung).
+    Trial first = evaluate(configure(s, {}, 1));
     if (!first.ok) {
       if (k == 1)
-        return mlir::emitError(trained.getLoc(), "--autotune: the plan does not build: ")
+        return mlir::emitError(trained.getLoc(),
+                               "--autotune: the plan does not build: ")
                << first.error;
       continue;
     }
@@ -374,23 +370,21 @@ FailureOr<PlanConfig> Tuner::run() {
       fastest = first;
     measure(s, first);
 
-    // The smallest this granularity gets: every move applied.
-    std::vector<size_t> all = levelsAfter(s, s.moves.size());
-    Trial lowest = s.moves.empty() ? first : evaluate(configure(s, all, 1));
-    if (lowest.ok && (!smallest || lowest.peak < smallest->peak)) {
-      smallest = lowest;
-      smallestHow = "every unit on its last rung, units merged by " +
-                    std::to_string(k);
-    }
-    if (!fits(lowest))
-      continue;
-    // The shortest prefix of moves that fits.
-    size_t lo = 0, hi = s.moves.size();
-    Trial atHi = lowest;
-    if (fits(first)) {
-      hi = 0;
-      atHi = first;
-    } else {
+    // The shortest prefix of moves that fits: none, or found by bisection
+    // once every move applied (the smallest this granularity gets) fits.
+    size_t lo = 0, hi = 0;
+    Trial atHi = first;
+    if (!fits(first)) {
+      hi = s.moves.size();
+      atHi = s.moves.empty() ? first
+                             : evaluate(configure(s, levelsAfter(s, hi), 1));
+      if (atHi.ok && (!smallest || atHi.peak < smallest->peak)) {
+        smallest = atHi;
+        smallestHow =
+            "every unit on its last rung, units merged by " + std::to_string(k);
+      }
+      if (!fits(atHi))
+        continue;
       while (hi - lo > 1) {
         size_t mid = (lo + hi) / 2;
         Trial t = evaluate(configure(s, levelsAfter(s, mid), 1));
@@ -415,7 +409,8 @@ FailureOr<PlanConfig> Tuner::run() {
   }
 
   if (!best) {
-    InFlightDiagnostic err = mlir::emitError(trained.getLoc(), "--memory-budget=");
+    InFlightDiagnostic err =
+        mlir::emitError(trained.getLoc(), "--memory-budget=");
     err << gib(budget) << ": no plan fits";
     if (smallest) {
       err << "; the smallest predicted peak is " << gib(smallest->peak) << " ("
@@ -439,8 +434,9 @@ FailureOr<PlanConfig> Tuner::run() {
      << " simulations\n";
   os << "autotune: units merged by " << s.merge << ", prefetch depth "
      << best->depth << ": step " << ms(best->trial.step) << ", peak "
-     << gib(best->trial.peak) << " (nothing resharded or recomputed: "
-     << ms(fastest->step) << ", " << gib(fastest->peak) << ")\n";
+     << gib(best->trial.peak)
+     << " (nothing resharded or recomputed: " << ms(fastest->step) << ", "
+     << gib(fastest->peak) << ")\n";
   os << llvm::format("%-28s %-8s %-9s  %s\n", "unit", "reshard", "recompute",
                      "why");
   for (size_t u = 0; u < s.units.size(); ++u) {
@@ -451,8 +447,8 @@ FailureOr<PlanConfig> Tuner::run() {
       why = "fits without a move";
       for (const Move &m : s.moves)
         if (m.unit == u) {
-          why += "; " + m.label + " would save " +
-                 gib(m.saved) + " for " + ms(m.paid);
+          why += "; " + m.label + " would save " + gib(m.saved) + " for " +
+                 ms(m.paid);
           break;
         }
     } else {
@@ -461,8 +457,8 @@ FailureOr<PlanConfig> Tuner::run() {
       SmallVector<std::string> parts;
       for (const Move &m : s.moves)
         if (m.unit == u && m.to <= level)
-          parts.push_back(m.label + " saves " +
-                          gib(m.saved) + " for " + ms(m.paid));
+          parts.push_back(m.label + " saves " + gib(m.saved) + " for " +
+                          ms(m.paid));
       why = llvm::join(parts, "; ");
     }
     std::string reshard = r.reshard.empty() ? "-" : r.reshard;

@@ -1,14 +1,15 @@
 //===- CheckpointActivations.cpp - Recompute unit forwards in backward ----===//
 //
 // --activation-checkpointing=units, as torch's checkpoint_wrapper around each
-// FSDP unit (or =UNIT,UNIT... for the named units only). The forward of @train_step is split into regions: a region
-// starts at an op that reads a unit's parameters and runs until an op reads
-// another unit's (ops that read none belong to the region they are in).
-// For every region of a non-root unit, the values it computes that only the
-// reverse pass needs are not kept: the ops computing them are cloned right
-// before their first use in the reverse pass and those uses read the
-// clones. Values the forward reads after the region (its output, the next
-// region's input) are kept, as checkpointing keeps each block's input.
+// FSDP unit (or =UNIT,UNIT... for the named units only). The forward of
+// @train_step is split into regions: a region starts at an op that reads a
+// unit's parameters and runs until an op reads another unit's (ops that read
+// none belong to the region they are in). For every region of a non-root unit,
+// the values it computes that only the reverse pass needs are not kept: the ops
+// computing them are cloned right before their first use in the reverse pass
+// and those uses read the clones. Values the forward reads after the region
+// (its output, the next region's input) are kept, as checkpointing keeps each
+// block's input.
 //
 // Before:                         After:
 //   %h = fsdp.gelu %a  (region)     %h = fsdp.gelu %a
@@ -75,8 +76,7 @@ struct FsdpCheckpointActivations
       for (StringRef name : names) {
         if (!module.lookupSymbol<UnitOp>(name)) {
           module.emitError("--activation-checkpointing: '")
-              << name
-              << "' is not none, units or the name of a unit";
+              << name << "' is not none, units or the name of a unit";
           return signalPassFailure();
         }
         chosen.insert(name);

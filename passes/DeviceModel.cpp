@@ -166,9 +166,9 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     for (const auto &[op, value] : *scales) {
       auto x = value.getAsNumber();
       if (!x || *x <= 0)
-        return llvm::createStringError(
-            "device file " + name.str() + ": op_scale." + op.str() +
-            " must be a positive number");
+        return llvm::createStringError("device file " + name.str() +
+                                       ": op_scale." + op.str() +
+                                       " must be a positive number");
       d.opScale[op.str()] = *x;
     }
   }

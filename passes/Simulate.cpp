@@ -157,9 +157,8 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         }
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
-        end = start + share * model.computeSeconds(
-                                  flops, bytes, elementOf(&op),
-                                  op.getName().stripDialect());
+        end = start + share * model.computeSeconds(flops, bytes, elementOf(&op),
+                                                   op.getName().stripDialect());
         compute = end;
         t.compute += end - start;
         for (Value r : op.getResults())
@@ -189,10 +188,10 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       if (isa<AttentionOp, AttentionGradOp>(op)) {
         auto q = cast<RankedTensorType>(op->getOperand(0).getType());
         auto k = cast<RankedTensorType>(op->getOperand(1).getType());
-        floats = std::max<int64_t>(
-            floats, q.getDimSize(q.getRank() - 2) *
-                        k.getDimSize(k.getRank() - 2) * threads *
-                        (isa<AttentionGradOp>(op) ? 2 : 1));
+        floats = std::max<int64_t>(floats,
+                                   q.getDimSize(q.getRank() - 2) *
+                                       k.getDimSize(k.getRank() - 2) * threads *
+                                       (isa<AttentionGradOp>(op) ? 2 : 1));
       }
     });
     return (floats + 1) / 2 * 8;

@@ -256,8 +256,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
     if (peak > budget) {
       emitError(module.getLoc(), "--memory-budget=")
           << memoryBudgetOpt << ": the plan's predicted peak is " << peak
-          << " bytes, over the budget of " << budget
-          << " (try --autotune)";
+          << " bytes, over the budget of " << budget << " (try --autotune)";
       return failure();
     }
   }

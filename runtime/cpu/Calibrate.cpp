@@ -123,11 +123,16 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
     double moved = 2.0 * (p - 1) / p * big.size() * sizeof(float);
     link = moved / std::max(tBig - 2.0 * (p - 1) * latency, 1e-9);
   }
-  device = {{"name", "cpu (calibrated)"}, {"flops_f32", flops},
-            {"flops_bf16", flops},        {"mem_bandwidth", bandwidth},
-            {"intra_bandwidth", link},    {"inter_bandwidth", link},
-            {"intra_latency", latency},   {"inter_latency", latency},
-            {"launch_overhead", 1e-6},    {"devices_per_node", 1 << 20},
+  device = {{"name", "cpu (calibrated)"},
+            {"flops_f32", flops},
+            {"flops_bf16", flops},
+            {"mem_bandwidth", bandwidth},
+            {"intra_bandwidth", link},
+            {"inter_bandwidth", link},
+            {"intra_latency", latency},
+            {"inter_latency", latency},
+            {"launch_overhead", 1e-6},
+            {"devices_per_node", 1 << 20},
             {"threads", threads},
             // The ranks of a node share its cores and memory.
             {"cores", cores},

@@ -41,8 +41,8 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
       continue;
     size_t i = e["args"]["instruction"].get<size_t>();
     if (i >= plan.program.size())
-      return Status::error(measuredPath + ": instruction " +
-                           std::to_string(i) + " is not in the plan");
+      return Status::error(measuredPath + ": instruction " + std::to_string(i) +
+                           " is not in the plan");
     const Instruction &ins = plan.program[i];
     if (ins.predictedEnd <= ins.predictedStart || ins.op == "wait" ||
         ins.op.find("_start") != std::string::npos || ins.op == "all_reduce")
