@@ -16,7 +16,8 @@ double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
   double scale = op.empty() ? 1.0 : opScale.lookup(op);
   if (scale <= 0)
     scale = 1.0;
-  return launchOverhead + scale * std::max(flops / peak, bytes / memBandwidth);
+  return scale *
+         (launchOverhead + std::max(flops / peak, bytes / memBandwidth));
 }
 
 double DeviceModel::collectiveSeconds(int64_t bytes, int64_t ranks,

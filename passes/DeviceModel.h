@@ -43,7 +43,7 @@ struct DeviceModel {
   double sharedNodeFactor(int64_t ranksOnNode) const;
   /// Threads a rank's kernels run on when `ranksOnNode` ranks share it.
   int64_t threadsPerRank(int64_t ranksOnNode) const;
-  /// Per op name (e.g. "tanh"), a factor on the roofline time: what a
+  /// Per op name (e.g. "tanh"), a factor on the op's time: what a
   /// measured run showed the kernels take against the roofline
   /// (`fsdp-inspect --fit-device`). Absent ops keep 1.
   llvm::StringMap<double> opScale;

@@ -5,7 +5,7 @@
 // flops' worth per element on a CPU) and on how well it is written. A
 // measured run (fsdp-run --trace) gives, per instruction, both the
 // prediction and the time: per op name, the ratio of their sums becomes a
-// factor on that op's roofline time (`op_scale` in the device JSON). Fit on
+// factor on that op's predicted time (`op_scale` in the device JSON). Fit on
 // one run, predict others: bench/prediction.py fits on a different model
 // than the ones it predicts.
 //
@@ -29,7 +29,6 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
   json device = json::parse(in, nullptr, false);
   if (!in || device.is_discarded() || !device.is_object())
     return Status::error(basePath + ": not a device JSON object");
-  double launch = device.value("launch_overhead", 0.0);
 
   // Compute instructions only: a collective's span and a wait's time are
   // the network's, and views take no time.
@@ -48,8 +47,8 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
         ins.op.find("_start") != std::string::npos || ins.op == "all_reduce")
       continue;
     auto &[m, p] = sums[ins.op];
-    m += std::max(0.0, e.value("dur", 0.0) / 1e6 - launch);
-    p += std::max(0.0, ins.predictedEnd - ins.predictedStart - launch);
+    m += e.value("dur", 0.0) / 1e6;
+    p += ins.predictedEnd - ins.predictedStart;
     ++counts[ins.op];
   }
   if (sums.empty())
@@ -59,14 +58,16 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
   char line[160];
   os << "op                     count  measured us  predicted us  op_scale\n";
   for (const auto &[op, mp] : sums) {
+    // The scale multiplies the op's whole predicted time, so a plan
+    // simulated on the fitted device predicts each op's measured total.
     auto [m, p] = mp;
     if (p <= 0 || m <= 0)
       continue;
     double old = scales.value(op, 1.0);
     scales[op] = old * m / p;
     std::snprintf(line, sizeof line, "%-22s %5lld %12.1f %13.1f %9.3f\n",
-                  op.c_str(), (long long)counts[op], m * 1e6, p * 1e6,
-                  scales[op].get<double>());
+                  op.c_str(), (long long)counts[op], mp.first * 1e6,
+                  mp.second * 1e6, scales[op].get<double>());
     os << line;
   }
   device["op_scale"] = scales;
