@@ -39,17 +39,38 @@ int64_t DeviceModel::threadsPerRank(int64_t ranksOnNode) const {
   return std::max<int64_t>(1, cores / ranksOnNode);
 }
 
-double DeviceModel::sharedNodeFactor(int64_t ranksOnNode) const {
+double DeviceModel::threadFactor(int64_t ranksOnNode) const {
   if (cores <= 0 || ranksOnNode <= 0)
     return 1.0;
-  // More ranks than cores time-share them.
-  int64_t perRank = threadsPerRank(ranksOnNode);
-  double oversubscribed = std::max(1.0, double(ranksOnNode) / double(cores));
   auto speedup = [&](int64_t t) {
     return 1.0 + double(t - 1) * parallelEfficiency;
   };
-  return speedup(std::max<int64_t>(1, threads)) / speedup(perRank) *
-         oversubscribed;
+  return speedup(std::max<int64_t>(1, threads)) /
+         speedup(threadsPerRank(ranksOnNode));
+}
+
+double DeviceModel::oversubscription(int64_t ranksOnNode) const {
+  if (cores <= 0 || ranksOnNode <= 0)
+    return 1.0;
+  return std::max(1.0, double(ranksOnNode) / double(cores));
+}
+
+double DeviceModel::sharedNodeFactor(int64_t ranksOnNode) const {
+  return threadFactor(ranksOnNode) * oversubscription(ranksOnNode);
+}
+
+double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
+                                       Type element, llvm::StringRef op,
+                                       int64_t ranksOnNode) const {
+  if (cores > 0 && ranksOnNode > 0 && !op.empty()) {
+    auto t = opScaleByThreads.find(threadsPerRank(ranksOnNode));
+    if (t != opScaleByThreads.end())
+      if (auto s = t->second.find(op); s != t->second.end())
+        return s->second * computeSeconds(flops, bytes, element) *
+               oversubscription(ranksOnNode);
+  }
+  return computeSeconds(flops, bytes, element, op) *
+         sharedNodeFactor(ranksOnNode);
 }
 
 llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
@@ -98,6 +119,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     d.devicesPerNode = 1 << 20;
     d.cores = 2;
     d.threads = 2;
+    d.asyncProgress = false;
     return d;
   }
   auto buffer = llvm::MemoryBuffer::getFile(name);
@@ -139,7 +161,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         ": needs numbers flops_f32, mem_bandwidth, intra_bandwidth and "
         "inter_bandwidth (optional: flops_bf16, intra_latency, "
         "inter_latency, launch_overhead, devices_per_node, threads, "
-        "memory_bytes, cores, parallel_efficiency, op_scale)");
+        "memory_bytes, cores, parallel_efficiency, async_progress, op_scale, "
+        "op_scale_threads)");
   if (d.flopsF32 <= 0 || d.memBandwidth <= 0 || d.intraBandwidth <= 0 ||
       d.interBandwidth <= 0 || perNode < 1)
     return llvm::createStringError("device file " + name.str() +
@@ -156,6 +179,12 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     return llvm::createStringError(
         "device file " + name.str() +
         ": cores must be a count and parallel_efficiency within [0, 1]");
+  if (const llvm::json::Value *v = o->get("async_progress")) {
+    if (!v->getAsBoolean())
+      return llvm::createStringError("device file " + name.str() +
+                                     ": async_progress must be true or false");
+    d.asyncProgress = *v->getAsBoolean();
+  }
   d.cores = (int64_t)cores;
   d.parallelEfficiency = efficiency;
   if (const llvm::json::Value *v = o->get("op_scale")) {
@@ -171,6 +200,29 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
                                        ": op_scale." + op.str() +
                                        " must be a positive number");
       d.opScale[op.str()] = *x;
+    }
+  }
+  if (const llvm::json::Value *v = o->get("op_scale_threads")) {
+    const llvm::json::Object *byThreads = v->getAsObject();
+    auto bad = [&](const std::string &what) {
+      return llvm::createStringError("device file " + name.str() +
+                                     ": op_scale_threads" + what);
+    };
+    if (!byThreads)
+      return bad(" must map thread counts to {op: factor} objects");
+    for (const auto &[count, value] : *byThreads) {
+      int64_t t = 0;
+      const llvm::json::Object *scales = value.getAsObject();
+      if (llvm::StringRef(count).getAsInteger(10, t) || t < 1 || !scales)
+        return bad("." + count.str() +
+                   ": must be a thread count mapped to {op: factor}");
+      for (const auto &[op, factor] : *scales) {
+        auto x = factor.getAsNumber();
+        if (!x || *x <= 0)
+          return bad("." + count.str() + "." + op.str() +
+                     " must be a positive number");
+        d.opScaleByThreads[t][op.str()] = *x;
+      }
     }
   }
   return d;

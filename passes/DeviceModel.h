@@ -15,6 +15,7 @@
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
 
+#include <map>
 #include <string>
 
 namespace mlir::fsdp {
@@ -39,18 +40,38 @@ struct DeviceModel {
   /// one. 0 cores: a device per rank (GPUs).
   int64_t cores = 0;
   double parallelEfficiency = 1.0;
-  /// Factor on a rank's compute time when `ranksOnNode` ranks share it.
+  /// Whether collectives move while the rank computes (NCCL's kernels do).
+  /// MPI's non-blocking collectives progress only inside MPI calls: the CPU
+  /// backend's transfers happen in its waits (`async_progress: false`).
+  bool asyncProgress = true;
+  /// Factor on a rank's compute time when `ranksOnNode` ranks share it:
+  /// threadFactor * oversubscription.
   double sharedNodeFactor(int64_t ranksOnNode) const;
+  /// How much slower a rank's kernels run on its threads than on `threads`
+  /// (from parallelEfficiency).
+  double threadFactor(int64_t ranksOnNode) const;
+  /// More ranks than cores time-share them: ranks / cores, at least 1.
+  double oversubscription(int64_t ranksOnNode) const;
   /// Threads a rank's kernels run on when `ranksOnNode` ranks share it.
   int64_t threadsPerRank(int64_t ranksOnNode) const;
   /// Per op name (e.g. "tanh"), a factor on the op's time: what a
   /// measured run showed the kernels take against the roofline
   /// (`fsdp-inspect --fit-device`). Absent ops keep 1.
   llvm::StringMap<double> opScale;
+  /// Per thread count t, per op: factors fitted to a run whose ranks each
+  /// ran on t threads. They include the speed of t threads, so for those
+  /// ops a rank on t threads pays no threadFactor (`op_scale_threads` in
+  /// the JSON, keyed by the count).
+  std::map<int64_t, llvm::StringMap<double>> opScaleByThreads;
 
   /// Seconds one op with these flops and bytes takes (a roofline).
   double computeSeconds(int64_t flops, int64_t bytes, Type element,
                         llvm::StringRef op = "") const;
+  /// Seconds the op takes on one of `ranksOnNode` ranks sharing a node
+  /// (0: a device of its own): computeSeconds with the op's per-thread
+  /// factor where fitted, else with sharedNodeFactor.
+  double rankComputeSeconds(int64_t flops, int64_t bytes, Type element,
+                            llvm::StringRef op, int64_t ranksOnNode) const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an
   /// all-reduce of `bytes` (the full buffer) over `ranks` consecutive ranks:
   /// ring α-β, on the node's links when the group fits in a node.

@@ -86,6 +86,7 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes"))
       arena = a.getInt();
     int64_t state = stateBytes(module), scratch = scratchBytes(module, *model);
+    int64_t ranks = ranksOnNode(module, *model);
     module->setAttr(
         "fsdp.predicted",
         b.getDictionaryAttr({
@@ -98,23 +99,37 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arena)),
             b.getNamedAttr("state_bytes", b.getI64IntegerAttr(state)),
             b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(scratch)),
+            // How ranks sharing a node were priced (what --fit-device
+            // needs to turn measured times into per-thread factors).
+            b.getNamedAttr("threads_per_rank",
+                           b.getI64IntegerAttr(model->threadsPerRank(ranks))),
+            b.getNamedAttr("thread_factor",
+                           b.getF64FloatAttr(model->threadFactor(ranks))),
+            b.getNamedAttr("oversubscription",
+                           b.getF64FloatAttr(model->oversubscription(ranks))),
             b.getNamedAttr("peak_bytes",
                            b.getI64IntegerAttr(arena + state + scratch)),
         }));
+  }
+
+  /// Ranks on one node (0 when the plan has no world size).
+  int64_t ranksOnNode(ModuleOp module, const DeviceModel &model) {
+    auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+    return w ? std::min<int64_t>(w.getInt(), model.devicesPerNode) : 0;
   }
 
   Timing simulate(func::FuncOp func, const DeviceModel &model) {
     Builder b(&getContext());
     Timing t;
     // Ranks that share one CPU node each compute at their share of it.
-    double share = 1;
-    if (auto w = func->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
-            "fsdp.world_size"))
-      share = model.sharedNodeFactor(
-          std::min<int64_t>(w.getInt(), model.devicesPerNode));
+    int64_t ranksOnNode =
+        this->ranksOnNode(func->getParentOfType<ModuleOp>(), model);
     double compute = 0; // when the compute stream is free
     std::map<std::string, double> streams;
     llvm::DenseMap<Value, double> ready;
+    // Without asynchronous progress: each started collective's stream and
+    // duration, until its wait.
+    llvm::DenseMap<Value, std::pair<std::string, double>> deferred;
     auto readyOf = [&](Value v) { return ready.lookup(v); };
     for (Operation &op : func.getBody().front()) {
       double start = compute, end = compute;
@@ -136,13 +151,27 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         // The full (gathered or reduced) buffer's bytes.
         int64_t bytes = std::max(bufferBytes(buffer), bufferBytes(inType));
         int64_t ranks = op.getAttrOfType<IntegerAttr>("group_size").getInt();
+        double seconds =
+            model.collectiveSeconds(bytes, ranks, isa<AllReduceOp>(op));
+        t.comm += seconds;
+        if (!model.asyncProgress) {
+          // Nothing moves until a wait progresses it (priced there).
+          deferred[op.getResult(0)] = {s, seconds};
+          continue;
+        }
         start = std::max(streams[s], std::max(readyOf(in), compute));
-        end =
-            start + model.collectiveSeconds(bytes, ranks, isa<AllReduceOp>(op));
+        end = start + seconds;
         streams[s] = end;
         ready[op.getResult(0)] = end;
-        t.comm += end - start;
       } else if (auto wait = dyn_cast<WaitOp>(op)) {
+        if (auto d = deferred.find(wait.getFuture()); d != deferred.end()) {
+          auto &[s, seconds] = d->second;
+          double begin = std::max(streams[s], compute);
+          streams[s] = begin + seconds;
+          ready[wait.getFuture()] = begin + seconds;
+          wait.getFuture().getDefiningOp()->setAttr(
+              "fsdp.sim", b.getDenseF64ArrayAttr({begin, begin + seconds}));
+        }
         double done = readyOf(wait.getFuture());
         if (done > compute)
           t.exposed += done - compute;
@@ -157,8 +186,9 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         }
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
-        end = start + share * model.computeSeconds(flops, bytes, elementOf(&op),
-                                                   op.getName().stripDialect());
+        end = start + model.rankComputeSeconds(flops, bytes, elementOf(&op),
+                                               op.getName().stripDialect(),
+                                               ranksOnNode);
         compute = end;
         t.compute += end - start;
         for (Value r : op.getResults())
@@ -177,9 +207,8 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// attention's score rows, per thread, twice for its gradient).
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
     int64_t floats = 0, threads = model.threads;
-    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
-      threads = model.threadsPerRank(
-          std::min<int64_t>(w.getInt(), model.devicesPerNode));
+    if (int64_t ranks = ranksOnNode(module, model))
+      threads = model.threadsPerRank(ranks);
     module.walk([&](Operation *op) {
       if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
         floats = std::max<int64_t>(

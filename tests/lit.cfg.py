@@ -21,5 +21,8 @@ config.substitutions.append(
     ("%gen", "/usr/bin/python3 " + os.path.join(config.fsdp_src_root,
                                                 "examples", "gen_model.py")))
 config.substitutions.append(
+    ("%fitcheck", "/usr/bin/python3 " + os.path.join(
+        config.test_source_root, "runtime", "Inputs", "fit_check.py")))
+config.substitutions.append(
     ("%badmodel", "/usr/bin/python3 " + os.path.join(
         config.fsdp_src_root, "tests", "frontend", "make_bad_model.py")))

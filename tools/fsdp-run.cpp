@@ -286,6 +286,8 @@ int main(int argc, char **argv) {
   std::vector<std::vector<float>> grads;
   std::vector<double> stepSeconds; // for --trace: the median step
   stepSeconds.reserve(std::max<int64_t>(steps, 0));
+  // For --trace: every step's per-instruction durations, for their medians.
+  std::vector<std::vector<double>> durations;
 
   int64_t accum = std::max<int64_t>(plan.train.gradAccum, 1);
   auto loadBatch = [&](int64_t micro) { return source->next(micro, inputs); };
@@ -311,6 +313,8 @@ int main(int argc, char **argv) {
     double tps = tokens * accum / (ms / 1000.0);
     if ((int64_t)stepSeconds.size() < steps)
       stepSeconds.push_back(r.computeSeconds);
+    if (!tracePath.empty())
+      durations.push_back(instructionDurations(exec.measuredTimeline()));
     if (log.is_open())
       log << nlohmann::json{{"step", t + 1},
                             {"loss", r.loss},
@@ -360,7 +364,11 @@ int main(int argc, char **argv) {
 
   if (!tracePath.empty()) {
     // Every rank's timeline to every rank (bytes of doubles), rank 0 writes.
-    const std::vector<double> &mine = exec.measuredTimeline();
+    // This rank's last step, then its per-instruction medians.
+    std::vector<double> mine = exec.measuredTimeline();
+    size_t half = mine.size();
+    std::vector<double> medians = steadyMedians(durations);
+    mine.insert(mine.end(), medians.begin(), medians.end());
     std::vector<double> all(mine.size() * world);
     if (Status s =
             comm->allGatherStart(mine.data(), all.data(), (int64_t)mine.size(),
@@ -369,11 +377,12 @@ int main(int argc, char **argv) {
       return fail(s);
     if (Status s = comm->wait(0); !s)
       return fail(s);
-    std::vector<std::vector<double>> timelines;
+    std::vector<std::vector<double>> timelines, medianDurations;
     double stepEnd = 0;
     for (int64_t r = 0; r < world; ++r) {
-      timelines.emplace_back(all.begin() + r * mine.size(),
-                             all.begin() + (r + 1) * mine.size());
+      auto begin = all.begin() + r * mine.size();
+      timelines.emplace_back(begin, begin + half);
+      medianDurations.emplace_back(begin + half, begin + mine.size());
       for (double t : timelines.back())
         stepEnd = std::max(stepEnd, t);
     }
@@ -392,9 +401,9 @@ int main(int argc, char **argv) {
                             {"peak_bytes", exec.peakBytes() - plan.arenaBytes +
                                                exec.arenaHighWater()},
                             {"rss_peak_bytes", peakRssBytes()}};
-    if (Status s =
-            leader ? writeMeasuredTrace(plan, tracePath, timelines, measured)
-                   : Status::ok();
+    if (Status s = leader ? writeMeasuredTrace(plan, tracePath, timelines,
+                                               measured, &medianDurations)
+                          : Status::ok();
         !s)
       return fail(s);
   }

@@ -127,6 +127,8 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             {"flops_f32", flops},
             {"flops_bf16", flops},
             {"mem_bandwidth", bandwidth},
+            // MPI's collectives move inside waits only (DeviceModel.h).
+            {"async_progress", false},
             {"intra_bandwidth", link},
             {"inter_bandwidth", link},
             {"intra_latency", latency},

@@ -9,6 +9,13 @@
 // one run, predict others: bench/prediction.py fits on a different model
 // than the ones it predicts.
 //
+// Ranks that share a CPU node run on fewer threads each, and ops gain from
+// threads unevenly (a GEMM nearly doubles on two, a memory-bound add does
+// not), so a run whose ranks had t threads other than the device's own
+// fits `op_scale_threads[t]` instead: factors that include t threads'
+// speed. Times are each instruction's median over the steady steps when
+// the trace has them (`median_dur`), its last step's otherwise.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/inspect/Inspect.h"
 
@@ -47,14 +54,22 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
         ins.op.find("_start") != std::string::npos || ins.op == "all_reduce")
       continue;
     auto &[m, p] = sums[ins.op];
-    m += e.value("dur", 0.0) / 1e6;
+    m += e["args"].value("median_dur", e.value("dur", 0.0)) / 1e6;
     p += ins.predictedEnd - ins.predictedStart;
     ++counts[ins.op];
   }
   if (sums.empty())
     return Status::error(measuredPath +
                          ": no compute instruction with a prediction");
+  // How the plan priced ranks sharing the node (fsdp-simulate).
+  int64_t threads = plan.predicted.value("threads_per_rank", int64_t(0));
+  double threadFactor = plan.predicted.value("thread_factor", 1.0);
+  bool perThreads = device.value("cores", 0.0) > 0 && threads > 0 &&
+                    threads != device.value("threads", int64_t(1));
   json scales = device.value("op_scale", json::object());
+  json byThreads = device.value("op_scale_threads", json::object());
+  std::string key = std::to_string(threads);
+  json fitted = perThreads ? byThreads.value(key, json::object()) : scales;
   char line[160];
   os << "op                     count  measured us  predicted us  op_scale\n";
   for (const auto &[op, mp] : sums) {
@@ -63,14 +78,25 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
     auto [m, p] = mp;
     if (p <= 0 || m <= 0)
       continue;
-    double old = scales.value(op, 1.0);
-    scales[op] = old * m / p;
+    // The factor the plan was simulated with: the per-thread one where
+    // fitted, else op_scale times the thread factor.
+    double old = fitted.contains(op) ? fitted[op].get<double>()
+                                     : scales.value(op, 1.0) *
+                                           (perThreads ? threadFactor : 1.0);
+    fitted[op] = old * m / p;
     std::snprintf(line, sizeof line, "%-22s %5lld %12.1f %13.1f %9.3f\n",
                   op.c_str(), (long long)counts[op], mp.first * 1e6,
-                  mp.second * 1e6, scales[op].get<double>());
+                  mp.second * 1e6, fitted[op].get<double>());
     os << line;
   }
-  device["op_scale"] = scales;
+  if (perThreads) {
+    byThreads[key] = fitted;
+    device["op_scale_threads"] = byThreads;
+    os << "(factors for ranks on " << key << " thread"
+       << (threads == 1 ? "" : "s") << ": op_scale_threads." << key << ")\n";
+  } else {
+    device["op_scale"] = fitted;
+  }
   std::string name = device.value("name", "device");
   if (name.find("(fitted)") == std::string::npos)
     device["name"] = name + " (fitted)";

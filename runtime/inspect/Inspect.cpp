@@ -258,9 +258,34 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
                           {"otherData", other}});
 }
 
+std::vector<double> instructionDurations(const std::vector<double> &timeline) {
+  std::vector<double> d(timeline.size() / 2);
+  for (size_t i = 0; i < d.size(); ++i)
+    d[i] = timeline[2 * i + 1] - timeline[2 * i];
+  return d;
+}
+
+std::vector<double>
+steadyMedians(const std::vector<std::vector<double>> &stepDurations) {
+  if (stepDurations.empty())
+    return {};
+  size_t first = stepDurations.size() > 1 ? 1 : 0;
+  std::vector<double> medians(stepDurations.front().size()), xs;
+  for (size_t i = 0; i < medians.size(); ++i) {
+    xs.clear();
+    for (size_t s = first; s < stepDurations.size(); ++s)
+      if (i < stepDurations[s].size())
+        xs.push_back(stepDurations[s][i]);
+    std::nth_element(xs.begin(), xs.begin() + xs.size() / 2, xs.end());
+    medians[i] = xs.empty() ? 0.0 : xs[xs.size() / 2];
+  }
+  return medians;
+}
+
 Status writeMeasuredTrace(const Plan &plan, const std::string &path,
                           const std::vector<std::vector<double>> &timelines,
-                          const json &measured) {
+                          const json &measured,
+                          const std::vector<std::vector<double>> *medians) {
   // A collective ends when its wait does.
   std::map<int64_t, size_t> waitOf;
   for (size_t i = 0; i < plan.program.size(); ++i)
@@ -281,6 +306,18 @@ Status writeMeasuredTrace(const Plan &plan, const std::string &path,
         return true;
       },
       nullptr);
+  if (medians)
+    for (json &ev : events) {
+      if (ev.value("ph", "") != "X")
+        continue;
+      size_t r = ev["pid"].get<size_t>(),
+             i = ev["args"]["instruction"].get<size_t>();
+      int64_t index = plan.program[i].index;
+      if (r < medians->size() && index >= 0 &&
+          index < (int64_t)(*medians)[r].size() &&
+          !isCollective(plan.program[i].op))
+        ev["args"]["median_dur"] = (*medians)[r][index] * 1e6;
+    }
   return writeJson(path, {{"traceEvents", events},
                           {"displayTimeUnit", "ms"},
                           {"otherData", measured}});

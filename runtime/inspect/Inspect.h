@@ -30,9 +30,20 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks);
 /// [begin, end] per instruction index (Executor::measuredTimeline);
 /// collectives span from their start to the end of their wait. `measured`
 /// (step time, arena high-water mark, RSS) goes into `otherData`.
-Status writeMeasuredTrace(const Plan &plan, const std::string &path,
-                          const std::vector<std::vector<double>> &timelines,
-                          const nlohmann::json &measured);
+/// `medians[r]`, when given, holds rank r's median duration per
+/// instruction index (steadyMedians), written as `args.median_dur` (us).
+Status
+writeMeasuredTrace(const Plan &plan, const std::string &path,
+                   const std::vector<std::vector<double>> &timelines,
+                   const nlohmann::json &measured,
+                   const std::vector<std::vector<double>> *medians = nullptr);
+/// Per instruction index, end - begin in one step's measured timeline.
+std::vector<double> instructionDurations(const std::vector<double> &timeline);
+/// Per instruction index, the median duration over the steps after the
+/// first (which warms caches and pages the arena in); over all of them when
+/// there is only one.
+std::vector<double>
+steadyMedians(const std::vector<std::vector<double>> &stepDurations);
 
 /// One self-contained HTML page (inline SVG, no scripts): the predicted
 /// timeline, one lane per stream, and the arena in use over the step.

@@ -1,6 +1,17 @@
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=h100-sxm' 2>/dev/null | FileCheck %s
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%S/Inputs/slow-device.json' 2>/dev/null | FileCheck %s --check-prefix=SLOW
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%S/Inputs/no-progress-device.json' 2>/dev/null | FileCheck %s --check-prefix=NOPROGRESS
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=tpu-v9' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "async_progress": 1}' > %t/progress.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/progress.json' 2>&1 | FileCheck %s --check-prefix=BADPROGRESS
+// BADPROGRESS: error: --device: device file {{.*}}progress.json: async_progress must be true or false
+// RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "op_scale_threads": {"two": {"add": 1}}}' > %t/threads.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/threads.json' 2>&1 | FileCheck %s --check-prefix=BADTHREADS
+// BADTHREADS: error: --device: device file {{.*}}threads.json: op_scale_threads.two: must be a thread count mapped to {op: factor}
+// RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "op_scale_threads": {"1": {"add": -2}}}' > %t/threads2.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/threads2.json' 2>&1 | FileCheck %s --check-prefix=BADFACTOR
+// BADFACTOR: error: --device: device file {{.*}}threads2.json: op_scale_threads.1.add must be a positive number
 // UNKNOWN: error: --device: unknown device 'tpu-v9' (h100-sxm, h200, a100-80g, cpu, or a JSON file)
 
 // On an H100 pair: the first gather is 2 x 5 floats over NVLink: one
@@ -15,6 +26,13 @@
 // 100 kB/s, the gathers dominate: 1 ms latency + 20 bytes / 1e5 B/s.
 // SLOW: device = "slow"
 // SLOW: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: 0.000000e+00, 0.0012000000000000001>
+// Without asynchronous progress (MPI's collectives move only inside a
+// wait) the prefetched gather of layers.1, issued before layers.0's
+// matmul, is priced from its wait on: after layers.0's tanh.
+// NOPROGRESS: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: 0.000000e+00, 1.020000e-03>
+// NOPROGRESS: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: [[TANH:[0-9.e-]+]], 0.0020401320000000001>{{.*}}unit = @layers.1
+// NOPROGRESS: fsdp.tanh %{{.*}}fsdp.sim = array<f64: {{[0-9.e-]+}}, [[TANH]]>
+
 fsdp.parameter @"layers.0.w" : tensor<3x3xf32> {module_path = "layers.0"}
 fsdp.parameter @"layers.1.w" : tensor<3x3xf32> {module_path = "layers.1"}
 fsdp.parameter @"layers.2.w" : tensor<3x3xf32> {module_path = "layers.2"}
