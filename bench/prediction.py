@@ -22,7 +22,7 @@ This 2-vCPU VM's speed drifts by 10-20% from one minute to the next (the
 same plan, run twice, differs by that much), so the whole fit-and-predict
 round is repeated (--rounds) and the median error per world size reported.
 
-    bench/prediction.py [--build build] [--steps 8] [--rounds 3]
+    bench/prediction.py [--build build] [--steps 10] [--rounds 3]
 """
 import argparse
 import json
@@ -51,29 +51,26 @@ def run(tools, plan, world, steps, trace):
     return predicted, measured
 
 
-def fit_round(tools, tmp, steps):
-    """Fits the calibrated device to the shallow model at world sizes 1 and
-    2; returns the fitted device's path."""
+def fit(tools, tmp, world, base, steps):
+    """Fits `base` to the shallow model run at `world` ranks; returns the
+    fitted device's path."""
     j = lambda name: os.path.join(tmp, name)
-    base = j("cpu.json")
-    for world in (1, 2):
-        plan = j(f"fit{world}.plan")
-        subprocess.run([os.path.join(tools, "fsdp-opt"), j("fit.onnx"),
-                        f"--batch-size={8 // world}", f"--world-size={world}",
-                        f"--device={base}", "-o", plan], check=True, stderr=subprocess.DEVNULL)
-        run(tools, plan, world, steps, j(f"fit{world}-trace.json"))
-        out = j(f"fitted{world}.json")
-        subprocess.run([os.path.join(tools, "fsdp-inspect"), plan, "--compare",
-                        j(f"fit{world}-trace.json"), "--fit-device", base, "--fit-out", out],
-                       check=True, capture_output=True, text=True)
-        base = out
-    return base
+    plan = j(f"fit{world}.plan")
+    subprocess.run([os.path.join(tools, "fsdp-opt"), j("fit.onnx"), f"--batch-size={8 // world}",
+                    f"--world-size={world}", f"--device={base}", "-o", plan], check=True,
+                   stderr=subprocess.DEVNULL)
+    run(tools, plan, world, steps, j(f"fit{world}-trace.json"))
+    out = j(f"fitted{world}.json")
+    subprocess.run([os.path.join(tools, "fsdp-inspect"), plan, "--compare",
+                    j(f"fit{world}-trace.json"), "--fit-device", base, "--fit-out", out],
+                   check=True, capture_output=True, text=True)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     tools = os.path.join(a.build, "tools")
@@ -94,8 +91,12 @@ def main():
         errors = {1: [], 2: [], 4: []}
         peaks = {1: [], 2: [], 4: []}
         for rnd in range(1, a.rounds + 1):
-            fitted = fit_round(tools, tmp, a.steps)
+            # Each fit runs just before the runs it predicts: this machine's
+            # speed drifts over minutes.
+            fitted = j("cpu.json")
             for world in (1, 2, 4):
+                if world < 4:
+                    fitted = fit(tools, tmp, world, fitted, a.steps)
                 plan = j(f"w{world}.plan")
                 subprocess.run([os.path.join(tools, "fsdp-opt"), j("gpt2.onnx"),
                                 f"--batch-size={8 // world}", f"--world-size={world}",

@@ -14,7 +14,8 @@
 // not), so a run whose ranks had t threads other than the device's own
 // fits `op_scale_threads[t]` instead: factors that include t threads'
 // speed. Times are each instruction's median over the steady steps when
-// the trace has them (`median_dur`), its last step's otherwise.
+// the trace has them (`median_dur`), its last step's otherwise, and come
+// from the slowest rank, which sets the step.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/inspect/Inspect.h"
@@ -38,23 +39,50 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
     return Status::error(basePath + ": not a device JSON object");
 
   // Compute instructions only: a collective's span and a wait's time are
-  // the network's, and views take no time.
-  std::map<std::string, std::pair<double, double>> sums; // measured, predicted
-  std::map<std::string, int64_t> counts;
-  for (const json &e : doc["traceEvents"]) {
+  // the network's, and views take no time. With many ranks, the slowest
+  // one's (the most compute time): every collective waits for it, so it
+  // sets the step.
+  auto computeEvent = [&](const json &e) -> const Instruction * {
     if (e.value("ph", "") != "X" || !e.contains("args") ||
         !e["args"].contains("instruction"))
-      continue;
+      return nullptr;
     size_t i = e["args"]["instruction"].get<size_t>();
     if (i >= plan.program.size())
-      return Status::error(measuredPath + ": instruction " + std::to_string(i) +
-                           " is not in the plan");
+      return nullptr;
     const Instruction &ins = plan.program[i];
     if (ins.predictedEnd <= ins.predictedStart || ins.op == "wait" ||
         ins.op.find("_start") != std::string::npos || ins.op == "all_reduce")
+      return nullptr;
+    return &ins;
+  };
+  auto measuredOf = [](const json &e) {
+    return e["args"].value("median_dur", e.value("dur", 0.0)) / 1e6;
+  };
+  std::map<int64_t, double> perRank;
+  for (const json &e : doc["traceEvents"])
+    if (computeEvent(e))
+      perRank[e.value("pid", int64_t(0))] += measuredOf(e);
+  int64_t slowest = 0;
+  for (auto [rank, total] : perRank)
+    if (total > perRank[slowest])
+      slowest = rank;
+  std::map<std::string, std::pair<double, double>> sums; // measured, predicted
+  std::map<std::string, int64_t> counts;
+  for (const json &e : doc["traceEvents"]) {
+    if (e.value("pid", int64_t(0)) != slowest)
       continue;
+    if (e.contains("args") && e["args"].contains("instruction") &&
+        e["args"]["instruction"].get<size_t>() >= plan.program.size())
+      return Status::error(
+          measuredPath + ": instruction " +
+          std::to_string(e["args"]["instruction"].get<size_t>()) +
+          " is not in the plan");
+    const Instruction *found = computeEvent(e);
+    if (!found)
+      continue;
+    const Instruction &ins = *found;
     auto &[m, p] = sums[ins.op];
-    m += e["args"].value("median_dur", e.value("dur", 0.0)) / 1e6;
+    m += measuredOf(e);
     p += ins.predictedEnd - ins.predictedStart;
     ++counts[ins.op];
   }
