@@ -1,0 +1,20 @@
+//===- DeviceKernels.cu.h - Launching a device kernel ------------*- C++
+//-*-===//
+#ifndef FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
+#define FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
+
+#include "runtime/backends/cuda/DeviceKernels.h"
+
+#include <cuda_runtime.h>
+
+namespace fsdp::cuda {
+
+/// Runs `f(i)` for i in [0, n) on `stream` (asynchronously); the launch's
+/// error, if any. Instantiated in DeviceKernels.cu for every functor of
+/// DeviceKernels.h.
+template <typename F>
+cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream);
+
+} // namespace fsdp::cuda
+
+#endif // FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H

@@ -1,0 +1,464 @@
+//===- DeviceKernels.h - The CUDA backend's kernels, one element each --*- C++
+//-*-===//
+//
+// Every kernel here is a functor whose call operator computes one output
+// element (or one row) from its index: `__host__ __device__`, so nvcc
+// launches it over a grid (DeviceKernels.cu: one thread per index, grid
+// stride) and the host compiler runs the very same code in a loop. That is
+// how these kernels are tested on a machine without a GPU: the unit test
+// (tests/unit/DeviceKernelsTest.cpp) runs each functor on the host and
+// compares it with the CPU backend's kernel of the same op, so the math and
+// the indexing are checked everywhere; only the launch itself needs a GPU.
+//
+// The math follows runtime/cpu/Kernels.cpp exactly (float element math,
+// double accumulation in reductions, softmax and losses), so the two
+// backends agree to rounding. These are the correct, simple kernels; fused
+// and tiled ones (cuBLASLt epilogues, flash attention) replace the hot ones
+// and are tested against these.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_H
+#define FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#ifdef __CUDACC__
+#define FSDP_HD __host__ __device__
+#else
+#define FSDP_HD
+#endif
+
+namespace fsdp::cuda {
+
+/// The largest tensor rank a kernel takes (the CPU backend's limit too).
+constexpr int kMaxDims = 8;
+
+/// Adds `v` to `*p`: atomically on the device (threads of a scatter may hit
+/// one element), plainly in the host's serial loop.
+FSDP_HD inline void addTo(float *p, float v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd(p, v);
+#else
+  *p += v;
+#endif
+}
+
+/// Records the first error a kernel meets (an index out of range) where the
+/// host reads it after the step: kernels cannot return a Status.
+FSDP_HD inline void flagError(int *flag, int code) {
+  if (!flag)
+    return;
+#ifdef __CUDA_ARCH__
+  atomicCAS(flag, 0, code);
+#else
+  if (*flag == 0)
+    *flag = code;
+#endif
+}
+enum ErrorCode : int { kIndexOutOfRange = 1, kTargetOutOfRange = 2 };
+
+/// Output dimensions and, per operand, the stride of each (0 where the
+/// operand broadcasts): a linear output index to operand offsets.
+struct Strided {
+  int rank = 0;
+  int64_t dims[kMaxDims] = {};
+  int64_t strides[3][kMaxDims] = {};
+
+  FSDP_HD void offsets(int64_t i, int64_t *off, int operands) const {
+    for (int o = 0; o < operands; ++o)
+      off[o] = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t x = i % dims[d];
+      i /= dims[d];
+      for (int o = 0; o < operands; ++o)
+        off[o] += x * strides[o][d];
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class UnaryKind {
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Reciprocal,
+  Tanh,
+  Erf,
+  Relu,
+  Sigmoid,
+  Silu,
+  Gelu,
+  GeluTanh
+};
+
+FSDP_HD inline float unaryOp(UnaryKind k, float x) {
+  switch (k) {
+  case UnaryKind::Neg:
+    return -x;
+  case UnaryKind::Abs:
+    return fabsf(x);
+  case UnaryKind::Exp:
+    return expf(x);
+  case UnaryKind::Log:
+    return logf(x);
+  case UnaryKind::Sqrt:
+    return sqrtf(x);
+  case UnaryKind::Rsqrt:
+    return 1.0f / sqrtf(x);
+  case UnaryKind::Reciprocal:
+    return 1.0f / x;
+  case UnaryKind::Tanh:
+    return tanhf(x);
+  case UnaryKind::Erf:
+    return erff(x);
+  case UnaryKind::Relu:
+    return x > 0 ? x : 0.0f;
+  case UnaryKind::Sigmoid:
+    return 1.0f / (1.0f + expf(-x));
+  case UnaryKind::Silu:
+    return x / (1.0f + expf(-x));
+  case UnaryKind::Gelu:
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  case UnaryKind::GeluTanh: {
+    const float k = 0.7978845608028654f; // sqrt(2/pi)
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+  }
+  }
+  return x;
+}
+
+struct Unary {
+  UnaryKind kind;
+  const float *x;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const { y[i] = unaryOp(kind, x[i]); }
+};
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min };
+
+FSDP_HD inline float binaryOp(BinaryKind k, float a, float b) {
+  switch (k) {
+  case BinaryKind::Add:
+    return a + b;
+  case BinaryKind::Sub:
+    return a - b;
+  case BinaryKind::Mul:
+    return a * b;
+  case BinaryKind::Div:
+    return a / b;
+  case BinaryKind::Pow:
+    return powf(a, b);
+  case BinaryKind::Max:
+    return a < b ? b : a;
+  case BinaryKind::Min:
+    return b < a ? b : a;
+  }
+  return a;
+}
+
+/// y = a op b, both broadcast to y (`index`: operands 0 and 1).
+struct Binary {
+  BinaryKind kind;
+  Strided index;
+  const float *a, *b;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[2];
+    index.offsets(i, off, 2);
+    y[i] = binaryOp(kind, a[off[0]], b[off[1]]);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind { Sum, Mean, Max };
+
+/// One output element: its kept coordinates give a base offset in x, then
+/// `count` elements over the reduced dimensions, accumulated in double.
+struct Reduce {
+  ReduceKind kind;
+  int kept = 0, reduced = 0;
+  int64_t keptDims[kMaxDims] = {}, keptStrides[kMaxDims] = {};
+  int64_t redDims[kMaxDims] = {}, redStrides[kMaxDims] = {};
+  int64_t count = 1;
+  const float *x;
+  float *y;
+
+  FSDP_HD void operator()(int64_t o) const {
+    int64_t base = 0, rest = o;
+    for (int d = kept - 1; d >= 0; --d) {
+      base += (rest % keptDims[d]) * keptStrides[d];
+      rest /= keptDims[d];
+    }
+    double acc = kind == ReduceKind::Max ? -INFINITY : 0.0;
+    for (int64_t j = 0; j < count; ++j) {
+      int64_t off = base, r = j;
+      for (int d = reduced - 1; d >= 0; --d) {
+        off += (r % redDims[d]) * redStrides[d];
+        r /= redDims[d];
+      }
+      double v = x[off];
+      acc = kind == ReduceKind::Max ? (v > acc ? v : acc) : acc + v;
+    }
+    y[o] = (float)(kind == ReduceKind::Mean ? acc / (double)count : acc);
+  }
+};
+
+/// Softmax (or log-softmax) along one axis: row r is [outer, inner]
+/// position (r / inner, r % inner), `len` elements `inner` apart.
+struct SoftmaxRows {
+  int64_t len, inner;
+  bool log;
+  const float *x;
+  float *y;
+  FSDP_HD void operator()(int64_t r) const {
+    int64_t o = r / inner, i = r % inner;
+    const float *row = x + o * len * inner + i;
+    float *out = y + o * len * inner + i;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < len; ++j)
+      mx = (double)row[j * inner] > mx ? (double)row[j * inner] : mx;
+    for (int64_t j = 0; j < len; ++j)
+      sum += exp(row[j * inner] - mx);
+    for (int64_t j = 0; j < len; ++j)
+      out[j * inner] = log ? (float)(row[j * inner] - mx - ::log(sum))
+                           : (float)(exp(row[j * inner] - mx) / sum);
+  }
+};
+
+/// Layer normalisation of one row of `cols` elements, scaled by w and
+/// shifted by b (optional).
+struct LayerNormRows {
+  int64_t cols;
+  double eps;
+  const float *x, *w, *b;
+  float *y;
+  FSDP_HD void operator()(int64_t r) const {
+    const float *row = x + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      mean += row[j];
+    mean /= (double)cols;
+    for (int64_t j = 0; j < cols; ++j)
+      var += (row[j] - mean) * (row[j] - mean);
+    var /= (double)cols;
+    double rstd = 1.0 / sqrt(var + eps);
+    for (int64_t j = 0; j < cols; ++j)
+      y[r * cols + j] =
+          (float)((row[j] - mean) * rstd * w[j] + (b ? b[j] : 0.0));
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Indexing, losses, layout, optimizer
+//===----------------------------------------------------------------------===//
+
+/// Element e = (o, j, t) of a [outer, count, inner] index space: the
+/// offset of (o, idx[j], t) in a [outer, dim, inner] tensor (negative
+/// indices count from the end), or -1 (flagged) when idx[j] is out of
+/// range.
+FSDP_HD inline int64_t indexedOffset(int64_t e, int64_t dim, int64_t inner,
+                                     int64_t count, const int64_t *idx,
+                                     int *error) {
+  int64_t t = e % inner, j = (e / inner) % count, o = e / (inner * count);
+  int64_t k = idx[j] < 0 ? idx[j] + dim : idx[j];
+  if (k < 0 || k >= dim) {
+    flagError(error, kIndexOutOfRange);
+    return -1;
+  }
+  return (o * dim + k) * inner + t;
+}
+
+/// y[o, j, t] = data[o, idx[j], t] (negative indices count from the end),
+/// elements of `elemBytes` bytes; one output element per index.
+struct Gather {
+  int64_t dim, inner, count, elemBytes;
+  const uint8_t *data;
+  const int64_t *idx;
+  uint8_t *y;
+  int *error;
+  FSDP_HD void operator()(int64_t e) const {
+    int64_t at = indexedOffset(e, dim, inner, count, idx, error);
+    if (at < 0)
+      return;
+    const uint8_t *src = data + at * elemBytes;
+    uint8_t *dst = y + e * elemBytes;
+    for (int64_t b = 0; b < elemBytes; ++b)
+      dst[b] = src[b];
+  }
+};
+
+/// y[o, idx[j], t] += upd[o, j, t] (y holds dest already); one update
+/// element per index, atomic on the device: repeated indices sum in any
+/// order.
+struct ScatterAdd {
+  int64_t dim, inner, count;
+  const float *upd;
+  const int64_t *idx;
+  float *y;
+  int *error;
+  FSDP_HD void operator()(int64_t e) const {
+    int64_t at = indexedOffset(e, dim, inner, count, idx, error);
+    if (at >= 0)
+      addTo(y + at, upd[e]);
+  }
+};
+
+/// Cross-entropy layout: input [n, classes, inner...], targets [n,
+/// inner...]; position p is (p / inner, p % inner).
+struct LossLayout {
+  int64_t classes, inner;
+  bool softmax;   // cross-entropy (log-sum-exp) or NLL of log-probs
+  bool hasIgnore; // positions whose target is `ignore` count nothing
+  int64_t ignore;
+  const float *weight; // per-class weight, or null
+};
+
+FSDP_HD inline double logSumExp(const float *row, int64_t classes,
+                                int64_t stride) {
+  double mx = -INFINITY, sum = 0;
+  for (int64_t j = 0; j < classes; ++j)
+    mx = (double)row[j * stride] > mx ? (double)row[j * stride] : mx;
+  for (int64_t j = 0; j < classes; ++j)
+    sum += exp(row[j * stride] - mx);
+  return mx + log(sum);
+}
+
+/// Per position: the loss term and its weight (0 where ignored), in double,
+/// for LossReduce to sum.
+struct LossTerms {
+  LossLayout l;
+  const float *x;
+  const int64_t *target;
+  double *term, *weightOut;
+  int *error;
+  FSDP_HD void operator()(int64_t p) const {
+    int64_t cls = target[p];
+    term[p] = weightOut[p] = 0;
+    if (l.hasIgnore && cls == l.ignore)
+      return;
+    if (cls < 0 || cls >= l.classes) {
+      flagError(error, kTargetOutOfRange);
+      return;
+    }
+    int64_t s = p / l.inner, i = p % l.inner;
+    const float *row = x + s * l.classes * l.inner + i;
+    double w = l.weight ? l.weight[cls] : 1.0;
+    weightOut[p] = w;
+    term[p] = w * ((l.softmax ? logSumExp(row, l.classes, l.inner) : 0.0) -
+                   row[cls * l.inner]);
+  }
+};
+
+enum class LossReduction { None, Mean, Sum };
+
+/// The loss from LossTerms' `count` terms (one thread, index 0): their sum,
+/// their weighted mean, or (None) each term; `totalOut` keeps the total
+/// weight for the gradient.
+struct LossReduce {
+  LossReduction reduction;
+  int64_t count;
+  const double *term, *weight;
+  float *y;
+  double *totalOut;
+  FSDP_HD void operator()(int64_t) const {
+    double sum = 0, total = 0;
+    for (int64_t p = 0; p < count; ++p) {
+      sum += term[p];
+      total += weight[p];
+      if (reduction == LossReduction::None)
+        y[p] = (float)term[p];
+    }
+    if (reduction == LossReduction::Mean)
+      y[0] = (float)(sum / total);
+    else if (reduction == LossReduction::Sum)
+      y[0] = (float)sum;
+    if (totalOut)
+      *totalOut = total;
+  }
+};
+
+/// The gradient of the loss for one position's row of classes: g (the
+/// incoming gradient, per position for None, else a scalar) times
+/// weight * (softmax - onehot), divided by the total weight for Mean.
+struct LossGradRows {
+  LossLayout l;
+  LossReduction reduction;
+  const float *x, *g;
+  const int64_t *target;
+  const double *total; // LossReduce's totalOut
+  float *y;
+  FSDP_HD void operator()(int64_t p) const {
+    int64_t s = p / l.inner, i = p % l.inner, cls = target[p];
+    const float *row = x + s * l.classes * l.inner + i;
+    float *out = y + s * l.classes * l.inner + i;
+    if ((l.hasIgnore && cls == l.ignore) || cls < 0 || cls >= l.classes) {
+      for (int64_t j = 0; j < l.classes; ++j)
+        out[j * l.inner] = 0;
+      return;
+    }
+    double scale = reduction == LossReduction::None   ? (double)g[p]
+                   : reduction == LossReduction::Mean ? g[0] / *total
+                                                      : (double)g[0];
+    double w = l.weight ? l.weight[cls] : 1.0;
+    double lse = l.softmax ? logSumExp(row, l.classes, l.inner) : 0;
+    for (int64_t j = 0; j < l.classes; ++j) {
+      double prob = l.softmax ? exp(row[j * l.inner] - lse) : 0.0;
+      out[j * l.inner] = (float)(w * scale * (prob - (j == cls ? 1.0 : 0.0)));
+    }
+  }
+};
+
+/// y = x with its dimensions permuted: `index` has y's dimensions and, as
+/// operand 0, x's stride along each of them.
+struct Transpose {
+  Strided index;
+  int64_t elemBytes;
+  const uint8_t *x;
+  uint8_t *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off;
+    index.offsets(i, &off, 1);
+    for (int64_t b = 0; b < elemBytes; ++b)
+      y[i * elemBytes + b] = x[off * elemBytes + b];
+  }
+};
+
+/// One AdamW step of one element (decoupled weight decay, bias-corrected
+/// moments), in the CPU backend's float arithmetic. `stepSize` is lr / (1 -
+/// beta1^t), `bc2Sqrt` sqrt(1 - beta2^t), `scale` the gradient's factor
+/// (clipping, accumulation).
+struct AdamW {
+  float lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, scale;
+  const float *grad;
+  float *param, *m, *v;
+  FSDP_HD void operator()(int64_t i) const {
+    float gi = grad[i] * scale;
+    param[i] *= 1.0f - lr * weightDecay;
+    m[i] = m[i] * beta1 + (1.0f - beta1) * gi;
+    v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
+    float denom = sqrtf(v[i]) / bc2Sqrt + eps;
+    param[i] -= stepSize * (m[i] / denom);
+  }
+};
+
+/// Runs `f` for every index on the host, in order (tests; the device
+/// launches a grid instead: launchEach in DeviceKernels.cu).
+template <typename F> void runOnHost(int64_t n, const F &f) {
+  for (int64_t i = 0; i < n; ++i)
+    f(i);
+}
+
+} // namespace fsdp::cuda
+
+#endif // FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_H

@@ -1,0 +1,357 @@
+// The CUDA backend's kernels (runtime/backends/cuda/DeviceKernels.h), run
+// on the host, against the CPU backend's kernel of the same op on the same
+// random inputs. Both compute element math in float and accumulate in
+// double in the same order, so most agree exactly; the tolerance (1e-6
+// relative, 1e-7 absolute) covers the CPU's float accumulation in the
+// reductions over middle axes and libm's last bit.
+#include "runtime/backends/cuda/KernelShapes.h"
+#include "runtime/cpu/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace fsdp;
+using namespace fsdp::cuda;
+
+namespace {
+
+/// Tensors laid out in an arena, as a plan places them.
+struct Arena {
+  std::vector<double> storage; // 8-byte aligned
+  int64_t used = 0;
+  std::mt19937 rng{1234};
+
+  TensorRef add(Dims shape, DType dtype = DType::F32) {
+    TensorRef t;
+    t.space = Space::Arena;
+    t.offset = used;
+    t.shape = std::move(shape);
+    t.dtype = dtype;
+    used += (t.bytes() + 63) / 64 * 64;
+    storage.resize(used / 8 + 1);
+    return t;
+  }
+  uint8_t *base() { return reinterpret_cast<uint8_t *>(storage.data()); }
+  template <typename T> T *at(const TensorRef &t) {
+    return reinterpret_cast<T *>(base() + t.offset);
+  }
+  void fill(const TensorRef &t, float lo, float hi) {
+    std::uniform_real_distribution<float> u(lo, hi);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      at<float>(t)[i] = u(rng);
+  }
+  void fillInts(const TensorRef &t, std::vector<int64_t> values) {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      at<int64_t>(t)[i] = values[i % values.size()];
+  }
+};
+
+/// Runs the CPU kernel of `in` on `a` (outputs in place).
+void runCpu(Arena &a, const Instruction &in, cpu::OptimizerState *opt = nullptr,
+            std::vector<float *> params = {}) {
+  std::vector<double> scratch(1 << 16);
+  cpu::Context c;
+  c.arena = a.base();
+  c.scratch = reinterpret_cast<float *>(scratch.data());
+  c.optimizer = opt;
+  c.params = std::move(params);
+  Status s = cpu::kernelFor(in.op)(in, c);
+  ASSERT_TRUE(s) << in.op << ": " << s.message();
+}
+
+Instruction instr(const std::string &op, std::vector<TensorRef> in,
+                  std::vector<TensorRef> out,
+                  nlohmann::json attrs = nlohmann::json::object()) {
+  Instruction i;
+  i.op = op;
+  i.in = std::move(in);
+  i.out = std::move(out);
+  i.attrs = std::move(attrs);
+  return i;
+}
+
+void expectClose(const float *want, const float *got, int64_t n,
+                 const std::string &what) {
+  for (int64_t i = 0; i < n; ++i) {
+    float tol = 1e-7f + 1e-6f * std::fabs(want[i]);
+    ASSERT_NEAR(want[i], got[i], tol) << what << " element " << i;
+  }
+}
+
+} // namespace
+
+TEST(DeviceKernels, UnaryMatchesCpu) {
+  struct Case {
+    const char *op;
+    UnaryKind kind;
+    bool tanhGelu;
+  } cases[] = {{"neg", UnaryKind::Neg, false},
+               {"abs", UnaryKind::Abs, false},
+               {"exp", UnaryKind::Exp, false},
+               {"log", UnaryKind::Log, false},
+               {"sqrt", UnaryKind::Sqrt, false},
+               {"rsqrt", UnaryKind::Rsqrt, false},
+               {"reciprocal", UnaryKind::Reciprocal, false},
+               {"tanh", UnaryKind::Tanh, false},
+               {"erf", UnaryKind::Erf, false},
+               {"relu", UnaryKind::Relu, false},
+               {"sigmoid", UnaryKind::Sigmoid, false},
+               {"silu", UnaryKind::Silu, false},
+               {"gelu", UnaryKind::Gelu, false},
+               {"gelu", UnaryKind::GeluTanh, true}};
+  for (const Case &k : cases) {
+    Arena a;
+    TensorRef x = a.add({7, 13}), y = a.add({7, 13});
+    bool positive = k.kind == UnaryKind::Log || k.kind == UnaryKind::Sqrt ||
+                    k.kind == UnaryKind::Rsqrt;
+    a.fill(x, positive ? 0.1f : -3.0f, 3.0f);
+    std::vector<float> got(y.numel());
+    runOnHost(x.numel(), Unary{k.kind, a.at<float>(x), got.data()});
+    nlohmann::json attrs = nlohmann::json::object();
+    if (k.tanhGelu)
+      attrs["approximate"] = "tanh";
+    runCpu(a, instr(k.op, {x}, {y}, attrs));
+    expectClose(a.at<float>(y), got.data(), y.numel(), k.op);
+  }
+}
+
+TEST(DeviceKernels, BroadcastBinaryMatchesCpu) {
+  struct Case {
+    const char *op;
+    BinaryKind kind;
+  } cases[] = {{"add", BinaryKind::Add}, {"sub", BinaryKind::Sub},
+               {"mul", BinaryKind::Mul}, {"div", BinaryKind::Div},
+               {"pow", BinaryKind::Pow}, {"max", BinaryKind::Max},
+               {"min", BinaryKind::Min}};
+  // A bias along the last axis, a column, a scalar, and both sides
+  // broadcasting.
+  std::vector<std::pair<Dims, Dims>> shapes = {{{2, 3, 4}, {4}},
+                                               {{2, 3, 4}, {3, 1}},
+                                               {{2, 3, 4}, {1}},
+                                               {{2, 1, 4}, {3, 1}}};
+  for (const Case &k : cases)
+    for (auto &[sa, sb] : shapes) {
+      Arena a;
+      Dims out = {2, 3, 4};
+      TensorRef ta = a.add(sa), tb = a.add(sb), y = a.add(out);
+      a.fill(ta, 0.5f, 2.0f);
+      a.fill(tb, 0.5f, 2.0f);
+      Binary f{k.kind, {}, a.at<float>(ta), a.at<float>(tb), nullptr};
+      ASSERT_TRUE(broadcastIndex(out, {&sa, &sb}, f.index));
+      std::vector<float> got(y.numel());
+      f.y = got.data();
+      runOnHost(y.numel(), f);
+      runCpu(a, instr(k.op, {ta, tb}, {y}));
+      expectClose(a.at<float>(y), got.data(), y.numel(), k.op);
+    }
+  Dims bad = {5}, out = {2, 3, 4};
+  Strided s;
+  EXPECT_FALSE(broadcastIndex(out, {&bad}, s));
+}
+
+TEST(DeviceKernels, ReductionsMatchCpu) {
+  struct Case {
+    const char *op;
+    ReduceKind kind;
+  } kinds[] = {{"reduce_sum", ReduceKind::Sum},
+               {"reduce_mean", ReduceKind::Mean},
+               {"reduce_max", ReduceKind::Max}};
+  Dims in = {3, 4, 5};
+  std::vector<Dims> axesList = {{2}, {0}, {1}, {0, 2}, {0, 1, 2}};
+  for (const Case &k : kinds)
+    for (const Dims &axes : axesList) {
+      Arena a;
+      Dims out;
+      for (int64_t d = 0; d < 3; ++d)
+        if (std::find(axes.begin(), axes.end(), d) == axes.end())
+          out.push_back(in[d]);
+      TensorRef x = a.add(in), y = a.add(out.empty() ? Dims{} : out);
+      a.fill(x, -2.0f, 2.0f);
+      Reduce f;
+      ASSERT_TRUE(reduceIndex(in, axes, k.kind, f));
+      std::vector<float> got(y.numel());
+      f.x = a.at<float>(x);
+      f.y = got.data();
+      runOnHost(y.numel(), f);
+      runCpu(a, instr(k.op, {x}, {y}, {{"axes", axes}, {"keepdims", false}}));
+      expectClose(a.at<float>(y), got.data(), y.numel(),
+                  std::string(k.op) + " over " + std::to_string(axes.size()) +
+                      " axes");
+    }
+}
+
+TEST(DeviceKernels, SoftmaxAndLayerNormMatchCpu) {
+  for (bool log : {false, true})
+    for (int64_t axis : {1, 2}) {
+      Arena a;
+      Dims shape = {2, 5, 3};
+      TensorRef x = a.add(shape), y = a.add(shape);
+      a.fill(x, -4.0f, 4.0f);
+      int64_t len = shape[axis], inner = axis == 1 ? 3 : 1;
+      std::vector<float> got(y.numel());
+      runOnHost(x.numel() / len,
+                SoftmaxRows{len, inner, log, a.at<float>(x), got.data()});
+      runCpu(a, instr(log ? "log_softmax" : "softmax", {x}, {y},
+                      {{"axis", axis}}));
+      expectClose(a.at<float>(y), got.data(), y.numel(),
+                  log ? "log_softmax" : "softmax");
+    }
+  for (bool bias : {false, true}) {
+    Arena a;
+    TensorRef x = a.add({6, 16}), w = a.add({16}), b = a.add({16}),
+              y = a.add({6, 16});
+    a.fill(x, -2.0f, 3.0f);
+    a.fill(w, 0.5f, 1.5f);
+    a.fill(b, -0.5f, 0.5f);
+    std::vector<float> got(y.numel());
+    runOnHost(6, LayerNormRows{16, 1e-5, a.at<float>(x), a.at<float>(w),
+                               bias ? a.at<float>(b) : nullptr, got.data()});
+    std::vector<TensorRef> ins = {x, w};
+    if (bias)
+      ins.push_back(b);
+    runCpu(a, instr("layer_norm", ins, {y}, {{"axis", 1}, {"epsilon", 1e-5}}));
+    expectClose(a.at<float>(y), got.data(), y.numel(), "layer_norm");
+  }
+}
+
+TEST(DeviceKernels, GatherAndScatterAddMatchCpu) {
+  Arena a;
+  TensorRef table = a.add({10, 4}), idx = a.add({5}, DType::I64),
+            rows = a.add({5, 4}), dest = a.add({10, 4}),
+            summed = a.add({10, 4});
+  a.fill(table, -1.0f, 1.0f);
+  a.fill(dest, -1.0f, 1.0f);
+  a.fillInts(idx, {3, -1, 0, 3, 7}); // a repeat and a negative index
+  std::vector<float> gathered(rows.numel());
+  int error = 0;
+  runOnHost(rows.numel(),
+            Gather{10, 4, 5, 4, a.at<uint8_t>(table), a.at<int64_t>(idx),
+                   reinterpret_cast<uint8_t *>(gathered.data()), &error});
+  EXPECT_EQ(error, 0);
+  runCpu(a, instr("gather", {table, idx}, {rows}, {{"axis", 0}}));
+  expectClose(a.at<float>(rows), gathered.data(), rows.numel(), "gather");
+
+  std::vector<float> scattered(a.at<float>(dest),
+                               a.at<float>(dest) + dest.numel());
+  runOnHost(rows.numel(),
+            ScatterAdd{10, 4, 5, a.at<float>(rows), a.at<int64_t>(idx),
+                       scattered.data(), &error});
+  EXPECT_EQ(error, 0);
+  runCpu(a, instr("scatter_add", {dest, idx, rows}, {summed}, {{"axis", 0}}));
+  expectClose(a.at<float>(summed), scattered.data(), summed.numel(),
+              "scatter_add");
+
+  // An index out of range is flagged, not followed.
+  a.fillInts(idx, {3, 10});
+  runOnHost(rows.numel(),
+            Gather{10, 4, 5, 4, a.at<uint8_t>(table), a.at<int64_t>(idx),
+                   reinterpret_cast<uint8_t *>(gathered.data()), &error});
+  EXPECT_EQ(error, kIndexOutOfRange);
+}
+
+TEST(DeviceKernels, CrossEntropyAndGradientMatchCpu) {
+  struct Case {
+    const char *reduction;
+    LossReduction kind;
+    bool weighted, ignore;
+    Dims x, t;
+  } cases[] = {
+      {"mean", LossReduction::Mean, false, true, {6, 5}, {6}},
+      {"mean", LossReduction::Mean, true, true, {6, 5}, {6}},
+      {"sum", LossReduction::Sum, false, false, {2, 5, 3}, {2, 3}},
+      {"none", LossReduction::None, true, true, {2, 5, 3}, {2, 3}},
+  };
+  for (const Case &k : cases) {
+    Arena a;
+    int64_t classes = k.x[1], inner = k.x.size() == 3 ? k.x[2] : 1;
+    int64_t positions = k.x[0] * inner;
+    TensorRef x = a.add(k.x), t = a.add(k.t, DType::I64), w = a.add({classes}),
+              loss = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
+              g = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
+              dx = a.add(k.x);
+    a.fill(x, -3.0f, 3.0f);
+    a.fill(w, 0.5f, 2.0f);
+    a.fill(g, 0.5f, 1.5f);
+    a.fillInts(t, {4, 0, 2, 1, 3, 2});
+    nlohmann::json attrs = {{"reduction", k.reduction}};
+    if (k.ignore)
+      attrs["ignore_index"] = 2;
+    LossLayout layout{classes,  inner, true,
+                      k.ignore, 2,     k.weighted ? a.at<float>(w) : nullptr};
+    std::vector<double> terms(positions), weights(positions);
+    std::vector<float> got(loss.numel()), grad(dx.numel());
+    double total = 0;
+    int error = 0;
+    runOnHost(positions, LossTerms{layout, a.at<float>(x), a.at<int64_t>(t),
+                                   terms.data(), weights.data(), &error});
+    runOnHost(1, LossReduce{k.kind, positions, terms.data(), weights.data(),
+                            got.data(), &total});
+    runOnHost(positions,
+              LossGradRows{layout, k.kind, a.at<float>(x), a.at<float>(g),
+                           a.at<int64_t>(t), &total, grad.data()});
+    EXPECT_EQ(error, 0);
+    std::vector<TensorRef> ins = {x, t}, gradIns = {x, t, g};
+    if (k.weighted) {
+      ins.push_back(w);
+      gradIns.push_back(w);
+    }
+    runCpu(a, instr("cross_entropy", ins, {loss}, attrs));
+    runCpu(a, instr("cross_entropy_grad", gradIns, {dx}, attrs));
+    std::string what = std::string("cross_entropy ") + k.reduction;
+    expectClose(a.at<float>(loss), got.data(), loss.numel(), what);
+    expectClose(a.at<float>(dx), grad.data(), dx.numel(), what + " gradient");
+  }
+}
+
+TEST(DeviceKernels, TransposeMatchesCpu) {
+  Arena a;
+  Dims in = {2, 3, 4}, perm = {2, 0, 1};
+  TensorRef x = a.add(in), y = a.add({4, 2, 3});
+  a.fill(x, -1.0f, 1.0f);
+  Transpose f{{}, 4, a.at<uint8_t>(x), nullptr};
+  ASSERT_TRUE(transposeIndex(in, perm, f.index));
+  std::vector<float> got(y.numel());
+  f.y = reinterpret_cast<uint8_t *>(got.data());
+  runOnHost(y.numel(), f);
+  runCpu(a, instr("transpose", {x}, {y}, {{"perm", perm}}));
+  expectClose(a.at<float>(y), got.data(), y.numel(), "transpose");
+}
+
+TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
+  Arena a;
+  TensorRef g = a.add({37});
+  std::vector<float> cpuParam(37), devParam(37), m(37, 0.0f), v(37, 0.0f);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int i = 0; i < 37; ++i)
+    cpuParam[i] = devParam[i] = u(rng);
+  cpu::OptimizerState opt;
+  opt.first = {std::vector<float>(37, 0.0f)};
+  opt.second = {std::vector<float>(37, 0.0f)};
+  float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+  for (int64_t step = 1; step <= 3; ++step) {
+    a.fill(g, -1.0f, 1.0f);
+    opt.step = step;
+    runCpu(a,
+           instr("adamw", {g}, {},
+                 {{"param", 0},
+                  {"lr", lr},
+                  {"beta1", b1},
+                  {"beta2", b2},
+                  {"eps", eps},
+                  {"weight_decay", wd}}),
+           &opt, {cpuParam.data()});
+    double bc1 = 1.0 - std::pow((double)b1, (double)step),
+           bc2 = 1.0 - std::pow((double)b2, (double)step);
+    runOnHost(37, AdamW{lr, b1, b2, eps, wd, (float)(lr / bc1),
+                        (float)std::sqrt(bc2), 1.0f, a.at<float>(g),
+                        devParam.data(), m.data(), v.data()});
+  }
+  expectClose(cpuParam.data(), devParam.data(), 37, "adamw parameters");
+  expectClose(opt.first[0].data(), m.data(), 37, "adamw first moment");
+  expectClose(opt.second[0].data(), v.data(), 37, "adamw second moment");
+}
