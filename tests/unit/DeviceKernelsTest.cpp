@@ -2,7 +2,7 @@
 // on the host, against the CPU backend's kernel of the same op on the same
 // random inputs. Both compute element math in float and accumulate in
 // double in the same order, so most agree exactly; the tolerance (1e-6
-// relative, 1e-7 absolute) covers the CPU's float accumulation in the
+// relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
 #include "runtime/backends/cuda/KernelShapes.h"
 #include "runtime/cpu/Kernels.h"
@@ -75,9 +75,9 @@ Instruction instr(const std::string &op, std::vector<TensorRef> in,
 }
 
 void expectClose(const float *want, const float *got, int64_t n,
-                 const std::string &what) {
+                 const std::string &what, float rel = 1e-6f) {
   for (int64_t i = 0; i < n; ++i) {
-    float tol = 1e-7f + 1e-6f * std::fabs(want[i]);
+    float tol = rel * (0.1f + std::fabs(want[i]));
     ASSERT_NEAR(want[i], got[i], tol) << what << " element " << i;
   }
 }
@@ -354,4 +354,45 @@ TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
   expectClose(cpuParam.data(), devParam.data(), 37, "adamw parameters");
   expectClose(opt.first[0].data(), m.data(), 37, "adamw first moment");
   expectClose(opt.second[0].data(), v.data(), 37, "adamw second moment");
+}
+
+// Attention sums its dot products in a different order than OpenBLAS's
+// sgemm (and adds dk, dv row by row), so it agrees to float rounding over
+// the sums' lengths: 1e-5 relative.
+TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
+  for (bool causal : {false, true})
+    for (int64_t tq : {6, 4}) { // tq < tk: causal rows offset by tk - tq
+      Arena a;
+      int64_t batch = 3, tk = 6, d = 8, dv = 5;
+      float scale = 0.35f;
+      TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
+                v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
+                dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
+                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv});
+      for (const TensorRef &t : {q, k, v, dy})
+        a.fill(t, -1.5f, 1.5f);
+      AttentionLayout layout{tq,
+                             tk,
+                             d,
+                             dv,
+                             scale,
+                             causal,
+                             a.at<float>(q),
+                             a.at<float>(k),
+                             a.at<float>(v)};
+      std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel(), 0.0f),
+          gv(dvv.numel(), 0.0f);
+      runOnHost(batch * tq, AttentionRows{layout, got.data()});
+      runOnHost(batch * tq, AttentionGradRows{layout, a.at<float>(dy),
+                                              gq.data(), gk.data(), gv.data()});
+      nlohmann::json attrs = {{"scale", scale}, {"causal", causal}};
+      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dvv}, attrs));
+      std::string what = std::string(causal ? "causal " : "") + "attention";
+      expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
+      expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
+      expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
+      expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
+                  1e-5f);
+    }
 }

@@ -48,6 +48,8 @@ FSDP_INSTANTIATE(LossReduce)
 FSDP_INSTANTIATE(LossGradRows)
 FSDP_INSTANTIATE(Transpose)
 FSDP_INSTANTIATE(AdamW)
+FSDP_INSTANTIATE(AttentionRows)
+FSDP_INSTANTIATE(AttentionGradRows)
 #undef FSDP_INSTANTIATE
 
 } // namespace fsdp::cuda

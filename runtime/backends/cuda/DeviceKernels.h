@@ -452,6 +452,103 @@ struct AdamW {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Attention (unmasked or causal): one query row per index
+//===----------------------------------------------------------------------===//
+
+/// q [batch, tq, d], k [batch, tk, d], v [batch, tk, dv] (batch: every
+/// leading dimension); causal rows see keys up to i + tk - tq. Scores are
+/// recomputed in each pass instead of stored: no scratch.
+struct AttentionLayout {
+  int64_t tq, tk, d, dv;
+  float scale;
+  bool causal;
+  const float *q, *k, *v;
+
+  FSDP_HD int64_t lastKey(int64_t i) const {
+    int64_t last = causal ? i + (tk - tq) : tk - 1;
+    return last < tk - 1 ? last : tk - 1;
+  }
+  FSDP_HD float score(int64_t b, int64_t i, int64_t j) const {
+    const float *qi = q + (b * tq + i) * d, *kj = k + (b * tk + j) * d;
+    float s = 0;
+    for (int64_t t = 0; t < d; ++t)
+      s += qi[t] * kj[t];
+    return scale * s;
+  }
+  /// The softmax's maximum and normaliser of row (b, i).
+  FSDP_HD void rowStats(int64_t b, int64_t i, double &mx, double &sum) const {
+    mx = -INFINITY;
+    sum = 0;
+    for (int64_t j = 0; j <= lastKey(i); ++j) {
+      double s = score(b, i, j);
+      mx = s > mx ? s : mx;
+    }
+    for (int64_t j = 0; j <= lastKey(i); ++j)
+      sum += exp(score(b, i, j) - mx);
+  }
+};
+
+/// y[b, i] = softmax(scale * q[b, i] . k[b]^T) . v[b].
+struct AttentionRows {
+  AttentionLayout a;
+  float *y;
+  FSDP_HD void operator()(int64_t r) const {
+    int64_t b = r / a.tq, i = r % a.tq;
+    double mx, sum;
+    a.rowStats(b, i, mx, sum);
+    float *yi = y + r * a.dv;
+    for (int64_t c = 0; c < a.dv; ++c)
+      yi[c] = 0;
+    for (int64_t j = 0; j <= a.lastKey(i); ++j) {
+      float p = (float)(exp(a.score(b, i, j) - mx) / sum);
+      const float *vj = a.v + (b * a.tk + j) * a.dv;
+      for (int64_t c = 0; c < a.dv; ++c)
+        yi[c] += p * vj[c];
+    }
+  }
+};
+
+/// The gradient of AttentionRows for query row (b, i): dq's row directly,
+/// its share of dk and dv added (atomically on the device; zero them
+/// first). ds = p * (dy . v - sum_j p * (dy . v)).
+struct AttentionGradRows {
+  AttentionLayout a;
+  const float *dy;
+  float *dq, *dk, *dv;
+  FSDP_HD void operator()(int64_t r) const {
+    int64_t b = r / a.tq, i = r % a.tq;
+    double mx, sum;
+    a.rowStats(b, i, mx, sum);
+    const float *gi = dy + r * a.dv, *qi = a.q + r * a.d;
+    auto dpOf = [&](int64_t j) {
+      const float *vj = a.v + (b * a.tk + j) * a.dv;
+      float dp = 0;
+      for (int64_t c = 0; c < a.dv; ++c)
+        dp += gi[c] * vj[c];
+      return dp;
+    };
+    double dot = 0;
+    for (int64_t j = 0; j <= a.lastKey(i); ++j)
+      dot += (double)dpOf(j) * (float)(exp(a.score(b, i, j) - mx) / sum);
+    float *dqi = dq + r * a.d;
+    for (int64_t t = 0; t < a.d; ++t)
+      dqi[t] = 0;
+    for (int64_t j = 0; j <= a.lastKey(i); ++j) {
+      float p = (float)(exp(a.score(b, i, j) - mx) / sum);
+      float ds = p * (float)(dpOf(j) - dot);
+      const float *kj = a.k + (b * a.tk + j) * a.d;
+      float *dkj = dk + (b * a.tk + j) * a.d, *dvj = dv + (b * a.tk + j) * a.dv;
+      for (int64_t t = 0; t < a.d; ++t) {
+        dqi[t] += a.scale * ds * kj[t];
+        addTo(dkj + t, a.scale * ds * qi[t]);
+      }
+      for (int64_t c = 0; c < a.dv; ++c)
+        addTo(dvj + c, p * gi[c]);
+    }
+  }
+};
+
 /// Runs `f` for every index on the host, in order (tests; the device
 /// launches a grid instead: launchEach in DeviceKernels.cu).
 template <typename F> void runOnHost(int64_t n, const F &f) {
