@@ -51,14 +51,19 @@ def run(tools, plan, world, steps, trace):
     return predicted, measured
 
 
+def compile_plan(tools, model, world, device, plan):
+    """The plan of `model` at `world` ranks (global batch 8) for `device`."""
+    subprocess.run([os.path.join(tools, "fsdp-opt"), model, f"--batch-size={8 // world}",
+                    f"--world-size={world}", f"--device={device}", "-o", plan], check=True,
+                   stderr=subprocess.DEVNULL)
+
+
 def fit(tools, tmp, world, base, steps):
     """Fits `base` to the shallow model run at `world` ranks; returns the
     fitted device's path."""
     j = lambda name: os.path.join(tmp, name)
     plan = j(f"fit{world}.plan")
-    subprocess.run([os.path.join(tools, "fsdp-opt"), j("fit.onnx"), f"--batch-size={8 // world}",
-                    f"--world-size={world}", f"--device={base}", "-o", plan], check=True,
-                   stderr=subprocess.DEVNULL)
+    compile_plan(tools, j("fit.onnx"), world, base, plan)
     run(tools, plan, world, steps, j(f"fit{world}-trace.json"))
     out = j(f"fitted{world}.json")
     subprocess.run([os.path.join(tools, "fsdp-inspect"), plan, "--compare",
@@ -98,10 +103,7 @@ def main():
                 if world < 4:
                     fitted = fit(tools, tmp, world, fitted, a.steps)
                 plan = j(f"w{world}.plan")
-                subprocess.run([os.path.join(tools, "fsdp-opt"), j("gpt2.onnx"),
-                                f"--batch-size={8 // world}", f"--world-size={world}",
-                                f"--device={fitted}", "-o", plan], check=True,
-                               stderr=subprocess.DEVNULL)
+                compile_plan(tools, j("gpt2.onnx"), world, fitted, plan)
                 p, m = run(tools, plan, world, a.steps, j(f"w{world}-trace.json"))
                 ps, ms = p["step_seconds"], m["step_seconds"]
                 pp, mp = p["peak_bytes"], m["peak_bytes"]

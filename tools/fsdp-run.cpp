@@ -286,8 +286,10 @@ int main(int argc, char **argv) {
   std::vector<std::vector<float>> grads;
   std::vector<double> stepSeconds; // for --trace: the median step
   stepSeconds.reserve(std::max<int64_t>(steps, 0));
-  // For --trace: every step's per-instruction durations, for their medians.
+  // For --trace: per-instruction durations of the first step and of up to
+  // 64 steady ones after it, for their medians (bounded on long runs).
   std::vector<std::vector<double>> durations;
+  const size_t kMedianSteps = 1 + 64;
 
   int64_t accum = std::max<int64_t>(plan.train.gradAccum, 1);
   auto loadBatch = [&](int64_t micro) { return source->next(micro, inputs); };
@@ -313,7 +315,7 @@ int main(int argc, char **argv) {
     double tps = tokens * accum / (ms / 1000.0);
     if ((int64_t)stepSeconds.size() < steps)
       stepSeconds.push_back(r.computeSeconds);
-    if (!tracePath.empty())
+    if (!tracePath.empty() && durations.size() < kMedianSteps)
       durations.push_back(instructionDurations(exec.measuredTimeline()));
     if (log.is_open())
       log << nlohmann::json{{"step", t + 1},

@@ -20,9 +20,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/inspect/Inspect.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <vector>
 
 namespace fsdp {
 
@@ -39,64 +41,60 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
     return Status::error(basePath + ": not a device JSON object");
 
   // Compute instructions only: a collective's span and a wait's time are
-  // the network's, and views take no time. With many ranks, the slowest
-  // one's (the most compute time): every collective waits for it, so it
-  // sets the step.
-  auto computeEvent = [&](const json &e) -> const Instruction * {
+  // the network's, and views take no time.
+  struct Timed {
+    int64_t rank;
+    const Instruction *ins;
+    double seconds;
+  };
+  std::vector<Timed> timed;
+  std::map<int64_t, double> perRank; // compute seconds
+  for (const json &e : doc["traceEvents"]) {
     if (e.value("ph", "") != "X" || !e.contains("args") ||
         !e["args"].contains("instruction"))
-      return nullptr;
+      continue;
     size_t i = e["args"]["instruction"].get<size_t>();
     if (i >= plan.program.size())
-      return nullptr;
+      return Status::error(measuredPath + ": instruction " + std::to_string(i) +
+                           " is not in the plan");
     const Instruction &ins = plan.program[i];
     if (ins.predictedEnd <= ins.predictedStart || ins.op == "wait" ||
         ins.op.find("_start") != std::string::npos || ins.op == "all_reduce")
-      return nullptr;
-    return &ins;
-  };
-  auto measuredOf = [](const json &e) {
-    return e["args"].value("median_dur", e.value("dur", 0.0)) / 1e6;
-  };
-  std::map<int64_t, double> perRank;
-  for (const json &e : doc["traceEvents"])
-    if (computeEvent(e))
-      perRank[e.value("pid", int64_t(0))] += measuredOf(e);
-  int64_t slowest = 0;
-  for (auto [rank, total] : perRank)
-    if (total > perRank[slowest])
-      slowest = rank;
-  std::map<std::string, std::pair<double, double>> sums; // measured, predicted
-  std::map<std::string, int64_t> counts;
-  for (const json &e : doc["traceEvents"]) {
-    if (e.value("pid", int64_t(0)) != slowest)
       continue;
-    if (e.contains("args") && e["args"].contains("instruction") &&
-        e["args"]["instruction"].get<size_t>() >= plan.program.size())
-      return Status::error(
-          measuredPath + ": instruction " +
-          std::to_string(e["args"]["instruction"].get<size_t>()) +
-          " is not in the plan");
-    const Instruction *found = computeEvent(e);
-    if (!found)
-      continue;
-    const Instruction &ins = *found;
-    auto &[m, p] = sums[ins.op];
-    m += measuredOf(e);
-    p += ins.predictedEnd - ins.predictedStart;
-    ++counts[ins.op];
+    Timed t{e.value("pid", int64_t(0)), &ins,
+            e["args"].value("median_dur", e.value("dur", 0.0)) / 1e6};
+    perRank[t.rank] += t.seconds;
+    timed.push_back(t);
   }
-  if (sums.empty())
+  if (timed.empty())
     return Status::error(measuredPath +
                          ": no compute instruction with a prediction");
+  // With many ranks, the slowest one's: every collective waits for it, so
+  // it sets the step.
+  auto slowest = std::max_element(
+      perRank.begin(), perRank.end(),
+      [](const auto &a, const auto &b) { return a.second < b.second; });
+  std::map<std::string, std::pair<double, double>> sums; // measured, predicted
+  std::map<std::string, int64_t> counts;
+  for (const Timed &t : timed) {
+    if (t.rank != slowest->first)
+      continue;
+    auto &[m, p] = sums[t.ins->op];
+    m += t.seconds;
+    p += t.ins->predictedEnd - t.ins->predictedStart;
+    ++counts[t.ins->op];
+  }
   // How the plan priced ranks sharing the node (fsdp-simulate).
   int64_t threads = plan.predicted.value("threads_per_rank", int64_t(0));
   double threadFactor = plan.predicted.value("thread_factor", 1.0);
-  bool perThreads = device.value("cores", 0.0) > 0 && threads > 0 &&
-                    threads != device.value("threads", int64_t(1));
   json scales = device.value("op_scale", json::object());
   json byThreads = device.value("op_scale_threads", json::object());
   std::string key = std::to_string(threads);
+  // As the simulator reads them: op_scale_threads[t] where the device has
+  // one for t (or t is not its own thread count), op_scale otherwise.
+  bool perThreads = device.value("cores", 0.0) > 0 && threads > 0 &&
+                    (threads != device.value("threads", int64_t(1)) ||
+                     byThreads.contains(key));
   json fitted = perThreads ? byThreads.value(key, json::object()) : scales;
   char line[160];
   os << "op                     count  measured us  predicted us  op_scale\n";
