@@ -5,6 +5,7 @@
 // Every error arrives here as a Status and leaves as a message and exit 1.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/backends/Backends.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/cpu/Calibrate.h"
 #include "runtime/exec/Executor.h"
@@ -99,7 +100,7 @@ namedParams(const Plan &plan, const std::vector<std::vector<float>> &data) {
 } // namespace
 
 int main(int argc, char **argv) {
-  CLI::App app{"fsdp-run: execute an fsdp plan (train with the CPU backend)"};
+  CLI::App app{"fsdp-run: execute an fsdp plan (train on the CPU or a GPU)"};
   std::string planPath, data = "synthetic", weights, logPath, saveFull,
                         dumpGrads;
   std::string checkpointDir, resume;
@@ -140,6 +141,11 @@ int main(int argc, char **argv) {
                  "write the last step's measured timeline (Chrome trace, "
                  "every rank) for fsdp-inspect --compare");
   app.add_flag("--quiet", quiet, "print only errors");
+  std::string backendName = "cpu";
+  app.add_option("--backend", backendName,
+                 "cpu (default), cuda (one GPU per process, NCCL) or emulated "
+                 "(the GPU backend's kernels run on the host: for testing)")
+      ->check(CLI::IsMember({"cpu", "cuda", "emulated"}));
   app.add_flag("--check-allocations", checkAllocations,
                "fail if any step after the first allocates heap memory");
   try {
@@ -215,9 +221,16 @@ int main(int argc, char **argv) {
                               " ranks, launched on " + std::to_string(world)));
   bool leader = rank == 0;
   quiet = quiet || !leader;
-  Executor exec;
-  if (Status s = exec.init(plan, *comm); !s)
+  std::unique_ptr<StepBackend> backend;
+  if (Status s = stepBackend(backendName, *comm, launch.localRank, commTimeout,
+                             backend);
+      !s)
     return fail(s);
+  Executor exec;
+  if (Status s = exec.init(plan, *comm, std::move(backend)); !s)
+    return fail(s);
+  if (!quiet && backendName != "cpu")
+    std::printf("backend: %s\n", exec.describe().c_str());
   std::string weightsPath = weights.empty() ? plan.source : weights;
   if (weightsPath.empty())
     return fail(

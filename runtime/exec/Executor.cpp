@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace fsdp {
 
@@ -14,12 +15,18 @@ static size_t slotOf(const Plan &plan, size_t i) {
   return plan.params[i].flat < 0 ? i : plan.params.size() + plan.params[i].flat;
 }
 
-Status Executor::init(const Plan &p, Comm &comm_) {
+Status Executor::init(const Plan &p, Comm &comm_,
+                      std::unique_ptr<StepBackend> backend_) {
   plan = &p;
+  backend = std::move(backend_);
+  hostNewer = true;
+  backendNewer = false;
+  pending = Status::ok();
   // Kernels parallelise with OpenMP; BLAS calls stay on the calling thread.
   openblas_set_num_threads(1);
-  // 64-byte aligned, as the planner aligned every offset.
-  size_t bytes = (size_t)std::max<int64_t>(p.arenaBytes, 64);
+  // 64-byte aligned, as the planner aligned every offset. A backend keeps
+  // its own arena.
+  size_t bytes = (size_t)std::max<int64_t>(backend ? 0 : p.arenaBytes, 64);
   bytes = (bytes + 63) / 64 * 64;
   arena = {static_cast<uint8_t *>(std::aligned_alloc(64, bytes)), std::free};
   if (!arena)
@@ -131,7 +138,34 @@ Status Executor::init(const Plan &p, Comm &comm_) {
   spareSlot = (int64_t)(p.program.size() + p.update.size());
   timeline.assign(2 * spareSlot, 0.0);
   comm->reserve(spareSlot + 1);
+  if (backend)
+    if (Status s = backend->init(p, comm_, constants); !s)
+      return s.withContext(backend->describe());
   return Status::ok();
+}
+
+std::string Executor::describe() const {
+  return backend ? backend->describe() : "cpu";
+}
+
+HostState Executor::hostState() {
+  return {&slots, &optimizer.first, &optimizer.second, &optimizer.started};
+}
+
+Status Executor::syncHost() {
+  if (!backend || !backendNewer)
+    return Status::ok();
+  FSDP_RETURN_IF_ERROR(backend->pull(hostState()));
+  backendNewer = false;
+  return Status::ok();
+}
+
+void Executor::touchHost() {
+  if (!backend)
+    return;
+  if (Status s = syncHost(); !s && pending)
+    pending = s;
+  hostNewer = true;
 }
 
 std::vector<Piece> Executor::piecesIn(std::vector<std::vector<float>> &storage,
@@ -164,6 +198,7 @@ Executor::ranges(const Plan &plan, size_t i, int64_t shardRank) {
 }
 
 std::vector<Piece> Executor::statePieces(size_t i, State s) {
+  touchHost();
   auto &storage = s == State::Value   ? slots
                   : s == State::First ? optimizer.first
                                       : optimizer.second;
@@ -176,10 +211,12 @@ bool Executor::writesState(size_t i) const {
 }
 
 bool Executor::momentumStarted(size_t i) const {
+  // (With a backend, read after syncHost(): saveCheckpoint does.)
   return optimizer.started[slotOf(*plan, i)];
 }
 
 void Executor::setMomentumStarted(size_t i) {
+  touchHost();
   optimizer.started[slotOf(*plan, i)] = 1;
 }
 
@@ -223,10 +260,13 @@ Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
 }
 
 Status Executor::gatherParams(std::vector<std::vector<float>> &full) {
+  FSDP_RETURN_IF_ERROR(syncHost());
   return gatherFull(slots, full);
 }
 
 int64_t Executor::arenaHighWater() const {
+  if (backend)
+    return backend->arenaHighWater();
   const uint8_t *a = arena.get();
   int64_t top = plan->arenaBytes;
   // Whole 8-byte words still holding the pattern were never written.
@@ -241,6 +281,8 @@ int64_t Executor::arenaHighWater() const {
 }
 
 int64_t Executor::peakBytes() const {
+  if (backend) // the device's memory, measured
+    return backend->peakBytes();
   int64_t bytes = plan->arenaBytes + (int64_t)scratch.size() * 8;
   for (const auto &v : slots)
     bytes += (int64_t)v.size() * 4;
@@ -291,6 +333,8 @@ Status Executor::step(int64_t t,
                       const std::function<Status(int64_t micro)> &loadBatch,
                       StepResult &result,
                       std::vector<std::vector<float>> *grads) {
+  if (backend)
+    return deviceStep(t, loadBatch, result, grads);
   optimizer.step = t + 1;
   optimizer.lrScale = lrFactor(t);
   if (grads)
@@ -324,6 +368,49 @@ Status Executor::step(int64_t t,
   ctx.captureGrads = nullptr;
   result.loss = lossSum / k;
   result.lr = baseLr * optimizer.lrScale;
+  result.computeSeconds = clock();
+  return Status::ok();
+}
+
+Status Executor::deviceStep(
+    int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
+    StepResult &result, std::vector<std::vector<float>> *grads) {
+  if (grads)
+    return Status::error("capturing gradients needs the cpu backend");
+  if (!pending)
+    return std::exchange(pending, Status::ok());
+  if (hostNewer) {
+    FSDP_RETURN_IF_ERROR(backend->push(hostState()));
+    hostNewer = false;
+  }
+  backendNewer = true;
+  double lrScale = lrFactor(t);
+  auto scalar = [&](const std::vector<TensorRef> &outs, const std::string &name,
+                    double &out) -> Status {
+    for (const TensorRef &o : outs)
+      if (o.name == name && o.dtype == DType::F32 && o.numel() == 1)
+        return backend->readScalar(o, out);
+    return Status::ok();
+  };
+  int64_t k = std::max<int64_t>(plan->train.gradAccum, 1);
+  double lossSum = 0;
+  for (int64_t m = 0; m < k; ++m) {
+    FSDP_RETURN_IF_ERROR(loadBatch(t * k + m));
+    if (m == 0)
+      stepStart = std::chrono::steady_clock::now();
+    FSDP_RETURN_IF_ERROR(backend->run(false, lrScale, t + 1));
+    double loss = 0;
+    FSDP_RETURN_IF_ERROR(scalar(plan->outputs, "loss", loss));
+    lossSum += loss;
+    FSDP_RETURN_IF_ERROR(scalar(plan->outputs, "grad_norm", result.gradNorm));
+  }
+  if (!plan->update.empty()) {
+    FSDP_RETURN_IF_ERROR(backend->run(true, lrScale, t + 1));
+    FSDP_RETURN_IF_ERROR(
+        scalar(plan->updateOutputs, "grad_norm", result.gradNorm));
+  }
+  result.loss = lossSum / k;
+  result.lr = baseLr * lrScale;
   result.computeSeconds = clock();
   return Status::ok();
 }

@@ -9,6 +9,7 @@
 #define FSDP_RUNTIME_EXEC_EXECUTOR_H
 
 #include "runtime/cpu/Kernels.h"
+#include "runtime/exec/StepBackend.h"
 #include "runtime/plan/Plan.h"
 
 #include <chrono>
@@ -36,14 +37,29 @@ constexpr uint8_t kArenaPattern = 0xA5;
 class Executor {
 public:
   /// Allocates everything; parameters start at zero until loaded. `comm`
-  /// carries the plan's collectives (it must outlive the executor).
-  Status init(const Plan &plan, Comm &comm);
+  /// carries the plan's collectives (it must outlive the executor). With a
+  /// `backend` the steps run there (runtime/exec/StepBackend.h); the
+  /// executor keeps the host's copy of the state.
+  Status init(const Plan &plan, Comm &comm,
+              std::unique_ptr<StepBackend> backend = nullptr);
+  /// "cpu", or the backend's description.
+  std::string describe() const;
 
   /// Storage of input `i` (write the batch here before step()).
-  void *input(size_t i) { return ctx.data(plan->inputs[i]); }
+  void *input(size_t i) {
+    return backend ? backend->input(i) : ctx.data(plan->inputs[i]);
+  }
   /// Where this rank keeps parameter `i`: the whole of it, or the part of
   /// it inside this rank's shard of its flat buffer (possibly nothing).
-  std::vector<Piece> pieces(size_t i) { return piecesIn(slots, i); }
+  /// With a backend, handing out pieces brings the host copy up to date and
+  /// sends it back before the next step (it may be written).
+  std::vector<Piece> pieces(size_t i) {
+    touchHost();
+    return piecesIn(slots, i);
+  }
+  /// With a backend: copies its state to the host if steps changed it
+  /// (before reading pieces for a checkpoint or an export).
+  Status syncHost();
 
   /// Assembles full per-parameter tensors from per-slot storage (`slots`
   /// indexed like the plan's slots): flat shards are all-gathered, so every
@@ -99,6 +115,11 @@ public:
 
 private:
   const Plan *plan = nullptr;
+  std::unique_ptr<StepBackend> backend;
+  bool hostNewer = true, backendNewer = false;
+  Status pending; // a failed transfer of touchHost, reported by step()
+  void touchHost();
+  HostState hostState();
   std::unique_ptr<uint8_t, void (*)(void *)> arena{nullptr, nullptr};
   std::vector<std::vector<float>> slots, gradSums;
   std::vector<Piece> piecesIn(std::vector<std::vector<float>> &storage,
@@ -113,6 +134,10 @@ private:
   }
   Comm *comm = nullptr;
   std::vector<cpu::Kernel> updateKernels;
+  Status deviceStep(int64_t t,
+                    const std::function<Status(int64_t micro)> &loadBatch,
+                    StepResult &result,
+                    std::vector<std::vector<float>> *grads);
   Status run(const std::vector<Instruction> &program,
              const std::vector<cpu::Kernel> &kernels, const char *what);
   std::vector<std::vector<uint8_t>> constants;

@@ -172,6 +172,11 @@ nlohmann::json manifest(const Plan &plan, const Executor &exec,
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position) {
   Comm &comm = exec.communicator();
+  // A device backend's state comes to the host first (every rank: the
+  // error, if any, is agreed on below).
+  Status synced = exec.syncHost();
+  FSDP_RETURN_IF_ERROR(
+      exec.agree(synced.isOk(), "copying the state from the device"));
   bool leader = comm.rank() == 0;
   std::string name = "step-" + std::to_string(position.step);
   fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;

@@ -1,11 +1,12 @@
-// The CUDA backend's kernels (runtime/backends/cuda/DeviceKernels.h), run
+// The CUDA backend's kernels (runtime/device/DeviceKernels.h), run
 // on the host, against the CPU backend's kernel of the same op on the same
 // random inputs. Both compute element math in float and accumulate in
 // double in the same order, so most agree exactly; the tolerance (1e-6
 // relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
-#include "runtime/backends/cuda/KernelShapes.h"
+#include "runtime/device/KernelShapes.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/support/Half.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +16,7 @@
 #include <vector>
 
 using namespace fsdp;
-using namespace fsdp::cuda;
+using namespace fsdp::device;
 
 namespace {
 
@@ -312,8 +313,11 @@ TEST(DeviceKernels, TransposeMatchesCpu) {
   Dims in = {2, 3, 4}, perm = {2, 0, 1};
   TensorRef x = a.add(in), y = a.add({4, 2, 3});
   a.fill(x, -1.0f, 1.0f);
-  Transpose f{{}, 4, a.at<uint8_t>(x), nullptr};
+  StridedCopy f{{}, 4, 0, 0, a.at<uint8_t>(x), nullptr};
   ASSERT_TRUE(transposeIndex(in, perm, f.index));
+  Dims dst = contiguousStrides(y.shape);
+  for (size_t d = 0; d < dst.size(); ++d)
+    f.index.strides[1][d] = dst[d];
   std::vector<float> got(y.numel());
   f.y = reinterpret_cast<uint8_t *>(got.data());
   runOnHost(y.numel(), f);
@@ -345,10 +349,10 @@ TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
                   {"eps", eps},
                   {"weight_decay", wd}}),
            &opt, {cpuParam.data()});
-    double bc1 = 1.0 - std::pow((double)b1, (double)step),
-           bc2 = 1.0 - std::pow((double)b2, (double)step);
-    runOnHost(37, AdamW{lr, b1, b2, eps, wd, (float)(lr / bc1),
-                        (float)std::sqrt(bc2), 1.0f, a.at<float>(g),
+    double scalars[2] = {1.0, (double)step};
+    float sched[4];
+    runOnHost(1, AdamWSchedule{lr, b1, b2, scalars, sched});
+    runOnHost(37, AdamW{b1, b2, eps, wd, sched, nullptr, a.at<float>(g),
                         devParam.data(), m.data(), v.data()});
   }
   expectClose(cpuParam.data(), devParam.data(), 37, "adamw parameters");
@@ -395,4 +399,31 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
       expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
                   1e-5f);
     }
+}
+
+// The device's 16-bit conversions against the host's (runtime/support/
+// Half.h): every 16-bit pattern back to float, and floats around every
+// rounding boundary, subnormals, overflow and NaN to 16 bits.
+TEST(DeviceKernels, SixteenBitConversionsMatchHost) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float a = floatFromF16((uint16_t)h), b = fromF16((uint16_t)h);
+    if (std::isnan(a)) {
+      EXPECT_TRUE(std::isnan(b)) << h;
+      continue;
+    }
+    ASSERT_EQ(floatToBits(a), floatToBits(b)) << "f16 " << h;
+    ASSERT_EQ(floatToBits(floatFromBf16((uint16_t)h)),
+              floatToBits(fromBf16((uint16_t)h)))
+        << "bf16 " << h;
+  }
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 2000000; ++i) {
+    uint32_t x = bits(rng);
+    if (i % 2) // half of them near f16's range, where the cases are
+      x = (x & 0x80000000u) | (0x33000000u + x % (0x47800000u - 0x33000000u));
+    float f = bitsToFloat(x);
+    ASSERT_EQ(f16FromFloat(f), toF16(f)) << std::hex << x;
+    ASSERT_EQ(bf16FromFloat(f), toBf16(f)) << std::hex << x;
+  }
 }

@@ -3,7 +3,7 @@
 #ifndef FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
 #define FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
 
-#include "runtime/backends/cuda/DeviceKernels.h"
+#include "runtime/device/DeviceKernels.h"
 
 #include <cuda_runtime.h>
 

@@ -6,15 +6,15 @@
 // the host test of the kernels.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_BACKENDS_CUDA_KERNELSHAPES_H
-#define FSDP_RUNTIME_BACKENDS_CUDA_KERNELSHAPES_H
+#ifndef FSDP_RUNTIME_DEVICE_KERNELSHAPES_H
+#define FSDP_RUNTIME_DEVICE_KERNELSHAPES_H
 
-#include "runtime/backends/cuda/DeviceKernels.h"
+#include "runtime/device/DeviceKernels.h"
 
 #include <initializer_list>
 #include <vector>
 
-namespace fsdp::cuda {
+namespace fsdp::device {
 
 using Dims = std::vector<int64_t>;
 
@@ -97,6 +97,6 @@ inline bool transposeIndex(const Dims &x, const Dims &perm, Strided &s) {
   return true;
 }
 
-} // namespace fsdp::cuda
+} // namespace fsdp::device
 
-#endif // FSDP_RUNTIME_BACKENDS_CUDA_KERNELSHAPES_H
+#endif // FSDP_RUNTIME_DEVICE_KERNELSHAPES_H

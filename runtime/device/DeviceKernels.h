@@ -17,8 +17,8 @@
 // and are tested against these.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_H
-#define FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_H
+#ifndef FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
+#define FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
 
 #include <cmath>
 #include <cstdint>
@@ -30,7 +30,7 @@
 #define FSDP_HD
 #endif
 
-namespace fsdp::cuda {
+namespace fsdp::device {
 
 /// The largest tensor rank a kernel takes (the CPU backend's limit too).
 constexpr int kMaxDims = 8;
@@ -58,6 +58,104 @@ FSDP_HD inline void flagError(int *flag, int code) {
 #endif
 }
 enum ErrorCode : int { kIndexOutOfRange = 1, kTargetOutOfRange = 2 };
+
+/// A tensor's element type, numbered as fsdp::DType (runtime/plan/Plan.h).
+enum class ElemType { F32, I64, I1, BF16, F16 };
+
+FSDP_HD inline float bitsToFloat(uint32_t bits) {
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+FSDP_HD inline uint32_t floatToBits(float f) {
+  uint32_t bits;
+  memcpy(&bits, &f, 4);
+  return bits;
+}
+/// bfloat16 with round to nearest even, NaN kept quiet (runtime/support/
+/// Half.h's conversion, usable on the device).
+FSDP_HD inline uint16_t toBf16(float f) {
+  uint32_t bits = floatToBits(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return (uint16_t)((bits >> 16) | 0x40);
+  return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+FSDP_HD inline float fromBf16(uint16_t h) {
+  return bitsToFloat((uint32_t)h << 16);
+}
+/// IEEE half with round to nearest even (subnormals, overflow to
+/// infinity, NaN kept).
+FSDP_HD inline uint16_t toF16(float f) {
+  uint32_t x = floatToBits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) // NaN
+    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) // rounds to at least 65520: infinity
+    return (uint16_t)(sign | 0x7c00u);
+  if (a < 0x38800000u) { // below 2^-14: subnormal or zero
+    if (a < 0x33000000u) // below 2^-25: rounds to zero
+      return sign;
+    uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    int shift = 126 - (int)(a >> 23); // 14..24
+    uint32_t half = mant >> shift, rest = mant & ((1u << shift) - 1),
+             mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1u)))
+      ++half;
+    return (uint16_t)(sign | half);
+  }
+  uint32_t h = ((a >> 13) - (112u << 10)), rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u)))
+    ++h;
+  return (uint16_t)(sign | h);
+}
+FSDP_HD inline float fromF16(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu,
+           m = h & 0x3ffu;
+  if (e == 0x1f)
+    return bitsToFloat(sign | 0x7f800000u | (m << 13));
+  if (e == 0) { // zero or subnormal: m * 2^-24
+    float v = (float)m * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return bitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+/// Element i of `p` as a double (the CPU backend's loadAsDouble).
+FSDP_HD inline double loadElem(ElemType t, const void *p, int64_t i) {
+  switch (t) {
+  case ElemType::F32:
+    return static_cast<const float *>(p)[i];
+  case ElemType::I64:
+    return (double)static_cast<const int64_t *>(p)[i];
+  case ElemType::I1:
+    return static_cast<const uint8_t *>(p)[i];
+  case ElemType::BF16:
+    return fromBf16(static_cast<const uint16_t *>(p)[i]);
+  case ElemType::F16:
+    return fromF16(static_cast<const uint16_t *>(p)[i]);
+  }
+  return 0;
+}
+FSDP_HD inline void storeElem(ElemType t, void *p, int64_t i, double v) {
+  switch (t) {
+  case ElemType::F32:
+    static_cast<float *>(p)[i] = (float)v;
+    break;
+  case ElemType::I64:
+    static_cast<int64_t *>(p)[i] = v - v == 0 ? (int64_t)v : 0; // finite
+    break;
+  case ElemType::I1:
+    static_cast<uint8_t *>(p)[i] = v != 0;
+    break;
+  case ElemType::BF16:
+    static_cast<uint16_t *>(p)[i] = toBf16((float)v);
+    break;
+  case ElemType::F16:
+    static_cast<uint16_t *>(p)[i] = toF16((float)v);
+    break;
+  }
+}
 
 /// Output dimensions and, per operand, the stride of each (0 where the
 /// operand broadcasts): a linear output index to operand offsets.
@@ -142,7 +240,20 @@ struct Unary {
   FSDP_HD void operator()(int64_t i) const { y[i] = unaryOp(kind, x[i]); }
 };
 
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Max, Min };
+enum class BinaryKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,
+  Equal,
+  Less,
+  Greater,
+  And,
+  Or
+};
 
 FSDP_HD inline float binaryOp(BinaryKind k, float a, float b) {
   switch (k) {
@@ -160,6 +271,47 @@ FSDP_HD inline float binaryOp(BinaryKind k, float a, float b) {
     return a < b ? b : a;
   case BinaryKind::Min:
     return b < a ? b : a;
+  case BinaryKind::Equal:
+    return a == b;
+  case BinaryKind::Less:
+    return a < b;
+  case BinaryKind::Greater:
+    return a > b;
+  case BinaryKind::And:
+    return a != 0 && b != 0;
+  case BinaryKind::Or:
+    return a != 0 || b != 0;
+  }
+  return a;
+}
+
+/// The same ops in double, for integer, boolean and mixed operands.
+FSDP_HD inline double binaryOpDouble(BinaryKind k, double a, double b) {
+  switch (k) {
+  case BinaryKind::Add:
+    return a + b;
+  case BinaryKind::Sub:
+    return a - b;
+  case BinaryKind::Mul:
+    return a * b;
+  case BinaryKind::Div:
+    return a / b;
+  case BinaryKind::Pow:
+    return pow(a, b);
+  case BinaryKind::Max:
+    return a < b ? b : a;
+  case BinaryKind::Min:
+    return b < a ? b : a;
+  case BinaryKind::Equal:
+    return a == b;
+  case BinaryKind::Less:
+    return a < b;
+  case BinaryKind::Greater:
+    return a > b;
+  case BinaryKind::And:
+    return a != 0 && b != 0;
+  case BinaryKind::Or:
+    return a != 0 || b != 0;
   }
   return a;
 }
@@ -174,6 +326,85 @@ struct Binary {
     int64_t off[2];
     index.offsets(i, off, 2);
     y[i] = binaryOp(kind, a[off[0]], b[off[1]]);
+  }
+};
+
+/// y = a op b on any element types, computed in double (shape arithmetic,
+/// masks, comparisons).
+struct BinaryMixed {
+  BinaryKind kind;
+  Strided index;
+  ElemType ta, tb, ty;
+  const void *a, *b;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[2];
+    index.offsets(i, off, 2);
+    storeElem(ty, y, i,
+              binaryOpDouble(kind, loadElem(ta, a, off[0]),
+                             loadElem(tb, b, off[1])));
+  }
+};
+
+/// Logical not of an i1 tensor (bytes).
+struct LogicalNot {
+  const uint8_t *x;
+  uint8_t *y;
+  FSDP_HD void operator()(int64_t i) const { y[i] = !x[i]; }
+};
+
+/// out = cond ? x : y, all broadcast to out (`index`: cond, x, y), elements
+/// of `elemBytes` bytes.
+struct Select {
+  Strided index;
+  int64_t elemBytes;
+  const uint8_t *cond, *x, *y;
+  uint8_t *out;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[3];
+    index.offsets(i, off, 3);
+    const uint8_t *src = cond[off[0]] ? x + off[1] * elemBytes
+                                      : y + off[2] * elemBytes;
+    for (int64_t b = 0; b < elemBytes; ++b)
+      out[i * elemBytes + b] = src[b];
+  }
+};
+
+/// y = x converted element by element (through double, as the CPU does).
+struct Cast {
+  ElemType from, to;
+  const void *x;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    storeElem(to, y, i, loadElem(from, x, i));
+  }
+};
+
+/// y = scale * x broadcast to y (`index`: operand 0 is x).
+struct Scaled {
+  Strided index;
+  float scale;
+  const float *x;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off;
+    index.offsets(i, &off, 1);
+    y[i] = scale * x[off];
+  }
+};
+
+/// Keeps the upper (col - row >= k) or lower (col - row <= k) triangle of
+/// each trailing [rows, cols] matrix, zeroes the rest.
+struct Trilu {
+  int64_t rows, cols, k;
+  bool upper;
+  ElemType type;
+  const void *x;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    storeElem(type, y, i, keep ? loadElem(type, x, i) : 0.0);
   }
 };
 
@@ -201,6 +432,10 @@ struct Reduce {
       rest /= keptDims[d];
     }
     double acc = kind == ReduceKind::Max ? -INFINITY : 0.0;
+    if (count == 0) { // an empty reduction: the identity, as on the CPU
+      y[o] = (float)acc;
+      return;
+    }
     for (int64_t j = 0; j < count; ++j) {
       int64_t off = base, r = j;
       for (int d = reduced - 1; d >= 0; --d) {
@@ -419,31 +654,63 @@ struct LossGradRows {
   }
 };
 
-/// y = x with its dimensions permuted: `index` has y's dimensions and, as
-/// operand 0, x's stride along each of them.
-struct Transpose {
+/// y[dst] = x[src] over an index space (`index` dims): operand 0 gives
+/// the source offset, operand 1 the destination offset (both in elements
+/// of `elemBytes` bytes, after a base). Transpose, slice, broadcast,
+/// insert-slice, concat and split are each one or a few of these.
+struct StridedCopy {
   Strided index;
-  int64_t elemBytes;
+  int64_t elemBytes, srcBase, dstBase;
   const uint8_t *x;
   uint8_t *y;
   FSDP_HD void operator()(int64_t i) const {
-    int64_t off;
-    index.offsets(i, &off, 1);
+    int64_t off[2];
+    index.offsets(i, off, 2);
+    const uint8_t *src = x + (srcBase + off[0]) * elemBytes;
+    uint8_t *dst = y + (dstBase + off[1]) * elemBytes;
+    if (elemBytes == 4) {
+      memcpy(dst, src, 4);
+      return;
+    }
     for (int64_t b = 0; b < elemBytes; ++b)
-      y[i * elemBytes + b] = x[off * elemBytes + b];
+      dst[b] = src[b];
+  }
+};
+
+/// The per-step scalars of the optimizers, read by the kernels from device
+/// memory so that a captured step (CUDA graph) replays with new values:
+/// [0] the learning-rate factor of the schedule, [1] the 1-based step.
+enum StepScalar { kLrScale = 0, kStep = 1 };
+
+/// One thread: AdamW's scalars of this step into `out` (lr, lr / (1 -
+/// beta1^t), sqrt(1 - beta2^t)), rounded as the CPU backend rounds them.
+struct AdamWSchedule {
+  double lr, beta1, beta2;
+  const double *step;
+  float *out;
+  FSDP_HD void operator()(int64_t) const {
+    float l = (float)(lr * step[kLrScale]);
+    double t = step[kStep];
+    double bc1 = 1.0 - pow((double)(float)beta1, t);
+    double bc2 = 1.0 - pow((double)(float)beta2, t);
+    out[0] = l;
+    out[1] = (float)(l / bc1);
+    out[2] = (float)sqrt(bc2);
   }
 };
 
 /// One AdamW step of one element (decoupled weight decay, bias-corrected
-/// moments), in the CPU backend's float arithmetic. `stepSize` is lr / (1 -
-/// beta1^t), `bc2Sqrt` sqrt(1 - beta2^t), `scale` the gradient's factor
-/// (clipping, accumulation).
+/// moments), in the CPU backend's float arithmetic; `sched` is
+/// AdamWSchedule's output, `gradScale` (or null: 1) the gradient's factor
+/// (clipping).
 struct AdamW {
-  float lr, beta1, beta2, eps, weightDecay, stepSize, bc2Sqrt, scale;
+  float beta1, beta2, eps, weightDecay;
+  const float *sched, *gradScale;
   const float *grad;
   float *param, *m, *v;
   FSDP_HD void operator()(int64_t i) const {
-    float gi = grad[i] * scale;
+    float lr = sched[0], stepSize = sched[1], bc2Sqrt = sched[2];
+    float gi = grad[i] * (gradScale ? *gradScale : 1.0f);
     param[i] *= 1.0f - lr * weightDecay;
     m[i] = m[i] * beta1 + (1.0f - beta1) * gi;
     v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
@@ -452,9 +719,67 @@ struct AdamW {
   }
 };
 
+/// One thread: SGD's scalars of this step (lr, and 1 when the momentum
+/// buffer starts now), then marks the buffer started.
+struct SgdSchedule {
+  double lr;
+  const double *step;
+  uint8_t *started;
+  float *out;
+  FSDP_HD void operator()(int64_t) const {
+    out[0] = (float)(lr * step[kLrScale]);
+    out[1] = *started ? 0.0f : 1.0f;
+    *started = 1;
+  }
+};
+
+/// One SGD step of one element (torch.optim.SGD: weight decay, momentum
+/// without dampening, Nesterov).
+struct Sgd {
+  float momentum, weightDecay;
+  bool nesterov;
+  const float *sched, *gradScale;
+  const float *grad;
+  float *param, *buf;
+  FSDP_HD void operator()(int64_t i) const {
+    float lr = sched[0];
+    float d =
+        grad[i] * (gradScale ? *gradScale : 1.0f) + weightDecay * param[i];
+    if (momentum != 0) {
+      buf[i] = sched[1] != 0 ? d : momentum * buf[i] + d;
+      d = nesterov ? d + momentum * buf[i] : buf[i];
+    }
+    param[i] -= lr * d;
+  }
+};
+
 //===----------------------------------------------------------------------===//
-// Attention (unmasked or causal): one query row per index
+// Attention (causal, masked or neither): one query row per index
 //===----------------------------------------------------------------------===//
+
+/// The attention mask broadcast to the scores [batch..., tq, tk]: boolean
+/// (false hides a key) or additive; its stride along each batch dimension,
+/// the query and the key.
+struct AttentionMask {
+  const uint8_t *keep = nullptr;
+  const float *add = nullptr;
+  int batchRank = 0;
+  int64_t batchDims[kMaxDims] = {}, batchStrides[kMaxDims] = {};
+  int64_t rowStride = 0, colStride = 0;
+
+  FSDP_HD float apply(float s, int64_t b, int64_t i, int64_t j) const {
+    if (!keep && !add)
+      return s;
+    int64_t off = i * rowStride + j * colStride;
+    for (int d = batchRank - 1; d >= 0; --d) {
+      off += (b % batchDims[d]) * batchStrides[d];
+      b /= batchDims[d];
+    }
+    if (keep)
+      return keep[off] ? s : -INFINITY;
+    return s + add[off];
+  }
+};
 
 /// q [batch, tq, d], k [batch, tk, d], v [batch, tk, dv] (batch: every
 /// leading dimension); causal rows see keys up to i + tk - tq. Scores are
@@ -464,6 +789,7 @@ struct AttentionLayout {
   float scale;
   bool causal;
   const float *q, *k, *v;
+  AttentionMask mask = {};
 
   FSDP_HD int64_t lastKey(int64_t i) const {
     int64_t last = causal ? i + (tk - tq) : tk - 1;
@@ -474,7 +800,7 @@ struct AttentionLayout {
     float s = 0;
     for (int64_t t = 0; t < d; ++t)
       s += qi[t] * kj[t];
-    return scale * s;
+    return mask.apply(scale * s, b, i, j);
   }
   /// The softmax's maximum and normaliser of row (b, i).
   FSDP_HD void rowStats(int64_t b, int64_t i, double &mx, double &sum) const {
@@ -556,6 +882,6 @@ template <typename F> void runOnHost(int64_t n, const F &f) {
     f(i);
 }
 
-} // namespace fsdp::cuda
+} // namespace fsdp::device
 
-#endif // FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_H
+#endif // FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H

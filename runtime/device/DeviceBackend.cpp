@@ -1,0 +1,220 @@
+//===- DeviceBackend.cpp - A plan's step on a device ----------------------===//
+#include "runtime/device/DeviceBackend.h"
+#include "runtime/exec/Executor.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace fsdp::device {
+
+namespace {
+
+class Backend final : public StepBackend {
+public:
+  explicit Backend(std::unique_ptr<Device> d) : dev(std::move(d)) {}
+
+  std::string describe() const override { return dev->describe(); }
+
+  Status init(const Plan &p, Comm &comm,
+              const std::vector<std::vector<uint8_t>> &constants) override;
+  void *input(size_t i) override { return inputs[i]; }
+  Status push(const HostState &s) override { return move(s, true); }
+  Status pull(const HostState &s) override { return move(s, false); }
+  Status run(bool update, double lrScale, int64_t step) override;
+  Status readScalar(const TensorRef &t, double &value) override {
+    float v = 0;
+    FSDP_RETURN_IF_ERROR(dev->download(&v, mem.at(t), 4));
+    value = v;
+    return Status::ok();
+  }
+  int64_t peakBytes() override {
+    peak = std::max(peak, dev->memoryInUse());
+    return peak;
+  }
+  int64_t arenaHighWater() override;
+
+private:
+  std::unique_ptr<Device> dev;
+  const Plan *plan = nullptr;
+  Memory mem;
+  int64_t arenaBytes = 0, peak = 0;
+  std::vector<void *> inputs; // host memory the device reads
+  double *hostScalars = nullptr, *deviceScalars = nullptr;
+  std::vector<DeviceOp> program, update;
+
+  Status alloc(int64_t bytes, void **out, bool host = false) {
+    return dev->allocate(std::max<int64_t>(bytes, 8), host, out);
+  }
+  template <typename T> Status alloc(int64_t bytes, T *&out) {
+    void *p = nullptr;
+    FSDP_RETURN_IF_ERROR(alloc(bytes, &p));
+    out = static_cast<T *>(p);
+    return Status::ok();
+  }
+  Status lowerAll(const std::vector<Instruction> &list, const char *what,
+                  std::vector<DeviceOp> &out);
+  Status move(const HostState &s, bool toDevice);
+};
+
+Status Backend::init(const Plan &p, Comm &,
+                     const std::vector<std::vector<uint8_t>> &constants) {
+  plan = &p;
+  // 64-byte aligned, filled with the pattern the high-water scan looks for.
+  arenaBytes = (std::max<int64_t>(p.arenaBytes, 64) + 63) / 64 * 64;
+  FSDP_RETURN_IF_ERROR(alloc(arenaBytes, mem.arena));
+  FSDP_RETURN_IF_ERROR(dev->fill(mem.arena, kArenaPattern, arenaBytes));
+  bool adam = p.train.optimizer == "adamw";
+  size_t slots = p.slotCount();
+  mem.params.assign(slots, nullptr);
+  mem.grads.assign(slots, nullptr);
+  mem.first.assign(slots, nullptr);
+  mem.second.assign(slots, nullptr);
+  mem.started.assign(slots, nullptr);
+  uint8_t *started = nullptr;
+  FSDP_RETURN_IF_ERROR(alloc((int64_t)slots, started));
+  for (size_t i = 0; i < slots; ++i) {
+    int64_t bytes = p.slotNumel(i) * 4;
+    mem.started[i] = started + i;
+    if (bytes == 0)
+      continue;
+    FSDP_RETURN_IF_ERROR(alloc(bytes, mem.params[i]));
+    if (!p.slotTrainable(i))
+      continue;
+    FSDP_RETURN_IF_ERROR(alloc(bytes, mem.first[i]));
+    if (adam)
+      FSDP_RETURN_IF_ERROR(alloc(bytes, mem.second[i]));
+    if (!p.update.empty())
+      FSDP_RETURN_IF_ERROR(alloc(bytes, mem.grads[i]));
+  }
+  for (const std::vector<uint8_t> &c : constants) {
+    void *d = nullptr;
+    FSDP_RETURN_IF_ERROR(alloc((int64_t)c.size(), &d));
+    FSDP_RETURN_IF_ERROR(dev->upload(d, c.data(), (int64_t)c.size()));
+    mem.constants.push_back(d);
+  }
+  int64_t scratch = 8;
+  for (const auto *list : {&p.program, &p.update})
+    for (const Instruction &in : *list)
+      scratch = std::max(scratch, scratchBytes(in));
+  FSDP_RETURN_IF_ERROR(alloc(scratch, mem.scratch));
+  FSDP_RETURN_IF_ERROR(alloc(16, mem.schedule));
+  FSDP_RETURN_IF_ERROR(alloc(8, mem.error));
+  FSDP_RETURN_IF_ERROR(alloc(16, deviceScalars));
+  mem.stepScalars = deviceScalars;
+  void *h = nullptr;
+  FSDP_RETURN_IF_ERROR(alloc(16, &h, true));
+  hostScalars = static_cast<double *>(h);
+  inputs.clear();
+  for (const TensorRef &t : p.inputs) {
+    FSDP_RETURN_IF_ERROR(alloc(t.bytes(), &h, true));
+    inputs.push_back(h);
+  }
+
+  // Each run starts by copying the step's scalars and the batch in, so a
+  // captured sequence reads new values when replayed.
+  program.clear();
+  update.clear();
+  program.push_back({1, Copy{hostScalars, deviceScalars, 16}});
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    if (p.inputs[i].bytes() > 0)
+      program.push_back(
+          {1, Copy{inputs[i], mem.at(p.inputs[i]), p.inputs[i].bytes()}});
+  FSDP_RETURN_IF_ERROR(lowerAll(p.program, "", program));
+  if (!p.update.empty()) {
+    update.push_back({1, Copy{hostScalars, deviceScalars, 16}});
+    FSDP_RETURN_IF_ERROR(lowerAll(p.update, "update ", update));
+    for (size_t i = 0; i < slots; ++i)
+      if (mem.grads[i])
+        update.push_back({1, Zero{mem.grads[i], p.slotNumel(i) * 4}});
+  }
+  peak = dev->memoryInUse();
+  return Status::ok();
+}
+
+Status Backend::lowerAll(const std::vector<Instruction> &list,
+                         const char *what, std::vector<DeviceOp> &out) {
+  for (size_t i = 0; i < list.size(); ++i)
+    if (Status s = lower(list[i], mem, dev->comm(), out); !s)
+      return s.withContext(std::string(what) + "instruction " +
+                           std::to_string(i) + " (" + list[i].op + ")");
+  return Status::ok();
+}
+
+Status Backend::move(const HostState &s, bool toDevice) {
+  auto each = [&](std::vector<std::vector<float>> &host,
+                  const std::vector<float *> &device) -> Status {
+    for (size_t i = 0; i < host.size() && i < device.size(); ++i) {
+      if (host[i].empty() || !device[i])
+        continue;
+      int64_t bytes = (int64_t)host[i].size() * 4;
+      FSDP_RETURN_IF_ERROR(toDevice
+                               ? dev->upload(device[i], host[i].data(), bytes)
+                               : dev->download(host[i].data(), device[i],
+                                               bytes));
+    }
+    return Status::ok();
+  };
+  std::vector<float *> params;
+  for (void *p : mem.params)
+    params.push_back(static_cast<float *>(p));
+  FSDP_RETURN_IF_ERROR(each(*s.values, params));
+  FSDP_RETURN_IF_ERROR(each(*s.first, mem.first));
+  FSDP_RETURN_IF_ERROR(each(*s.second, mem.second));
+  std::vector<char> &started = *s.started;
+  if (!started.empty() && !mem.started.empty())
+    FSDP_RETURN_IF_ERROR(
+        toDevice
+            ? dev->upload(mem.started[0], started.data(), (int64_t)started.size())
+            : dev->download(started.data(), mem.started[0],
+                            (int64_t)started.size()));
+  return Status::ok();
+}
+
+Status Backend::run(bool isUpdate, double lrScale, int64_t step) {
+  hostScalars[kLrScale] = lrScale;
+  hostScalars[kStep] = (double)step;
+  FSDP_RETURN_IF_ERROR(dev->run(isUpdate ? update : program, isUpdate));
+  // One synchronisation per run: the kernels' error flag (an index out of
+  // range cannot return a Status from inside a kernel).
+  int error = 0;
+  FSDP_RETURN_IF_ERROR(dev->download(&error, mem.error, sizeof error));
+  if (error == kIndexOutOfRange)
+    return Status::error("an index is out of range (gather or scatter_add)");
+  if (error == kTargetOutOfRange)
+    return Status::error("a loss target is out of range of its classes");
+  if (error)
+    return Status::error("a device kernel failed with code " +
+                         std::to_string(error));
+  peak = std::max(peak, dev->memoryInUse());
+  return Status::ok();
+}
+
+int64_t Backend::arenaHighWater() {
+  // From the top down, in chunks growing from 4 KiB to 64 MiB (the top is
+  // usually written: one small copy): whole 8-byte words still holding the
+  // pattern were never written.
+  int64_t chunk = 4096;
+  std::vector<uint64_t> words;
+  const uint64_t pattern = 0x0101010101010101ull * kArenaPattern;
+  int64_t top = std::min(arenaBytes, (plan->arenaBytes + 7) / 8 * 8);
+  while (top > 0) {
+    int64_t begin = std::max<int64_t>(0, top - chunk);
+    words.resize((top - begin) / 8);
+    if (!dev->download(words.data(), mem.arena + begin, top - begin))
+      return -1;
+    for (int64_t w = (int64_t)words.size() - 1; w >= 0; --w)
+      if (words[w] != pattern)
+        return std::min(plan->arenaBytes, begin + (w + 1) * 8);
+    top = begin;
+    chunk = std::min<int64_t>(chunk * 4, 64 << 20);
+  }
+  return 0;
+}
+
+} // namespace
+
+std::unique_ptr<StepBackend> deviceBackend(std::unique_ptr<Device> device) {
+  return std::make_unique<Backend>(std::move(device));
+}
+
+} // namespace fsdp::device

@@ -1,0 +1,988 @@
+//===- Lowering.cpp - A plan's instructions as device operations ----------===//
+//
+// One function per op, in the order of runtime/cpu/Kernels.cpp, with the
+// same checks and the same arithmetic (the functors of DeviceKernels.h are
+// the CPU kernels' math, one element at a time).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/device/Lowering.h"
+#include "runtime/device/KernelShapes.h"
+
+#include <map>
+#include <string>
+
+namespace fsdp::device {
+
+void *Memory::at(const TensorRef &t) const {
+  switch (t.space) {
+  case Space::Arena:
+    return arena + t.offset;
+  case Space::Param:
+    return params[t.index];
+  case Space::Const:
+    return constants[t.index];
+  case Space::Grad:
+    return grads[t.index];
+  }
+  return nullptr;
+}
+
+namespace {
+
+struct Ctx {
+  const Instruction &in;
+  const Memory &mem;
+  const Comm &comm;
+  std::vector<DeviceOp> &out;
+
+  template <typename T = void> T *at(const TensorRef &t) const {
+    return static_cast<T *>(mem.at(t));
+  }
+  template <typename K> void emit(int64_t n, K k) {
+    out.push_back({n, Kernel(std::move(k))});
+  }
+  int64_t attrInt(const char *name, int64_t dflt) const {
+    auto it = in.attrs.find(name);
+    return it != in.attrs.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                           : dflt;
+  }
+  double attrFloat(const char *name, double dflt) const {
+    auto it = in.attrs.find(name);
+    return it != in.attrs.end() && it->is_number() ? it->get<double>() : dflt;
+  }
+  bool attrBool(const char *name, bool dflt) const {
+    auto it = in.attrs.find(name);
+    return it != in.attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
+  }
+  std::string attrString(const char *name, const char *dflt) const {
+    auto it = in.attrs.find(name);
+    return it != in.attrs.end() && it->is_string() ? it->get<std::string>()
+                                                   : dflt;
+  }
+  Dims attrInts(const char *name) const {
+    Dims v;
+    auto it = in.attrs.find(name);
+    if (it != in.attrs.end() && it->is_array())
+      for (const auto &x : *it)
+        if (x.is_number_integer())
+          v.push_back(x.get<int64_t>());
+    return v;
+  }
+};
+
+using Lowerer = Status (*)(Ctx &);
+
+std::string str(const Dims &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t product(const Dims &s, size_t from = 0, size_t to = SIZE_MAX) {
+  int64_t n = 1;
+  for (size_t i = from; i < std::min(to, s.size()); ++i)
+    n *= s[i];
+  return n;
+}
+
+ElemType elemOf(DType t) { return static_cast<ElemType>(t); }
+
+void copy(Ctx &c, const TensorRef &from, const TensorRef &to) {
+  const void *src = c.at(from);
+  void *dst = c.at(to);
+  if (src != dst && from.bytes() > 0)
+    c.emit(1, Copy{src, dst, from.bytes()});
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+Status unary(Ctx &c, UnaryKind kind) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 input and output of one shape");
+  c.emit(y.numel(), Unary{kind, c.at<float>(x), c.at<float>(y)});
+  return Status::ok();
+}
+
+Status lowerNot(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  if (x.shape != y.shape || x.dtype != DType::I1 || y.dtype != DType::I1)
+    return Status::error("expects i1 input and output of one shape");
+  c.emit(y.numel(), LogicalNot{c.at<uint8_t>(x), c.at<uint8_t>(y)});
+  return Status::ok();
+}
+
+Status binary(Ctx &c, BinaryKind kind) {
+  const TensorRef &a = c.in.in[0], &b = c.in.in[1], &y = c.in.out[0];
+  Strided index;
+  if (!broadcastIndex(y.shape, {&a.shape, &b.shape}, index))
+    return Status::error("operands " + str(a.shape) + " and " + str(b.shape) +
+                         " do not broadcast to " + str(y.shape));
+  if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32)
+    c.emit(y.numel(), Binary{kind, index, c.at<float>(a), c.at<float>(b),
+                             c.at<float>(y)});
+  else
+    c.emit(y.numel(),
+           BinaryMixed{kind, index, elemOf(a.dtype), elemOf(b.dtype),
+                       elemOf(y.dtype), c.at(a), c.at(b), c.at(y)});
+  return Status::ok();
+}
+
+Status lowerWhere(Ctx &c) {
+  const TensorRef &cond = c.in.in[0], &x = c.in.in[1], &yv = c.in.in[2],
+                  &out = c.in.out[0];
+  Strided index;
+  if (cond.dtype != DType::I1 || x.dtype != out.dtype ||
+      yv.dtype != out.dtype ||
+      !broadcastIndex(out.shape, {&cond.shape, &x.shape, &yv.shape}, index))
+    return Status::error("operands do not broadcast to " + str(out.shape));
+  c.emit(out.numel(),
+         Select{index, dtypeSize(out.dtype), c.at<uint8_t>(cond),
+                c.at<uint8_t>(x), c.at<uint8_t>(yv), c.at<uint8_t>(out)});
+  return Status::ok();
+}
+
+Status lowerCast(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  if (x.numel() != y.numel())
+    return Status::error("changes the element count");
+  c.emit(y.numel(), Cast{elemOf(x.dtype), elemOf(y.dtype), c.at(x), c.at(y)});
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions
+//===----------------------------------------------------------------------===//
+
+/// Products over y's batch dimensions, with a and b broadcast to them: one
+/// strided batch where each operand advances by a fixed stride, else one
+/// product per batch element.
+Status batchedGemm(Ctx &c, Gemm g, const Dims &batch, const Dims &abatch,
+                   const Dims &bbatch, int64_t amat, int64_t bmat) {
+  Strided sa;
+  if (!broadcastIndex(batch, {&abatch, &bbatch}, sa))
+    return Status::error("batch dimensions do not broadcast");
+  int64_t nb = product(batch);
+  std::vector<int64_t> oa(nb), ob(nb);
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t off[2];
+    sa.offsets(i, off, 2);
+    oa[i] = off[0] * amat;
+    ob[i] = off[1] * bmat;
+  }
+  auto linear = [&](const std::vector<int64_t> &o) {
+    for (int64_t i = 1; i < nb; ++i)
+      if (o[i] - o[i - 1] != o[1] - o[0])
+        return false;
+    return true;
+  };
+  if (nb <= 1 || (linear(oa) && linear(ob))) {
+    g.batch = std::max<int64_t>(nb, 1);
+    g.strideA = nb > 1 ? oa[1] - oa[0] : 0;
+    g.strideB = nb > 1 ? ob[1] - ob[0] : 0;
+    g.strideC = g.m * g.n;
+    c.emit(1, g);
+    return Status::ok();
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    Gemm one = g;
+    one.a += oa[i];
+    one.b += ob[i];
+    one.c += i * g.m * g.n;
+    one.batch = 1;
+    c.emit(1, one);
+  }
+  return Status::ok();
+}
+
+Status lowerMatmul(Ctx &c) {
+  const TensorRef &a = c.in.in[0], &b = c.in.in[1], &y = c.in.out[0];
+  Gemm g;
+  g.ta = c.attrBool("transpose_lhs", false);
+  g.tb = c.attrBool("transpose_rhs", false);
+  if (a.rank() < 2 || b.rank() < 2 || y.rank() < 2 || a.dtype != DType::F32 ||
+      b.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 operands of rank >= 2");
+  int64_t ar = a.rank(), br = b.rank(), yr = y.rank();
+  g.m = g.ta ? a.shape[ar - 1] : a.shape[ar - 2];
+  g.k = g.ta ? a.shape[ar - 2] : a.shape[ar - 1];
+  int64_t kb = g.tb ? b.shape[br - 1] : b.shape[br - 2];
+  g.n = g.tb ? b.shape[br - 2] : b.shape[br - 1];
+  if (g.k != kb || y.shape[yr - 2] != g.m || y.shape[yr - 1] != g.n)
+    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
+                         " do not give " + str(y.shape));
+  g.a = c.at<float>(a);
+  g.b = c.at<float>(b);
+  g.c = c.at<float>(y);
+  g.lda = a.shape[ar - 1];
+  g.ldb = b.shape[br - 1];
+  g.ldc = g.n;
+  Dims batch(y.shape.begin(), y.shape.end() - 2),
+      abatch(a.shape.begin(), a.shape.end() - 2),
+      bbatch(b.shape.begin(), b.shape.end() - 2);
+  return batchedGemm(c, g, batch, abatch, bbatch,
+                     a.shape[ar - 2] * a.shape[ar - 1],
+                     b.shape[br - 2] * b.shape[br - 1]);
+}
+
+Status lowerGemm(Ctx &c) {
+  const TensorRef &a = c.in.in[0], &b = c.in.in[1], &y = c.in.out[0];
+  Gemm g;
+  g.ta = c.attrBool("trans_a", false);
+  g.tb = c.attrBool("trans_b", false);
+  g.alpha = (float)c.attrFloat("alpha", 1.0);
+  float beta = (float)c.attrFloat("beta", 1.0);
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2)
+    return Status::error("expects 2-D operands");
+  g.m = g.ta ? a.shape[1] : a.shape[0];
+  g.k = g.ta ? a.shape[0] : a.shape[1];
+  int64_t kb = g.tb ? b.shape[1] : b.shape[0];
+  g.n = g.tb ? b.shape[0] : b.shape[1];
+  if (g.k != kb || y.shape != Dims{g.m, g.n})
+    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
+                         " do not give " + str(y.shape));
+  if (c.in.in.size() == 3) {
+    const TensorRef &bias = c.in.in[2];
+    Strided index;
+    if (!broadcastIndex(y.shape, {&bias.shape}, index))
+      return Status::error("bias " + str(bias.shape) + " does not broadcast");
+    c.emit(y.numel(),
+           Scaled{index, beta, c.at<float>(bias), c.at<float>(y)});
+    g.beta = 1.0f;
+  }
+  g.a = c.at<float>(a);
+  g.b = c.at<float>(b);
+  g.c = c.at<float>(y);
+  g.lda = a.shape[1];
+  g.ldb = b.shape[1];
+  g.ldc = g.n;
+  c.emit(1, g);
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions and normalisations
+//===----------------------------------------------------------------------===//
+
+Status reduce(Ctx &c, ReduceKind kind) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  Dims axes = c.attrInts("axes");
+  Reduce r;
+  if (!reduceIndex(x.shape, axes, kind, r))
+    return Status::error("bad reduction axes");
+  int64_t kept = 1;
+  for (int d = 0; d < r.kept; ++d)
+    kept *= r.keptDims[d];
+  if (kept != y.numel() || x.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("output " + str(y.shape) +
+                         " does not match the reduction");
+  r.x = c.at<float>(x);
+  r.y = c.at<float>(y);
+  c.emit(y.numel(), r);
+  return Status::ok();
+}
+
+Status softmaxLike(Ctx &c, bool log) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  int64_t axis = c.attrInt("axis", -1);
+  if (x.shape != y.shape || axis < 0 || axis >= x.rank())
+    return Status::error("bad axis or shapes");
+  int64_t outer = product(x.shape, 0, axis), len = x.shape[axis],
+          inner = product(x.shape, axis + 1);
+  c.emit(outer * inner,
+         SoftmaxRows{len, inner, log, c.at<float>(x), c.at<float>(y)});
+  return Status::ok();
+}
+
+Status lowerLayerNorm(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &w = c.in.in[1], &y = c.in.out[0];
+  int64_t axis = c.attrInt("axis", -1);
+  double eps = c.attrFloat("epsilon", 1e-5);
+  if (axis < 0 || axis >= x.rank() || x.shape != y.shape)
+    return Status::error("bad axis or shapes");
+  int64_t cols = product(x.shape, axis),
+          rows = x.numel() / std::max<int64_t>(cols, 1);
+  bool bias = c.in.in.size() == 3;
+  if (w.numel() != cols || (bias && c.in.in[2].numel() != cols))
+    return Status::error("scale/bias do not match the normalised size");
+  c.emit(rows,
+         LayerNormRows{cols, eps, c.at<float>(x), c.at<float>(w),
+                       bias ? c.at<float>(c.in.in[2]) : nullptr,
+                       c.at<float>(y)});
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+Status attentionLayout(Ctx &c, const TensorRef *mask, AttentionLayout &a,
+                       int64_t &batch) {
+  const TensorRef &q = c.in.in[0], &k = c.in.in[1], &v = c.in.in[2];
+  int64_t r = q.rank();
+  if (r < 2 || k.rank() != r || v.rank() != r)
+    return Status::error("q, k, v need one rank >= 2");
+  a = AttentionLayout{};
+  a.tq = q.shape[r - 2];
+  a.d = q.shape[r - 1];
+  a.tk = k.shape[r - 2];
+  a.dv = v.shape[r - 1];
+  if (k.shape[r - 1] != a.d || v.shape[r - 2] != a.tk ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+    return Status::error("q, k, v shapes do not match");
+  a.scale = (float)c.attrFloat("scale", 1.0);
+  a.causal = c.attrBool("causal", false);
+  a.q = c.at<float>(q);
+  a.k = c.at<float>(k);
+  a.v = c.at<float>(v);
+  batch = product(q.shape, 0, r - 2);
+  if (mask) {
+    Dims scores(q.shape.begin(), q.shape.end() - 1);
+    scores.push_back(a.tk);
+    Strided s;
+    if (!broadcastIndex(scores, {&mask->shape}, s) ||
+        (mask->dtype != DType::I1 && mask->dtype != DType::F32))
+      return Status::error("mask " + str(mask->shape) +
+                           " does not broadcast to " + str(scores));
+    AttentionMask &m = a.mask;
+    (mask->dtype == DType::I1 ? (const void *&)m.keep : (const void *&)m.add) =
+        c.at(*mask);
+    m.batchRank = (int)(r - 2);
+    for (int d = 0; d < m.batchRank; ++d) {
+      m.batchDims[d] = q.shape[d];
+      m.batchStrides[d] = s.strides[0][d];
+    }
+    m.rowStride = s.strides[0][r - 2];
+    m.colStride = s.strides[0][r - 1];
+  }
+  return Status::ok();
+}
+
+Status lowerAttention(Ctx &c) {
+  AttentionLayout a;
+  int64_t batch;
+  FSDP_RETURN_IF_ERROR(attentionLayout(
+      c, c.in.in.size() == 4 ? &c.in.in[3] : nullptr, a, batch));
+  const TensorRef &y = c.in.out[0];
+  if (y.numel() != batch * a.tq * a.dv)
+    return Status::error("output does not match q and v");
+  c.emit(batch * a.tq, AttentionRows{a, c.at<float>(y)});
+  return Status::ok();
+}
+
+Status lowerAttentionGrad(Ctx &c) {
+  AttentionLayout a;
+  int64_t batch;
+  FSDP_RETURN_IF_ERROR(attentionLayout(
+      c, c.in.in.size() == 5 ? &c.in.in[4] : nullptr, a, batch));
+  const TensorRef &dy = c.in.in[3];
+  const std::vector<TensorRef> &o = c.in.out;
+  if (dy.numel() != batch * a.tq * a.dv || o[0].numel() != c.in.in[0].numel() ||
+      o[1].numel() != c.in.in[1].numel() || o[2].numel() != c.in.in[2].numel())
+    return Status::error("gradient shapes do not match q, k, v");
+  // dk and dv are sums over query rows: zeroed, then added to.
+  c.emit(1, Zero{c.at(o[1]), o[1].bytes()});
+  c.emit(1, Zero{c.at(o[2]), o[2].bytes()});
+  c.emit(batch * a.tq,
+         AttentionGradRows{a, c.at<float>(dy), c.at<float>(o[0]),
+                           c.at<float>(o[1]), c.at<float>(o[2])});
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Indexing and losses
+//===----------------------------------------------------------------------===//
+
+Status lowerGather(Ctx &c) {
+  const TensorRef &data = c.in.in[0], &idx = c.in.in[1], &y = c.in.out[0];
+  int64_t axis = c.attrInt("axis", 0);
+  if (axis < 0 || axis >= data.rank() || idx.dtype != DType::I64 ||
+      data.dtype != y.dtype)
+    return Status::error("bad axis or dtypes");
+  int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis],
+          inner = product(data.shape, axis + 1), count = idx.numel();
+  if (y.numel() != outer * count * inner)
+    return Status::error("output " + str(y.shape) + " does not match");
+  c.emit(y.numel(),
+         Gather{dim, inner, count, dtypeSize(data.dtype), c.at<uint8_t>(data),
+                c.at<int64_t>(idx), c.at<uint8_t>(y), c.mem.error});
+  return Status::ok();
+}
+
+Status lowerScatterAdd(Ctx &c) {
+  const TensorRef &dest = c.in.in[0], &idx = c.in.in[1], &upd = c.in.in[2],
+                  &y = c.in.out[0];
+  int64_t axis = c.attrInt("axis", 0);
+  if (axis < 0 || axis >= dest.rank() || dest.shape != y.shape ||
+      idx.dtype != DType::I64 || dest.dtype != DType::F32 ||
+      upd.dtype != DType::F32)
+    return Status::error("bad axis or shapes");
+  int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
+          inner = product(dest.shape, axis + 1), count = idx.numel();
+  if (upd.numel() != outer * count * inner)
+    return Status::error("updates " + str(upd.shape) + " do not match");
+  copy(c, dest, y);
+  c.emit(upd.numel(), ScatterAdd{dim, inner, count, c.at<float>(upd),
+                                 c.at<int64_t>(idx), c.at<float>(y),
+                                 c.mem.error});
+  return Status::ok();
+}
+
+/// Cross-entropy layout: input [N, C, d...], targets [N, d...], an optional
+/// class weight after the targets (and the incoming gradient).
+Status lossLayout(Ctx &c, bool softmax, LossLayout &l, int64_t &positions) {
+  const TensorRef &x = c.in.in[0], &t = c.in.in[1];
+  if (x.rank() < 2 || t.dtype != DType::I64 || x.dtype != DType::F32 ||
+      t.numel() * x.shape[1] != x.numel())
+    return Status::error("input " + str(x.shape) + " and target " +
+                         str(t.shape) + " do not match");
+  size_t wi = c.in.op == "cross_entropy_grad" ? 3 : 2;
+  const TensorRef *weight = c.in.in.size() > wi ? &c.in.in[wi] : nullptr;
+  if (weight && (weight->numel() != x.shape[1] || weight->dtype != DType::F32))
+    return Status::error("class weight " + str(weight->shape) +
+                         " does not match " + std::to_string(x.shape[1]) +
+                         " classes");
+  l = LossLayout{};
+  l.classes = x.shape[1];
+  l.inner = product(x.shape, 2);
+  l.softmax = softmax;
+  l.hasIgnore = c.in.attrs.contains("ignore_index");
+  l.ignore = c.attrInt("ignore_index", 0);
+  l.weight = weight ? c.at<float>(*weight) : nullptr;
+  positions = t.numel();
+  return Status::ok();
+}
+
+LossReduction reductionOf(const std::string &r) {
+  return r == "none" ? LossReduction::None
+         : r == "sum" ? LossReduction::Sum
+                      : LossReduction::Mean;
+}
+
+/// The terms, their weights (doubles) and the total weight, in scratch.
+struct LossScratch {
+  double *term, *weight, *total;
+  float *sink; // LossReduce's output when only the total is wanted
+};
+LossScratch lossScratch(const Memory &mem, int64_t positions) {
+  double *base = reinterpret_cast<double *>(mem.scratch);
+  return {base, base + positions, base + 2 * positions,
+          reinterpret_cast<float *>(base + 2 * positions + 1)};
+}
+
+Status classificationLoss(Ctx &c, bool softmax) {
+  const TensorRef &y = c.in.out[0];
+  std::string reduction = c.attrString("reduction", "mean");
+  LossLayout l;
+  int64_t n;
+  FSDP_RETURN_IF_ERROR(lossLayout(c, softmax, l, n));
+  if (reduction == "none" && y.numel() != n)
+    return Status::error("output does not match the targets");
+  if (reduction != "none" && y.numel() != 1)
+    return Status::error("a reduced loss is a scalar");
+  LossScratch s = lossScratch(c.mem, n);
+  c.emit(n, LossTerms{l, c.at<float>(c.in.in[0]), c.at<int64_t>(c.in.in[1]),
+                      s.term, s.weight, c.mem.error});
+  c.emit(1, LossReduce{reductionOf(reduction), n, s.term, s.weight,
+                       c.at<float>(y), s.total});
+  return Status::ok();
+}
+
+Status lowerCrossEntropy(Ctx &c) { return classificationLoss(c, true); }
+Status lowerNllLoss(Ctx &c) { return classificationLoss(c, false); }
+
+Status lowerCrossEntropyGrad(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &g = c.in.in[2], &y = c.in.out[0];
+  bool softmax = c.attrString("kind", "softmax") == "softmax";
+  std::string reduction = c.attrString("reduction", "mean");
+  if (x.shape != y.shape || x.rank() < 2)
+    return Status::error("output does not match the input");
+  LossLayout l;
+  int64_t n;
+  FSDP_RETURN_IF_ERROR(lossLayout(c, softmax, l, n));
+  LossScratch s = lossScratch(c.mem, n);
+  // The total weight first (for mean), then the gradient rows.
+  c.emit(n, LossTerms{l, c.at<float>(x), c.at<int64_t>(c.in.in[1]), s.term,
+                      s.weight, c.mem.error});
+  c.emit(1, LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink,
+                       s.total});
+  c.emit(n, LossGradRows{l, reductionOf(reduction), c.at<float>(x),
+                         c.at<float>(g), c.at<int64_t>(c.in.in[1]), s.total,
+                         c.at<float>(y)});
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+Status lowerReshape(Ctx &c) {
+  if (c.in.in[0].bytes() != c.in.out[0].bytes())
+    return Status::error("changes the size");
+  copy(c, c.in.in[0], c.in.out[0]);
+  return Status::ok();
+}
+
+/// y (contiguous) = x read at base + sum(index[d] * srcStrides[d]).
+void gatherCopy(Ctx &c, const TensorRef &x, const TensorRef &y,
+                const Dims &srcStrides, int64_t base) {
+  StridedCopy s{};
+  s.index.rank = (int)y.rank();
+  Dims dst = contiguousStrides(y.shape);
+  for (int64_t d = 0; d < y.rank(); ++d) {
+    s.index.dims[d] = y.shape[d];
+    s.index.strides[0][d] = srcStrides[d];
+    s.index.strides[1][d] = dst[d];
+  }
+  s.elemBytes = dtypeSize(x.dtype);
+  s.srcBase = base;
+  s.x = c.at<uint8_t>(x);
+  s.y = c.at<uint8_t>(y);
+  c.emit(y.numel(), s);
+}
+
+Status lowerTranspose(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  Dims perm = c.attrInts("perm");
+  if ((int64_t)perm.size() != x.rank() || y.rank() != x.rank() ||
+      x.dtype != y.dtype || x.rank() > kMaxDims)
+    return Status::error("bad permutation");
+  std::vector<bool> seen(perm.size());
+  Dims xs = contiguousStrides(x.shape), src(perm.size());
+  for (size_t d = 0; d < perm.size(); ++d) {
+    if (perm[d] < 0 || perm[d] >= x.rank() || seen[perm[d]] ||
+        y.shape[d] != x.shape[perm[d]])
+      return Status::error("bad permutation");
+    seen[perm[d]] = true;
+    src[d] = xs[perm[d]];
+  }
+  gatherCopy(c, x, y, src, 0);
+  return Status::ok();
+}
+
+/// Checks a strided box of `x` with the extents of `box`.
+Status checkBox(const TensorRef &x, const Dims &box, const Dims &starts,
+                const Dims &steps) {
+  if ((int64_t)box.size() != x.rank() || starts.size() != box.size() ||
+      steps.size() != box.size() || x.rank() > kMaxDims)
+    return Status::error("needs one start and stride per dimension");
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (starts[d] < 0 || steps[d] <= 0 ||
+        (box[d] > 0 && starts[d] + (box[d] - 1) * steps[d] >= x.shape[d]))
+      return Status::error("box outside " + str(x.shape));
+  return Status::ok();
+}
+
+Status lowerSlice(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  Dims starts = c.attrInts("starts"), steps = c.attrInts("strides");
+  FSDP_RETURN_IF_ERROR(checkBox(x, y.shape, starts, steps));
+  if (x.dtype != y.dtype)
+    return Status::error("changes the dtype");
+  Dims xs = contiguousStrides(x.shape), src(x.rank());
+  int64_t base = 0;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    src[d] = xs[d] * steps[d];
+    base += starts[d] * xs[d];
+  }
+  gatherCopy(c, x, y, src, base);
+  return Status::ok();
+}
+
+Status lowerInsertSlice(Ctx &c) {
+  const TensorRef &dest = c.in.in[0], &src = c.in.in[1], &y = c.in.out[0];
+  Dims starts = c.attrInts("starts"), steps = c.attrInts("strides");
+  if (dest.shape != y.shape || dest.dtype != src.dtype ||
+      dest.dtype != y.dtype)
+    return Status::error("output does not match the destination");
+  FSDP_RETURN_IF_ERROR(checkBox(y, src.shape, starts, steps));
+  copy(c, dest, y);
+  StridedCopy s{};
+  s.index.rank = (int)src.rank();
+  Dims ys = contiguousStrides(y.shape), ss = contiguousStrides(src.shape);
+  for (int64_t d = 0; d < src.rank(); ++d) {
+    s.index.dims[d] = src.shape[d];
+    s.index.strides[0][d] = ss[d];
+    s.index.strides[1][d] = ys[d] * steps[d];
+    s.dstBase += starts[d] * ys[d];
+  }
+  s.elemBytes = dtypeSize(y.dtype);
+  s.x = c.at<uint8_t>(src);
+  s.y = c.at<uint8_t>(y);
+  c.emit(src.numel(), s);
+  return Status::ok();
+}
+
+/// Rows of `outer` chunks: x's chunk o (`chunk` elements) to y's row o at
+/// element `at` (rows of `row` elements), or back (split).
+void chunkCopy(Ctx &c, const uint8_t *x, uint8_t *y, int64_t outer,
+               int64_t chunk, int64_t row, int64_t at, int64_t elemBytes,
+               bool toRows) {
+  StridedCopy s{};
+  s.index.rank = 2;
+  s.index.dims[0] = outer;
+  s.index.dims[1] = chunk;
+  s.index.strides[toRows ? 0 : 1][0] = chunk;
+  s.index.strides[toRows ? 1 : 0][0] = row;
+  s.index.strides[0][1] = s.index.strides[1][1] = 1;
+  (toRows ? s.dstBase : s.srcBase) = at;
+  s.elemBytes = elemBytes;
+  s.x = x;
+  s.y = y;
+  c.emit(outer * chunk, s);
+}
+
+Status lowerConcat(Ctx &c) {
+  const TensorRef &y = c.in.out[0];
+  int64_t axis = c.attrInt("axis", 0);
+  if (axis < 0 || axis >= y.rank())
+    return Status::error("bad axis");
+  int64_t outer = product(y.shape, 0, axis), inner = product(y.shape, axis + 1);
+  int64_t total = 0;
+  for (const TensorRef &x : c.in.in) {
+    if (x.rank() != y.rank() || x.dtype != y.dtype ||
+        x.numel() != outer * x.shape[axis] * inner)
+      return Status::error("input " + str(x.shape) + " does not match " +
+                           str(y.shape));
+    total += x.shape[axis];
+  }
+  if (total != y.shape[axis])
+    return Status::error("inputs do not fill the output");
+  int64_t row = y.shape[axis] * inner, at = 0;
+  for (const TensorRef &x : c.in.in) {
+    int64_t chunk = x.shape[axis] * inner;
+    chunkCopy(c, c.at<uint8_t>(x), c.at<uint8_t>(y), outer, chunk, row, at,
+              dtypeSize(y.dtype), true);
+    at += chunk;
+  }
+  return Status::ok();
+}
+
+Status lowerSplit(Ctx &c) {
+  const TensorRef &x = c.in.in[0];
+  int64_t axis = c.attrInt("axis", 0);
+  if (axis < 0 || axis >= x.rank())
+    return Status::error("bad axis");
+  int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
+  int64_t total = 0;
+  for (const TensorRef &y : c.in.out) {
+    if (y.rank() != x.rank() || y.dtype != x.dtype ||
+        y.numel() != outer * y.shape[axis] * inner)
+      return Status::error("output " + str(y.shape) + " does not match");
+    total += y.shape[axis];
+  }
+  if (total != x.shape[axis])
+    return Status::error("outputs do not cover the input");
+  int64_t row = x.shape[axis] * inner, at = 0;
+  for (const TensorRef &y : c.in.out) {
+    int64_t chunk = y.shape[axis] * inner;
+    chunkCopy(c, c.at<uint8_t>(x), c.at<uint8_t>(y), outer, chunk, row, at,
+              dtypeSize(x.dtype), false);
+    at += chunk;
+  }
+  return Status::ok();
+}
+
+Status lowerBroadcast(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  Strided s;
+  if (!broadcastIndex(y.shape, {&x.shape}, s) || x.dtype != y.dtype)
+    return Status::error(str(x.shape) + " does not broadcast to " +
+                         str(y.shape));
+  Dims src(s.strides[0], s.strides[0] + y.rank());
+  gatherCopy(c, x, y, src, 0);
+  return Status::ok();
+}
+
+Status lowerTrilu(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  if (x.shape != y.shape || x.rank() < 2 || x.dtype != y.dtype)
+    return Status::error("needs rank >= 2 and one shape");
+  c.emit(y.numel(),
+         Trilu{x.shape[x.rank() - 2], x.shape[x.rank() - 1],
+               c.attrInt("k", 0), c.attrBool("upper", true), elemOf(y.dtype),
+               c.at(x), c.at(y)});
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizers (torch.optim semantics)
+//===----------------------------------------------------------------------===//
+
+Status optimizerArgs(Ctx &c, int64_t &param, const float *&scale) {
+  param = c.attrInt("param", -1);
+  if (param < 0 || param >= (int64_t)c.mem.params.size() ||
+      !c.mem.params[param])
+    return Status::error("bad parameter index");
+  scale = nullptr;
+  if (c.in.in.size() == 2) {
+    if (c.in.in[1].numel() != 1 || c.in.in[1].dtype != DType::F32)
+      return Status::error("the gradient scale must be an f32 scalar");
+    scale = c.at<float>(c.in.in[1]);
+  }
+  return Status::ok();
+}
+
+Status lowerAdamW(Ctx &c) {
+  int64_t p;
+  const float *scale;
+  FSDP_RETURN_IF_ERROR(optimizerArgs(c, p, scale));
+  if (!c.mem.first[p] || !c.mem.second[p])
+    return Status::error("no optimizer state for this parameter");
+  double b1 = c.attrFloat("beta1", 0.9), b2 = c.attrFloat("beta2", 0.999);
+  c.emit(1, AdamWSchedule{c.attrFloat("lr", 1e-3), b1, b2, c.mem.stepScalars,
+                          c.mem.schedule});
+  c.emit(c.in.in[0].numel(),
+         AdamW{(float)b1, (float)b2, (float)c.attrFloat("eps", 1e-8),
+               (float)c.attrFloat("weight_decay", 0.01), c.mem.schedule, scale,
+               c.at<float>(c.in.in[0]), static_cast<float *>(c.mem.params[p]),
+               c.mem.first[p], c.mem.second[p]});
+  return Status::ok();
+}
+
+Status lowerSgd(Ctx &c) {
+  int64_t p;
+  const float *scale;
+  FSDP_RETURN_IF_ERROR(optimizerArgs(c, p, scale));
+  if (!c.mem.first[p] || !c.mem.started[p])
+    return Status::error("no optimizer state for this parameter");
+  c.emit(1, SgdSchedule{c.attrFloat("lr", 1e-3), c.mem.stepScalars,
+                        c.mem.started[p], c.mem.schedule});
+  c.emit(c.in.in[0].numel(),
+         Sgd{(float)c.attrFloat("momentum", 0),
+             (float)c.attrFloat("weight_decay", 0),
+             c.attrBool("nesterov", false), c.mem.schedule, scale,
+             c.at<float>(c.in.in[0]), static_cast<float *>(c.mem.params[p]),
+             c.mem.first[p]});
+  return Status::ok();
+}
+
+Status lowerAccumulateGrad(Ctx &c) {
+  int64_t p = c.attrInt("param", -1);
+  if (p < 0 || p >= (int64_t)c.mem.grads.size() || !c.mem.grads[p])
+    return Status::error("no gradient accumulator for this parameter");
+  const TensorRef &g = c.in.in[0];
+  float *acc = static_cast<float *>(c.mem.grads[p]);
+  Strided index;
+  broadcastIndex({g.numel()}, {}, index);
+  index.strides[0][0] = index.strides[1][0] = 1;
+  c.emit(g.numel(), Binary{BinaryKind::Add, index, acc, c.at<float>(g), acc});
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (started here, completed by `wait`)
+//===----------------------------------------------------------------------===//
+
+Status groupOf(Ctx &c, Group &g) {
+  std::string name = c.attrString("group", "world");
+  static const std::map<std::string, Group> groups = {
+      {"world", Group::World},
+      {"shard", Group::Shard},
+      {"replicate", Group::Replicate},
+      {"block", Group::Block}};
+  auto it = groups.find(name);
+  if (it == groups.end())
+    return Status::error("unknown group '" + name + "'");
+  g = it->second;
+  if (c.attrInt("group_size", 0) != c.comm.size(g))
+    return Status::error("group_size " +
+                         std::to_string(c.attrInt("group_size", 0)) +
+                         " differs from the " + std::to_string(c.comm.size(g)) +
+                         " ranks of its " + name + " group");
+  return Status::ok();
+}
+
+bool sumElem(DType t, Elem &e) {
+  e = t == DType::BF16 ? Elem::BF16 : t == DType::F16 ? Elem::F16 : Elem::F32;
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
+Status collective(Ctx &c, CollectiveKind kind) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  Collective op;
+  op.kind = kind;
+  FSDP_RETURN_IF_ERROR(groupOf(c, op.group));
+  int64_t group = c.comm.size(op.group);
+  bool ok = x.dtype == y.dtype && sumElem(x.dtype, op.elem);
+  op.count = x.numel();
+  if (kind == CollectiveKind::AllReduce)
+    ok = ok && x.numel() == y.numel();
+  else if (kind == CollectiveKind::AllGather)
+    ok = ok && x.numel() * group == y.numel();
+  else {
+    ok = ok && y.numel() * group == x.numel();
+    op.count = y.numel();
+  }
+  if (!ok)
+    return Status::error("expects float tensors of one dtype sized for " +
+                         std::to_string(group) + " ranks");
+  op.in = c.at(x);
+  op.out = c.at(y);
+  op.elemBytes = dtypeSize(x.dtype);
+  op.average = c.attrString("reduction", "sum") == "avg";
+  op.slot = c.in.index;
+  c.emit(1, op);
+  return Status::ok();
+}
+
+Status lowerAllReduce(Ctx &c) {
+  return collective(c, CollectiveKind::AllReduce);
+}
+Status lowerAllGather(Ctx &c) {
+  return collective(c, CollectiveKind::AllGather);
+}
+Status lowerReduceScatter(Ctx &c) {
+  return collective(c, CollectiveKind::ReduceScatter);
+}
+
+Status lowerWait(Ctx &c) {
+  c.emit(1, Wait{c.in.start});
+  return Status::ok();
+}
+
+/// The flat gradient of a unit: each input at its offset, zeros elsewhere.
+Status lowerPack(Ctx &c) {
+  const TensorRef &y = c.in.out[0];
+  auto found = c.in.attrs.find("offsets");
+  if (found == c.in.attrs.end() || !found->is_array() ||
+      found->size() != c.in.in.size() || y.dtype != DType::F32)
+    return Status::error("needs one offset per input and an f32 result");
+  c.emit(1, Zero{c.at(y), y.bytes()});
+  for (size_t i = 0; i < c.in.in.size(); ++i) {
+    const nlohmann::json &o = (*found)[i];
+    int64_t off = o.is_number_integer() ? o.get<int64_t>() : -1;
+    const TensorRef &x = c.in.in[i];
+    if (off < 0 || x.dtype != DType::F32 || off + x.numel() > y.numel())
+      return Status::error("input " + std::to_string(i) +
+                           " does not fit at its offset");
+    if (x.numel() > 0)
+      c.emit(1, Copy{c.at(x), c.at<float>(y) + off, x.bytes()});
+  }
+  return Status::ok();
+}
+
+Status lowerReshard(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  int64_t n = c.attrInt("group_size", 0);
+  if (n != c.comm.size(Group::Block) || x.dtype != y.dtype ||
+      y.numel() * n != x.numel())
+    return Status::error("keeps 1/" + std::to_string(n) +
+                         " of a buffer, but the block group has " +
+                         std::to_string(c.comm.size(Group::Block)) +
+                         " ranks or the sizes differ");
+  c.emit(1, Copy{c.at<uint8_t>(x) + c.comm.rank(Group::Block) * y.bytes(),
+                 c.at(y), y.bytes()});
+  return Status::ok();
+}
+
+Status lowerFree(Ctx &) { return Status::ok(); }
+
+template <UnaryKind K> Status un(Ctx &c) { return unary(c, K); }
+template <BinaryKind K> Status bin(Ctx &c) { return binary(c, K); }
+template <ReduceKind K> Status red(Ctx &c) { return reduce(c, K); }
+Status lowerGelu(Ctx &c) {
+  return unary(c, c.attrString("approximate", "none") == "tanh"
+                      ? UnaryKind::GeluTanh
+                      : UnaryKind::Gelu);
+}
+Status lowerSoftmax(Ctx &c) { return softmaxLike(c, false); }
+Status lowerLogSoftmax(Ctx &c) { return softmaxLike(c, true); }
+
+const std::map<std::string, Lowerer> &table() {
+  static const std::map<std::string, Lowerer> t = {
+      {"neg", un<UnaryKind::Neg>},
+      {"abs", un<UnaryKind::Abs>},
+      {"exp", un<UnaryKind::Exp>},
+      {"log", un<UnaryKind::Log>},
+      {"sqrt", un<UnaryKind::Sqrt>},
+      {"rsqrt", un<UnaryKind::Rsqrt>},
+      {"reciprocal", un<UnaryKind::Reciprocal>},
+      {"tanh", un<UnaryKind::Tanh>},
+      {"erf", un<UnaryKind::Erf>},
+      {"relu", un<UnaryKind::Relu>},
+      {"sigmoid", un<UnaryKind::Sigmoid>},
+      {"silu", un<UnaryKind::Silu>},
+      {"gelu", lowerGelu},
+      {"not", lowerNot},
+      {"add", bin<BinaryKind::Add>},
+      {"sub", bin<BinaryKind::Sub>},
+      {"mul", bin<BinaryKind::Mul>},
+      {"div", bin<BinaryKind::Div>},
+      {"pow", bin<BinaryKind::Pow>},
+      {"max", bin<BinaryKind::Max>},
+      {"min", bin<BinaryKind::Min>},
+      {"equal", bin<BinaryKind::Equal>},
+      {"less", bin<BinaryKind::Less>},
+      {"greater", bin<BinaryKind::Greater>},
+      {"and", bin<BinaryKind::And>},
+      {"or", bin<BinaryKind::Or>},
+      {"where", lowerWhere},
+      {"cast", lowerCast},
+      {"matmul", lowerMatmul},
+      {"gemm", lowerGemm},
+      {"reduce_sum", red<ReduceKind::Sum>},
+      {"reduce_mean", red<ReduceKind::Mean>},
+      {"reduce_max", red<ReduceKind::Max>},
+      {"softmax", lowerSoftmax},
+      {"log_softmax", lowerLogSoftmax},
+      {"layer_norm", lowerLayerNorm},
+      {"attention", lowerAttention},
+      {"attention_grad", lowerAttentionGrad},
+      {"gather", lowerGather},
+      {"scatter_add", lowerScatterAdd},
+      {"cross_entropy", lowerCrossEntropy},
+      {"nll_loss", lowerNllLoss},
+      {"cross_entropy_grad", lowerCrossEntropyGrad},
+      {"reshape", lowerReshape},
+      {"transpose", lowerTranspose},
+      {"slice", lowerSlice},
+      {"insert_slice", lowerInsertSlice},
+      {"concat", lowerConcat},
+      {"split", lowerSplit},
+      {"broadcast", lowerBroadcast},
+      {"trilu", lowerTrilu},
+      {"adamw", lowerAdamW},
+      {"sgd", lowerSgd},
+      {"accumulate_grad", lowerAccumulateGrad},
+      {"all_reduce", lowerAllReduce},
+      {"wait", lowerWait},
+      {"all_gather_start", lowerAllGather},
+      {"reduce_scatter_start", lowerReduceScatter},
+      {"pack", lowerPack},
+      {"free", lowerFree},
+      {"reshard", lowerReshard},
+  };
+  return t;
+}
+
+} // namespace
+
+int64_t scratchBytes(const Instruction &in) {
+  bool loss = in.op == "cross_entropy" || in.op == "nll_loss" ||
+              in.op == "cross_entropy_grad";
+  if (!loss || in.in.size() < 2)
+    return 0;
+  // LossScratch: terms and weights per position, the total, a float sink.
+  return (2 * in.in[1].numel() + 2) * 8;
+}
+
+Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
+             std::vector<DeviceOp> &out) {
+  auto it = table().find(in.op);
+  if (it == table().end())
+    return Status::error("no device lowering for op '" + in.op + "'");
+  for (const TensorRef &t : in.in)
+    if (t.rank() > kMaxDims)
+      return Status::error("rank " + std::to_string(t.rank()) +
+                           " is over the device kernels' " +
+                           std::to_string(kMaxDims));
+  Ctx c{in, mem, comm, out};
+  return it->second(c);
+}
+
+} // namespace fsdp::device

@@ -1,0 +1,114 @@
+//===- Lowering.h - A plan's instructions as device operations --*- C++ -*-===//
+//
+// The device backends (CUDA, and the host emulation that tests it) do not
+// interpret instructions at run time: at start-up every instruction is
+// lowered once into a list of DeviceOps whose pointers are final (the arena,
+// parameters and optimizer state never move). A step is then a replay of
+// that list: kernels of DeviceKernels.h over an index range, GEMMs, copies,
+// fills and collectives. A list of fixed operations is exactly what a CUDA
+// graph captures.
+//
+// Lowering checks shapes as the CPU kernels do, so a malformed plan is an
+// error naming the instruction before the first step, not a device fault.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DEVICE_LOWERING_H
+#define FSDP_RUNTIME_DEVICE_LOWERING_H
+
+#include "runtime/comm/Comm.h"
+#include "runtime/device/DeviceKernels.h"
+#include "runtime/plan/Plan.h"
+
+#include <variant>
+#include <vector>
+
+namespace fsdp::device {
+
+/// c = alpha * op(a) op(b) + beta * c on row-major f32 matrices; `batch`
+/// products, each operand `stride*` elements after the previous one (0:
+/// the same matrix for every product).
+struct Gemm {
+  bool ta = false, tb = false;
+  int64_t m = 0, n = 0, k = 0;
+  float alpha = 1, beta = 0;
+  const float *a = nullptr, *b = nullptr;
+  float *c = nullptr;
+  int64_t lda = 0, ldb = 0, ldc = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0, batch = 1;
+};
+
+/// dst = src, `bytes` bytes (device to device, or host to device when src
+/// is the host's staging memory).
+struct Copy {
+  const void *src = nullptr;
+  void *dst = nullptr;
+  int64_t bytes = 0;
+};
+
+/// dst = zeros.
+struct Zero {
+  void *dst = nullptr;
+  int64_t bytes = 0;
+};
+
+enum class CollectiveKind { AllReduce, AllGather, ReduceScatter };
+
+/// Starts a collective on the communicator (Comm's *Start arguments);
+/// `slot` is the plan's start instruction index.
+struct Collective {
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  const void *in = nullptr;
+  void *out = nullptr;
+  int64_t count = 0, elemBytes = 4;
+  Elem elem = Elem::F32;
+  bool average = false;
+  int64_t slot = 0;
+  Group group = Group::World;
+};
+
+/// Completes the collective started with `slot`.
+struct Wait {
+  int64_t slot = 0;
+};
+
+using Kernel =
+    std::variant<Unary, Binary, BinaryMixed, LogicalNot, Select, Cast, Scaled,
+                 Trilu, Reduce, SoftmaxRows, LayerNormRows, Gather, ScatterAdd,
+                 LossTerms, LossReduce, LossGradRows, StridedCopy,
+                 AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
+                 AttentionGradRows, Gemm, Copy, Zero, Collective, Wait>;
+
+/// One operation: a functor run for every index in [0, n), or (Gemm, Copy,
+/// Zero, Collective, Wait) a library call; `n` is unused for those.
+struct DeviceOp {
+  int64_t n = 1;
+  Kernel kernel;
+};
+
+/// Where every tensor of a plan lives on the device, and the state the
+/// optimizer ops update; by storage slot where the CPU executor indexes by
+/// slot (runtime/exec/Executor.h).
+struct Memory {
+  uint8_t *arena = nullptr;
+  std::vector<void *> params, grads, constants;
+  std::vector<float *> first, second; // AdamW's m and v; SGD's momentum
+  std::vector<uint8_t *> started;     // SGD: the momentum buffer started
+  const double *stepScalars = nullptr; // [kLrScale, kStep]
+  float *schedule = nullptr;           // 4 floats: an optimizer's scalars
+  uint8_t *scratch = nullptr;          // scratchBytes(), 8-byte aligned
+  int *error = nullptr;                // a kernel's ErrorCode, or 0
+
+  void *at(const TensorRef &t) const;
+};
+
+/// Scratch bytes lowering `in` needs (the losses' per-position terms).
+int64_t scratchBytes(const Instruction &in);
+
+/// Appends the operations of `in` to `out`. `comm` gives the ranks and
+/// group sizes the collectives and `reshard` are lowered for.
+Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
+             std::vector<DeviceOp> &out);
+
+} // namespace fsdp::device
+
+#endif // FSDP_RUNTIME_DEVICE_LOWERING_H
