@@ -24,5 +24,8 @@ config.substitutions.append(
     ("%fitcheck", "/usr/bin/python3 " + os.path.join(
         config.test_source_root, "runtime", "Inputs", "fit_check.py")))
 config.substitutions.append(
+    ("%comparelogs", "/usr/bin/python3 " + os.path.join(
+        config.test_source_root, "runtime", "Inputs", "compare_logs.py")))
+config.substitutions.append(
     ("%badmodel", "/usr/bin/python3 " + os.path.join(
         config.fsdp_src_root, "tests", "frontend", "make_bad_model.py")))

@@ -131,8 +131,8 @@ Status Backend::init(const Plan &p, Comm &,
   return Status::ok();
 }
 
-Status Backend::lowerAll(const std::vector<Instruction> &list,
-                         const char *what, std::vector<DeviceOp> &out) {
+Status Backend::lowerAll(const std::vector<Instruction> &list, const char *what,
+                         std::vector<DeviceOp> &out) {
   for (size_t i = 0; i < list.size(); ++i)
     if (Status s = lower(list[i], mem, dev->comm(), out); !s)
       return s.withContext(std::string(what) + "instruction " +
@@ -147,10 +147,9 @@ Status Backend::move(const HostState &s, bool toDevice) {
       if (host[i].empty() || !device[i])
         continue;
       int64_t bytes = (int64_t)host[i].size() * 4;
-      FSDP_RETURN_IF_ERROR(toDevice
-                               ? dev->upload(device[i], host[i].data(), bytes)
-                               : dev->download(host[i].data(), device[i],
-                                               bytes));
+      FSDP_RETURN_IF_ERROR(
+          toDevice ? dev->upload(device[i], host[i].data(), bytes)
+                   : dev->download(host[i].data(), device[i], bytes));
     }
     return Status::ok();
   };
@@ -162,11 +161,11 @@ Status Backend::move(const HostState &s, bool toDevice) {
   FSDP_RETURN_IF_ERROR(each(*s.second, mem.second));
   std::vector<char> &started = *s.started;
   if (!started.empty() && !mem.started.empty())
-    FSDP_RETURN_IF_ERROR(
-        toDevice
-            ? dev->upload(mem.started[0], started.data(), (int64_t)started.size())
-            : dev->download(started.data(), mem.started[0],
-                            (int64_t)started.size()));
+    FSDP_RETURN_IF_ERROR(toDevice
+                             ? dev->upload(mem.started[0], started.data(),
+                                           (int64_t)started.size())
+                             : dev->download(started.data(), mem.started[0],
+                                             (int64_t)started.size()));
   return Status::ok();
 }
 

@@ -340,9 +340,9 @@ struct BinaryMixed {
   FSDP_HD void operator()(int64_t i) const {
     int64_t off[2];
     index.offsets(i, off, 2);
-    storeElem(ty, y, i,
-              binaryOpDouble(kind, loadElem(ta, a, off[0]),
-                             loadElem(tb, b, off[1])));
+    storeElem(
+        ty, y, i,
+        binaryOpDouble(kind, loadElem(ta, a, off[0]), loadElem(tb, b, off[1])));
   }
 };
 
@@ -363,8 +363,8 @@ struct Select {
   FSDP_HD void operator()(int64_t i) const {
     int64_t off[3];
     index.offsets(i, off, 3);
-    const uint8_t *src = cond[off[0]] ? x + off[1] * elemBytes
-                                      : y + off[2] * elemBytes;
+    const uint8_t *src =
+        cond[off[0]] ? x + off[1] * elemBytes : y + off[2] * elemBytes;
     for (int64_t b = 0; b < elemBytes; ++b)
       out[i * elemBytes + b] = src[b];
   }

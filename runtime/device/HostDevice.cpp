@@ -56,8 +56,8 @@ public:
   }
   Status run(const std::vector<DeviceOp> &ops, int) override {
     for (const DeviceOp &op : ops) {
-      Status s = std::visit([&](const auto &k) { return one(op.n, k); },
-                            op.kernel);
+      Status s =
+          std::visit([&](const auto &k) { return one(op.n, k); }, op.kernel);
       if (!s)
         return s;
     }

@@ -122,12 +122,11 @@ Status binary(Ctx &c, BinaryKind kind) {
     return Status::error("operands " + str(a.shape) + " and " + str(b.shape) +
                          " do not broadcast to " + str(y.shape));
   if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32)
-    c.emit(y.numel(), Binary{kind, index, c.at<float>(a), c.at<float>(b),
-                             c.at<float>(y)});
-  else
     c.emit(y.numel(),
-           BinaryMixed{kind, index, elemOf(a.dtype), elemOf(b.dtype),
-                       elemOf(y.dtype), c.at(a), c.at(b), c.at(y)});
+           Binary{kind, index, c.at<float>(a), c.at<float>(b), c.at<float>(y)});
+  else
+    c.emit(y.numel(), BinaryMixed{kind, index, elemOf(a.dtype), elemOf(b.dtype),
+                                  elemOf(y.dtype), c.at(a), c.at(b), c.at(y)});
   return Status::ok();
 }
 
@@ -249,8 +248,7 @@ Status lowerGemm(Ctx &c) {
     Strided index;
     if (!broadcastIndex(y.shape, {&bias.shape}, index))
       return Status::error("bias " + str(bias.shape) + " does not broadcast");
-    c.emit(y.numel(),
-           Scaled{index, beta, c.at<float>(bias), c.at<float>(y)});
+    c.emit(y.numel(), Scaled{index, beta, c.at<float>(bias), c.at<float>(y)});
     g.beta = 1.0f;
   }
   g.a = c.at<float>(a);
@@ -308,10 +306,9 @@ Status lowerLayerNorm(Ctx &c) {
   bool bias = c.in.in.size() == 3;
   if (w.numel() != cols || (bias && c.in.in[2].numel() != cols))
     return Status::error("scale/bias do not match the normalised size");
-  c.emit(rows,
-         LayerNormRows{cols, eps, c.at<float>(x), c.at<float>(w),
-                       bias ? c.at<float>(c.in.in[2]) : nullptr,
-                       c.at<float>(y)});
+  c.emit(rows, LayerNormRows{cols, eps, c.at<float>(x), c.at<float>(w),
+                             bias ? c.at<float>(c.in.in[2]) : nullptr,
+                             c.at<float>(y)});
   return Status::ok();
 }
 
@@ -387,9 +384,8 @@ Status lowerAttentionGrad(Ctx &c) {
   // dk and dv are sums over query rows: zeroed, then added to.
   c.emit(1, Zero{c.at(o[1]), o[1].bytes()});
   c.emit(1, Zero{c.at(o[2]), o[2].bytes()});
-  c.emit(batch * a.tq,
-         AttentionGradRows{a, c.at<float>(dy), c.at<float>(o[0]),
-                           c.at<float>(o[1]), c.at<float>(o[2])});
+  c.emit(batch * a.tq, AttentionGradRows{a, c.at<float>(dy), c.at<float>(o[0]),
+                                         c.at<float>(o[1]), c.at<float>(o[2])});
   return Status::ok();
 }
 
@@ -426,9 +422,9 @@ Status lowerScatterAdd(Ctx &c) {
   if (upd.numel() != outer * count * inner)
     return Status::error("updates " + str(upd.shape) + " do not match");
   copy(c, dest, y);
-  c.emit(upd.numel(), ScatterAdd{dim, inner, count, c.at<float>(upd),
-                                 c.at<int64_t>(idx), c.at<float>(y),
-                                 c.mem.error});
+  c.emit(upd.numel(),
+         ScatterAdd{dim, inner, count, c.at<float>(upd), c.at<int64_t>(idx),
+                    c.at<float>(y), c.mem.error});
   return Status::ok();
 }
 
@@ -458,7 +454,7 @@ Status lossLayout(Ctx &c, bool softmax, LossLayout &l, int64_t &positions) {
 }
 
 LossReduction reductionOf(const std::string &r) {
-  return r == "none" ? LossReduction::None
+  return r == "none"  ? LossReduction::None
          : r == "sum" ? LossReduction::Sum
                       : LossReduction::Mean;
 }
@@ -508,11 +504,11 @@ Status lowerCrossEntropyGrad(Ctx &c) {
   // The total weight first (for mean), then the gradient rows.
   c.emit(n, LossTerms{l, c.at<float>(x), c.at<int64_t>(c.in.in[1]), s.term,
                       s.weight, c.mem.error});
-  c.emit(1, LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink,
-                       s.total});
-  c.emit(n, LossGradRows{l, reductionOf(reduction), c.at<float>(x),
-                         c.at<float>(g), c.at<int64_t>(c.in.in[1]), s.total,
-                         c.at<float>(y)});
+  c.emit(1,
+         LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink, s.total});
+  c.emit(n,
+         LossGradRows{l, reductionOf(reduction), c.at<float>(x), c.at<float>(g),
+                      c.at<int64_t>(c.in.in[1]), s.total, c.at<float>(y)});
   return Status::ok();
 }
 
@@ -596,8 +592,7 @@ Status lowerSlice(Ctx &c) {
 Status lowerInsertSlice(Ctx &c) {
   const TensorRef &dest = c.in.in[0], &src = c.in.in[1], &y = c.in.out[0];
   Dims starts = c.attrInts("starts"), steps = c.attrInts("strides");
-  if (dest.shape != y.shape || dest.dtype != src.dtype ||
-      dest.dtype != y.dtype)
+  if (dest.shape != y.shape || dest.dtype != src.dtype || dest.dtype != y.dtype)
     return Status::error("output does not match the destination");
   FSDP_RETURN_IF_ERROR(checkBox(y, src.shape, starts, steps));
   copy(c, dest, y);
@@ -703,9 +698,8 @@ Status lowerTrilu(Ctx &c) {
   if (x.shape != y.shape || x.rank() < 2 || x.dtype != y.dtype)
     return Status::error("needs rank >= 2 and one shape");
   c.emit(y.numel(),
-         Trilu{x.shape[x.rank() - 2], x.shape[x.rank() - 1],
-               c.attrInt("k", 0), c.attrBool("upper", true), elemOf(y.dtype),
-               c.at(x), c.at(y)});
+         Trilu{x.shape[x.rank() - 2], x.shape[x.rank() - 1], c.attrInt("k", 0),
+               c.attrBool("upper", true), elemOf(y.dtype), c.at(x), c.at(y)});
   return Status::ok();
 }
 

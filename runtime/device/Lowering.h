@@ -91,8 +91,8 @@ struct DeviceOp {
 struct Memory {
   uint8_t *arena = nullptr;
   std::vector<void *> params, grads, constants;
-  std::vector<float *> first, second; // AdamW's m and v; SGD's momentum
-  std::vector<uint8_t *> started;     // SGD: the momentum buffer started
+  std::vector<float *> first, second;  // AdamW's m and v; SGD's momentum
+  std::vector<uint8_t *> started;      // SGD: the momentum buffer started
   const double *stepScalars = nullptr; // [kLrScale, kStep]
   float *schedule = nullptr;           // 4 floats: an optimizer's scalars
   uint8_t *scratch = nullptr;          // scratchBytes(), 8-byte aligned

@@ -4,8 +4,8 @@
 // double in the same order, so most agree exactly; the tolerance (1e-6
 // relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
-#include "runtime/device/KernelShapes.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/KernelShapes.h"
 #include "runtime/support/Half.h"
 
 #include <gtest/gtest.h>

@@ -1,9 +1,8 @@
-//===- DeviceKernels.cu - Launching the device kernels
-//---------------------===//
+//===- DeviceKernels.cu - Launching the device kernels --------------------===//
 //
-// One thread per index, grid-stride: every functor of DeviceKernels.h is
-// instantiated here, so the build compiles each for the device (sm_90) even
-// on a machine without a GPU.
+// One thread per index, grid-stride: every functor of
+// runtime/device/DeviceKernels.h is instantiated here, so the build compiles
+// each for the device (sm_90) even on a machine without a GPU.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/DeviceKernels.cu.h"
@@ -35,9 +34,16 @@ cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream) {
 }
 
 #define FSDP_INSTANTIATE(F)                                                    \
-  template cudaError_t launchEach<F>(int64_t, const F &, cudaStream_t);
+  template cudaError_t launchEach<device::F>(int64_t, const device::F &,       \
+                                             cudaStream_t);
 FSDP_INSTANTIATE(Unary)
 FSDP_INSTANTIATE(Binary)
+FSDP_INSTANTIATE(BinaryMixed)
+FSDP_INSTANTIATE(LogicalNot)
+FSDP_INSTANTIATE(Select)
+FSDP_INSTANTIATE(Cast)
+FSDP_INSTANTIATE(Scaled)
+FSDP_INSTANTIATE(Trilu)
 FSDP_INSTANTIATE(Reduce)
 FSDP_INSTANTIATE(SoftmaxRows)
 FSDP_INSTANTIATE(LayerNormRows)
@@ -46,8 +52,11 @@ FSDP_INSTANTIATE(ScatterAdd)
 FSDP_INSTANTIATE(LossTerms)
 FSDP_INSTANTIATE(LossReduce)
 FSDP_INSTANTIATE(LossGradRows)
-FSDP_INSTANTIATE(Transpose)
+FSDP_INSTANTIATE(StridedCopy)
+FSDP_INSTANTIATE(AdamWSchedule)
 FSDP_INSTANTIATE(AdamW)
+FSDP_INSTANTIATE(SgdSchedule)
+FSDP_INSTANTIATE(Sgd)
 FSDP_INSTANTIATE(AttentionRows)
 FSDP_INSTANTIATE(AttentionGradRows)
 #undef FSDP_INSTANTIATE

@@ -1,5 +1,4 @@
-//===- DeviceKernels.cu.h - Launching a device kernel ------------*- C++
-//-*-===//
+//===- DeviceKernels.cu.h - Launching a device kernel -----------*- C++ -*-===//
 #ifndef FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
 #define FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
 
@@ -11,7 +10,8 @@ namespace fsdp::cuda {
 
 /// Runs `f(i)` for i in [0, n) on `stream` (asynchronously); the launch's
 /// error, if any. Instantiated in DeviceKernels.cu for every functor of
-/// DeviceKernels.h.
+/// runtime/device/DeviceKernels.h (the Kernel variant of Lowering.h), so
+/// host-compiled code launches them too.
 template <typename F>
 cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream);
 

@@ -1,0 +1,533 @@
+//===- CudaDevice.cpp - The device backend on an NVIDIA GPU ---------------===//
+//
+// Streams: every kernel, copy and GEMM runs on one compute stream; every
+// collective on one communication stream. A plan's `*_start` records an
+// event on the compute stream that the communication stream waits for, then
+// queues the NCCL call and records the slot's `done` event; the plan's
+// `wait` makes the compute stream wait for that event. Nothing on the host
+// waits inside a step: the only synchronisations are the reads of the loss
+// and the error flag after a micro-step, and those go through a watchdog
+// that polls NCCL's asynchronous errors and aborts the communicators past
+// the deadline (a dead rank becomes an error, not a hang).
+//
+// Graphs: the first run of a sequence executes directly (and creates the
+// events, GEMM descriptors and NCCL sub-communicators it needs); the
+// second is captured into a CUDA graph and every later one replays it. A
+// capture that fails falls back to direct launches, with a note on stderr.
+// FSDP_CUDA_GRAPHS=0 turns capture off.
+//
+// GEMMs: cuBLASLt in f32 (FSDP_CUDA_TF32=1: TF32 tensor cores), row-major
+// products computed as the column-major transposed product.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/backends/cuda/CudaDevice.h"
+#include "runtime/backends/cuda/DeviceKernels.cu.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace fsdp::cuda {
+
+using namespace fsdp::device;
+
+namespace {
+
+Status cudaStatus(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+Status ncclStatus(ncclResult_t r, const char *what) {
+  if (r == ncclSuccess || r == ncclInProgress)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + ncclGetErrorString(r));
+}
+Status blasStatus(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::error(std::string(what) + ": cuBLASLt status " +
+                       std::to_string((int)s));
+}
+#define CUDA_TRY(expr) FSDP_RETURN_IF_ERROR(cudaStatus((expr), #expr))
+#define NCCL_TRY(expr) FSDP_RETURN_IF_ERROR(ncclStatus((expr), #expr))
+#define BLAS_TRY(expr) FSDP_RETURN_IF_ERROR(blasStatus((expr), #expr))
+
+/// A GEMM's cuBLASLt descriptors and algorithm, made on its first run.
+struct LtGemm {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+class CudaDevice final : public Device {
+public:
+  CudaDevice(Comm &host, double timeout) : host(host), timeout(timeout) {}
+  ~CudaDevice() override;
+
+  Status open(int64_t localRank);
+  std::string describe() const override { return name; }
+  Status allocate(int64_t bytes, bool hostMemory, void **out) override;
+  Status upload(void *dst, const void *src, int64_t bytes) override {
+    FSDP_RETURN_IF_ERROR(synchronize());
+    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    return Status::ok();
+  }
+  Status download(void *dst, const void *src, int64_t bytes) override {
+    FSDP_RETURN_IF_ERROR(synchronize());
+    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    return Status::ok();
+  }
+  Status fill(void *dst, uint8_t byte, int64_t bytes) override {
+    CUDA_TRY(cudaMemsetAsync(dst, byte, bytes, compute));
+    return synchronize();
+  }
+  Status run(const std::vector<DeviceOp> &ops, int sequence) override;
+  Status synchronize() override;
+  int64_t memoryInUse() override {
+    size_t freeBytes = 0, total = 0;
+    if (cudaMemGetInfo(&freeBytes, &total) != cudaSuccess)
+      return -1;
+    return (int64_t)(total - freeBytes) - baseline;
+  }
+  const Comm &comm() const override { return host; }
+
+private:
+  Comm &host;
+  double timeout;
+  std::string name;
+  int64_t baseline = 0;
+  cudaStream_t compute = nullptr, comms = nullptr;
+  cudaEvent_t joined = nullptr, finished = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void *workspace = nullptr;
+  size_t workspaceBytes = 32 << 20;
+  bool tf32 = false, graphs = true;
+  std::vector<void *> deviceBlocks, hostBlocks;
+  // NCCL: the world communicator and one per group the plan uses.
+  std::map<Group, ncclComm_t> nccl;
+  std::map<int64_t, std::pair<cudaEvent_t, cudaEvent_t>> slots; // ready, done
+  std::map<const Gemm *, LtGemm> gemms;
+  struct Sequence {
+    int runs = 0;
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    bool direct = false; // capture failed or is off
+  };
+  std::map<int, Sequence> sequences;
+
+  Status prepare(const std::vector<DeviceOp> &ops);
+  Status communicator(Group g, ncclComm_t &out);
+  Status waitNccl(ncclComm_t c, const char *what);
+  Status launchAll(const std::vector<DeviceOp> &ops);
+  template <typename F> Status one(int64_t n, const F &f) {
+    return cudaStatus(launchEach(n, f, compute), "kernel launch");
+  }
+  Status one(int64_t, const Gemm &g);
+  Status one(int64_t, const Copy &c) {
+    return cudaStatus(
+        cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, compute),
+        "cudaMemcpyAsync");
+  }
+  Status one(int64_t, const Zero &z) {
+    return cudaStatus(cudaMemsetAsync(z.dst, 0, z.bytes, compute),
+                      "cudaMemsetAsync");
+  }
+  Status one(int64_t, const Collective &c);
+  Status one(int64_t, const Wait &w) {
+    auto it = slots.find(w.slot);
+    if (it == slots.end())
+      return Status::error("wait for collective " + std::to_string(w.slot) +
+                           ", which never started");
+    return cudaStatus(cudaStreamWaitEvent(compute, it->second.second, 0),
+                      "cudaStreamWaitEvent");
+  }
+};
+
+Status CudaDevice::open(int64_t localRank) {
+  int count = 0;
+  CUDA_TRY(cudaGetDeviceCount(&count));
+  if (count == 0)
+    return Status::error("no CUDA device");
+  int index = (int)(localRank % count);
+  CUDA_TRY(cudaSetDevice(index));
+  CUDA_TRY(cudaFree(nullptr)); // the context, before the baseline
+  cudaDeviceProp prop{};
+  CUDA_TRY(cudaGetDeviceProperties(&prop, index));
+  name = std::string("cuda (") + prop.name + ", device " +
+         std::to_string(index) + ")";
+  size_t freeBytes = 0, total = 0;
+  CUDA_TRY(cudaMemGetInfo(&freeBytes, &total));
+  baseline = (int64_t)(total - freeBytes);
+  CUDA_TRY(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  CUDA_TRY(cudaStreamCreateWithFlags(&comms, cudaStreamNonBlocking));
+  CUDA_TRY(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
+  CUDA_TRY(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
+  BLAS_TRY(cublasLtCreate(&lt));
+  CUDA_TRY(cudaMalloc(&workspace, workspaceBytes));
+  const char *t = std::getenv("FSDP_CUDA_TF32");
+  tf32 = t && std::strcmp(t, "1") == 0;
+  const char *g = std::getenv("FSDP_CUDA_GRAPHS");
+  graphs = !(g && std::strcmp(g, "0") == 0);
+
+  // NCCL's world communicator: rank 0's id reaches every rank through the
+  // host communicator (an all-gather of every rank's id; rank 0's is used).
+  ncclUniqueId id{};
+  if (host.rank() == 0)
+    NCCL_TRY(ncclGetUniqueId(&id));
+  std::vector<ncclUniqueId> ids(host.size());
+  int64_t slot = 0; // before any plan slot is in use
+  host.reserve(1);
+  FSDP_RETURN_IF_ERROR(
+      host.allGatherStart(&id, ids.data(), sizeof id, 1, slot, Group::World));
+  FSDP_RETURN_IF_ERROR(host.wait(slot));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0; // every call returns; the watchdog polls
+  ncclComm_t world = nullptr;
+  NCCL_TRY(ncclCommInitRankConfig(&world, (int)host.size(), ids[0],
+                                  (int)host.rank(), &config));
+  FSDP_RETURN_IF_ERROR(waitNccl(world, "ncclCommInitRankConfig"));
+  nccl[Group::World] = world;
+  return Status::ok();
+}
+
+CudaDevice::~CudaDevice() {
+  if (compute)
+    cudaStreamSynchronize(compute);
+  for (auto &[n, s] : sequences) {
+    if (s.exec)
+      cudaGraphExecDestroy(s.exec);
+    if (s.graph)
+      cudaGraphDestroy(s.graph);
+  }
+  for (auto &[op, g] : gemms) {
+    cublasLtMatrixLayoutDestroy(g.a);
+    cublasLtMatrixLayoutDestroy(g.b);
+    cublasLtMatrixLayoutDestroy(g.c);
+    cublasLtMatmulDescDestroy(g.desc);
+  }
+  for (auto &[slot, e] : slots) {
+    cudaEventDestroy(e.first);
+    cudaEventDestroy(e.second);
+  }
+  for (auto &[g, c] : nccl)
+    ncclCommDestroy(c);
+  for (void *p : deviceBlocks)
+    cudaFree(p);
+  for (void *p : hostBlocks)
+    cudaFreeHost(p);
+  if (workspace)
+    cudaFree(workspace);
+  if (lt)
+    cublasLtDestroy(lt);
+  for (cudaEvent_t e : {joined, finished})
+    if (e)
+      cudaEventDestroy(e);
+  for (cudaStream_t s : {compute, comms})
+    if (s)
+      cudaStreamDestroy(s);
+}
+
+Status CudaDevice::allocate(int64_t bytes, bool hostMemory, void **out) {
+  if (hostMemory) {
+    CUDA_TRY(cudaMallocHost(out, bytes));
+    std::memset(*out, 0, bytes);
+    hostBlocks.push_back(*out);
+    return Status::ok();
+  }
+  if (cudaError_t e = cudaMalloc(out, bytes); e != cudaSuccess)
+    return Status::error("cannot allocate " + std::to_string(bytes) +
+                         " bytes of GPU memory: " + cudaGetErrorString(e));
+  deviceBlocks.push_back(*out);
+  CUDA_TRY(cudaMemset(*out, 0, bytes));
+  return Status::ok();
+}
+
+Status CudaDevice::waitNccl(ncclComm_t c, const char *what) {
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    NCCL_TRY(ncclCommGetAsyncError(c, &state));
+    if (state == ncclSuccess)
+      return Status::ok();
+    if (state != ncclInProgress)
+      return Status::error(std::string(what) + ": " +
+                           ncclGetErrorString(state));
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count() > timeout) {
+      ncclCommAbort(c);
+      return Status::error(std::string(what) + " did not finish within " +
+                           std::to_string((int)timeout) + " s");
+    }
+    std::this_thread::yield();
+  }
+}
+
+Status CudaDevice::communicator(Group g, ncclComm_t &out) {
+  auto it = nccl.find(g);
+  if (it != nccl.end()) {
+    out = it->second;
+    return Status::ok();
+  }
+  // Groups as the host communicator forms them (runtime/comm/Comm.h):
+  // shard groups and blocks are runs of consecutive ranks, replicate groups
+  // the ranks at one position of every shard group.
+  int64_t r = host.rank(), shard = host.size(Group::Shard);
+  int color = g == Group::Shard       ? (int)(r / shard)
+              : g == Group::Replicate ? (int)(r % shard)
+                                      : (int)(r / host.size(Group::Block));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t c = nullptr;
+  NCCL_TRY(
+      ncclCommSplit(nccl[Group::World], color, (int)host.rank(g), &c, &config));
+  FSDP_RETURN_IF_ERROR(waitNccl(c, "ncclCommSplit"));
+  nccl[g] = out = c;
+  return Status::ok();
+}
+
+Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
+  // Sub-communicators in one order on every rank (a split is collective).
+  std::vector<bool> used(4, false);
+  for (const DeviceOp &op : ops)
+    if (const auto *c = std::get_if<Collective>(&op.kernel))
+      used[(int)c->group] = true;
+  for (Group g : {Group::Shard, Group::Replicate, Group::Block})
+    if (used[(int)g]) {
+      ncclComm_t c;
+      FSDP_RETURN_IF_ERROR(communicator(g, c));
+    }
+  for (const DeviceOp &op : ops) {
+    if (const auto *c = std::get_if<Collective>(&op.kernel)) {
+      if (slots.count(c->slot))
+        continue;
+      cudaEvent_t ready, done;
+      CUDA_TRY(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+      CUDA_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+      slots[c->slot] = {ready, done};
+    }
+    if (const auto *g = std::get_if<Gemm>(&op.kernel)) {
+      if (gemms.count(g))
+        continue;
+      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
+      // B's storage is the first operand.
+      LtGemm d;
+      BLAS_TRY(cublasLtMatmulDescCreate(
+          &d.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          CUDA_R_32F));
+      cublasOperation_t ta = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                        tb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+      BLAS_TRY(cublasLtMatmulDescSetAttribute(
+          d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+      BLAS_TRY(cublasLtMatmulDescSetAttribute(
+          d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+      // Stored (column-major) shapes: B^T is [n x k] or [k x n].
+      uint64_t brows = g->tb ? g->k : g->n, bcols = g->tb ? g->n : g->k;
+      uint64_t arows = g->ta ? g->m : g->k, acols = g->ta ? g->k : g->m;
+      BLAS_TRY(
+          cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, brows, bcols, g->ldb));
+      BLAS_TRY(
+          cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, arows, acols, g->lda));
+      BLAS_TRY(
+          cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g->n, g->m, g->ldc));
+      int32_t batch = (int32_t)g->batch;
+      int64_t strides[3] = {g->strideB, g->strideA, g->strideC};
+      cublasLtMatrixLayout_t layouts[3] = {d.a, d.b, d.c};
+      for (int i = 0; i < 3; ++i) {
+        BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
+            layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+            sizeof batch));
+        BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
+            layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+            &strides[i], sizeof strides[i]));
+      }
+      cublasLtMatmulPreference_t pref;
+      BLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+      BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+          sizeof workspaceBytes));
+      // The alignment the operands really have (a batch split into single
+      // products offsets pointers by whole matrices only).
+      auto alignment = [](const void *p, int64_t ld, int64_t stride) {
+        uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)(ld * 4) |
+                        (uint64_t)(stride * 4) | 16u;
+        return (uint32_t)(bits & (~bits + 1)); // lowest set bit, at most 16
+      };
+      uint32_t aligns[4] = {alignment(g->b, g->ldb, g->strideB),
+                            alignment(g->a, g->lda, g->strideA),
+                            alignment(g->c, g->ldc, g->strideC),
+                            alignment(g->c, g->ldc, g->strideC)};
+      cublasLtMatmulPreferenceAttributes_t alignAttrs[4] = {
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+      for (int i = 0; i < 4; ++i)
+        BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+            pref, alignAttrs[i], &aligns[i], sizeof aligns[i]));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+          lt, d.desc, d.a, d.b, d.c, d.c, pref, 1, &result, &found);
+      cublasLtMatmulPreferenceDestroy(pref);
+      BLAS_TRY(h);
+      if (found == 0)
+        return Status::error("cuBLASLt has no algorithm for a " +
+                             std::to_string(g->m) + "x" + std::to_string(g->n) +
+                             "x" + std::to_string(g->k) + " product");
+      d.algo = result.algo;
+      gemms[g] = d;
+    }
+  }
+  return Status::ok();
+}
+
+Status CudaDevice::one(int64_t, const Gemm &g) {
+  const LtGemm &d = gemms.at(&g);
+  return blasStatus(cublasLtMatmul(lt, d.desc, &g.alpha, g.b, d.a, g.a, d.b,
+                                   &g.beta, g.c, d.c, g.c, d.c, &d.algo,
+                                   workspace, workspaceBytes, compute),
+                    "cublasLtMatmul");
+}
+
+ncclDataType_t ncclType(Elem e) {
+  return e == Elem::BF16  ? ncclBfloat16
+         : e == Elem::F16 ? ncclFloat16
+                          : ncclFloat32;
+}
+
+Status CudaDevice::one(int64_t, const Collective &c) {
+  ncclComm_t comm;
+  FSDP_RETURN_IF_ERROR(communicator(c.group, comm));
+  auto &[ready, done] = slots.at(c.slot);
+  CUDA_TRY(cudaEventRecord(ready, compute));
+  CUDA_TRY(cudaStreamWaitEvent(comms, ready, 0));
+  ncclRedOp_t op = c.average ? ncclAvg : ncclSum;
+  ncclResult_t r = ncclSuccess;
+  switch (c.kind) {
+  case CollectiveKind::AllReduce:
+    r = ncclAllReduce(c.in, c.out, c.count, ncclType(c.elem), op, comm, comms);
+    break;
+  case CollectiveKind::AllGather:
+    r = ncclAllGather(c.in, c.out, c.count * c.elemBytes, ncclUint8, comm,
+                      comms);
+    break;
+  case CollectiveKind::ReduceScatter:
+    r = ncclReduceScatter(c.in, c.out, c.count, ncclType(c.elem), op, comm,
+                          comms);
+    break;
+  }
+  NCCL_TRY(r);
+  // A non-blocking communicator may still be enqueueing: NCCL asks that it
+  // be polled to success before its next call.
+  if (r == ncclInProgress)
+    FSDP_RETURN_IF_ERROR(waitNccl(comm, "an NCCL collective"));
+  CUDA_TRY(cudaEventRecord(done, comms));
+  return Status::ok();
+}
+
+Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops) {
+  for (const DeviceOp &op : ops) {
+    Status s =
+        std::visit([&](const auto &k) { return one(op.n, k); }, op.kernel);
+    if (!s)
+      return s;
+  }
+  // Join the communication stream back (a capture must end joined).
+  CUDA_TRY(cudaEventRecord(joined, comms));
+  CUDA_TRY(cudaStreamWaitEvent(compute, joined, 0));
+  return Status::ok();
+}
+
+Status CudaDevice::run(const std::vector<DeviceOp> &ops, int sequence) {
+  Sequence &s = sequences[sequence];
+  ++s.runs;
+  if (s.runs == 1) {
+    FSDP_RETURN_IF_ERROR(prepare(ops));
+    return launchAll(ops);
+  }
+  if (!graphs || s.direct)
+    return launchAll(ops);
+  if (!s.exec) {
+    // Capture after the first run: everything it needed exists now.
+    FSDP_RETURN_IF_ERROR(synchronize());
+    CUDA_TRY(cudaStreamBeginCapture(compute, cudaStreamCaptureModeThreadLocal));
+    Status launched = launchAll(ops);
+    cudaError_t ended = cudaStreamEndCapture(compute, &s.graph);
+    cudaError_t made = launched && ended == cudaSuccess
+                           ? cudaGraphInstantiate(&s.exec, s.graph, 0)
+                           : cudaErrorStreamCaptureInvalidated;
+    if (!launched || ended != cudaSuccess || made != cudaSuccess) {
+      std::fprintf(
+          stderr,
+          "fsdp-run: note: CUDA graph capture failed (%s); "
+          "launching kernels one by one\n",
+          !launched ? launched.message().c_str()
+                    : cudaGetErrorString(ended != cudaSuccess ? ended : made));
+      cudaGetLastError(); // clear the capture's error
+      if (s.graph)
+        cudaGraphDestroy(s.graph);
+      s.graph = nullptr;
+      s.exec = nullptr;
+      s.direct = true;
+      return launchAll(ops);
+    }
+  }
+  return cudaStatus(cudaGraphLaunch(s.exec, compute), "cudaGraphLaunch");
+}
+
+Status CudaDevice::synchronize() {
+  // Poll, never block: a collective waiting for a dead rank would block
+  // forever. Past the deadline the communicators are aborted.
+  CUDA_TRY(cudaEventRecord(finished, compute));
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    cudaError_t q = cudaEventQuery(finished);
+    if (q == cudaSuccess)
+      return Status::ok();
+    if (q != cudaErrorNotReady)
+      return cudaStatus(q, "the step on the GPU");
+    for (auto &[g, c] : nccl) {
+      ncclResult_t state = ncclSuccess;
+      ncclCommGetAsyncError(c, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        for (auto &[g2, c2] : nccl)
+          ncclCommAbort(c2);
+        nccl.clear();
+        return Status::error(std::string("NCCL failed: ") +
+                             ncclGetErrorString(state));
+      }
+    }
+    if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count() > timeout) {
+      for (auto &[g, c] : nccl)
+        ncclCommAbort(c);
+      nccl.clear();
+      return Status::error("the GPU's work did not finish within " +
+                           std::to_string((int)timeout) +
+                           " s (a rank died or hung in a collective); "
+                           "NCCL aborted");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+} // namespace
+
+Status cudaDevice(Comm &hostComm, int64_t localRank, double timeoutSeconds,
+                  std::unique_ptr<Device> &out) {
+  auto d = std::make_unique<CudaDevice>(hostComm, timeoutSeconds);
+  if (Status s = d->open(localRank); !s)
+    return s.withContext("--backend cuda");
+  out = std::move(d);
+  return Status::ok();
+}
+
+} // namespace fsdp::cuda
