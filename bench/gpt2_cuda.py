@@ -1,0 +1,190 @@
+#!/usr/bin/env python3
+"""GPT-2 124M on one GPU: fsdp-run --backend cuda against PyTorch, side by side.
+
+The model: 12 layers, d=768, 12 heads, T=1024, vocabulary 50257 padded to
+50304 (a multiple of 64, as nanoGPT does), tied embeddings, AdamW. PyTorch
+runs the same shapes in bf16 autocast with f32 master weights, fused AdamW
+and SDPA attention (flash), eagerly and under torch.compile; fsdp runs the
+plan fsdp-opt wrote for the same batch (--param-dtype=bf16).
+
+Reported per run: tokens/s (median over the steps after --warmup), MFU
+against 989 TFLOP/s (H100/H200 dense bf16) with the flops per token of
+6N + 6*L*d*T, and peak GPU memory: fsdp's measured (cudaMemGetInfo, as
+fsdp-run's peak_bytes) against its plan's prediction.
+
+  python3 bench/gpt2_cuda.py --prepare bench/out/gpt2   # here: ONNX + plan
+  python3 bench/gpt2_cuda.py --run bench/out/gpt2       # on the GPU machine
+  python3 bench/gpt2_cuda.py                            # both, one machine
+
+The GPU machine needs fsdp-run built with CUDA, and python3-torch with
+CUDA for the PyTorch columns (they are skipped, with a note, without it).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+L, D, HEADS, T, VOCAB = 12, 768, 12, 1024, 50304
+PEAK_FLOPS = 989e12
+
+
+def flops_per_token(n_params):
+    return 6 * n_params + 6 * L * D * T
+
+
+def prepare(out, batch, tools):
+    os.makedirs(out, exist_ok=True)
+    onnx = os.path.join(out, "gpt2-124m.onnx")
+    if not os.path.exists(onnx):
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples",
+                        "gen_model.py"), "gpt2", "--loss", "--dim", str(D),
+                        "--layers", str(L), "--heads", str(HEADS), "--seq",
+                        str(T), "--vocab", str(VOCAB), "--dynamic-batch",
+                        "--external-data", "-o", onnx], check=True)
+    plan = os.path.join(out, f"gpt2-124m-b{batch}.plan")
+    subprocess.run([os.path.join(tools, "fsdp-opt"), onnx,
+                    f"--batch-size={batch}", "--param-dtype=bf16",
+                    "--device=h100-sxm", "-o", plan], check=True,
+                   stderr=subprocess.DEVNULL)
+    return plan
+
+
+def run_fsdp(plan, tools, steps, warmup):
+    log = plan + ".cuda.jsonl"
+    p = subprocess.run([os.path.join(tools, "fsdp-run"), plan, "--backend",
+                        "cuda", "--steps", str(steps), "--quiet", "--log",
+                        log], capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": (p.stderr or p.stdout).strip().splitlines()[-1]}
+    rows = [json.loads(l) for l in open(log) if l.strip()]
+    with open(plan) as f:
+        predicted = json.load(f).get("predicted", {})
+    return {"tokens_per_s": statistics.median(r["tokens_per_s"]
+                                              for r in rows[warmup:]),
+            "peak_bytes": max(r["peak_bytes"] for r in rows),
+            "predicted_peak_bytes": predicted.get("peak_bytes"),
+            "loss": rows[-1]["loss"]}
+
+
+def run_torch(batch, steps, warmup, compiled):
+    try:
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+    except ImportError:
+        return {"error": "no torch"}
+    if not torch.cuda.is_available():
+        return {"error": "torch has no CUDA device"}
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(D), nn.LayerNorm(D)
+            self.c_attn, self.c_proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+            self.fc, self.proj = nn.Linear(D, 4 * D), nn.Linear(4 * D, D)
+
+        def forward(self, x):
+            B = x.size(0)
+            q, k, v = self.c_attn(self.ln_1(x)).split(D, dim=2)
+            q, k, v = (t.view(B, T, HEADS, D // HEADS).transpose(1, 2)
+                       for t in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.c_proj(y.transpose(1, 2).reshape(B, T, D))
+            h = F.gelu(self.fc(self.ln_2(x)), approximate="tanh")
+            return x + self.proj(h)
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(VOCAB, D), nn.Embedding(T, D)
+            self.h = nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = nn.LayerNorm(D)
+            self.head = nn.Linear(D, VOCAB, bias=False)
+            self.head.weight = self.wte.weight
+
+        def forward(self, ids, targets):
+            x = self.wte(ids) + self.wpe(torch.arange(T, device=ids.device))
+            for b in self.h:
+                x = b(x)
+            logits = self.head(self.ln_f(x))
+            return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
+
+    torch.manual_seed(0)
+    model = GPT().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    step = torch.compile(model) if compiled else model
+    ids = torch.randint(0, VOCAB, (batch, T), device="cuda")
+    targets = torch.randint(0, VOCAB, (batch, T), device="cuda")
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    try:
+        for _ in range(steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = step(ids, targets)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            loss.item()
+            times.append(time.perf_counter() - t0)
+    except torch.cuda.OutOfMemoryError:
+        return {"error": "out of memory"}
+    return {"tokens_per_s": batch * T / statistics.median(times[warmup:]),
+            "peak_bytes": torch.cuda.max_memory_reserved(),
+            "loss": loss.item()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--prepare", metavar="DIR")
+    ap.add_argument("--run", metavar="DIR")
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--tools", default=os.path.join(ROOT, "build", "tools"))
+    args = ap.parse_args()
+    out = args.prepare or args.run or os.path.join(ROOT, "bench", "out",
+                                                   "gpt2-124m")
+    plan = os.path.join(out, f"gpt2-124m-b{args.batch}.plan")
+    if args.prepare or not args.run:
+        plan = prepare(out, args.batch, args.tools)
+    if args.prepare:
+        print(f"wrote {plan}")
+        return 0
+    n_params = 12 * L * D * D + 13 * L * D + VOCAB * D + T * D + 2 * D
+    fpt = flops_per_token(n_params)
+    rows = {"fsdp (cuda)": run_fsdp(plan, args.tools, args.steps,
+                                    args.warmup),
+            "torch eager": run_torch(args.batch, args.steps, args.warmup,
+                                     False),
+            "torch.compile": run_torch(args.batch, args.steps, args.warmup,
+                                       True)}
+    print(f"GPT-2 124M ({n_params / 1e6:.1f}M parameters), batch "
+          f"{args.batch} x {T} tokens, {fpt / 1e9:.2f} GFLOP per token")
+    print(f"{'':16}{'tokens/s':>12}{'MFU':>8}{'peak GiB':>10}")
+    for name, r in rows.items():
+        if "error" in r:
+            print(f"{name:16}  {r['error']}")
+            continue
+        mfu = r["tokens_per_s"] * fpt / PEAK_FLOPS
+        print(f"{name:16}{r['tokens_per_s']:12.0f}{100 * mfu:7.1f}%"
+              f"{r['peak_bytes'] / 2**30:10.2f}")
+    f = rows["fsdp (cuda)"]
+    if "error" not in f and f.get("predicted_peak_bytes"):
+        err = f["peak_bytes"] / f["predicted_peak_bytes"] - 1
+        print(f"fsdp peak memory: measured {f['peak_bytes'] / 2**30:.2f} GiB, "
+              f"planned {f['predicted_peak_bytes'] / 2**30:.2f} GiB "
+              f"({100 * err:+.1f}%)")
+    with open(os.path.join(out, f"results-b{args.batch}.json"), "w") as fh:
+        json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
