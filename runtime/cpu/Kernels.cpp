@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/plan/OpShapes.h"
 #include "runtime/support/Half.h"
 
 #include <cblas.h>
@@ -147,24 +148,20 @@ void forEach(const Shape &out, std::initializer_list<const Shape *> list, F f) {
 }
 
 int64_t attrInt(const Instruction &in, const char *name, int64_t dflt) {
-  auto it = in.attrs.find(name);
-  return it != in.attrs.end() && it->is_number_integer() ? it->get<int64_t>()
-                                                         : dflt;
+  return in.attrInt(name, dflt);
 }
 double attrFloat(const Instruction &in, const char *name, double dflt) {
-  auto it = in.attrs.find(name);
-  return it != in.attrs.end() && it->is_number() ? it->get<double>() : dflt;
+  return in.attrFloat(name, dflt);
 }
 bool attrBool(const Instruction &in, const char *name, bool dflt) {
-  auto it = in.attrs.find(name);
-  return it != in.attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
+  return in.attrBool(name, dflt);
 }
 std::string attrString(const Instruction &in, const char *name,
                        const char *dflt) {
-  auto it = in.attrs.find(name);
-  return it != in.attrs.end() && it->is_string() ? it->get<std::string>()
-                                                 : dflt;
+  return in.attrString(name, dflt);
 }
+/// (Into an inline Shape: kernels run inside a step, where nothing may
+/// allocate.)
 Shape attrInts(const Instruction &in, const char *name) {
   Shape out;
   auto it = in.attrs.find(name);
@@ -1105,20 +1102,9 @@ Status kInsertSlice(const Instruction &in, Context &c) {
 
 Status kConcat(const Instruction &in, Context &c) {
   const TensorRef &y = in.out[0];
-  int64_t axis = attrInt(in, "axis", 0);
-  if (axis < 0 || axis >= y.rank())
-    return Status::error("bad axis");
-  int64_t outer = product(y.shape, 0, axis), inner = product(y.shape, axis + 1);
-  int64_t size = dtypeSize(y.dtype), total = 0;
-  for (const TensorRef &x : in.in) {
-    if (x.rank() != y.rank() || x.dtype != y.dtype ||
-        x.numel() != outer * x.shape[axis] * inner)
-      return Status::error("input " + str(x.shape) + " does not match " +
-                           str(y.shape));
-    total += x.shape[axis];
-  }
-  if (total != y.shape[axis])
-    return Status::error("inputs do not fill the output");
+  int64_t axis = attrInt(in, "axis", 0), outer, inner;
+  FSDP_RETURN_IF_ERROR(concatLayout(in.in, y, axis, false, outer, inner));
+  int64_t size = dtypeSize(y.dtype);
   uint8_t *py = c.get<uint8_t>(y);
   int64_t row = y.shape[axis] * inner * size, at = 0;
   for (const TensorRef &x : in.in) {
@@ -1133,18 +1119,9 @@ Status kConcat(const Instruction &in, Context &c) {
 
 Status kSplit(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0];
-  int64_t axis = attrInt(in, "axis", 0);
-  if (axis < 0 || axis >= x.rank())
-    return Status::error("bad axis");
-  int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
-  int64_t size = dtypeSize(x.dtype), total = 0;
-  for (const TensorRef &y : in.out) {
-    if (y.rank() != x.rank() || y.numel() != outer * y.shape[axis] * inner)
-      return Status::error("output " + str(y.shape) + " does not match");
-    total += y.shape[axis];
-  }
-  if (total != x.shape[axis])
-    return Status::error("outputs do not cover the input");
+  int64_t axis = attrInt(in, "axis", 0), outer, inner;
+  FSDP_RETURN_IF_ERROR(concatLayout(in.out, x, axis, true, outer, inner));
+  int64_t size = dtypeSize(x.dtype);
   const uint8_t *px = c.get<uint8_t>(x);
   int64_t row = x.shape[axis] * inner * size, at = 0;
   for (const TensorRef &y : in.out) {

@@ -255,7 +255,9 @@ enum class BinaryKind {
   Or
 };
 
-FSDP_HD inline float binaryOp(BinaryKind k, float a, float b) {
+/// In float for f32 tensors (pow through double on the host, as the CPU
+/// backend's std::pow does), in double for integer, boolean and mixed ones.
+template <typename T> FSDP_HD inline T binaryOp(BinaryKind k, T a, T b) {
   switch (k) {
   case BinaryKind::Add:
     return a + b;
@@ -266,38 +268,7 @@ FSDP_HD inline float binaryOp(BinaryKind k, float a, float b) {
   case BinaryKind::Div:
     return a / b;
   case BinaryKind::Pow:
-    return powf(a, b);
-  case BinaryKind::Max:
-    return a < b ? b : a;
-  case BinaryKind::Min:
-    return b < a ? b : a;
-  case BinaryKind::Equal:
-    return a == b;
-  case BinaryKind::Less:
-    return a < b;
-  case BinaryKind::Greater:
-    return a > b;
-  case BinaryKind::And:
-    return a != 0 && b != 0;
-  case BinaryKind::Or:
-    return a != 0 || b != 0;
-  }
-  return a;
-}
-
-/// The same ops in double, for integer, boolean and mixed operands.
-FSDP_HD inline double binaryOpDouble(BinaryKind k, double a, double b) {
-  switch (k) {
-  case BinaryKind::Add:
-    return a + b;
-  case BinaryKind::Sub:
-    return a - b;
-  case BinaryKind::Mul:
-    return a * b;
-  case BinaryKind::Div:
-    return a / b;
-  case BinaryKind::Pow:
-    return pow(a, b);
+    return (T)pow(a, b);
   case BinaryKind::Max:
     return a < b ? b : a;
   case BinaryKind::Min:
@@ -340,9 +311,9 @@ struct BinaryMixed {
   FSDP_HD void operator()(int64_t i) const {
     int64_t off[2];
     index.offsets(i, off, 2);
-    storeElem(
-        ty, y, i,
-        binaryOpDouble(kind, loadElem(ta, a, off[0]), loadElem(tb, b, off[1])));
+    storeElem(ty, y, i,
+              binaryOp<double>(kind, loadElem(ta, a, off[0]),
+                               loadElem(tb, b, off[1])));
   }
 };
 

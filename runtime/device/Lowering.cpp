@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/device/Lowering.h"
 #include "runtime/device/KernelShapes.h"
+#include "runtime/plan/OpShapes.h"
 
 #include <map>
 #include <string>
@@ -42,22 +43,16 @@ struct Ctx {
     out.push_back({n, Kernel(std::move(k))});
   }
   int64_t attrInt(const char *name, int64_t dflt) const {
-    auto it = in.attrs.find(name);
-    return it != in.attrs.end() && it->is_number_integer() ? it->get<int64_t>()
-                                                           : dflt;
+    return in.attrInt(name, dflt);
   }
   double attrFloat(const char *name, double dflt) const {
-    auto it = in.attrs.find(name);
-    return it != in.attrs.end() && it->is_number() ? it->get<double>() : dflt;
+    return in.attrFloat(name, dflt);
   }
   bool attrBool(const char *name, bool dflt) const {
-    auto it = in.attrs.find(name);
-    return it != in.attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
+    return in.attrBool(name, dflt);
   }
   std::string attrString(const char *name, const char *dflt) const {
-    auto it = in.attrs.find(name);
-    return it != in.attrs.end() && it->is_string() ? it->get<std::string>()
-                                                   : dflt;
+    return in.attrString(name, dflt);
   }
   Dims attrInts(const char *name) const {
     Dims v;
@@ -633,20 +628,8 @@ void chunkCopy(Ctx &c, const uint8_t *x, uint8_t *y, int64_t outer,
 
 Status lowerConcat(Ctx &c) {
   const TensorRef &y = c.in.out[0];
-  int64_t axis = c.attrInt("axis", 0);
-  if (axis < 0 || axis >= y.rank())
-    return Status::error("bad axis");
-  int64_t outer = product(y.shape, 0, axis), inner = product(y.shape, axis + 1);
-  int64_t total = 0;
-  for (const TensorRef &x : c.in.in) {
-    if (x.rank() != y.rank() || x.dtype != y.dtype ||
-        x.numel() != outer * x.shape[axis] * inner)
-      return Status::error("input " + str(x.shape) + " does not match " +
-                           str(y.shape));
-    total += x.shape[axis];
-  }
-  if (total != y.shape[axis])
-    return Status::error("inputs do not fill the output");
+  int64_t axis = c.attrInt("axis", 0), outer, inner;
+  FSDP_RETURN_IF_ERROR(concatLayout(c.in.in, y, axis, false, outer, inner));
   int64_t row = y.shape[axis] * inner, at = 0;
   for (const TensorRef &x : c.in.in) {
     int64_t chunk = x.shape[axis] * inner;
@@ -659,19 +642,8 @@ Status lowerConcat(Ctx &c) {
 
 Status lowerSplit(Ctx &c) {
   const TensorRef &x = c.in.in[0];
-  int64_t axis = c.attrInt("axis", 0);
-  if (axis < 0 || axis >= x.rank())
-    return Status::error("bad axis");
-  int64_t outer = product(x.shape, 0, axis), inner = product(x.shape, axis + 1);
-  int64_t total = 0;
-  for (const TensorRef &y : c.in.out) {
-    if (y.rank() != x.rank() || y.dtype != x.dtype ||
-        y.numel() != outer * y.shape[axis] * inner)
-      return Status::error("output " + str(y.shape) + " does not match");
-    total += y.shape[axis];
-  }
-  if (total != x.shape[axis])
-    return Status::error("outputs do not cover the input");
+  int64_t axis = c.attrInt("axis", 0), outer, inner;
+  FSDP_RETURN_IF_ERROR(concatLayout(c.in.out, x, axis, true, outer, inner));
   int64_t row = x.shape[axis] * inner, at = 0;
   for (const TensorRef &y : c.in.out) {
     int64_t chunk = y.shape[axis] * inner;

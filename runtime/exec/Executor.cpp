@@ -333,18 +333,37 @@ Status Executor::step(int64_t t,
                       const std::function<Status(int64_t micro)> &loadBatch,
                       StepResult &result,
                       std::vector<std::vector<float>> *grads) {
-  if (backend)
-    return deviceStep(t, loadBatch, result, grads);
+  if (backend) {
+    if (grads)
+      return Status::error("capturing gradients needs the cpu backend");
+    if (!pending)
+      return std::exchange(pending, Status::ok());
+    if (hostNewer) { // weights loaded or a checkpoint restored since
+      FSDP_RETURN_IF_ERROR(backend->push(hostState()));
+      hostNewer = false;
+    }
+    backendNewer = true;
+  }
   optimizer.step = t + 1;
   optimizer.lrScale = lrFactor(t);
   if (grads)
     grads->assign(slots.size(), {});
   ctx.captureGrads = grads;
+  auto runList = [&](bool update) -> Status {
+    if (backend)
+      return backend->run(update, optimizer.lrScale, optimizer.step);
+    return update ? run(plan->update, updateKernels, "update ")
+                  : run(plan->program, kernels, "");
+  };
   auto scalar = [&](const std::vector<TensorRef> &outs, const std::string &name,
-                    double &out) {
+                    double &out) -> Status {
     for (const TensorRef &o : outs)
-      if (o.name == name && o.dtype == DType::F32 && o.numel() == 1)
+      if (o.name == name && o.dtype == DType::F32 && o.numel() == 1) {
+        if (backend)
+          return backend->readScalar(o, out);
         out = *ctx.get<float>(o);
+      }
+    return Status::ok();
   };
   int64_t k = std::max<int64_t>(plan->train.gradAccum, 1);
   double lossSum = 0;
@@ -353,64 +372,22 @@ Status Executor::step(int64_t t,
     // The timeline starts with the program, after the (first) batch is in.
     if (m == 0)
       stepStart = std::chrono::steady_clock::now();
-    FSDP_RETURN_IF_ERROR(run(plan->program, kernels, ""));
-    double loss = 0;
-    scalar(plan->outputs, "loss", loss);
-    lossSum += loss;
-    scalar(plan->outputs, "grad_norm", result.gradNorm);
-  }
-  if (!plan->update.empty()) {
-    FSDP_RETURN_IF_ERROR(run(plan->update, updateKernels, "update "));
-    scalar(plan->updateOutputs, "grad_norm", result.gradNorm);
-    for (auto &g : gradSums)
-      std::fill(g.begin(), g.end(), 0.0f);
-  }
-  ctx.captureGrads = nullptr;
-  result.loss = lossSum / k;
-  result.lr = baseLr * optimizer.lrScale;
-  result.computeSeconds = clock();
-  return Status::ok();
-}
-
-Status Executor::deviceStep(
-    int64_t t, const std::function<Status(int64_t micro)> &loadBatch,
-    StepResult &result, std::vector<std::vector<float>> *grads) {
-  if (grads)
-    return Status::error("capturing gradients needs the cpu backend");
-  if (!pending)
-    return std::exchange(pending, Status::ok());
-  if (hostNewer) {
-    FSDP_RETURN_IF_ERROR(backend->push(hostState()));
-    hostNewer = false;
-  }
-  backendNewer = true;
-  double lrScale = lrFactor(t);
-  auto scalar = [&](const std::vector<TensorRef> &outs, const std::string &name,
-                    double &out) -> Status {
-    for (const TensorRef &o : outs)
-      if (o.name == name && o.dtype == DType::F32 && o.numel() == 1)
-        return backend->readScalar(o, out);
-    return Status::ok();
-  };
-  int64_t k = std::max<int64_t>(plan->train.gradAccum, 1);
-  double lossSum = 0;
-  for (int64_t m = 0; m < k; ++m) {
-    FSDP_RETURN_IF_ERROR(loadBatch(t * k + m));
-    if (m == 0)
-      stepStart = std::chrono::steady_clock::now();
-    FSDP_RETURN_IF_ERROR(backend->run(false, lrScale, t + 1));
+    FSDP_RETURN_IF_ERROR(runList(false));
     double loss = 0;
     FSDP_RETURN_IF_ERROR(scalar(plan->outputs, "loss", loss));
     lossSum += loss;
     FSDP_RETURN_IF_ERROR(scalar(plan->outputs, "grad_norm", result.gradNorm));
   }
   if (!plan->update.empty()) {
-    FSDP_RETURN_IF_ERROR(backend->run(true, lrScale, t + 1));
+    FSDP_RETURN_IF_ERROR(runList(true));
     FSDP_RETURN_IF_ERROR(
         scalar(plan->updateOutputs, "grad_norm", result.gradNorm));
+    for (auto &g : gradSums) // (a backend zeroes its own)
+      std::fill(g.begin(), g.end(), 0.0f);
   }
+  ctx.captureGrads = nullptr;
   result.loss = lossSum / k;
-  result.lr = baseLr * lrScale;
+  result.lr = baseLr * optimizer.lrScale;
   result.computeSeconds = clock();
   return Status::ok();
 }

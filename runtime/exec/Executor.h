@@ -134,9 +134,6 @@ private:
   }
   Comm *comm = nullptr;
   std::vector<cpu::Kernel> updateKernels;
-  Status deviceStep(int64_t t,
-                    const std::function<Status(int64_t micro)> &loadBatch,
-                    StepResult &result, std::vector<std::vector<float>> *grads);
   Status run(const std::vector<Instruction> &program,
              const std::vector<cpu::Kernel> &kernels, const char *what);
   std::vector<std::vector<uint8_t>> constants;

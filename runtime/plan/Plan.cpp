@@ -10,6 +10,24 @@
 
 namespace fsdp {
 
+int64_t Instruction::attrInt(const char *name, int64_t dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->is_number_integer() ? it->get<int64_t>()
+                                                      : dflt;
+}
+double Instruction::attrFloat(const char *name, double dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->is_number() ? it->get<double>() : dflt;
+}
+bool Instruction::attrBool(const char *name, bool dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
+}
+std::string Instruction::attrString(const char *name, const char *dflt) const {
+  auto it = attrs.find(name);
+  return it != attrs.end() && it->is_string() ? it->get<std::string>() : dflt;
+}
+
 int64_t dtypeSize(DType t) {
   switch (t) {
   case DType::F32:

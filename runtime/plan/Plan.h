@@ -80,6 +80,13 @@ struct Instruction {
   int64_t start = -1;
   /// fsdp-simulate's predicted start and end (seconds; -1 when absent).
   double predictedStart = -1, predictedEnd = -1;
+
+  /// Attribute `name` of the expected type, or `dflt` when it is absent or
+  /// of another type (backends check values they depend on).
+  int64_t attrInt(const char *name, int64_t dflt) const;
+  double attrFloat(const char *name, double dflt) const;
+  bool attrBool(const char *name, bool dflt) const;
+  std::string attrString(const char *name, const char *dflt) const;
 };
 
 /// An FSDP unit, for reports.

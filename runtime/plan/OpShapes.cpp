@@ -1,0 +1,35 @@
+//===- OpShapes.cpp - Shape rules shared by the backends ------------------===//
+#include "runtime/plan/OpShapes.h"
+
+namespace fsdp {
+
+static std::string str(const std::vector<int64_t> &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
+                    int64_t axis, bool split, int64_t &outer, int64_t &inner) {
+  if (axis < 0 || axis >= whole.rank())
+    return Status::error("bad axis");
+  outer = inner = 1;
+  for (int64_t d = 0; d < whole.rank(); ++d)
+    (d < axis ? outer : inner) *= d == axis ? 1 : whole.shape[d];
+  int64_t total = 0;
+  const char *role = split ? "output " : "input ";
+  for (const TensorRef &p : parts) {
+    if (p.rank() != whole.rank() || p.dtype != whole.dtype ||
+        p.numel() != outer * p.shape[axis] * inner)
+      return Status::error(role + str(p.shape) + " does not match " +
+                           str(whole.shape));
+    total += p.shape[axis];
+  }
+  if (total != whole.shape[axis])
+    return Status::error(split ? "outputs do not cover the input"
+                               : "inputs do not fill the output");
+  return Status::ok();
+}
+
+} // namespace fsdp
