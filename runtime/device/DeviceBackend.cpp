@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 namespace fsdp::device {
 
@@ -42,27 +43,46 @@ private:
   double *hostScalars = nullptr, *deviceScalars = nullptr;
   std::vector<DeviceOp> program, update;
 
-  Status alloc(int64_t bytes, void **out, bool host = false) {
-    return dev->allocate(std::max<int64_t>(bytes, 8), host, out);
-  }
-  template <typename T> Status alloc(int64_t bytes, T *&out) {
-    void *p = nullptr;
-    FSDP_RETURN_IF_ERROR(alloc(bytes, &p));
-    out = static_cast<T *>(p);
-    return Status::ok();
-  }
   Status lowerAll(const std::vector<Instruction> &list, const char *what,
                   std::vector<DeviceOp> &out);
   Status move(const HostState &s, bool toDevice);
 };
 
+/// Places many buffers in one allocation (no per-buffer allocation
+/// granularity; the memory the plan predicts is what the device holds):
+/// requests first, then one block, 256-byte aligned offsets.
+class Carve {
+public:
+  template <typename T> void add(int64_t bytes, T *&at) {
+    at = nullptr;
+    int64_t offset = size;
+    size += (std::max<int64_t>(bytes, 8) + 255) / 256 * 256;
+    places.push_back([offset, &at](uint8_t *base) {
+      at = reinterpret_cast<T *>(base + offset);
+    });
+  }
+  Status place(Device &dev, bool host) {
+    void *base = nullptr;
+    FSDP_RETURN_IF_ERROR(
+        dev.allocate(std::max<int64_t>(size, 256), host, &base));
+    for (auto &f : places)
+      f(static_cast<uint8_t *>(base));
+    return Status::ok();
+  }
+
+private:
+  int64_t size = 0;
+  std::vector<std::function<void(uint8_t *)>> places;
+};
+
 Status Backend::init(const Plan &p, Comm &,
                      const std::vector<std::vector<uint8_t>> &constants) {
   plan = &p;
-  // 64-byte aligned, filled with the pattern the high-water scan looks for.
+  Carve device, host;
+  // 64-byte aligned (the planner's offsets), filled below with the pattern
+  // the high-water scan looks for.
   arenaBytes = (std::max<int64_t>(p.arenaBytes, 64) + 63) / 64 * 64;
-  FSDP_RETURN_IF_ERROR(alloc(arenaBytes, mem.arena));
-  FSDP_RETURN_IF_ERROR(dev->fill(mem.arena, kArenaPattern, arenaBytes));
+  device.add(arenaBytes, mem.arena);
   bool adam = p.train.optimizer == "adamw";
   size_t slots = p.slotCount();
   mem.params.assign(slots, nullptr);
@@ -71,44 +91,44 @@ Status Backend::init(const Plan &p, Comm &,
   mem.second.assign(slots, nullptr);
   mem.started.assign(slots, nullptr);
   uint8_t *started = nullptr;
-  FSDP_RETURN_IF_ERROR(alloc((int64_t)slots, started));
+  device.add((int64_t)slots, started);
   for (size_t i = 0; i < slots; ++i) {
     int64_t bytes = p.slotNumel(i) * 4;
-    mem.started[i] = started + i;
     if (bytes == 0)
       continue;
-    FSDP_RETURN_IF_ERROR(alloc(bytes, mem.params[i]));
+    device.add(bytes, mem.params[i]);
     if (!p.slotTrainable(i))
       continue;
-    FSDP_RETURN_IF_ERROR(alloc(bytes, mem.first[i]));
+    device.add(bytes, mem.first[i]);
     if (adam)
-      FSDP_RETURN_IF_ERROR(alloc(bytes, mem.second[i]));
+      device.add(bytes, mem.second[i]);
     if (!p.update.empty())
-      FSDP_RETURN_IF_ERROR(alloc(bytes, mem.grads[i]));
+      device.add(bytes, mem.grads[i]);
   }
-  for (const std::vector<uint8_t> &c : constants) {
-    void *d = nullptr;
-    FSDP_RETURN_IF_ERROR(alloc((int64_t)c.size(), &d));
-    FSDP_RETURN_IF_ERROR(dev->upload(d, c.data(), (int64_t)c.size()));
-    mem.constants.push_back(d);
-  }
+  mem.constants.assign(constants.size(), nullptr);
+  for (size_t i = 0; i < constants.size(); ++i)
+    device.add((int64_t)constants[i].size(), mem.constants[i]);
   int64_t scratch = 8;
   for (const auto *list : {&p.program, &p.update})
     for (const Instruction &in : *list)
       scratch = std::max(scratch, scratchBytes(in));
-  FSDP_RETURN_IF_ERROR(alloc(scratch, mem.scratch));
-  FSDP_RETURN_IF_ERROR(alloc(16, mem.schedule));
-  FSDP_RETURN_IF_ERROR(alloc(8, mem.error));
-  FSDP_RETURN_IF_ERROR(alloc(16, deviceScalars));
+  device.add(scratch, mem.scratch);
+  device.add(16, mem.schedule);
+  device.add(8, mem.error);
+  device.add(16, deviceScalars);
+  host.add(16, hostScalars);
+  inputs.assign(p.inputs.size(), nullptr);
+  for (size_t i = 0; i < p.inputs.size(); ++i)
+    host.add(p.inputs[i].bytes(), inputs[i]);
+  FSDP_RETURN_IF_ERROR(device.place(*dev, false));
+  FSDP_RETURN_IF_ERROR(host.place(*dev, true));
   mem.stepScalars = deviceScalars;
-  void *h = nullptr;
-  FSDP_RETURN_IF_ERROR(alloc(16, &h, true));
-  hostScalars = static_cast<double *>(h);
-  inputs.clear();
-  for (const TensorRef &t : p.inputs) {
-    FSDP_RETURN_IF_ERROR(alloc(t.bytes(), &h, true));
-    inputs.push_back(h);
-  }
+  for (size_t i = 0; i < slots; ++i)
+    mem.started[i] = started + i;
+  FSDP_RETURN_IF_ERROR(dev->fill(mem.arena, kArenaPattern, arenaBytes));
+  for (size_t i = 0; i < constants.size(); ++i)
+    FSDP_RETURN_IF_ERROR(dev->upload(mem.constants[i], constants[i].data(),
+                                     (int64_t)constants[i].size()));
 
   // Each run starts by copying the step's scalars and the batch in, so a
   // captured sequence reads new values when replayed.
