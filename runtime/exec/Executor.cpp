@@ -111,7 +111,9 @@ Status Executor::init(const Plan &p, Comm &comm_,
       baseLr = in.attrs["lr"].get<double>();
     kernels.push_back(cpu::kernelFor(in.op));
   }
-  scratch.assign(std::max<int64_t>((scratchNeed + 1) / 2, 1), 0.0);
+  // (A backend has its own scratch and accumulators: none here.)
+  scratch.assign(std::max<int64_t>(backend ? 1 : (scratchNeed + 1) / 2, 1),
+                 0.0);
 
   optimizer = cpu::OptimizerState();
   bool adam = p.train.optimizer == "adamw";
@@ -121,7 +123,7 @@ Status Executor::init(const Plan &p, Comm &comm_,
     optimizer.first.emplace_back(n, 0.0f);
     optimizer.second.emplace_back(adam ? n : 0, 0.0f);
     optimizer.started.push_back(0);
-    gradSums.emplace_back(p.update.empty() ? 0 : n, 0.0f);
+    gradSums.emplace_back(p.update.empty() || backend ? 0 : n, 0.0f);
   }
 
   ctx = cpu::Context();
