@@ -162,7 +162,7 @@ Status Backend::lowerAll(const std::vector<Instruction> &list, const char *what,
 
 Status Backend::move(const HostState &s, bool toDevice) {
   auto each = [&](std::vector<std::vector<float>> &host,
-                  const std::vector<float *> &device) -> Status {
+                  const auto &device) -> Status {
     for (size_t i = 0; i < host.size() && i < device.size(); ++i) {
       if (host[i].empty() || !device[i])
         continue;
@@ -173,10 +173,7 @@ Status Backend::move(const HostState &s, bool toDevice) {
     }
     return Status::ok();
   };
-  std::vector<float *> params;
-  for (void *p : mem.params)
-    params.push_back(static_cast<float *>(p));
-  FSDP_RETURN_IF_ERROR(each(*s.values, params));
+  FSDP_RETURN_IF_ERROR(each(*s.values, mem.params));
   FSDP_RETURN_IF_ERROR(each(*s.first, mem.first));
   FSDP_RETURN_IF_ERROR(each(*s.second, mem.second));
   std::vector<char> &started = *s.started;
@@ -209,21 +206,18 @@ Status Backend::run(bool isUpdate, double lrScale, int64_t step) {
 }
 
 int64_t Backend::arenaHighWater() {
-  // From the top down, in chunks growing from 4 KiB to 64 MiB (the top is
-  // usually written: one small copy): whole 8-byte words still holding the
-  // pattern were never written.
+  // From the top down, in chunks (of whole words) growing from 4 KiB to
+  // 64 MiB: the top is usually written, so this is one small copy.
   int64_t chunk = 4096;
-  std::vector<uint64_t> words;
-  const uint64_t pattern = 0x0101010101010101ull * kArenaPattern;
+  std::vector<uint8_t> bytes;
   int64_t top = std::min(arenaBytes, (plan->arenaBytes + 7) / 8 * 8);
   while (top > 0) {
     int64_t begin = std::max<int64_t>(0, top - chunk);
-    words.resize((top - begin) / 8);
-    if (!dev->download(words.data(), mem.arena + begin, top - begin))
+    bytes.resize(top - begin);
+    if (!dev->download(bytes.data(), mem.arena + begin, top - begin))
       return -1;
-    for (int64_t w = (int64_t)words.size() - 1; w >= 0; --w)
-      if (words[w] != pattern)
-        return std::min(plan->arenaBytes, begin + (w + 1) * 8);
+    if (int64_t end = writtenEnd(bytes.data(), top - begin))
+      return std::min(plan->arenaBytes, begin + end);
     top = begin;
     chunk = std::min<int64_t>(chunk * 4, 64 << 20);
   }

@@ -157,6 +157,16 @@ FSDP_HD inline void storeElem(ElemType t, void *p, int64_t i, double v) {
   }
 }
 
+/// Copies one element of `n` bytes (4: one word).
+FSDP_HD inline void copyElem(uint8_t *dst, const uint8_t *src, int64_t n) {
+  if (n == 4) {
+    memcpy(dst, src, 4);
+    return;
+  }
+  for (int64_t b = 0; b < n; ++b)
+    dst[b] = src[b];
+}
+
 /// Output dimensions and, per operand, the stride of each (0 where the
 /// operand broadcasts): a linear output index to operand offsets.
 struct Strided {
@@ -336,8 +346,7 @@ struct Select {
     index.offsets(i, off, 3);
     const uint8_t *src =
         cond[off[0]] ? x + off[1] * elemBytes : y + off[2] * elemBytes;
-    for (int64_t b = 0; b < elemBytes; ++b)
-      out[i * elemBytes + b] = src[b];
+    copyElem(out + i * elemBytes, src, elemBytes);
   }
 };
 
@@ -497,10 +506,7 @@ struct Gather {
     int64_t at = indexedOffset(e, dim, inner, count, idx, error);
     if (at < 0)
       return;
-    const uint8_t *src = data + at * elemBytes;
-    uint8_t *dst = y + e * elemBytes;
-    for (int64_t b = 0; b < elemBytes; ++b)
-      dst[b] = src[b];
+    copyElem(y + e * elemBytes, data + at * elemBytes, elemBytes);
   }
 };
 
@@ -637,14 +643,8 @@ struct StridedCopy {
   FSDP_HD void operator()(int64_t i) const {
     int64_t off[2];
     index.offsets(i, off, 2);
-    const uint8_t *src = x + (srcBase + off[0]) * elemBytes;
-    uint8_t *dst = y + (dstBase + off[1]) * elemBytes;
-    if (elemBytes == 4) {
-      memcpy(dst, src, 4);
-      return;
-    }
-    for (int64_t b = 0; b < elemBytes; ++b)
-      dst[b] = src[b];
+    copyElem(y + (dstBase + off[1]) * elemBytes,
+             x + (srcBase + off[0]) * elemBytes, elemBytes);
   }
 };
 

@@ -74,9 +74,12 @@ std::string str(const Dims &s) {
   return out + "]";
 }
 
-int64_t product(const Dims &s, size_t from = 0, size_t to = SIZE_MAX) {
+/// Product of s[from, to) (to < 0: to the end).
+int64_t product(const Dims &s, int64_t from = 0, int64_t to = -1) {
+  int64_t end = to < 0 ? (int64_t)s.size()
+                       : std::min<int64_t>(to, (int64_t)s.size());
   int64_t n = 1;
-  for (size_t i = from; i < std::min(to, s.size()); ++i)
+  for (int64_t i = from; i < end; ++i)
     n *= s[i];
   return n;
 }

@@ -269,12 +269,14 @@ Status Executor::gatherParams(std::vector<std::vector<float>> &full) {
 int64_t Executor::arenaHighWater() const {
   if (backend)
     return backend->arenaHighWater();
-  const uint8_t *a = arena.get();
-  int64_t top = plan->arenaBytes;
+  return writtenEnd(arena.get(), plan->arenaBytes);
+}
+
+int64_t writtenEnd(const uint8_t *data, int64_t top) {
   // Whole 8-byte words still holding the pattern were never written.
   while (top >= 8) {
     uint64_t word;
-    std::memcpy(&word, a + top - 8, 8);
+    std::memcpy(&word, data + top - 8, 8);
     if (word != 0x0101010101010101ull * kArenaPattern)
       break;
     top -= 8;

@@ -33,6 +33,11 @@ struct Piece {
 };
 
 constexpr uint8_t kArenaPattern = 0xA5;
+/// The end of the highest 8-byte word of data[0, bytes), counted down from
+/// the top, that no longer holds kArenaPattern everywhere: the high-water
+/// mark of an arena filled with the pattern (bytes % 8 when none was
+/// written).
+int64_t writtenEnd(const uint8_t *data, int64_t bytes);
 
 class Executor {
 public:
