@@ -46,7 +46,15 @@ GetParameterOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
       symbolTable.lookupNearestSymbolFrom<ParameterOp>(*this, getParamAttr());
   if (!param)
     return emitOpError("'") << getParam() << "' is not an fsdp.parameter";
-  if (param.getType() != getType())
+  // The parameter's type, or its shape in another float type: the
+  // parameter read in a mixed-precision step's compute dtype.
+  auto have = cast<RankedTensorType>(getType());
+  auto want = param.getTensorType();
+  bool sameType = have == want;
+  bool castRead = have.getShape() == want.getShape() &&
+                  isa<FloatType>(have.getElementType()) &&
+                  isa<FloatType>(want.getElementType());
+  if (!sameType && !castRead)
     return emitOpError("result type ")
            << getType() << " differs from the parameter's " << param.getType();
   return success();

@@ -46,9 +46,11 @@ def Fsdp_GetParameterOp : Fsdp_Op<"get_parameter",
     [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Reads the full value of a parameter";
   let description = [{
-    The full (unsharded) value of an `fsdp.parameter`. The result type must
-    be the parameter's type. Sharding passes replace these reads with the
-    gathered unit buffer.
+    The full (unsharded) value of an `fsdp.parameter`. The result type is
+    the parameter's type, or, for a float parameter, its shape in another
+    float type: the parameter read in a mixed-precision step's compute dtype
+    (rounded to nearest even). Sharding passes replace these reads with the
+    gathered unit buffer (cast where it is not in the read's dtype).
 
     ```mlir
     fsdp.parameter @"fc.weight" : tensor<4x8xf32> {module_path = "fc"}
@@ -356,7 +358,9 @@ class Fsdp_LossOp<string mnemonic, string what, string extra = "">
   let description = what # [{. The input is `[N, C]` or `[N, C, d1, ...]`,
 the integer target `[N]` or `[N, d1, ...]`; the optional `weight` is
 `[C]`. `reduction` is `mean` (over the non-ignored targets, weighted),
-`sum` or `none`; targets equal to `ignore_index` contribute nothing.}]
+`sum` or `none`; targets equal to `ignore_index` contribute nothing. A
+reduced loss of a bf16 or f16 input is f32 (accumulated and returned without
+rounding); with `none` the losses keep the input's type.}]
 # extra # [{
 
 ```mlir

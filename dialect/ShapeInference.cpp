@@ -308,7 +308,12 @@ FailureOr<RankedTensorType> shape::classificationLoss(Loc loc,
                              "loss reduction must be mean, sum or none, "
                              "got '",
                              reduction, "'");
-  return RankedTensorType::get({}, input.getElementType());
+  // A reduced loss of bf16/f16 inputs is accumulated and returned in f32:
+  // rounding the scalar that is logged and differentiated gains nothing.
+  Type element = input.getElementType();
+  if (element.getIntOrFloatBitWidth() < 32)
+    element = Float32Type::get(input.getContext());
+  return RankedTensorType::get({}, element);
 }
 
 LogicalResult shape::checkBroadcastTo(Loc loc, RankedTensorType from,

@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Autodiff.h"
+#include "passes/ComputeDtype.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
@@ -246,6 +247,12 @@ void FsdpBuildTrainStep::runOnOperation() {
                      "--total-steps, --grad-clip >= 0");
     return signalPassFailure();
   }
+  FloatType compute = computeDtype(&getContext(), computeDtypeName);
+  if (!compute) {
+    module.emitError("unknown --compute-dtype '")
+        << computeDtypeName << "' (f32, bf16 or f16)";
+    return signalPassFailure();
+  }
   llvm::Regex frozenRe(frozen);
   std::string reError;
   if (!frozen.empty() && !frozenRe.isValid(reError)) {
@@ -263,6 +270,12 @@ void FsdpBuildTrainStep::runOnOperation() {
   FailureOr<Value> lossValue = buildLoss(step);
   if (failed(lossValue))
     return signalPassFailure();
+  Operation *lossDef = lossValue->getDefiningOp();
+  if (!compute.isF32()) {
+    lossValue = castToComputeDtype(step, compute, *lossValue);
+    if (!*lossValue)
+      return signalPassFailure();
+  }
 
   // Trained parameters and every read of them inside the step.
   SmallVector<ParameterOp> trained;
@@ -280,8 +293,8 @@ void FsdpBuildTrainStep::runOnOperation() {
       }
   }
 
-  if (Operation *def = lossValue->getDefiningOp())
-    def->setAttr(kLossAttr, UnitAttr::get(&getContext()));
+  if (lossDef)
+    lossDef->setAttr(kLossAttr, UnitAttr::get(&getContext()));
   Value differentiated = *lossValue;
   if (gradAccum > 1) {
     OpBuilder sb(body.getTerminator());
@@ -302,6 +315,11 @@ void FsdpBuildTrainStep::runOnOperation() {
   for (auto [i, g] : llvm::enumerate(*grads)) {
     if (!g)
       continue;
+    // Computed in the compute dtype; summed, reduced and applied in the
+    // parameter's (the master weights').
+    RankedTensorType paramType = trained[owner[i]].getTensorType();
+    if (cast<RankedTensorType>(g.getType()) != paramType)
+      g = CastOp::create(b, loc, paramType, g);
     Value &slot = paramGrads[owner[i]];
     slot = slot ? AddOp::create(b, loc, slot, g).getResult() : g;
   }

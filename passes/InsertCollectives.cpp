@@ -89,6 +89,8 @@ struct FsdpInsertCollectives
     int64_t worldSize = 1;
     if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
       worldSize = w.getInt();
+    if (module.getOps<FlatParameterOp>().empty())
+      castParameterReads(module);
     if (worldSize == 1 && module.getOps<FlatParameterOp>().empty())
       return;
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -103,6 +105,26 @@ struct FsdpInsertCollectives
       return signalPassFailure();
     if (worldSize > 1)
       averageLoss(step, worldSize);
+  }
+
+  /// Unsharded parameters are read where they are stored (the runtime's
+  /// f32 copy): a read in a mixed-precision compute dtype becomes a read
+  /// in the parameter's type and a cast.
+  void castParameterReads(ModuleOp module) {
+    SymbolTable symbols(module);
+    for (auto func : module.getOps<func::FuncOp>())
+      for (auto read :
+           llvm::make_early_inc_range(func.getOps<GetParameterOp>())) {
+        auto param = symbols.lookup<ParameterOp>(read.getParam());
+        if (!param || param.getTensorType() == read.getType())
+          continue;
+        OpBuilder b(read);
+        auto stored = GetParameterOp::create(
+            b, read.getLoc(), param.getTensorType(), read.getParamAttr());
+        auto cast = CastOp::create(b, read.getLoc(), read.getType(), stored);
+        read.replaceAllUsesWith(cast.getResult());
+        read.erase();
+      }
   }
 
   /// no-shard: gradients are averaged where the update reads them.

@@ -40,7 +40,13 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     (tied weights accumulate), is optionally clipped by the global norm
     (`grad-clip`, torch's clip_grad_norm_), and feeds one `fsdp.adamw` or
     `fsdp.sgd` update. The schedule and accumulation options are recorded
-    in the module's `fsdp.train` attribute for the runtime.
+    in the module's `fsdp.train` attribute for the runtime. `compute-dtype`
+    (bf16 or f16: PyTorch FSDP's MixedPrecision param_dtype, as it computes)
+    makes the step compute in that dtype before autodiff: parameters are
+    read in it, float inputs and constants are cast to it, every
+    activation and activation gradient is stored in it; the loss is cast
+    to f32, and each parameter's gradient is cast to f32 (the master
+    weights' dtype) before it is summed, clipped, reduced and applied.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect",
                            "::mlir::func::FuncDialect"];
@@ -71,6 +77,9 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "steps of the cosine schedule">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-steps per optimizer step">,
+    Option<"computeDtypeName", "compute-dtype", "std::string", "\"f32\"",
+           "dtype of activations and of the forward/backward math: f32 | "
+           "bf16 | f16">,
   ];
 }
 

@@ -108,8 +108,14 @@ static llvm::cl::opt<int64_t> replicateGroupsOpt(
     llvm::cl::init(1), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> paramDtypeOpt(
     "param-dtype",
-    llvm::cl::desc("mixed precision: gather and compute parameters in "
-                   "f32 | bf16 | f16 (master weights stay f32)"),
+    llvm::cl::desc("mixed precision: gather parameters in f32 | bf16 | "
+                   "f16 (master weights stay f32)"),
+    llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> computeDtypeOpt(
+    "compute-dtype",
+    llvm::cl::desc("mixed precision: activations and the forward/backward "
+                   "math in f32 | bf16 | f16 (PyTorch FSDP's param_dtype "
+                   "computes in it; pair it with --param-dtype)"),
     llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string>
     reduceDtypeOpt("reduce-dtype",
@@ -213,6 +219,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   train.warmupSteps = warmupOpt;
   train.totalSteps = totalStepsOpt;
   train.gradAccum = gradAccumOpt;
+  train.computeDtypeName = computeDtypeOpt;
   pm.addPass(fsdp::createFsdpBuildTrainStep(train));
   if (failed(pm.run(module)))
     return failure();

@@ -74,6 +74,8 @@ void *Context::data(const TensorRef &t) const {
     return const_cast<uint8_t *>(constants[t.index]);
   case Space::Grad:
     return grads[t.index];
+  case Space::Widened:
+    return widened + t.offset;
   }
   return nullptr;
 }

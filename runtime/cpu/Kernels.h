@@ -32,7 +32,8 @@ struct Context {
   std::vector<float *> params;
   std::vector<float *> grads; // gradient accumulators (grad_accum > 1)
   std::vector<const uint8_t *> constants;
-  float *scratch = nullptr; // 8-byte aligned: kernels may use it as double
+  float *scratch = nullptr;   // 8-byte aligned: kernels may use it as double
+  uint8_t *widened = nullptr; // Space::Widened (runtime/plan/Widen.h)
 
   OptimizerState *optimizer = nullptr;
   Comm *comm = nullptr;

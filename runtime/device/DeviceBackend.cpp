@@ -108,11 +108,14 @@ Status Backend::init(const Plan &p, Comm &,
   mem.constants.assign(constants.size(), nullptr);
   for (size_t i = 0; i < constants.size(); ++i)
     device.add((int64_t)constants[i].size(), mem.constants[i]);
-  int64_t scratch = 8;
+  int64_t scratch = 8, widened = 16;
   for (const auto *list : {&p.program, &p.update})
-    for (const Instruction &in : *list)
+    for (const Instruction &in : *list) {
       scratch = std::max(scratch, scratchBytes(in));
+      widened = std::max(widened, widenedBytes(in));
+    }
   device.add(scratch, mem.scratch);
+  device.add(widened, mem.widened);
   device.add(16, mem.schedule);
   device.add(8, mem.error);
   device.add(16, deviceScalars);

@@ -8,6 +8,7 @@
 #include "runtime/device/Lowering.h"
 #include "runtime/device/KernelShapes.h"
 #include "runtime/plan/OpShapes.h"
+#include "runtime/plan/Widen.h"
 
 #include <map>
 #include <string>
@@ -24,6 +25,8 @@ void *Memory::at(const TensorRef &t) const {
     return constants[t.index];
   case Space::Grad:
     return grads[t.index];
+  case Space::Widened:
+    return widened + t.offset;
   }
   return nullptr;
 }
@@ -76,8 +79,8 @@ std::string str(const Dims &s) {
 
 /// Product of s[from, to) (to < 0: to the end).
 int64_t product(const Dims &s, int64_t from = 0, int64_t to = -1) {
-  int64_t end = to < 0 ? (int64_t)s.size()
-                       : std::min<int64_t>(to, (int64_t)s.size());
+  int64_t end =
+      to < 0 ? (int64_t)s.size() : std::min<int64_t>(to, (int64_t)s.size());
   int64_t n = 1;
   for (int64_t i = from; i < end; ++i)
     n *= s[i];
@@ -931,6 +934,11 @@ const std::map<std::string, Lowerer> &table() {
 
 } // namespace
 
+int64_t widenedBytes(const Instruction &in) {
+  std::optional<Widening> w = widen(in);
+  return w ? w->bytes : 0;
+}
+
 int64_t scratchBytes(const Instruction &in) {
   bool loss = in.op == "cross_entropy" || in.op == "nll_loss" ||
               in.op == "cross_entropy_grad";
@@ -940,8 +948,10 @@ int64_t scratchBytes(const Instruction &in) {
   return (2 * in.in[1].numel() + 2) * 8;
 }
 
-Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
-             std::vector<DeviceOp> &out) {
+namespace {
+
+Status lowerOne(const Instruction &in, const Memory &mem, const Comm &comm,
+                std::vector<DeviceOp> &out) {
   auto it = table().find(in.op);
   if (it == table().end())
     return Status::error("no device lowering for op '" + in.op + "'");
@@ -952,6 +962,21 @@ Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
                            std::to_string(kMaxDims));
   Ctx c{in, mem, comm, out};
   return it->second(c);
+}
+
+} // namespace
+
+Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
+             std::vector<DeviceOp> &out) {
+  std::optional<Widening> w = widen(in);
+  if (!w)
+    return lowerOne(in, mem, comm, out);
+  for (const Instruction &c : w->before)
+    FSDP_RETURN_IF_ERROR(lowerOne(c, mem, comm, out));
+  FSDP_RETURN_IF_ERROR(lowerOne(w->twin, mem, comm, out));
+  for (const Instruction &c : w->after)
+    FSDP_RETURN_IF_ERROR(lowerOne(c, mem, comm, out));
+  return Status::ok();
 }
 
 } // namespace fsdp::device

@@ -96,6 +96,7 @@ struct Memory {
   const double *stepScalars = nullptr; // [kLrScale, kStep]
   float *schedule = nullptr;           // 4 floats: an optimizer's scalars
   uint8_t *scratch = nullptr;          // scratchBytes(), 8-byte aligned
+  uint8_t *widened = nullptr;          // Space::Widened (plan/Widen.h)
   int *error = nullptr;                // a kernel's ErrorCode, or 0
 
   void *at(const TensorRef &t) const;
@@ -104,7 +105,12 @@ struct Memory {
 /// Scratch bytes lowering `in` needs (the losses' per-position terms).
 int64_t scratchBytes(const Instruction &in);
 
-/// Appends the operations of `in` to `out`. `comm` gives the ranks and
+/// Bytes of f32 copies lowering `in` needs (Space::Widened: an instruction
+/// computing in f32 on bf16/f16 tensors, runtime/plan/Widen.h).
+int64_t widenedBytes(const Instruction &in);
+
+/// Appends the operations of `in` to `out` (with its widening casts around
+/// it, where it has one). `comm` gives the ranks and
 /// group sizes the collectives and `reshard` are lowered for.
 Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
              std::vector<DeviceOp> &out);

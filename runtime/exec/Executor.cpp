@@ -1,5 +1,6 @@
 //===- Executor.cpp - Runs a plan's training step on the CPU --------------===//
 #include "runtime/exec/Executor.h"
+#include "runtime/support/Half.h"
 
 #include <cblas.h>
 
@@ -87,6 +88,10 @@ Status Executor::init(const Plan &p, Comm &comm_,
       } else if (c.dtype == DType::I64) {
         int64_t x = (int64_t)v;
         std::memcpy(data.data() + i * 8, &x, 8);
+      } else if (c.dtype == DType::BF16 || c.dtype == DType::F16) {
+        uint16_t h = c.dtype == DType::BF16 ? bf16FromFloat((float)v)
+                                            : f16FromFloat((float)v);
+        std::memcpy(data.data() + i * 2, &h, 2);
       } else {
         data[i] = v != 0;
       }
@@ -94,26 +99,24 @@ Status Executor::init(const Plan &p, Comm &comm_,
     constants.push_back(std::move(data));
   }
 
-  int64_t scratchNeed = 0;
-  kernels.clear();
-  updateKernels.clear();
-  for (const Instruction &in : p.update) {
-    scratchNeed = std::max(scratchNeed, cpu::scratchFloats(in));
-    updateKernels.push_back(cpu::kernelFor(in.op));
-    if ((in.op == "adamw" || in.op == "sgd") && in.attrs.contains("lr") &&
-        in.attrs["lr"].is_number())
-      baseLr = in.attrs["lr"].get<double>();
-  }
-  for (const Instruction &in : p.program) {
-    scratchNeed = std::max(scratchNeed, cpu::scratchFloats(in));
-    if ((in.op == "adamw" || in.op == "sgd") && in.attrs.contains("lr") &&
-        in.attrs["lr"].is_number())
-      baseLr = in.attrs["lr"].get<double>();
-    kernels.push_back(cpu::kernelFor(in.op));
-  }
+  int64_t scratchNeed = 0, widenNeed = 0;
+  for (const auto *list : {&p.update, &p.program})
+    for (const Instruction &in : *list) {
+      scratchNeed = std::max(scratchNeed, cpu::scratchFloats(in));
+      if ((in.op == "adamw" || in.op == "sgd") && in.attrs.contains("lr") &&
+          in.attrs["lr"].is_number())
+        baseLr = in.attrs["lr"].get<double>();
+    }
+  kernels = compile(p.program);
+  updateKernels = compile(p.update);
+  for (const auto *list : {&kernels, &updateKernels})
+    for (const CpuInstruction &k : *list)
+      if (k.widening)
+        widenNeed = std::max(widenNeed, k.widening->bytes);
   // (A backend has its own scratch and accumulators: none here.)
   scratch.assign(std::max<int64_t>(backend ? 1 : (scratchNeed + 1) / 2, 1),
                  0.0);
+  widened.assign(backend ? 0 : (widenNeed + 7) / 8, 0.0);
 
   optimizer = cpu::OptimizerState();
   bool adam = p.train.optimizer == "adamw";
@@ -135,6 +138,7 @@ Status Executor::init(const Plan &p, Comm &comm_,
   for (auto &v : constants)
     ctx.constants.push_back(v.data());
   ctx.scratch = reinterpret_cast<float *>(scratch.data());
+  ctx.widened = reinterpret_cast<uint8_t *>(widened.data());
   ctx.optimizer = &optimizer;
   ctx.comm = comm;
   spareSlot = (int64_t)(p.program.size() + p.update.size());
@@ -287,7 +291,8 @@ int64_t writtenEnd(const uint8_t *data, int64_t top) {
 int64_t Executor::peakBytes() const {
   if (backend) // the device's memory, measured
     return backend->peakBytes();
-  int64_t bytes = plan->arenaBytes + (int64_t)scratch.size() * 8;
+  int64_t bytes =
+      plan->arenaBytes + (int64_t)(scratch.size() + widened.size()) * 8;
   for (const auto &v : slots)
     bytes += (int64_t)v.size() * 4;
   for (size_t i = 0; i < optimizer.first.size(); ++i)
@@ -313,13 +318,34 @@ double Executor::lrFactor(int64_t t) const {
   return 1.0;
 }
 
+std::vector<Executor::CpuInstruction>
+Executor::compile(const std::vector<Instruction> &list) {
+  std::vector<CpuInstruction> out;
+  for (const Instruction &in : list)
+    out.push_back({cpu::kernelFor(in.op), widen(in)});
+  return out;
+}
+
 Status Executor::run(const std::vector<Instruction> &program,
-                     const std::vector<cpu::Kernel> &kernels,
+                     const std::vector<CpuInstruction> &kernels,
                      const char *what) {
+  static const cpu::Kernel castKernel = cpu::kernelFor("cast");
   for (size_t i = 0; i < program.size(); ++i) {
     const Instruction &in = program[i];
     double begin = clock();
-    Status s = kernels[i](in, ctx);
+    Status s = Status::ok();
+    if (const std::optional<Widening> &w = kernels[i].widening) {
+      for (const Instruction &c : w->before)
+        if (s)
+          s = castKernel(c, ctx);
+      if (s)
+        s = kernels[i].kernel(w->twin, ctx);
+      for (const Instruction &c : w->after)
+        if (s)
+          s = castKernel(c, ctx);
+    } else {
+      s = kernels[i].kernel(in, ctx);
+    }
     if (!s)
       return s.withContext(std::string(what) + "instruction " +
                            std::to_string(i) + " (" + in.op + ")");

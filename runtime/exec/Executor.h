@@ -11,6 +11,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/exec/StepBackend.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/plan/Widen.h"
 
 #include <chrono>
 #include <functional>
@@ -138,14 +139,21 @@ private:
         .count();
   }
   Comm *comm = nullptr;
-  std::vector<cpu::Kernel> updateKernels;
+  /// An instruction as the CPU backend runs it: its kernel, and on bf16/f16
+  /// tensors its widening (casts, the kernel on f32 copies, casts).
+  struct CpuInstruction {
+    cpu::Kernel kernel = nullptr;
+    std::optional<Widening> widening;
+  };
+  std::vector<CpuInstruction> compile(const std::vector<Instruction> &list);
+  std::vector<CpuInstruction> kernels, updateKernels;
   Status run(const std::vector<Instruction> &program,
-             const std::vector<cpu::Kernel> &kernels, const char *what);
+             const std::vector<CpuInstruction> &kernels, const char *what);
   std::vector<std::vector<uint8_t>> constants;
   std::vector<double> scratch; // viewed as floats by most kernels
+  std::vector<double> widened; // Space::Widened: f32 copies
   cpu::OptimizerState optimizer;
   double baseLr = 0;
-  std::vector<cpu::Kernel> kernels;
   cpu::Context ctx;
 };
 

@@ -23,7 +23,9 @@ constexpr int64_t kPlanVersion = 1;
 
 /// BF16 and F16 are stored and communicated; kernels compute in f32.
 enum class DType { F32, I64, I1, BF16, F16 };
-enum class Space { Arena, Param, Const, Grad };
+/// Widened: a backend's f32 copies of bf16/f16 tensors (runtime/plan/Widen.h),
+/// never in a plan file.
+enum class Space { Arena, Param, Const, Grad, Widened };
 
 int64_t dtypeSize(DType t);
 const char *dtypeName(DType t);
