@@ -19,6 +19,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
+#include "runtime/plan/ComputeOps.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -53,7 +54,7 @@ struct Timing {
   double step = 0, compute = 0, comm = 0, exposed = 0;
 };
 
-struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
+struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -204,7 +205,8 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
 
   /// Kernel scratch the CPU backend sizes before the first step: the
   /// largest need of one instruction (a reduction's double accumulators;
-  /// attention's score rows, per thread, twice for its gradient).
+  /// attention's score rows, per thread, twice for its gradient), and its
+  /// buffer of widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
     int64_t floats = 0, threads = model.threads;
     if (int64_t ranks = ranksOnNode(module, model))
@@ -223,7 +225,38 @@ struct FsdpSimulate : fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                                        (isa<AttentionGradOp>(op) ? 2 : 1));
       }
     });
-    return (floats + 1) / 2 * 8;
+    return (floats + 1) / 2 * 8 + widenedBytes(module);
+  }
+
+  /// The buffer of f32 copies for ops computing in f32 on bf16/f16
+  /// tensors (runtime/plan/Widen.h): the largest need of one op, each
+  /// distinct narrow operand and narrow result copied once.
+  int64_t widenedBytes(ModuleOp module) {
+    int64_t most = 0;
+    auto narrow = [](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && isa<FloatType>(t.getElementType()) &&
+             t.getElementTypeBitWidth() < 32;
+    };
+    auto copy = [](Value v) -> int64_t {
+      return ::fsdp::widenedCopyBytes(
+          cast<RankedTensorType>(v.getType()).getNumElements());
+    };
+    module.walk([&](Operation *op) {
+      if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp") ||
+          !::fsdp::computesInF32(op->getName().stripDialect().str()))
+        return;
+      int64_t bytes = 0;
+      llvm::SmallPtrSet<Value, 4> seen;
+      for (Value v : op->getOperands())
+        if (narrow(v) && seen.insert(v).second)
+          bytes += copy(v);
+      for (Value v : op->getResults())
+        if (narrow(v))
+          bytes += copy(v);
+      most = std::max(most, bytes);
+    });
+    return most;
   }
 
   /// Bytes the runtime keeps between steps: parameters (or their shards),

@@ -2,50 +2,8 @@
 #include "runtime/plan/Widen.h"
 
 #include <algorithm>
-#include <set>
 
 namespace fsdp {
-
-bool computesInF32(const std::string &op) {
-  static const std::set<std::string> ops = {"neg",
-                                            "abs",
-                                            "exp",
-                                            "log",
-                                            "sqrt",
-                                            "rsqrt",
-                                            "reciprocal",
-                                            "tanh",
-                                            "erf",
-                                            "relu",
-                                            "sigmoid",
-                                            "silu",
-                                            "gelu",
-                                            "add",
-                                            "sub",
-                                            "mul",
-                                            "div",
-                                            "pow",
-                                            "max",
-                                            "min",
-                                            "equal",
-                                            "less",
-                                            "greater",
-                                            "matmul",
-                                            "gemm",
-                                            "reduce_sum",
-                                            "reduce_mean",
-                                            "reduce_max",
-                                            "softmax",
-                                            "log_softmax",
-                                            "layer_norm",
-                                            "attention",
-                                            "attention_grad",
-                                            "scatter_add",
-                                            "cross_entropy",
-                                            "nll_loss",
-                                            "cross_entropy_grad"};
-  return ops.count(op) != 0;
-}
 
 namespace {
 
@@ -86,7 +44,7 @@ std::optional<Widening> widen(const Instruction &in) {
     wide.offset = w.bytes;
     wide.shape = t.shape;
     wide.dtype = DType::F32;
-    w.bytes += (std::max<int64_t>(wide.bytes(), 1) + 15) / 16 * 16;
+    w.bytes += widenedCopyBytes(wide.numel());
     return wide;
   };
   // Each distinct narrow input is widened once (x * x reads one copy).

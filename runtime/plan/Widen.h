@@ -14,6 +14,7 @@
 #ifndef FSDP_RUNTIME_PLAN_WIDEN_H
 #define FSDP_RUNTIME_PLAN_WIDEN_H
 
+#include "runtime/plan/ComputeOps.h"
 #include "runtime/plan/Plan.h"
 
 #include <optional>
@@ -26,9 +27,6 @@ struct Widening {
   std::vector<Instruction> after;  // `cast`: f32 copy -> narrow output
   int64_t bytes = 0;               // of the widening buffer it uses
 };
-
-/// Whether `op`'s kernels compute in f32 (and so need f32 operands).
-bool computesInF32(const std::string &op);
 
 /// The widening of `in`, or nothing when it has no bf16/f16 tensor or its
 /// kernels take any dtype.

@@ -11,6 +11,15 @@ compare, as relative L2 errors ||ours - torch|| / ||torch||:
 Tolerance 1e-4 (float32 kernels that sum in a different order than ATen's
 differ by ~1e-6 per op; ten optimizer steps amplify it, well under 1e-4).
 
+Mixed precision (cases with compute_dtype bf16, as FSDP's MixedPrecision
+computes: the f32 parameters cast to bf16 for forward and backward): the
+reference is PyTorch computing in bf16 the same way, within LOW_TOL = 5e-2
+(both sides round every op to 8 significant bits, at different points), and
+the accuracy is measured: against PyTorch's f32 run, every gradient and final
+weight of ours must be no further than 1.5 times PyTorch's bf16 run is
+(measured: 0.91 on gpt2, 1.02 on the MLP; a 1% error in the bf16 constants
+gives 3.5, which the 5e-2 tolerance alone lets through).
+
 Two floors keep the comparison meaningful where the exact value is zero:
   - a gradient smaller than 1e-3 of the global gradient norm is compared
     against that floor instead of its own norm. Attention's key bias is the
@@ -34,8 +43,18 @@ import tempfile
 
 import numpy as np
 import torch
+from torch.nn.utils.stateless import functional_call
 
 TOL = 1e-4
+LOW_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
+# Computing in bf16 (8 significant bits): each op rounds its result to 2^-9
+# relative, on both sides but not at the same points (our fused attention
+# and losses round once where ATen's decompositions round per op; ATen's
+# bf16 layer norm keeps f32 inside where our decomposed backward rounds per
+# node). Measured 3.3e-2 on gpt2's gradients, as far as PyTorch's bf16
+# gradients are from its f32 ones (2.9e-2), so 5e-2.
+LOW_TOL = 5e-2
+ACCURACY = 1.5
 
 
 def load_generator(path):
@@ -76,6 +95,64 @@ def torch_optimizer(params, opts):
                              eps=1e-8, weight_decay=opts.get("weight_decay", 0.01))
 
 
+def train_torch(torch_model, batches, opts, steps, low):
+    """PyTorch on the same batches, with the same optimizer; computing in
+    `low` (bf16/f16) when set. Returns the losses, the first step's
+    gradients and the final state (by state_dict name)."""
+    accum = opts.get("grad_accum", 1)
+    frozen = opts.get("frozen")
+    state = dict(torch_model.state_dict(keep_vars=True))
+    trained = [p for n, p in torch_model.named_parameters()
+               if not (frozen and re.search(frozen, n))]
+    trained_ids = {id(p) for p in trained}
+    for p in torch_model.parameters():
+        p.requires_grad_(id(p) in trained_ids)
+    opt = torch_optimizer(trained, opts)
+    sched = None
+    if opts.get("lr_schedule") == "cosine" or opts.get("warmup_steps"):
+        import math
+        warm, total = opts.get("warmup_steps", 0), opts.get("total_steps", 0)
+
+        def factor(t):  # the schedule fsdp-run implements (Executor::lrFactor)
+            if t < warm:
+                return (t + 1) / warm
+            if opts.get("lr_schedule") == "cosine" and total > warm:
+                progress = min(max((t - warm) / (total - warm), 0.0), 1.0)
+                return 0.5 * (1 + math.cos(math.pi * progress))
+            return 1.0
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
+
+    def forward(batch):
+        if low is None:
+            return torch_model(*batch.values())
+        # FSDP's MixedPrecision(param_dtype=low), as it computes: the f32
+        # parameters cast to `low` (the casts' backward brings the gradients
+        # back to f32 for the optimizer), buffers and float inputs too
+        # (state_dict names tied weights under each of their names).
+        cast = {n: t.to(low) if t.is_floating_point() else t
+                for n, t in torch_model.state_dict(keep_vars=True).items()}
+        args = tuple(v.to(low) if v.is_floating_point() else v for v in batch.values())
+        return functional_call(torch_model, cast, args).float()
+    torch_losses, torch_grads = [], None
+    for s in range(steps):
+        opt.zero_grad()
+        losses = []
+        for m in range(accum):  # micro-batches: mean loss, gradients of loss / K
+            loss = forward(batches[s * accum + m])
+            (loss / accum).backward()
+            losses.append(loss.item())
+        if s == 0:
+            torch_grads = {n: p.grad.detach().clone() for n, p in state.items()
+                           if p.grad is not None}
+        if opts.get("grad_clip"):
+            torch.nn.utils.clip_grad_norm_(trained, opts["grad_clip"])
+        opt.step()
+        if sched:
+            sched.step()
+        torch_losses.append(sum(losses) / accum)
+    return torch_losses, torch_grads, state
+
+
 def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     args = gen.parse_args(gen_args + ([] if gen_args[0] == "mlp" else ["--loss"]))
     model, inputs = gen.build(args)
@@ -102,62 +179,32 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     subprocess.run([tools["run"], plan, "--data", npz, "--steps", str(steps),
                     "--log", log, "--dump-grads", grads, "--save-full", weights,
                     "--quiet"], check=True)
+    # (A non-finite loss is logged as null: NaN fails every comparison.)
     ours_losses = [json.loads(l)["loss"] for l in open(log)]
+    ours_losses = [float("nan") if v is None else v for v in ours_losses]
     ours_grads = read_safetensors(grads)
     ours_weights = read_safetensors(weights)
 
-    # PyTorch on the same batches, with the same optimizer.
-    frozen = opts.get("frozen")
-    state = dict(torch_model.state_dict(keep_vars=True))
-    trained = [p for n, p in torch_model.named_parameters()
-               if not (frozen and re.search(frozen, n))]
-    trained_ids = {id(p) for p in trained}
-    for p in torch_model.parameters():
-        p.requires_grad_(id(p) in trained_ids)
-    opt = torch_optimizer(trained, opts)
-    sched = None
-    if opts.get("lr_schedule") == "cosine" or opts.get("warmup_steps"):
-        import math
-        warm, total = opts.get("warmup_steps", 0), opts.get("total_steps", 0)
-
-        def factor(t):  # the schedule fsdp-run implements (Executor::lrFactor)
-            if t < warm:
-                return (t + 1) / warm
-            if opts.get("lr_schedule") == "cosine" and total > warm:
-                progress = min(max((t - warm) / (total - warm), 0.0), 1.0)
-                return 0.5 * (1 + math.cos(math.pi * progress))
-            return 1.0
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, factor)
-    torch_losses, torch_grads = [], None
-    for s in range(steps):
-        opt.zero_grad()
-        losses = []
-        for m in range(accum):  # micro-batches: mean loss, gradients of loss / K
-            loss = torch_model(*batches[s * accum + m].values())
-            (loss / accum).backward()
-            losses.append(loss.item())
-        if s == 0:
-            torch_grads = {n: p.grad.detach().clone() for n, p in state.items()
-                           if p.grad is not None}
-        if opts.get("grad_clip"):
-            torch.nn.utils.clip_grad_norm_(trained, opts["grad_clip"])
-        opt.step()
-        if sched:
-            sched.step()
-        torch_losses.append(sum(losses) / accum)
+    low = LOW_DTYPES.get(opts.get("compute_dtype"))
+    # In bf16/f16, the f32 run too: the accuracy both low-precision runs
+    # are measured by (and which gradient elements are exactly zero).
+    f32_model = copy.deepcopy(torch_model) if low is not None else None
+    torch_losses, torch_grads, state = train_torch(torch_model, batches, opts, steps, low)
+    exact = train_torch(f32_model, batches, opts, steps, None) if low is not None else None
 
     failures = []
+    tol = LOW_TOL if low is not None else TOL
 
     def check(what, err):
-        if not err <= TOL:
+        if not err <= tol:
             failures.append(f"{what}: relative error {err:.3g}")
     check("first-step loss", rel([ours_losses[0]], [torch_losses[0]]))
     global_norm = np.sqrt(sum(float(np.sum(g.numpy().astype(np.float64) ** 2))
                               for g in torch_grads.values()))
     largest = max(float(np.abs(g.numpy()).max()) for g in torch_grads.values())
 
-    def grad_error(n, g):
-        t = torch_grads[n].numpy()
+    def grad_error(n, g, ref=None):
+        t = (ref or torch_grads)[n].numpy()
         return rel(g, t, floor=1e-3 * global_norm)
     for n, g in ours_grads.items():
         if n not in torch_grads:
@@ -168,14 +215,35 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         if n not in ours_grads and n in ours_weights:
             failures.append(f"gradient of {n}: missing from ours")
     check(f"losses over {steps} steps", rel(ours_losses, torch_losses))
-    def weight_error(n, w):
-        t = state[n].detach().numpy()
+
+    def weight_error(n, w, ref=None):
+        t = (ref or state)[n].detach().numpy()
         if n in torch_grads:  # leave out exactly-null gradient directions
-            keep = np.abs(torch_grads[n].numpy()) >= 1e-6 * largest
+            g = (exact[1] if exact else torch_grads)[n].numpy()
+            keep = np.abs(g) >= 1e-6 * largest
             w, t = w[keep], t[keep]
         return rel(w, t) if np.size(t) else 0.0
     for n, w in ours_weights.items():
         check(f"final {n}", weight_error(n, w))
+    ratio = 0.0
+    if exact:
+        # Accuracy: against the f32 run, ours no further than ACCURACY
+        # times PyTorch's own low-precision run.
+        _, f32_grads, f32_state = exact
+        for n, g in ours_grads.items():
+            if n in torch_grads:
+                ours, theirs = grad_error(n, g, f32_grads), grad_error(
+                    n, torch_grads[n].numpy(), f32_grads)
+                ratio = max(ratio, ours / max(theirs, 1e-12))
+                if ours > ACCURACY * theirs:
+                    failures.append(f"gradient of {n}: {ours:.3g} from f32, "
+                                    f"PyTorch's {theirs:.3g}")
+        for n, w in ours_weights.items():
+            ours, theirs = weight_error(n, w, f32_state), weight_error(
+                n, state[n].detach().numpy(), f32_state)
+            ratio = max(ratio, ours / max(theirs, 1e-12))
+            if ours > ACCURACY * theirs:
+                failures.append(f"final {n}: {ours:.3g} from f32, PyTorch's {theirs:.3g}")
     worst = max((grad_error(n, g) for n, g in ours_grads.items()
                  if n in torch_grads), default=0.0)
     worst_w = max((weight_error(n, w) for n, w in ours_weights.items()), default=0.0)
@@ -184,7 +252,9 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
           f"(torch {torch_losses[-1]:.6f}); worst relative error: gradient "
           f"{worst:.1e}, losses {rel(ours_losses, torch_losses):.1e}, "
           f"final weight {worst_w:.1e} ({len(ours_grads)} gradients, "
-          f"{len(ours_weights)} weights)")
+          f"{len(ours_weights)} weights)" +
+          (f"; distance from f32 / PyTorch {opts['compute_dtype']}'s: worst "
+           f"{ratio:.2f}" if exact else ""))
     for f in failures[:8]:
         print("   ", f)
     return not failures
@@ -200,6 +270,8 @@ CASES = {
     "llama-cosine-warmup": (["llama"], {"lr": 3e-3, "lr_schedule": "cosine",
                                         "warmup_steps": 3, "total_steps": 10}),
     "bert": (["bert"], {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "nesterov": True}),
+    "gpt2-bf16": (["gpt2"], {"compute_dtype": "bf16"}),
+    "mlp-bf16": (["mlp", "--loss", "mse"], {"compute_dtype": "bf16"}),
 }
 
 

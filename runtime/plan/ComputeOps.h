@@ -1,0 +1,51 @@
+//===- ComputeOps.h - The ops whose kernels compute in f32 ------*- C++ -*-===//
+//
+// Header-only and dependency-free: the runtime widens these ops' bf16/f16
+// tensors to f32 copies (runtime/plan/Widen.h), and fsdp-simulate plans the
+// memory those copies take.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_PLAN_COMPUTEOPS_H
+#define FSDP_RUNTIME_PLAN_COMPUTEOPS_H
+
+#include <algorithm>
+#include <iterator>
+#include <string_view>
+
+namespace fsdp {
+
+/// Whether `op`'s kernels compute in f32 (and so need f32 operands); the
+/// others only move bytes and take any dtype.
+inline bool computesInF32(std::string_view op) {
+  static constexpr std::string_view ops[] = {
+      "abs",           "add",
+      "attention",     "attention_grad",
+      "cross_entropy", "cross_entropy_grad",
+      "div",           "equal",
+      "erf",           "exp",
+      "gelu",          "gemm",
+      "greater",       "layer_norm",
+      "less",          "log",
+      "log_softmax",   "matmul",
+      "max",           "min",
+      "mul",           "neg",
+      "nll_loss",      "pow",
+      "reciprocal",    "reduce_max",
+      "reduce_mean",   "reduce_sum",
+      "relu",          "rsqrt",
+      "scatter_add",   "sigmoid",
+      "silu",          "softmax",
+      "sqrt",          "sub",
+      "tanh"};
+  return std::binary_search(std::begin(ops), std::end(ops), op);
+}
+
+/// Bytes an f32 copy of `elements` takes in the widening buffer (each copy
+/// starts at a 16-byte boundary).
+inline long long widenedCopyBytes(long long elements) {
+  return (std::max(elements * 4, 1LL) + 15) / 16 * 16;
+}
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_PLAN_COMPUTEOPS_H
