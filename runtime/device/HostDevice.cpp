@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace fsdp::device {
 
@@ -77,14 +78,41 @@ private:
     return Status::ok();
   }
   Status one(int64_t, const Gemm &g) {
+    if (g.type == ElemType::F32) {
+      sgemm(g, static_cast<const float *>(g.a), static_cast<const float *>(g.b),
+            static_cast<float *>(g.c));
+      return Status::ok();
+    }
+    // bf16/f16, as a GPU's tensor cores compute them: exact products of
+    // the narrow values summed in f32, C rounded once (C is read first
+    // when beta is not zero). The f32 copies grow on the first run only.
+    int64_t rowsA = g.ta ? g.k : g.m, rowsB = g.tb ? g.n : g.k;
+    int64_t na = (g.batch - 1) * g.strideA + rowsA * g.lda,
+            nb = (g.batch - 1) * g.strideB + rowsB * g.ldb,
+            nc = (g.batch - 1) * g.strideC + g.m * g.ldc;
+    auto widen = [&](const void *p, int64_t n, std::vector<float> &out) {
+      if ((int64_t)out.size() < n)
+        out.resize(n);
+      for (int64_t i = 0; i < n; ++i)
+        out[i] = (float)loadElem(g.type, p, i);
+    };
+    widen(g.a, na, wideA);
+    widen(g.b, nb, wideB);
+    widen(g.c, nc, wideC);
+    sgemm(g, wideA.data(), wideB.data(), wideC.data());
+    for (int64_t i = 0; i < nc; ++i)
+      storeElem(g.type, g.c, i, wideC[i]);
+    return Status::ok();
+  }
+  void sgemm(const Gemm &g, const float *a, const float *b, float *c) {
     for (int64_t i = 0; i < g.batch; ++i)
       cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans,
                   g.tb ? CblasTrans : CblasNoTrans, (blasint)g.m, (blasint)g.n,
-                  (blasint)g.k, g.alpha, g.a + i * g.strideA, (blasint)g.lda,
-                  g.b + i * g.strideB, (blasint)g.ldb, g.beta,
-                  g.c + i * g.strideC, (blasint)g.ldc);
-    return Status::ok();
+                  (blasint)g.k, g.alpha, a + i * g.strideA, (blasint)g.lda,
+                  b + i * g.strideB, (blasint)g.ldb, g.beta, c + i * g.strideC,
+                  (blasint)g.ldc);
   }
+  std::vector<float> wideA, wideB, wideC;
   Status one(int64_t, const Copy &c) {
     std::memmove(c.dst, c.src, c.bytes);
     return Status::ok();

@@ -160,6 +160,10 @@ Status lowerCast(Ctx &c) {
 /// Products over y's batch dimensions, with a and b broadcast to them: one
 /// strided batch where each operand advances by a fixed stride, else one
 /// product per batch element.
+bool gemmType(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
 Status batchedGemm(Ctx &c, Gemm g, const Dims &batch, const Dims &abatch,
                    const Dims &bbatch, int64_t amat, int64_t bmat) {
   Strided sa;
@@ -187,11 +191,12 @@ Status batchedGemm(Ctx &c, Gemm g, const Dims &batch, const Dims &abatch,
     c.emit(1, g);
     return Status::ok();
   }
+  int64_t size = dtypeSize(static_cast<DType>(g.type));
   for (int64_t i = 0; i < nb; ++i) {
     Gemm one = g;
-    one.a += oa[i];
-    one.b += ob[i];
-    one.c += i * g.m * g.n;
+    one.a = static_cast<const uint8_t *>(g.a) + oa[i] * size;
+    one.b = static_cast<const uint8_t *>(g.b) + ob[i] * size;
+    one.c = static_cast<uint8_t *>(g.c) + i * g.m * g.n * size;
     one.batch = 1;
     c.emit(1, one);
   }
@@ -203,9 +208,11 @@ Status lowerMatmul(Ctx &c) {
   Gemm g;
   g.ta = c.attrBool("transpose_lhs", false);
   g.tb = c.attrBool("transpose_rhs", false);
-  if (a.rank() < 2 || b.rank() < 2 || y.rank() < 2 || a.dtype != DType::F32 ||
-      b.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("expects f32 operands of rank >= 2");
+  if (a.rank() < 2 || b.rank() < 2 || y.rank() < 2 || !gemmType(y.dtype) ||
+      a.dtype != y.dtype || b.dtype != y.dtype)
+    return Status::error(
+        "expects f32, bf16 or f16 operands of one dtype and rank >= 2");
+  g.type = elemOf(y.dtype);
   int64_t ar = a.rank(), br = b.rank(), yr = y.rank();
   g.m = g.ta ? a.shape[ar - 1] : a.shape[ar - 2];
   g.k = g.ta ? a.shape[ar - 2] : a.shape[ar - 1];
@@ -214,9 +221,9 @@ Status lowerMatmul(Ctx &c) {
   if (g.k != kb || y.shape[yr - 2] != g.m || y.shape[yr - 1] != g.n)
     return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
                          " do not give " + str(y.shape));
-  g.a = c.at<float>(a);
-  g.b = c.at<float>(b);
-  g.c = c.at<float>(y);
+  g.a = c.mem.at(a);
+  g.b = c.mem.at(b);
+  g.c = c.mem.at(y);
   g.lda = a.shape[ar - 1];
   g.ldb = b.shape[br - 1];
   g.ldc = g.n;
@@ -235,8 +242,9 @@ Status lowerGemm(Ctx &c) {
   g.tb = c.attrBool("trans_b", false);
   g.alpha = (float)c.attrFloat("alpha", 1.0);
   float beta = (float)c.attrFloat("beta", 1.0);
-  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2)
-    return Status::error("expects 2-D operands");
+  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2 ||
+      a.dtype != DType::F32 || b.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects 2-D f32 operands");
   g.m = g.ta ? a.shape[1] : a.shape[0];
   g.k = g.ta ? a.shape[0] : a.shape[1];
   int64_t kb = g.tb ? b.shape[1] : b.shape[0];
@@ -252,9 +260,9 @@ Status lowerGemm(Ctx &c) {
     c.emit(y.numel(), Scaled{index, beta, c.at<float>(bias), c.at<float>(y)});
     g.beta = 1.0f;
   }
-  g.a = c.at<float>(a);
-  g.b = c.at<float>(b);
-  g.c = c.at<float>(y);
+  g.a = c.mem.at(a);
+  g.b = c.mem.at(b);
+  g.c = c.mem.at(y);
   g.lda = a.shape[1];
   g.ldb = b.shape[1];
   g.ldc = g.n;
@@ -932,10 +940,25 @@ const std::map<std::string, Lowerer> &table() {
   return t;
 }
 
+/// A product the GEMM library runs on bf16/f16 operands directly (f32
+/// accumulation, one rounding of the result, as the widened product): the
+/// device's matmuls are not widened.
+bool nativeNarrow(const Instruction &in) {
+  if (in.op != "matmul" || in.in.size() != 2 || in.out.size() != 1)
+    return false;
+  DType t = in.out[0].dtype;
+  return (t == DType::BF16 || t == DType::F16) && in.in[0].dtype == t &&
+         in.in[1].dtype == t;
+}
+
+std::optional<Widening> deviceWidening(const Instruction &in) {
+  return nativeNarrow(in) ? std::nullopt : widen(in);
+}
+
 } // namespace
 
 int64_t widenedBytes(const Instruction &in) {
-  std::optional<Widening> w = widen(in);
+  std::optional<Widening> w = deviceWidening(in);
   return w ? w->bytes : 0;
 }
 
@@ -968,7 +991,7 @@ Status lowerOne(const Instruction &in, const Memory &mem, const Comm &comm,
 
 Status lower(const Instruction &in, const Memory &mem, const Comm &comm,
              std::vector<DeviceOp> &out) {
-  std::optional<Widening> w = widen(in);
+  std::optional<Widening> w = deviceWidening(in);
   if (!w)
     return lowerOne(in, mem, comm, out);
   for (const Instruction &c : w->before)

@@ -31,8 +31,11 @@ struct Gemm {
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0;
   float alpha = 1, beta = 0;
-  const float *a = nullptr, *b = nullptr;
-  float *c = nullptr;
+  /// Of A, B and C. bf16/f16 products accumulate in f32 and round C once
+  /// (tensor cores on a GPU).
+  ElemType type = ElemType::F32;
+  const void *a = nullptr, *b = nullptr;
+  void *c = nullptr;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t strideA = 0, strideB = 0, strideC = 0, batch = 1;
 };

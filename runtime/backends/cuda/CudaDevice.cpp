@@ -319,8 +319,16 @@ Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
       // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
       // B's storage is the first operand.
       LtGemm d;
+      // bf16/f16 operands: tensor cores, f32 accumulation, f32 scalars.
+      // f32: exact f32, or TF32 when FSDP_CUDA_TF32=1.
+      bool f32 = g->type == ElemType::F32;
+      cudaDataType_t type = g->type == ElemType::BF16  ? CUDA_R_16BF
+                            : g->type == ElemType::F16 ? CUDA_R_16F
+                                                       : CUDA_R_32F;
+      int64_t size = f32 ? 4 : 2;
       BLAS_TRY(cublasLtMatmulDescCreate(
-          &d.desc, tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          &d.desc,
+          f32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
           CUDA_R_32F));
       cublasOperation_t ta = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
                         tb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -331,12 +339,9 @@ Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
       // Stored (column-major) shapes: B^T is [n x k] or [k x n].
       uint64_t brows = g->tb ? g->k : g->n, bcols = g->tb ? g->n : g->k;
       uint64_t arows = g->ta ? g->m : g->k, acols = g->ta ? g->k : g->m;
-      BLAS_TRY(
-          cublasLtMatrixLayoutCreate(&d.a, CUDA_R_32F, brows, bcols, g->ldb));
-      BLAS_TRY(
-          cublasLtMatrixLayoutCreate(&d.b, CUDA_R_32F, arows, acols, g->lda));
-      BLAS_TRY(
-          cublasLtMatrixLayoutCreate(&d.c, CUDA_R_32F, g->n, g->m, g->ldc));
+      BLAS_TRY(cublasLtMatrixLayoutCreate(&d.a, type, brows, bcols, g->ldb));
+      BLAS_TRY(cublasLtMatrixLayoutCreate(&d.b, type, arows, acols, g->lda));
+      BLAS_TRY(cublasLtMatrixLayoutCreate(&d.c, type, g->n, g->m, g->ldc));
       int32_t batch = (int32_t)g->batch;
       int64_t strides[3] = {g->strideB, g->strideA, g->strideC};
       cublasLtMatrixLayout_t layouts[3] = {d.a, d.b, d.c};
@@ -355,9 +360,9 @@ Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
           sizeof workspaceBytes));
       // The alignment the operands really have (a batch split into single
       // products offsets pointers by whole matrices only).
-      auto alignment = [](const void *p, int64_t ld, int64_t stride) {
-        uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)(ld * 4) |
-                        (uint64_t)(stride * 4) | 16u;
+      auto alignment = [&](const void *p, int64_t ld, int64_t stride) {
+        uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)(ld * size) |
+                        (uint64_t)(stride * size) | 16u;
         return (uint32_t)(bits & (~bits + 1)); // lowest set bit, at most 16
       };
       uint32_t aligns[4] = {alignment(g->b, g->ldb, g->strideB),
