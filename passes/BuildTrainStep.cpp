@@ -271,6 +271,7 @@ void FsdpBuildTrainStep::runOnOperation() {
   if (failed(lossValue))
     return signalPassFailure();
   Operation *lossDef = lossValue->getDefiningOp();
+  module->setAttr("fsdp.compute_dtype", TypeAttr::get(compute));
   if (!compute.isF32()) {
     lossValue = castToComputeDtype(step, compute, *lossValue);
     if (!*lossValue)

@@ -343,6 +343,10 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       meta["strategy"] = st.getValue();
     if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))
       meta["batch_size"] = b.getInt();
+    // Mixed precision: gathered, reduced and computed in.
+    for (StringRef key : {"param_dtype", "reduce_dtype", "compute_dtype"})
+      if (auto t = module->getAttrOfType<TypeAttr>(("fsdp." + key).str()))
+        meta[key] = dtypeName(t.getValue());
     json::Object plan{{"format", "fsdp-plan"},
                       {"version", kPlanVersion},
                       {"meta", std::move(meta)},

@@ -78,7 +78,8 @@ void printUnits(const Plan &plan, std::ostream &os) {
   os << "strategy " << plan.strategy << " over " << plan.worldSize << " ranks";
   if (plan.replicateGroups > 1)
     os << " (" << plan.replicateGroups << " replica groups)";
-  os << "\n";
+  os << "; gathered in " << plan.paramDtype << ", reduced in "
+     << plan.reduceDtype << ", computed in " << plan.computeDtype << "\n";
 }
 
 void printSchedule(const Plan &plan, std::ostream &os) {

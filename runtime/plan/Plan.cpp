@@ -346,6 +346,9 @@ Status parsePlan(const std::string &text, Plan &plan) {
     r.string(*meta, "source", "plan.meta", plan.source, false);
     r.integer(*meta, "world_size", "plan.meta", plan.worldSize, false);
     r.string(*meta, "strategy", "plan.meta", plan.strategy, false);
+    r.string(*meta, "param_dtype", "plan.meta", plan.paramDtype, false);
+    r.string(*meta, "reduce_dtype", "plan.meta", plan.reduceDtype, false);
+    r.string(*meta, "compute_dtype", "plan.meta", plan.computeDtype, false);
     r.integer(*meta, "replicate_groups", "plan.meta", plan.replicateGroups,
               false);
   }

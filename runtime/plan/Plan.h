@@ -111,6 +111,8 @@ struct Plan {
   int64_t arenaBytes = 0;
   TrainOptions train;
   std::string strategy = "no-shard";
+  /// Mixed precision (for reports; the instructions carry their dtypes).
+  std::string paramDtype = "f32", reduceDtype = "f32", computeDtype = "f32";
   /// Hybrid sharding: replica groups; flats shard over worldSize / this.
   int64_t replicateGroups = 1;
   std::vector<ParamInfo> params;
