@@ -3,7 +3,7 @@
 // no-shard: every gradient is averaged over the 4 ranks before the norm and
 // the update read it; the logged loss is averaged too.
 fsdp.parameter @w : tensor<4xf32> {module_path = ""}
-// CHECK: module attributes {fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 1 : i64, fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 4 : i64}
+// CHECK: module attributes {fsdp.compute_dtype = f32, fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 1 : i64, fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 4 : i64}
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[F:.*]] = fsdp.all_reduce %[[G:.*]] {group_size = 4 : i64, reduction = "avg"} : tensor<4xf32> -> !fsdp.future<tensor<4xf32>>
 // CHECK: %[[A:.*]] = fsdp.wait %[[F]]

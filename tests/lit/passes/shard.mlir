@@ -16,7 +16,7 @@
 // Trained parameters are laid end to end in the unit's order and padded to a
 // multiple of the 4 ranks (15 elements -> 4 per rank); the frozen bias gets
 // a buffer of its own. The root keeps reshard_after_forward = false.
-// CHECK: module attributes {fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 1 : i64, fsdp.strategy = "full-shard", {{.*}}fsdp.world_size = 4 : i64}
+// CHECK: module attributes {fsdp.compute_dtype = f32, fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 1 : i64, fsdp.strategy = "full-shard", {{.*}}fsdp.world_size = 4 : i64}
 // CHECK: fsdp.unit @layers.0 {params = [@layers.0.w, @layers.0.b]}
 // CHECK-NEXT: fsdp.flat_parameter @layers.0.flat : tensor<4xf32> {group_size = 4 : i64, numel = 15 : i64, offsets = array<i64: 0, 12>, params = [@layers.0.w, @layers.0.b], trainable = true, unit = @layers.0}
 // CHECK: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b]}
@@ -31,12 +31,12 @@
 // SGO: fsdp.unit @layers.1 {params = [@layers.1.w, @layers.1.b], reshard_after_forward = false}
 
 // Hybrid: 2 replica groups of 4 ranks shard over groups of 2.
-// HYBRID: module attributes {fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 2 : i64, fsdp.strategy = "hybrid-shard", {{.*}}fsdp.world_size = 4 : i64}
+// HYBRID: module attributes {fsdp.compute_dtype = f32, fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 2 : i64, fsdp.strategy = "hybrid-shard", {{.*}}fsdp.world_size = 4 : i64}
 // HYBRID: fsdp.flat_parameter @layers.0.flat : tensor<8xf32> {group_size = 2 : i64, numel = 15 : i64
 // REPLICAS: error: --replicate-groups=2 must divide --world-size=4 and needs --strategy=hybrid-shard
 // REPLICAS3: error: --replicate-groups=3 must divide --world-size=4 and needs --strategy=hybrid-shard
 
-// NOSHARD: module attributes {fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 1 : i64, fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 2 : i64}
+// NOSHARD: module attributes {fsdp.compute_dtype = f32, fsdp.param_dtype = f32, fsdp.reduce_dtype = f32, fsdp.replicate_groups = 1 : i64, fsdp.strategy = "no-shard", {{.*}}fsdp.world_size = 2 : i64}
 // NOSHARD-NOT: fsdp.flat_parameter
 
 // Uneven sizes are padded, and each unit says so where it begins.
