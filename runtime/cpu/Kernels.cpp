@@ -86,23 +86,6 @@ namespace {
 /// ones stay serial, where a thread hand-off costs more than it saves.
 constexpr int64_t kParallelMin = 1 << 15;
 
-std::string str(const Shape &s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-/// Product of s[from, to) (to < 0: to the end).
-int64_t product(const Shape &s, int64_t from = 0, int64_t to = -1) {
-  int64_t end =
-      to < 0 ? (int64_t)s.size() : std::min<int64_t>(to, (int64_t)s.size());
-  int64_t n = 1;
-  for (int64_t i = from; i < end; ++i)
-    n *= s[i];
-  return n;
-}
-
 Shape stridesOf(const Shape &s) {
   Shape st(s.size(), 1);
   for (int64_t i = (int64_t)s.size() - 2; i >= 0; --i)
@@ -273,8 +256,9 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
   Shape sa, sb;
   if (!broadcastStrides(a.shape, y.shape, sa) ||
       !broadcastStrides(b.shape, y.shape, sb))
-    return Status::error("operands " + str(a.shape) + " and " + str(b.shape) +
-                         " do not broadcast to " + str(y.shape));
+    return Status::error("operands " + shapeString(a.shape) + " and " +
+                         shapeString(b.shape) + " do not broadcast to " +
+                         shapeString(y.shape));
   const void *pa = c.data(a), *pb = c.data(b);
   void *py = c.data(y);
   if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32) {
@@ -360,7 +344,8 @@ Status kWhere(const Instruction &in, Context &c) {
       yv.dtype != out.dtype || !broadcastStrides(cond.shape, out.shape, sc) ||
       !broadcastStrides(x.shape, out.shape, sx) ||
       !broadcastStrides(yv.shape, out.shape, sy))
-    return Status::error("operands do not broadcast to " + str(out.shape));
+    return Status::error("operands do not broadcast to " +
+                         shapeString(out.shape));
   const uint8_t *pc = c.get<uint8_t>(cond);
   int64_t size = dtypeSize(out.dtype);
   const uint8_t *px = c.get<uint8_t>(x), *py = c.get<uint8_t>(yv);
@@ -436,8 +421,9 @@ Status kMatmul(const Instruction &in, Context &c) {
   int64_t kb = tb ? b.shape[br - 1] : b.shape[br - 2];
   int64_t n = tb ? b.shape[br - 2] : b.shape[br - 1];
   if (k != kb || y.shape[yr - 2] != m || y.shape[yr - 1] != n)
-    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
-                         " do not give " + str(y.shape));
+    return Status::error("shapes " + shapeString(a.shape) + " x " +
+                         shapeString(b.shape) + " do not give " +
+                         shapeString(y.shape));
   Shape batch(y.shape.begin(), y.shape.end() - 2);
   Shape abatch(a.shape.begin(), a.shape.end() - 2),
       bbatch(b.shape.begin(), b.shape.end() - 2);
@@ -481,15 +467,17 @@ Status kGemm(const Instruction &in, Context &c) {
   int64_t m = ta ? a.shape[1] : a.shape[0], k = ta ? a.shape[0] : a.shape[1];
   int64_t kb = tb ? b.shape[1] : b.shape[0], n = tb ? b.shape[0] : b.shape[1];
   if (k != kb || Shape(y.shape) != Shape{m, n})
-    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
-                         " do not give " + str(y.shape));
+    return Status::error("shapes " + shapeString(a.shape) + " x " +
+                         shapeString(b.shape) + " do not give " +
+                         shapeString(y.shape));
   float *py = c.get<float>(y);
   float betaNow = 0.0f;
   if (in.in.size() == 3) {
     const TensorRef &bias = in.in[2];
     Shape sc;
     if (!broadcastStrides(bias.shape, y.shape, sc))
-      return Status::error("bias " + str(bias.shape) + " does not broadcast");
+      return Status::error("bias " + shapeString(bias.shape) +
+                           " does not broadcast");
     const float *pc = c.get<float>(bias);
     forEach(y.shape, {&sc},
             [&](int64_t i, const int64_t *off) { py[i] = beta * pc[off[0]]; });
@@ -523,7 +511,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   }
   if (product(kept) != y.numel() || x.dtype != DType::F32 ||
       y.dtype != DType::F32)
-    return Status::error("output " + str(y.shape) +
+    return Status::error("output " + shapeString(y.shape) +
                          " does not match the reduction");
   // Each input element's output offset: kept dims' strides, 0 on reduced dims.
   Shape ks = stridesOf(kept), outStride(x.rank(), 0);
@@ -722,8 +710,8 @@ Status attentionShape(const TensorRef &q, const TensorRef &k,
   scores.push_back(a.tk);
   a.mask = mask;
   if (mask && !broadcastStrides(mask->shape, scores, a.ms))
-    return Status::error("mask " + str(mask->shape) +
-                         " does not broadcast to " + str(scores));
+    return Status::error("mask " + shapeString(mask->shape) +
+                         " does not broadcast to " + shapeString(scores));
   a.batch = product(q.shape, 0, a.r - 2);
   a.bshape = Shape(q.shape.begin(), q.shape.end() - 2);
   return Status::ok();
@@ -815,7 +803,7 @@ Status kGather(const Instruction &in, Context &c) {
   int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis],
           inner = product(data.shape, axis + 1), count = idx.numel();
   if (y.numel() != outer * count * inner)
-    return Status::error("output " + str(y.shape) + " does not match");
+    return Status::error("output " + shapeString(y.shape) + " does not match");
   int64_t size = dtypeSize(data.dtype) * inner;
   const uint8_t *pd = c.get<uint8_t>(data);
   const int64_t *pi = c.get<int64_t>(idx);
@@ -842,7 +830,7 @@ Status kScatterAdd(const Instruction &in, Context &c) {
   int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
           inner = product(dest.shape, axis + 1), count = idx.numel();
   if (upd.numel() != outer * count * inner)
-    return Status::error("updates " + str(upd.shape) + " do not match");
+    return Status::error("updates " + shapeString(upd.shape) + " do not match");
   float *py = c.get<float>(y);
   const float *pd = c.get<float>(dest), *pu = c.get<float>(upd);
   const int64_t *pi = c.get<int64_t>(idx);
@@ -870,8 +858,8 @@ struct LossLayout {
 Status lossLayout(const TensorRef &x, const TensorRef &t, LossLayout &l) {
   if (x.rank() < 2 || t.dtype != DType::I64 ||
       t.numel() * x.shape[1] != x.numel())
-    return Status::error("input " + str(x.shape) + " and target " +
-                         str(t.shape) + " do not match");
+    return Status::error("input " + shapeString(x.shape) + " and target " +
+                         shapeString(t.shape) + " do not match");
   l.n = x.shape[0];
   l.classes = x.shape[1];
   l.inner = product(x.shape, 2);
@@ -891,7 +879,7 @@ Status lossTerms(const Instruction &in, Context &c, bool softmax, F f,
   size_t wi = in.op == "cross_entropy_grad" ? 3 : 2;
   const TensorRef *weight = in.in.size() > wi ? &in.in[wi] : nullptr;
   if (weight && (weight->numel() != l.classes || weight->dtype != DType::F32))
-    return Status::error("class weight " + str(weight->shape) +
+    return Status::error("class weight " + shapeString(weight->shape) +
                          " does not match " + std::to_string(l.classes) +
                          " classes");
   bool hasIgnore = in.attrs.contains("ignore_index");
@@ -1068,7 +1056,7 @@ Status checkBox(const TensorRef &x, const Shape &box, const Shape &starts,
   for (int64_t d = 0; d < x.rank(); ++d)
     if (starts[d] < 0 || steps[d] <= 0 ||
         (box[d] > 0 && starts[d] + (box[d] - 1) * steps[d] >= x.shape[d]))
-      return Status::error("box outside " + str(x.shape));
+      return Status::error("box outside " + shapeString(x.shape));
   return Status::ok();
 }
 
@@ -1140,8 +1128,8 @@ Status kBroadcast(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   Shape s;
   if (!broadcastStrides(x.shape, y.shape, s) || x.dtype != y.dtype)
-    return Status::error(str(x.shape) + " does not broadcast to " +
-                         str(y.shape));
+    return Status::error(shapeString(x.shape) + " does not broadcast to " +
+                         shapeString(y.shape));
   int64_t size = dtypeSize(x.dtype);
   if (size == 4) {
     const float *px = c.get<float>(x);

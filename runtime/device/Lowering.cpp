@@ -70,23 +70,6 @@ struct Ctx {
 
 using Lowerer = Status (*)(Ctx &);
 
-std::string str(const Dims &s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
-/// Product of s[from, to) (to < 0: to the end).
-int64_t product(const Dims &s, int64_t from = 0, int64_t to = -1) {
-  int64_t end =
-      to < 0 ? (int64_t)s.size() : std::min<int64_t>(to, (int64_t)s.size());
-  int64_t n = 1;
-  for (int64_t i = from; i < end; ++i)
-    n *= s[i];
-  return n;
-}
-
 ElemType elemOf(DType t) { return static_cast<ElemType>(t); }
 
 void copy(Ctx &c, const TensorRef &from, const TensorRef &to) {
@@ -120,8 +103,9 @@ Status binary(Ctx &c, BinaryKind kind) {
   const TensorRef &a = c.in.in[0], &b = c.in.in[1], &y = c.in.out[0];
   Strided index;
   if (!broadcastIndex(y.shape, {&a.shape, &b.shape}, index))
-    return Status::error("operands " + str(a.shape) + " and " + str(b.shape) +
-                         " do not broadcast to " + str(y.shape));
+    return Status::error("operands " + shapeString(a.shape) + " and " +
+                         shapeString(b.shape) + " do not broadcast to " +
+                         shapeString(y.shape));
   if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32)
     c.emit(y.numel(),
            Binary{kind, index, c.at<float>(a), c.at<float>(b), c.at<float>(y)});
@@ -138,7 +122,8 @@ Status lowerWhere(Ctx &c) {
   if (cond.dtype != DType::I1 || x.dtype != out.dtype ||
       yv.dtype != out.dtype ||
       !broadcastIndex(out.shape, {&cond.shape, &x.shape, &yv.shape}, index))
-    return Status::error("operands do not broadcast to " + str(out.shape));
+    return Status::error("operands do not broadcast to " +
+                         shapeString(out.shape));
   c.emit(out.numel(),
          Select{index, dtypeSize(out.dtype), c.at<uint8_t>(cond),
                 c.at<uint8_t>(x), c.at<uint8_t>(yv), c.at<uint8_t>(out)});
@@ -219,8 +204,9 @@ Status lowerMatmul(Ctx &c) {
   int64_t kb = g.tb ? b.shape[br - 1] : b.shape[br - 2];
   g.n = g.tb ? b.shape[br - 2] : b.shape[br - 1];
   if (g.k != kb || y.shape[yr - 2] != g.m || y.shape[yr - 1] != g.n)
-    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
-                         " do not give " + str(y.shape));
+    return Status::error("shapes " + shapeString(a.shape) + " x " +
+                         shapeString(b.shape) + " do not give " +
+                         shapeString(y.shape));
   g.a = c.mem.at(a);
   g.b = c.mem.at(b);
   g.c = c.mem.at(y);
@@ -250,13 +236,15 @@ Status lowerGemm(Ctx &c) {
   int64_t kb = g.tb ? b.shape[1] : b.shape[0];
   g.n = g.tb ? b.shape[0] : b.shape[1];
   if (g.k != kb || y.shape != Dims{g.m, g.n})
-    return Status::error("shapes " + str(a.shape) + " x " + str(b.shape) +
-                         " do not give " + str(y.shape));
+    return Status::error("shapes " + shapeString(a.shape) + " x " +
+                         shapeString(b.shape) + " do not give " +
+                         shapeString(y.shape));
   if (c.in.in.size() == 3) {
     const TensorRef &bias = c.in.in[2];
     Strided index;
     if (!broadcastIndex(y.shape, {&bias.shape}, index))
-      return Status::error("bias " + str(bias.shape) + " does not broadcast");
+      return Status::error("bias " + shapeString(bias.shape) +
+                           " does not broadcast");
     c.emit(y.numel(), Scaled{index, beta, c.at<float>(bias), c.at<float>(y)});
     g.beta = 1.0f;
   }
@@ -284,7 +272,7 @@ Status reduce(Ctx &c, ReduceKind kind) {
   for (int d = 0; d < r.kept; ++d)
     kept *= r.keptDims[d];
   if (kept != y.numel() || x.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("output " + str(y.shape) +
+    return Status::error("output " + shapeString(y.shape) +
                          " does not match the reduction");
   r.x = c.at<float>(x);
   r.y = c.at<float>(y);
@@ -352,8 +340,8 @@ Status attentionLayout(Ctx &c, const TensorRef *mask, AttentionLayout &a,
     Strided s;
     if (!broadcastIndex(scores, {&mask->shape}, s) ||
         (mask->dtype != DType::I1 && mask->dtype != DType::F32))
-      return Status::error("mask " + str(mask->shape) +
-                           " does not broadcast to " + str(scores));
+      return Status::error("mask " + shapeString(mask->shape) +
+                           " does not broadcast to " + shapeString(scores));
     AttentionMask &m = a.mask;
     (mask->dtype == DType::I1 ? (const void *&)m.keep : (const void *&)m.add) =
         c.at(*mask);
@@ -411,7 +399,7 @@ Status lowerGather(Ctx &c) {
   int64_t outer = product(data.shape, 0, axis), dim = data.shape[axis],
           inner = product(data.shape, axis + 1), count = idx.numel();
   if (y.numel() != outer * count * inner)
-    return Status::error("output " + str(y.shape) + " does not match");
+    return Status::error("output " + shapeString(y.shape) + " does not match");
   c.emit(y.numel(),
          Gather{dim, inner, count, dtypeSize(data.dtype), c.at<uint8_t>(data),
                 c.at<int64_t>(idx), c.at<uint8_t>(y), c.mem.error});
@@ -429,7 +417,7 @@ Status lowerScatterAdd(Ctx &c) {
   int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
           inner = product(dest.shape, axis + 1), count = idx.numel();
   if (upd.numel() != outer * count * inner)
-    return Status::error("updates " + str(upd.shape) + " do not match");
+    return Status::error("updates " + shapeString(upd.shape) + " do not match");
   copy(c, dest, y);
   c.emit(upd.numel(),
          ScatterAdd{dim, inner, count, c.at<float>(upd), c.at<int64_t>(idx),
@@ -443,12 +431,12 @@ Status lossLayout(Ctx &c, bool softmax, LossLayout &l, int64_t &positions) {
   const TensorRef &x = c.in.in[0], &t = c.in.in[1];
   if (x.rank() < 2 || t.dtype != DType::I64 || x.dtype != DType::F32 ||
       t.numel() * x.shape[1] != x.numel())
-    return Status::error("input " + str(x.shape) + " and target " +
-                         str(t.shape) + " do not match");
+    return Status::error("input " + shapeString(x.shape) + " and target " +
+                         shapeString(t.shape) + " do not match");
   size_t wi = c.in.op == "cross_entropy_grad" ? 3 : 2;
   const TensorRef *weight = c.in.in.size() > wi ? &c.in.in[wi] : nullptr;
   if (weight && (weight->numel() != x.shape[1] || weight->dtype != DType::F32))
-    return Status::error("class weight " + str(weight->shape) +
+    return Status::error("class weight " + shapeString(weight->shape) +
                          " does not match " + std::to_string(x.shape[1]) +
                          " classes");
   l = LossLayout{};
@@ -578,7 +566,7 @@ Status checkBox(const TensorRef &x, const Dims &box, const Dims &starts,
   for (int64_t d = 0; d < x.rank(); ++d)
     if (starts[d] < 0 || steps[d] <= 0 ||
         (box[d] > 0 && starts[d] + (box[d] - 1) * steps[d] >= x.shape[d]))
-      return Status::error("box outside " + str(x.shape));
+      return Status::error("box outside " + shapeString(x.shape));
   return Status::ok();
 }
 
@@ -640,40 +628,33 @@ void chunkCopy(Ctx &c, const uint8_t *x, uint8_t *y, int64_t outer,
   c.emit(outer * chunk, s);
 }
 
-Status lowerConcat(Ctx &c) {
-  const TensorRef &y = c.in.out[0];
+/// Concat (parts into the whole) and split (the whole into parts): one
+/// chunk copy per part and row.
+Status concatOrSplit(Ctx &c, bool split) {
+  const std::vector<TensorRef> &parts = split ? c.in.out : c.in.in;
+  const TensorRef &whole = split ? c.in.in[0] : c.in.out[0];
   int64_t axis = c.attrInt("axis", 0), outer, inner;
-  FSDP_RETURN_IF_ERROR(concatLayout(c.in.in, y, axis, false, outer, inner));
-  int64_t row = y.shape[axis] * inner, at = 0;
-  for (const TensorRef &x : c.in.in) {
-    int64_t chunk = x.shape[axis] * inner;
+  FSDP_RETURN_IF_ERROR(concatLayout(parts, whole, axis, split, outer, inner));
+  int64_t row = whole.shape[axis] * inner, at = 0;
+  for (const TensorRef &part : parts) {
+    int64_t chunk = part.shape[axis] * inner;
+    const TensorRef &x = split ? whole : part, &y = split ? part : whole;
     chunkCopy(c, c.at<uint8_t>(x), c.at<uint8_t>(y), outer, chunk, row, at,
-              dtypeSize(y.dtype), true);
+              dtypeSize(whole.dtype), !split);
     at += chunk;
   }
   return Status::ok();
 }
 
-Status lowerSplit(Ctx &c) {
-  const TensorRef &x = c.in.in[0];
-  int64_t axis = c.attrInt("axis", 0), outer, inner;
-  FSDP_RETURN_IF_ERROR(concatLayout(c.in.out, x, axis, true, outer, inner));
-  int64_t row = x.shape[axis] * inner, at = 0;
-  for (const TensorRef &y : c.in.out) {
-    int64_t chunk = y.shape[axis] * inner;
-    chunkCopy(c, c.at<uint8_t>(x), c.at<uint8_t>(y), outer, chunk, row, at,
-              dtypeSize(x.dtype), false);
-    at += chunk;
-  }
-  return Status::ok();
-}
+Status lowerConcat(Ctx &c) { return concatOrSplit(c, false); }
+Status lowerSplit(Ctx &c) { return concatOrSplit(c, true); }
 
 Status lowerBroadcast(Ctx &c) {
   const TensorRef &x = c.in.in[0], &y = c.in.out[0];
   Strided s;
   if (!broadcastIndex(y.shape, {&x.shape}, s) || x.dtype != y.dtype)
-    return Status::error(str(x.shape) + " does not broadcast to " +
-                         str(y.shape));
+    return Status::error(shapeString(x.shape) + " does not broadcast to " +
+                         shapeString(y.shape));
   Dims src(s.strides[0], s.strides[0] + y.rank());
   gatherCopy(c, x, y, src, 0);
   return Status::ok();

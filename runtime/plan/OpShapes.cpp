@@ -3,13 +3,6 @@
 
 namespace fsdp {
 
-static std::string str(const std::vector<int64_t> &s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i)
-    out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
                     int64_t axis, bool split, int64_t &outer, int64_t &inner) {
   if (axis < 0 || axis >= whole.rank())
@@ -22,8 +15,8 @@ Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
   for (const TensorRef &p : parts) {
     if (p.rank() != whole.rank() || p.dtype != whole.dtype ||
         p.numel() != outer * p.shape[axis] * inner)
-      return Status::error(role + str(p.shape) + " does not match " +
-                           str(whole.shape));
+      return Status::error(role + shapeString(p.shape) + " does not match " +
+                           shapeString(whole.shape));
     total += p.shape[axis];
   }
   if (total != whole.shape[axis])

@@ -10,7 +10,33 @@
 
 #include "runtime/plan/Plan.h"
 
+#include <algorithm>
+#include <string>
+
 namespace fsdp {
+
+/// "[2, 3, 4]", for errors; `S` is any sequence of extents (the CPU
+/// kernels' inline Shape, or a vector).
+template <typename S> std::string shapeString(const S &s) {
+  std::string out = "[";
+  bool first = true;
+  for (int64_t d : s) {
+    out += (first ? "" : ", ") + std::to_string(d);
+    first = false;
+  }
+  return out + "]";
+}
+
+/// Product of s[from, to) (to < 0: to the end).
+template <typename S>
+int64_t product(const S &s, int64_t from = 0, int64_t to = -1) {
+  int64_t size = (int64_t)s.size();
+  int64_t end = to < 0 ? size : std::min<int64_t>(to, size);
+  int64_t n = 1;
+  for (int64_t i = from; i < end; ++i)
+    n *= s[i];
+  return n;
+}
 
 /// Concat (`parts` into `whole`) or split (`whole` into `parts`) along
 /// `axis`: every part matches `whole` outside the axis, in its dtype, and
