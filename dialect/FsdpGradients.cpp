@@ -181,33 +181,12 @@ LogicalResult NotOp::buildVJP(OpBuilder &, ValueRange,
 
 LogicalResult GeluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                SmallVectorImpl<Value> &operandGrads) {
-  G g{builder, getLoc()};
-  Value dy = resultGrads[0], x = getX();
-  if (!dy) {
-    operandGrads.push_back(Value());
-    return success();
-  }
-  Value one = g.scalarLike(x, 1);
-  Value d;
-  if (getApproximate() == "tanh") {
-    // y = 0.5 x (1 + t), t = tanh(u), u = c (x + 0.044715 x^3)
-    const double c = std::sqrt(2.0 / M_PI), k = 0.044715;
-    Value x2 = g.mul(x, x);
-    Value u = g.mul(g.add(x, g.mul(g.mul(x2, x), k)), c);
-    Value t = g.unary<TanhOp>(u);
-    Value du = g.mul(g.add(one, g.mul(x2, 3 * k)), c);
-    Value sech2 = g.sub(one, g.mul(t, t));
-    d = g.add(g.mul(g.add(one, t), 0.5),
-              g.mul(g.mul(g.mul(x, sech2), du), 0.5));
-  } else {
-    // Phi(x) + x phi(x)
-    Value cdf =
-        g.mul(g.add(one, g.unary<ErfOp>(g.mul(x, 1.0 / std::sqrt(2.0)))), 0.5);
-    Value pdf = g.mul(g.unary<ExpOp>(g.mul(g.mul(x, x), -0.5)),
-                      1.0 / std::sqrt(2 * M_PI));
-    d = g.add(cdf, g.mul(x, pdf));
-  }
-  operandGrads.push_back(g.mul(dy, d));
+  Value dy = resultGrads[0];
+  operandGrads.push_back(dy ? GeluGradOp::create(builder, getLoc(), getType(),
+                                                 getX(), dy,
+                                                 getApproximateAttr())
+                                  .getResult()
+                            : Value());
   return success();
 }
 
@@ -293,6 +272,18 @@ LogicalResult CastOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 static std::pair<Value, Value> matmulGrads(G &g, Value a, Value b, Value dy,
                                            bool ta, bool tb) {
   Value da = ta ? g.matmul(b, dy, tb, true) : g.matmul(dy, b, false, !tb);
+  RankedTensorType at = tensorOf(a);
+  if (!ta && at.getRank() > 2 && tensorOf(b).getRank() == 2) {
+    // A weight applied to a batch of rows (nn.Linear): its gradient is one
+    // GEMM over all B·T rows, not B products summed afterwards (a [B, k, n]
+    // temporary, and bf16 partial sums rounded before the sum).
+    int64_t k = at.getShape().back(), rows = at.getNumElements() / k;
+    Value a2 = g.reshape(a, {rows, k});
+    Value dy2 = g.reshape(dy, {rows, tensorOf(dy).getShape().back()});
+    Value db =
+        tb ? g.matmul(dy2, a2, true, false) : g.matmul(a2, dy2, true, false);
+    return {g.unbroadcast(da, at), db};
+  }
   Value db = tb ? g.matmul(dy, a, true, ta) : g.matmul(a, dy, !ta, false);
   return {g.unbroadcast(da, tensorOf(a)), g.unbroadcast(db, tensorOf(b))};
 }
@@ -414,30 +405,20 @@ LogicalResult LogSoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 
 LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                     SmallVectorImpl<Value> &operandGrads) {
-  G g{builder, getLoc()};
+  // One fused backward op (recomputes each row's statistics from x).
   Value dy = resultGrads[0], x = getX(), w = getScale();
   if (!dy) {
     operandGrads.append((*this)->getNumOperands(), Value());
     return success();
   }
-  int64_t axis = getAxisAttr().getInt(), rank = tensorOf(x).getRank();
-  SmallVector<int64_t> norm = trailingAxes(axis, rank),
-                       lead = trailingAxes(0, axis);
-  Value xc = g.sub(x, g.reduceMean(x, norm));
-  Value var = g.reduceMean(g.mul(xc, xc), norm);
-  Value rstd = g.unary<RsqrtOp>(
-      g.add(var, g.scalarLike(x, getEpsilon().convertToDouble())));
-  Value xhat = g.mul(xc, rstd);
-  Value gw = g.mul(dy, w);
-  Value dx =
-      g.mul(rstd, g.sub(g.sub(gw, g.reduceMean(gw, norm)),
-                        g.mul(xhat, g.reduceMean(g.mul(gw, xhat), norm))));
-  operandGrads.push_back(dx);
-  auto paramShape = tensorOf(w).getShape();
-  operandGrads.push_back(
-      g.reshape(g.reduceSum(g.mul(dy, xhat), lead, false), paramShape));
+  auto grad = LayerNormGradOp::create(
+      builder, getLoc(), TypeRange{x.getType(), w.getType(), w.getType()},
+      ValueRange{x, w, dy},
+      {builder.getNamedAttr("axis", getAxisAttr()),
+       builder.getNamedAttr("epsilon", getEpsilonAttr())});
+  operandGrads.append({grad.getDx(), grad.getDscale()});
   if (getBias())
-    operandGrads.push_back(g.reshape(g.reduceSum(dy, lead, false), paramShape));
+    operandGrads.push_back(grad.getDbias());
   return success();
 }
 

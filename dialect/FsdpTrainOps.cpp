@@ -149,3 +149,39 @@ int64_t AttentionGradOp::getFlops() {
   int64_t tk = k.getDimSize(k.getRank() - 2);
   return 5 * 2 * q.getNumElements() * tk;
 }
+
+LogicalResult GeluGradOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be \"none\" or \"tanh\", got \"")
+           << getApproximate() << "\"";
+  return success();
+}
+
+int64_t GeluGradOp::getFlops() {
+  // About twenty float operations per element, tanh or erf and exp included.
+  return 20 * tensorOf(getX()).getNumElements();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  RankedTensorType x = tensorOf(getX());
+  int64_t axis = getAxisAttr().getInt();
+  if (axis < 0 || axis >= x.getRank())
+    return emitOpError("axis ") << axis << " out of range for " << x;
+  auto normalised = x.getShape().drop_front(axis);
+  RankedTensorType scale = tensorOf(getScale());
+  if (scale.getShape() != normalised)
+    return emitOpError("scale ")
+           << scale << " is not shaped like the normalised axes of " << x;
+  if (getGrad().getType() != x || getDx().getType() != x)
+    return emitOpError("grad and dx must have the type of x, ") << x;
+  if (getDscale().getType() != scale || getDbias().getType() != scale)
+    return emitOpError("dscale and dbias must have the type of scale, ")
+           << scale;
+  return success();
+}
+
+int64_t LayerNormGradOp::getFlops() {
+  // The statistics recomputed, x̂, the two row means and dx, and the two
+  // column sums: about a dozen operations per element.
+  return 12 * tensorOf(getX()).getNumElements();
+}

@@ -100,6 +100,55 @@ def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
   let hasVerifier = 1;
 }
 
+def Fsdp_GeluGradOp : Fsdp_Op<"gelu_grad", [Pure, AllTypesMatch<["x", "grad", "result"]>,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
+  let summary = "Gradient of fsdp.gelu (fused backward)";
+  let description = [{
+    `grad · gelu'(x)` in one pass over `x` and `grad`, with the same
+    `approximate` as the forward: for `"tanh"`,
+    `0.5·(1 + t) + 0.5·x·(1 - t²)·c·(1 + 3·0.044715·x²)` with
+    `t = tanh(c·(x + 0.044715·x³))`, `c = √(2/π)`; for `"none"`,
+    `Φ(x) + x·φ(x)`. Only `x` is kept from the forward.
+
+```mlir
+%dx = fsdp.gelu_grad %x, %dy {approximate = "tanh"} : tensor<2x4xf32>
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$grad,
+                   DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "$x `,` $grad attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
+  let summary = "Gradients of fsdp.layer_norm (fused backward)";
+  let description = [{
+    Given the forward's input `x`, its `scale` and the gradient `grad` of its
+    output, returns the gradients of `x`, `scale` and the bias (the bias's is
+    the sum of `grad` over the leading axes; unused when the forward has
+    none). The mean and inverse standard deviation of each row are
+    recomputed from `x` (with the forward's `axis` and `epsilon`), as fused
+    layer-norm kernels do, so the forward keeps nothing but its input:
+    `x̂ = (x - μ)·rstd`, `g = grad·scale`,
+    `dx = rstd·(g - mean(g) - x̂·mean(g·x̂))`,
+    `dscale = Σ grad·x̂`, `dbias = Σ grad`, sums over the leading axes.
+
+```mlir
+%dx, %dw, %db = fsdp.layer_norm_grad %x, %w, %dy {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+    : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
+                   Fsdp_FloatTensor:$grad, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Fsdp_FloatTensor:$dx, Fsdp_FloatTensor:$dscale,
+                 Fsdp_FloatTensor:$dbias);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Fsdp_OptimizerOp<string mnemonic> : Fsdp_Op<mnemonic,
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
      MemoryEffects<[MemRead, MemWrite]>]> {

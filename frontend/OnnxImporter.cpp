@@ -541,6 +541,8 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   PassManager pm(ctx);
   if (options.fuseAttention)
     pm.addPass(createFsdpFuseAttention());
+  if (options.fuseGelu)
+    pm.addPass(createFsdpFuseGelu());
   pm.addPass(createFsdpFoldTransposes());
   if (failed(pm.run(m)))
     return nullptr;

@@ -17,6 +17,8 @@ struct ImportOptions {
   std::optional<int64_t> batchSize;
   /// Recognise attention subgraphs and import them as fsdp.attention.
   bool fuseAttention = true;
+  /// Recognise GELU written as elementwise ops and import it as fsdp.gelu.
+  bool fuseGelu = true;
 };
 
 /// Imports the model at `path`. External data is resolved relative to the

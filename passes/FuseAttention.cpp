@@ -14,6 +14,7 @@
 // unfused form is kept whenever fusing would change what else is computed.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/Matchers.h"
 #include "passes/Passes.h"
 
 #include "dialect/FsdpOps.h"
@@ -34,15 +35,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-
-/// The value of a scalar (one-element) float constant.
-std::optional<double> scalarConstant(Value v) {
-  DenseElementsAttr attr;
-  if (!matchPattern(v, m_Constant(&attr)) || attr.getNumElements() != 1 ||
-      !isa<FloatType>(attr.getElementType()))
-    return std::nullopt;
-  return (*attr.getValues<APFloat>().begin()).convertToDouble();
-}
 
 /// A fill value that makes softmax weights exactly zero in float32.
 bool isMaskFill(Value v) {

@@ -216,6 +216,19 @@ LogicalResult FsdpInsertCollectives::shard(ModuleOp module, func::FuncOp step,
   return success();
 }
 
+/// The last op reading what `op` reads: `op`, or where `op` is a reshape (a
+/// view of the same bytes, no instruction of its own), the last reader of
+/// its result.
+template <typename Positions>
+static Operation *lastReader(Operation *op, const Positions &at) {
+  Operation *last = op;
+  if (isa<ReshapeOp>(op))
+    for (Operation *user : op->getUsers())
+      if (Operation *r = lastReader(user, at); at.lookup(r) > at.lookup(last))
+        last = r;
+  return last;
+}
+
 LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
                                                       func::FuncOp step) {
   Block &body = step.getBody().front();
@@ -264,8 +277,9 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
       for (OpOperand *use : phase) {
         if (at.lookup(use->getOwner()) < at.lookup(first))
           first = use->getOwner();
-        if (at.lookup(use->getOwner()) > at.lookup(last))
-          last = use->getOwner();
+        Operation *reader = lastReader(use->getOwner(), at);
+        if (at.lookup(reader) > at.lookup(last))
+          last = reader;
       }
       Location loc = unit.getLoc();
       b.setInsertionPoint(first);

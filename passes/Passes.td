@@ -17,6 +17,21 @@ def FsdpFuseAttention : Pass<"fsdp-fuse-attention", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpFuseGelu : Pass<"fsdp-fuse-gelu", "::mlir::ModuleOp"> {
+  let summary = "Fuses the elementwise ops of an exported GELU into fsdp.gelu";
+  let description = [{
+    `torch.onnx.export` writes `F.gelu(x, approximate="tanh")` (and GPT-2's
+    `NewGELU`) as nine elementwise ops,
+    `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`, and the exact GELU
+    below opset 20 as `0.5 · x · (1 + erf(x / √2))`. Both become one
+    `fsdp.gelu`, whose gradient is one `fsdp.gelu_grad`: two passes over
+    the activation instead of about twenty-five. Products are matched in
+    any order and association (`x³` as `x · x · x` or `pow(x, 3)`), scalar
+    constants within 1e-4 relative; anything else is left as it is.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+}
+
 def FsdpFoldTransposes : Pass<"fsdp-fold-transposes", "::mlir::ModuleOp"> {
   let summary = "Folds last-two-dimension transposes into matmul flags";
   let description = [{

@@ -205,8 +205,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
 
   /// Kernel scratch the CPU backend sizes before the first step: the
   /// largest need of one instruction (a reduction's double accumulators;
-  /// attention's score rows, per thread, twice for its gradient), and its
-  /// buffer of widened copies.
+  /// layer_norm_grad's row statistics; attention's score rows, per thread,
+  /// twice for its gradient), and its buffer of widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
     int64_t floats = 0, threads = model.threads;
     if (int64_t ranks = ranksOnNode(module, model))
@@ -216,6 +216,14 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         floats = std::max<int64_t>(
             floats, 2 * cast<RankedTensorType>(op->getResult(0).getType())
                             .getNumElements());
+      if (auto ln = dyn_cast<LayerNormGradOp>(op)) // each row's mean, rstd
+        floats = std::max<int64_t>(
+            floats,
+            4 * (cast<RankedTensorType>(ln.getX().getType()).getNumElements() /
+                 std::max<int64_t>(
+                     cast<RankedTensorType>(ln.getScale().getType())
+                         .getNumElements(),
+                     1)));
       if (isa<AttentionOp, AttentionGradOp>(op)) {
         auto q = cast<RankedTensorType>(op->getOperand(0).getType());
         auto k = cast<RankedTensorType>(op->getOperand(1).getType());
@@ -287,11 +295,14 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     for (auto p : module.getOps<ParameterOp>())
       if (!inFlat.contains(p.getSymName()))
         slot(p.getSymName(), bufferBytes(p.getTensorType()));
-    llvm::DenseSet<Attribute> constants;
-    module.walk([&](ConstantOp c) {
-      if (constants.insert(c.getValue()).second)
-        bytes += bufferBytes(c.getType());
-    });
+    // The plan holds one copy per constant op the emitted functions read
+    // (EmitPlan does not merge equal values), as the runtime loads them.
+    for (StringRef name : {"train_step", "apply_update"})
+      if (auto func = module.lookupSymbol<func::FuncOp>(name))
+        func.walk([&](ConstantOp c) {
+          if (!c->use_empty())
+            bytes += bufferBytes(c.getType());
+        });
     return bytes;
   }
 };

@@ -37,6 +37,10 @@ static llvm::cl::opt<bool>
                     llvm::cl::desc("Import attention subgraphs unfused"),
                     llvm::cl::cat(onnxCategory));
 static llvm::cl::opt<bool>
+    noFuseGelu("no-fuse-gelu",
+               llvm::cl::desc("Import GELU written as elementwise ops unfused"),
+               llvm::cl::cat(onnxCategory));
+static llvm::cl::opt<bool>
     summary("summary",
             llvm::cl::desc("Print what the model holds (inputs, outputs, "
                            "parameters, blocks, ops) instead of the IR"),
@@ -287,6 +291,7 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
   if (batchSize.getNumOccurrences())
     options.batchSize = batchSize;
   options.fuseAttention = !noFuseAttention;
+  options.fuseGelu = !noFuseGelu;
   OwningOpRef<ModuleOp> module = fsdp::importOnnxFile(&ctx, input, options);
   if (!module)
     return 1;

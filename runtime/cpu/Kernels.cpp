@@ -238,6 +238,35 @@ Status kGelu(const Instruction &in, Context &c) {
   });
 }
 
+/// dy * gelu'(x), as DeviceKernels.h's geluGrad (the same float steps).
+float geluGrad(bool tanhApprox, float x, float dy) {
+  if (tanhApprox) {
+    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
+    float x2 = x * x;
+    float t = std::tanh(k * (x + c3 * x2 * x));
+    float du = k * (1.0f + 3.0f * c3 * x2);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  float cdf = 0.5f * (1.0f + std::erf(x * 0.7071067811865476f));
+  float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
+  return dy * (cdf + x * pdf);
+}
+
+Status kGeluGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &g = in.in[1], &y = in.out[0];
+  if (x.shape != y.shape || g.shape != y.shape || x.dtype != DType::F32 ||
+      g.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 x, grad and output of one shape");
+  bool tanhApprox = attrString(in, "approximate", "none") == "tanh";
+  const float *px = c.get<float>(x), *pg = c.get<float>(g);
+  float *py = c.get<float>(y);
+  int64_t n = y.numel();
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    py[i] = geluGrad(tanhApprox, px[i], pg[i]);
+  return Status::ok();
+}
+
 Status kNot(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   if (x.shape != y.shape || x.dtype != DType::I1 || y.dtype != DType::I1)
@@ -639,6 +668,62 @@ Status kLayerNorm(const Instruction &in, Context &c) {
     for (int64_t j = 0; j < cols; ++j)
       py[r * cols + j] =
           (float)((row[j] - mean) * rstd * pw[j] + (pb ? pb[j] : 0.0));
+  }
+  return Status::ok();
+}
+
+/// Each row's statistics in scratch (mean and rstd, doubles), then dx by
+/// rows and dscale/dbias by columns: the steps of DeviceKernels.h's
+/// LayerNormGradRows and LayerNormGradCols.
+Status kLayerNormGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &w = in.in[1], &g = in.in[2];
+  const TensorRef &dx = in.out[0], &dw = in.out[1], &db = in.out[2];
+  double eps = attrFloat(in, "epsilon", 1e-5);
+  int64_t rows, cols;
+  FSDP_RETURN_IF_ERROR(
+      layerNormGradLayout(in, attrInt(in, "axis", -1), rows, cols));
+  const float *px = c.get<float>(x), *pw = c.get<float>(w),
+              *pg = c.get<float>(g);
+  float *pdx = c.get<float>(dx), *pdw = c.get<float>(dw),
+        *pdb = c.get<float>(db);
+  double *stats = reinterpret_cast<double *>(c.scratch); // scratchFloats
+#pragma omp parallel for if (x.numel() > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = px + r * cols, *dy = pg + r * cols;
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      mean += row[j];
+    mean /= (double)cols;
+    for (int64_t j = 0; j < cols; ++j)
+      var += (row[j] - mean) * (row[j] - mean);
+    var /= (double)cols;
+    double rstd = 1.0 / std::sqrt(var + eps);
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+    double mg = 0, mgx = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      double gj = (double)dy[j] * pw[j];
+      mg += gj;
+      mgx += gj * ((row[j] - mean) * rstd);
+    }
+    mg /= (double)cols;
+    mgx /= (double)cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      double xhat = (row[j] - mean) * rstd;
+      pdx[r * cols + j] =
+          (float)(rstd * ((double)dy[j] * pw[j] - mg - xhat * mgx));
+    }
+  }
+#pragma omp parallel for if (x.numel() > kParallelMin)
+  for (int64_t j = 0; j < cols; ++j) {
+    double sw = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double dy = pg[r * cols + j];
+      sw += dy * ((px[r * cols + j] - stats[2 * r]) * stats[2 * r + 1]);
+      sb += dy;
+    }
+    pdw[j] = (float)sw;
+    pdb[j] = (float)sb;
   }
   return Status::ok();
 }
@@ -1398,6 +1483,7 @@ const std::map<std::string, OpInfo> &table() {
       {"sigmoid", {kSigmoid, 1, 1, 1}},
       {"silu", {kSilu, 1, 1, 1}},
       {"gelu", {kGelu, 1, 1, 1}},
+      {"gelu_grad", {kGeluGrad, 2, 2, 1}},
       {"not", {kNot, 1, 1, 1}},
       {"add", {kAdd, 2, 2, 1}},
       {"sub", {kSub, 2, 2, 1}},
@@ -1421,6 +1507,7 @@ const std::map<std::string, OpInfo> &table() {
       {"softmax", {kSoftmax, 1, 1, 1}},
       {"log_softmax", {kLogSoftmax, 1, 1, 1}},
       {"layer_norm", {kLayerNorm, 2, 3, 1}},
+      {"layer_norm_grad", {kLayerNormGrad, 3, 3, 3}},
       {"attention", {kAttention, 3, 4, 1}},
       {"attention_grad", {kAttentionGrad, 4, 5, 3}},
       {"gather", {kGather, 2, 2, 1}},
@@ -1489,6 +1576,10 @@ int64_t scratchFloats(const Instruction &instr) {
        instr.op == "reduce_max") &&
       !instr.out.empty())
     return 2 * instr.out[0].numel();
+  if (instr.op == "layer_norm_grad" && instr.in.size() == 3 &&
+      !instr.in[1].shape.empty()) // each row's mean and rstd (doubles)
+    return 4 *
+           (instr.in[0].numel() / std::max<int64_t>(instr.in[1].numel(), 1));
   bool grad = instr.op == "attention_grad"; // probabilities and their gradient
   if ((instr.op != "attention" && !grad) || instr.in.size() < 2)
     return 0;

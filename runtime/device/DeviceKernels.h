@@ -243,6 +243,30 @@ FSDP_HD inline float unaryOp(UnaryKind k, float x) {
   return x;
 }
 
+/// dy * gelu'(x) (the CPU backend's geluGrad, step for step).
+FSDP_HD inline float geluGrad(bool tanhApprox, float x, float dy) {
+  if (tanhApprox) {
+    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
+    float x2 = x * x;
+    float t = tanhf(k * (x + c3 * x2 * x));
+    float du = k * (1.0f + 3.0f * c3 * x2);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
+  return dy * (cdf + x * pdf);
+}
+
+/// y = dy * gelu'(x), all of one shape.
+struct GeluGrad {
+  bool tanhApprox;
+  const float *x, *dy;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const {
+    y[i] = geluGrad(tanhApprox, x[i], dy[i]);
+  }
+};
+
 struct Unary {
   UnaryKind kind;
   const float *x;
@@ -453,6 +477,21 @@ struct SoftmaxRows {
 
 /// Layer normalisation of one row of `cols` elements, scaled by w and
 /// shifted by b (optional).
+/// Mean and 1/sqrt(biased variance + eps) of a row, in double (two passes,
+/// as the CPU backend).
+FSDP_HD inline void rowStats(const float *row, int64_t cols, double eps,
+                             double &mean, double &rstd) {
+  mean = 0;
+  double var = 0;
+  for (int64_t j = 0; j < cols; ++j)
+    mean += row[j];
+  mean /= (double)cols;
+  for (int64_t j = 0; j < cols; ++j)
+    var += (row[j] - mean) * (row[j] - mean);
+  var /= (double)cols;
+  rstd = 1.0 / sqrt(var + eps);
+}
+
 struct LayerNormRows {
   int64_t cols;
   double eps;
@@ -460,17 +499,61 @@ struct LayerNormRows {
   float *y;
   FSDP_HD void operator()(int64_t r) const {
     const float *row = x + r * cols;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      mean += row[j];
-    mean /= (double)cols;
-    for (int64_t j = 0; j < cols; ++j)
-      var += (row[j] - mean) * (row[j] - mean);
-    var /= (double)cols;
-    double rstd = 1.0 / sqrt(var + eps);
+    double mean, rstd;
+    rowStats(row, cols, eps, mean, rstd);
     for (int64_t j = 0; j < cols; ++j)
       y[r * cols + j] =
           (float)((row[j] - mean) * rstd * w[j] + (b ? b[j] : 0.0));
+  }
+};
+
+/// Layer norm's backward, one row each: the row's mean and rstd (kept in
+/// `stats` for LayerNormGradCols) and
+/// dx = rstd (g - mean(g) - x̂ mean(g x̂)), g = dy * w.
+struct LayerNormGradRows {
+  int64_t cols;
+  double eps;
+  const float *x, *w, *dy;
+  float *dx;
+  double *stats; // [rows, 2]: mean, rstd
+  FSDP_HD void operator()(int64_t r) const {
+    const float *row = x + r * cols, *g = dy + r * cols;
+    double mean, rstd;
+    rowStats(row, cols, eps, mean, rstd);
+    stats[2 * r] = mean;
+    stats[2 * r + 1] = rstd;
+    double mg = 0, mgx = 0;
+    for (int64_t j = 0; j < cols; ++j) {
+      double gj = (double)g[j] * w[j];
+      mg += gj;
+      mgx += gj * ((row[j] - mean) * rstd);
+    }
+    mg /= (double)cols;
+    mgx /= (double)cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      double xhat = (row[j] - mean) * rstd;
+      dx[r * cols + j] =
+          (float)(rstd * ((double)g[j] * w[j] - mg - xhat * mgx));
+    }
+  }
+};
+
+/// Layer norm's scale and bias gradients, one column each: sums over the
+/// rows of dy x̂ and dy (after LayerNormGradRows has written `stats`).
+struct LayerNormGradCols {
+  int64_t rows, cols;
+  const float *x, *dy;
+  const double *stats;
+  float *dw, *db;
+  FSDP_HD void operator()(int64_t j) const {
+    double sw = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      double g = dy[r * cols + j];
+      sw += g * ((x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1]);
+      sb += g;
+    }
+    dw[j] = (float)sw;
+    db[j] = (float)sb;
   }
 };
 

@@ -309,6 +309,21 @@ Status lowerLayerNorm(Ctx &c) {
   return Status::ok();
 }
 
+Status lowerLayerNormGrad(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &w = c.in.in[1], &g = c.in.in[2];
+  const TensorRef &dx = c.in.out[0], &dw = c.in.out[1], &db = c.in.out[2];
+  double eps = c.attrFloat("epsilon", 1e-5);
+  int64_t rows, cols;
+  FSDP_RETURN_IF_ERROR(
+      layerNormGradLayout(c.in, c.attrInt("axis", -1), rows, cols));
+  double *stats = reinterpret_cast<double *>(c.mem.scratch);
+  c.emit(rows, LayerNormGradRows{cols, eps, c.at<float>(x), c.at<float>(w),
+                                 c.at<float>(g), c.at<float>(dx), stats});
+  c.emit(cols, LayerNormGradCols{rows, cols, c.at<float>(x), c.at<float>(g),
+                                 stats, c.at<float>(dw), c.at<float>(db)});
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
@@ -851,6 +866,15 @@ Status lowerGelu(Ctx &c) {
                       ? UnaryKind::GeluTanh
                       : UnaryKind::Gelu);
 }
+Status lowerGeluGrad(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &g = c.in.in[1], &y = c.in.out[0];
+  if (x.shape != y.shape || g.shape != y.shape || x.dtype != DType::F32 ||
+      g.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 x, grad and output of one shape");
+  c.emit(y.numel(), GeluGrad{c.attrString("approximate", "none") == "tanh",
+                             c.at<float>(x), c.at<float>(g), c.at<float>(y)});
+  return Status::ok();
+}
 Status lowerSoftmax(Ctx &c) { return softmaxLike(c, false); }
 Status lowerLogSoftmax(Ctx &c) { return softmaxLike(c, true); }
 
@@ -869,6 +893,7 @@ const std::map<std::string, Lowerer> &table() {
       {"sigmoid", un<UnaryKind::Sigmoid>},
       {"silu", un<UnaryKind::Silu>},
       {"gelu", lowerGelu},
+      {"gelu_grad", lowerGeluGrad},
       {"not", lowerNot},
       {"add", bin<BinaryKind::Add>},
       {"sub", bin<BinaryKind::Sub>},
@@ -892,6 +917,7 @@ const std::map<std::string, Lowerer> &table() {
       {"softmax", lowerSoftmax},
       {"log_softmax", lowerLogSoftmax},
       {"layer_norm", lowerLayerNorm},
+      {"layer_norm_grad", lowerLayerNormGrad},
       {"attention", lowerAttention},
       {"attention_grad", lowerAttentionGrad},
       {"gather", lowerGather},
@@ -944,6 +970,8 @@ int64_t widenedBytes(const Instruction &in) {
 }
 
 int64_t scratchBytes(const Instruction &in) {
+  if (in.op == "layer_norm_grad" && in.in.size() == 3) // mean, rstd per row
+    return 16 * (in.in[0].numel() / std::max<int64_t>(in.in[1].numel(), 1));
   bool loss = in.op == "cross_entropy" || in.op == "nll_loss" ||
               in.op == "cross_entropy_grad";
   if (!loss || in.in.size() < 2)

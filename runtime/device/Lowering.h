@@ -75,8 +75,9 @@ struct Wait {
 };
 
 using Kernel =
-    std::variant<Unary, Binary, BinaryMixed, LogicalNot, Select, Cast, Scaled,
-                 Trilu, Reduce, SoftmaxRows, LayerNormRows, Gather, ScatterAdd,
+    std::variant<Unary, GeluGrad, Binary, BinaryMixed, LogicalNot, Select, Cast,
+                 Scaled, Trilu, Reduce, SoftmaxRows, LayerNormRows,
+                 LayerNormGradRows, LayerNormGradCols, Gather, ScatterAdd,
                  LossTerms, LossReduce, LossGradRows, StridedCopy,
                  AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
                  AttentionGradRows, Gemm, Copy, Zero, Collective, Wait>;
@@ -105,7 +106,8 @@ struct Memory {
   void *at(const TensorRef &t) const;
 };
 
-/// Scratch bytes lowering `in` needs (the losses' per-position terms).
+/// Scratch bytes lowering `in` needs (the losses' per-position terms,
+/// layer_norm_grad's row statistics).
 int64_t scratchBytes(const Instruction &in);
 
 /// Bytes of f32 copies lowering `in` needs (Space::Widened: an instruction

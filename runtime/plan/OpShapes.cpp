@@ -25,4 +25,19 @@ Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
   return Status::ok();
 }
 
+Status layerNormGradLayout(const Instruction &in, int64_t axis, int64_t &rows,
+                           int64_t &cols) {
+  const TensorRef &x = in.in[0], &w = in.in[1], &g = in.in[2];
+  if (axis < 0 || axis >= x.rank() || x.shape != g.shape ||
+      x.shape != in.out[0].shape)
+    return Status::error("bad axis or shapes");
+  cols = product(x.shape, axis);
+  rows = x.numel() / std::max<int64_t>(cols, 1);
+  if (w.numel() != cols || in.out[1].numel() != cols ||
+      in.out[2].numel() != cols)
+    return Status::error("scale and its gradients do not match the "
+                         "normalised size");
+  return Status::ok();
+}
+
 } // namespace fsdp

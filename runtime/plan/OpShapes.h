@@ -45,6 +45,11 @@ int64_t product(const S &s, int64_t from = 0, int64_t to = -1) {
 Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
                     int64_t axis, bool split, int64_t &outer, int64_t &inner);
 
+/// layer_norm_grad's operands (x, scale, grad) and results (dx, dscale,
+/// dbias) normalising axes `axis..`: `rows` rows of `cols` elements.
+Status layerNormGradLayout(const Instruction &in, int64_t axis, int64_t &rows,
+                           int64_t &cols);
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_PLAN_OPSHAPES_H

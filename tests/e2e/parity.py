@@ -48,11 +48,10 @@ from torch.nn.utils.stateless import functional_call
 TOL = 1e-4
 LOW_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 # Computing in bf16 (8 significant bits): each op rounds its result to 2^-9
-# relative, on both sides but not at the same points (our fused attention
-# and losses round once where ATen's decompositions round per op; ATen's
-# bf16 layer norm keeps f32 inside where our decomposed backward rounds per
-# node). Measured 3.3e-2 on gpt2's gradients, as far as PyTorch's bf16
-# gradients are from its f32 ones (2.9e-2), so 5e-2.
+# relative, on both sides but not at the same points (our fused attention,
+# GELU gradient, weight-gradient GEMMs and losses round once where ATen's
+# decompositions round per op). Measured 3.0e-2 on gpt2's gradients, as far
+# as PyTorch's bf16 gradients are from its f32 ones (2.9e-2), so 5e-2.
 LOW_TOL = 5e-2
 ACCURACY = 1.5
 
@@ -221,6 +220,17 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         if n in torch_grads:  # leave out exactly-null gradient directions
             g = (exact[1] if exact else torch_grads)[n].numpy()
             keep = np.abs(g) >= 1e-6 * largest
+            if exact:
+                # In bf16/f16 also those whose sign the low precision does
+                # not determine: where PyTorch's own bf16 gradient is off
+                # from the f32 one by half the value or more, AdamW steps
+                # the element by a full lr in a direction that is chance
+                # for either low-precision run (seen: a gpt2 LayerNorm bias
+                # element with an f32 gradient of 1e-5 against a median of
+                # 1.2e-3 landed 2e-3 from the f32 weight in ours, 1e-4 in
+                # PyTorch's, while every other element of ours was closer).
+                noise = np.abs(torch_grads[n].numpy().astype(np.float64) - g)
+                keep &= np.abs(g) > 2 * noise
             w, t = w[keep], t[keep]
         return rel(w, t) if np.size(t) else 0.0
     for n, w in ours_weights.items():

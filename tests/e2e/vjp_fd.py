@@ -116,6 +116,21 @@ def cases():
     c = {}
     c["gelu-mlir"] = mlir_unary("gelu")
     c["gelu-tanh-mlir"] = mlir_unary("gelu", '{approximate = "tanh"} ')
+    # As torch.onnx.export writes F.gelu(approximate="tanh"): imported as
+    # fsdp.gelu (passes/FuseGelu.cpp), differentiated by fsdp.gelu_grad.
+    c["gelu-tanh-exported"] = model(
+        [const("k", np.float32(0.044715)), const("c", np.float32(np.sqrt(2 / np.pi))),
+         const("one", np.float32(1.0)), const("half", np.float32(0.5)),
+         helper.make_node("Mul", ["x", "x"], ["x2"], name="/x2"),
+         helper.make_node("Mul", ["x", "x2"], ["x3"], name="/x3"),
+         helper.make_node("Mul", ["k", "x3"], ["a"], name="/a"),
+         helper.make_node("Add", ["x", "a"], ["b"], name="/b"),
+         helper.make_node("Mul", ["c", "b"], ["u"], name="/u"),
+         helper.make_node("Tanh", ["u"], ["t"], name="/t"),
+         helper.make_node("Add", ["one", "t"], ["s"], name="/s"),
+         helper.make_node("Mul", ["x", "s"], ["p"], name="/p"),
+         helper.make_node("Mul", ["half", "p"], ["y"], name="/op")],
+        [param("x", (3, 4))], [("y", (3, 4))])
     c["silu-mlir"] = mlir_unary("silu")
     c["rsqrt-mlir"] = mlir_unary("rsqrt", positive=True)
     for op in ["Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Abs", "Relu"]:
@@ -147,6 +162,9 @@ def cases():
     c["LayerNormalization"] = model(
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="/op", axis=-1)],
         [param("x", (3, 6)), param("g", (6,)), param("b", (6,))], [("y", (3, 6))])
+    c["LayerNormalization-nobias-2axes"] = model(
+        [helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="/op", axis=1)],
+        [param("x", (2, 3, 4)), param("g", (3, 4))], [("y", (2, 3, 4))])
     c["Gather-embedding"] = model(
         [const("ids", np.array([[1, 3, 1], [0, 2, 3]], np.int64)),
          helper.make_node("Gather", ["w", "ids"], ["y"], name="/op")],

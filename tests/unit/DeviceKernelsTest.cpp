@@ -219,6 +219,50 @@ TEST(DeviceKernels, SoftmaxAndLayerNormMatchCpu) {
   }
 }
 
+TEST(DeviceKernels, GeluGradMatchesCpu) {
+  for (bool tanhApprox : {false, true}) {
+    Arena a;
+    TensorRef x = a.add({7, 13}), g = a.add({7, 13}), y = a.add({7, 13});
+    a.fill(x, -4.0f, 4.0f);
+    a.fill(g, -2.0f, 2.0f);
+    std::vector<float> got(y.numel());
+    runOnHost(y.numel(),
+              GeluGrad{tanhApprox, a.at<float>(x), a.at<float>(g), got.data()});
+    nlohmann::json attrs = nlohmann::json::object();
+    if (tanhApprox)
+      attrs["approximate"] = "tanh";
+    runCpu(a, instr("gelu_grad", {x, g}, {y}, attrs));
+    expectClose(a.at<float>(y), got.data(), y.numel(), "gelu_grad");
+  }
+}
+
+TEST(DeviceKernels, LayerNormGradMatchesCpu) {
+  // Normalising the last axis, and the last two (rows of 3 * 8).
+  for (int64_t axis : {2, 1}) {
+    Arena a;
+    Dims shape = {2, 3, 8}, norm(shape.begin() + axis, shape.end());
+    TensorRef x = a.add(shape), w = a.add(norm), g = a.add(shape),
+              dx = a.add(shape), dw = a.add(norm), db = a.add(norm);
+    a.fill(x, -2.0f, 3.0f);
+    a.fill(w, 0.5f, 1.5f);
+    a.fill(g, -1.0f, 1.0f);
+    int64_t cols = w.numel(), rows = x.numel() / cols;
+    std::vector<float> gotDx(x.numel()), gotDw(cols), gotDb(cols);
+    std::vector<double> stats(2 * rows);
+    runOnHost(rows,
+              LayerNormGradRows{cols, 1e-5, a.at<float>(x), a.at<float>(w),
+                                a.at<float>(g), gotDx.data(), stats.data()});
+    runOnHost(cols,
+              LayerNormGradCols{rows, cols, a.at<float>(x), a.at<float>(g),
+                                stats.data(), gotDw.data(), gotDb.data()});
+    runCpu(a, instr("layer_norm_grad", {x, w, g}, {dx, dw, db},
+                    {{"axis", axis}, {"epsilon", 1e-5}}));
+    expectClose(a.at<float>(dx), gotDx.data(), x.numel(), "dx");
+    expectClose(a.at<float>(dw), gotDw.data(), cols, "dscale");
+    expectClose(a.at<float>(db), gotDb.data(), cols, "dbias");
+  }
+}
+
 TEST(DeviceKernels, GatherAndScatterAddMatchCpu) {
   Arena a;
   TensorRef table = a.add({10, 4}), idx = a.add({5}, DType::I64),

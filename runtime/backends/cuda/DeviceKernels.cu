@@ -37,6 +37,7 @@ cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream) {
   template cudaError_t launchEach<device::F>(int64_t, const device::F &,       \
                                              cudaStream_t);
 FSDP_INSTANTIATE(Unary)
+FSDP_INSTANTIATE(GeluGrad)
 FSDP_INSTANTIATE(Binary)
 FSDP_INSTANTIATE(BinaryMixed)
 FSDP_INSTANTIATE(LogicalNot)
@@ -47,6 +48,8 @@ FSDP_INSTANTIATE(Trilu)
 FSDP_INSTANTIATE(Reduce)
 FSDP_INSTANTIATE(SoftmaxRows)
 FSDP_INSTANTIATE(LayerNormRows)
+FSDP_INSTANTIATE(LayerNormGradRows)
+FSDP_INSTANTIATE(LayerNormGradCols)
 FSDP_INSTANTIATE(Gather)
 FSDP_INSTANTIATE(ScatterAdd)
 FSDP_INSTANTIATE(LossTerms)
