@@ -889,42 +889,78 @@ struct AttentionRows {
   }
 };
 
-/// The gradient of AttentionRows for query row (b, i): dq's row directly,
-/// its share of dk and dv added (atomically on the device; zero them
-/// first). ds = p * (dy . v - sum_j p * (dy . v)).
-struct AttentionGradRows {
+/// The gradient of AttentionRows, first pass: one query row (b, i) each.
+/// Writes dq's row, and the row's softmax maximum, normaliser and
+/// D = sum_j p_ij (dy_i . v_j) to `stats` (3 doubles a row) for
+/// AttentionGradKeyRows. ds_ij = p_ij (dy_i . v_j - D).
+struct AttentionGradQueryRows {
   AttentionLayout a;
   const float *dy;
-  float *dq, *dk, *dv;
+  float *dq;
+  double *stats;
+  FSDP_HD float dp(int64_t b, const float *gi, int64_t j) const {
+    const float *vj = a.v + (b * a.tk + j) * a.dv;
+    float s = 0;
+    for (int64_t c = 0; c < a.dv; ++c)
+      s += gi[c] * vj[c];
+    return s;
+  }
   FSDP_HD void operator()(int64_t r) const {
     int64_t b = r / a.tq, i = r % a.tq;
     double mx, sum;
     a.rowStats(b, i, mx, sum);
-    const float *gi = dy + r * a.dv, *qi = a.q + r * a.d;
-    auto dpOf = [&](int64_t j) {
-      const float *vj = a.v + (b * a.tk + j) * a.dv;
-      float dp = 0;
-      for (int64_t c = 0; c < a.dv; ++c)
-        dp += gi[c] * vj[c];
-      return dp;
-    };
+    const float *gi = dy + r * a.dv;
     double dot = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j)
-      dot += (double)dpOf(j) * (float)(exp(a.score(b, i, j) - mx) / sum);
+      dot += (double)dp(b, gi, j) * (float)(exp(a.score(b, i, j) - mx) / sum);
     float *dqi = dq + r * a.d;
     for (int64_t t = 0; t < a.d; ++t)
       dqi[t] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
       float p = (float)(exp(a.score(b, i, j) - mx) / sum);
-      float ds = p * (float)(dpOf(j) - dot);
+      float ds = p * (float)(dp(b, gi, j) - dot);
       const float *kj = a.k + (b * a.tk + j) * a.d;
-      float *dkj = dk + (b * a.tk + j) * a.d, *dvj = dv + (b * a.tk + j) * a.dv;
-      for (int64_t t = 0; t < a.d; ++t) {
+      for (int64_t t = 0; t < a.d; ++t)
         dqi[t] += a.scale * ds * kj[t];
-        addTo(dkj + t, a.scale * ds * qi[t]);
-      }
+    }
+    stats[3 * r] = mx;
+    stats[3 * r + 1] = sum;
+    stats[3 * r + 2] = dot;
+  }
+};
+
+/// The gradient of AttentionRows, second pass: one key row (b, j) each,
+/// summing dk_j and dv_j over the query rows that see key j, in row order.
+/// Each thread owns its rows of dk and dv: no atomics, and the sums come
+/// out the same on every run.
+struct AttentionGradKeyRows {
+  AttentionLayout a;
+  const float *dy;
+  const double *stats; // AttentionGradQueryRows'
+  float *dk, *dv;
+  FSDP_HD void operator()(int64_t r) const {
+    int64_t b = r / a.tk, j = r % a.tk;
+    float *dkj = dk + r * a.d, *dvj = dv + r * a.dv;
+    for (int64_t t = 0; t < a.d; ++t)
+      dkj[t] = 0;
+    for (int64_t c = 0; c < a.dv; ++c)
+      dvj[c] = 0;
+    const float *vj = a.v + r * a.dv;
+    // Causal: query row i sees key j once i + (tk - tq) >= j.
+    int64_t first = a.causal ? j - (a.tk - a.tq) : 0;
+    for (int64_t i = first < 0 ? 0 : first; i < a.tq; ++i) {
+      const double *st = stats + 3 * (b * a.tq + i);
+      float p = (float)(exp(a.score(b, i, j) - st[0]) / st[1]);
+      const float *gi = dy + (b * a.tq + i) * a.dv,
+                  *qi = a.q + (b * a.tq + i) * a.d;
+      float dpij = 0;
       for (int64_t c = 0; c < a.dv; ++c)
-        addTo(dvj + c, p * gi[c]);
+        dpij += gi[c] * vj[c];
+      float ds = p * (float)(dpij - st[2]);
+      for (int64_t t = 0; t < a.d; ++t)
+        dkj[t] += a.scale * ds * qi[t];
+      for (int64_t c = 0; c < a.dv; ++c)
+        dvj[c] += p * gi[c];
     }
   }
 };

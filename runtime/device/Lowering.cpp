@@ -393,11 +393,13 @@ Status lowerAttentionGrad(Ctx &c) {
   if (dy.numel() != batch * a.tq * a.dv || o[0].numel() != c.in.in[0].numel() ||
       o[1].numel() != c.in.in[1].numel() || o[2].numel() != c.in.in[2].numel())
     return Status::error("gradient shapes do not match q, k, v");
-  // dk and dv are sums over query rows: zeroed, then added to.
-  c.emit(1, Zero{c.at(o[1]), o[1].bytes()});
-  c.emit(1, Zero{c.at(o[2]), o[2].bytes()});
-  c.emit(batch * a.tq, AttentionGradRows{a, c.at<float>(dy), c.at<float>(o[0]),
-                                         c.at<float>(o[1]), c.at<float>(o[2])});
+  // dq and each query row's statistics, then dk and dv by key rows.
+  double *stats = reinterpret_cast<double *>(c.mem.scratch);
+  c.emit(batch * a.tq,
+         AttentionGradQueryRows{a, c.at<float>(dy), c.at<float>(o[0]), stats});
+  c.emit(batch * a.tk,
+         AttentionGradKeyRows{a, c.at<float>(dy), stats, c.at<float>(o[1]),
+                              c.at<float>(o[2])});
   return Status::ok();
 }
 
@@ -970,6 +972,9 @@ int64_t widenedBytes(const Instruction &in) {
 }
 
 int64_t scratchBytes(const Instruction &in) {
+  if (in.op == "attention_grad" && !in.in.empty() && in.in[0].rank() >= 2)
+    // Per query row: the softmax's max and normaliser, and D.
+    return 24 * (in.in[0].numel() / in.in[0].shape.back());
   if (in.op == "layer_norm_grad" && in.in.size() == 3) // mean, rstd per row
     return 16 * (in.in[0].numel() / std::max<int64_t>(in.in[1].numel(), 1));
   bool loss = in.op == "cross_entropy" || in.op == "nll_loss" ||

@@ -80,7 +80,8 @@ using Kernel =
                  LayerNormGradRows, LayerNormGradCols, Gather, ScatterAdd,
                  LossTerms, LossReduce, LossGradRows, StridedCopy,
                  AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
-                 AttentionGradRows, Gemm, Copy, Zero, Collective, Wait>;
+                 AttentionGradQueryRows, AttentionGradKeyRows, Gemm, Copy, Zero,
+                 Collective, Wait>;
 
 /// One operation: a functor run for every index in [0, n), or (Gemm, Copy,
 /// Zero, Collective, Wait) a library call; `n` is unused for those.

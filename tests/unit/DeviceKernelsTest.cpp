@@ -405,8 +405,8 @@ TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
 }
 
 // Attention sums its dot products in a different order than OpenBLAS's
-// sgemm (and adds dk, dv row by row), so it agrees to float rounding over
-// the sums' lengths: 1e-5 relative.
+// sgemm (and sums dk, dv over query rows in row order), so it agrees to float
+// rounding over the sums' lengths: 1e-5 relative.
 TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
   for (bool causal : {false, true})
     for (int64_t tq : {6, 4}) { // tq < tk: causal rows offset by tk - tq
@@ -431,8 +431,12 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
       std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel(), 0.0f),
           gv(dvv.numel(), 0.0f);
       runOnHost(batch * tq, AttentionRows{layout, got.data()});
-      runOnHost(batch * tq, AttentionGradRows{layout, a.at<float>(dy),
-                                              gq.data(), gk.data(), gv.data()});
+      std::vector<double> stats(3 * batch * tq);
+      runOnHost(batch * tq, AttentionGradQueryRows{layout, a.at<float>(dy),
+                                                   gq.data(), stats.data()});
+      runOnHost(batch * tk,
+                AttentionGradKeyRows{layout, a.at<float>(dy), stats.data(),
+                                     gk.data(), gv.data()});
       nlohmann::json attrs = {{"scale", scale}, {"causal", causal}};
       runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
       runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dvv}, attrs));

@@ -61,7 +61,8 @@ FSDP_INSTANTIATE(AdamW)
 FSDP_INSTANTIATE(SgdSchedule)
 FSDP_INSTANTIATE(Sgd)
 FSDP_INSTANTIATE(AttentionRows)
-FSDP_INSTANTIATE(AttentionGradRows)
+FSDP_INSTANTIATE(AttentionGradQueryRows)
+FSDP_INSTANTIATE(AttentionGradKeyRows)
 #undef FSDP_INSTANTIATE
 
 } // namespace fsdp::cuda
