@@ -292,12 +292,14 @@ LogicalResult MatmulOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {
   G g{builder, getLoc()};
   if (!resultGrads[0]) {
-    operandGrads.append({Value(), Value()});
+    operandGrads.append((*this)->getNumOperands(), Value());
     return success();
   }
   auto [da, db] = matmulGrads(g, getLhs(), getRhs(), resultGrads[0],
                               getTransposeLhs(), getTransposeRhs());
   operandGrads.append({da, db});
+  if (getBias())
+    operandGrads.push_back(g.unbroadcast(resultGrads[0], tensorOf(getBias())));
   return success();
 }
 

@@ -116,6 +116,18 @@ LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, Loc location,
               out);
 }
 
+LogicalResult MatmulOp::verify() {
+  if (!getBias())
+    return success();
+  RankedTensorType bias = tensorOf(getBias()), result = getType();
+  if (bias.getRank() != 1 || bias.getDimSize(0) != result.getShape().back() ||
+      bias.getElementType() != result.getElementType())
+    return emitOpError("bias ")
+           << bias << " must be one " << result.getElementType()
+           << " per column of the result " << result;
+  return success();
+}
+
 int64_t MatmulOp::getFlops() {
   auto lhs = tensorOf(getLhs());
   int64_t k = getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2)

@@ -193,20 +193,27 @@ def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
   let description = [{
     `lhs[..., M, K] · rhs[..., K, N]`, either side optionally transposed in
     its last two dimensions; batch dimensions broadcast. Both operands have
-    rank 2 or more.
+    rank 2 or more. The optional `bias[N]` is added to every row before the
+    result is rounded to its type, as a GEMM epilogue does
+    (`fsdp-fuse-matmul-bias` folds `nn.Linear`'s separate bias add into it).
 
     ```mlir
     %y = fsdp.matmul %x, %w : tensor<2x8x16xf32>, tensor<16x32xf32>
         -> tensor<2x8x32xf32>
+    %z = fsdp.matmul %x, %w bias %b {transpose_rhs = true}
+        : tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32> -> tensor<2x8x32xf32>
     ```
   }];
   let arguments = (ins Fsdp_FloatTensor:$lhs, Fsdp_FloatTensor:$rhs,
+                   Optional<Fsdp_FloatTensor>:$bias,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
   let results = (outs Fsdp_FloatTensor:$result);
   let assemblyFormat = [{
-    $lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)
+    $lhs `,` $rhs (`bias` $bias^)? attr-dict `:` type($lhs) `,` type($rhs)
+    (`,` type($bias)^)? `->` type($result)
   }];
+  let hasVerifier = 1;
 }
 
 def Fsdp_GemmOp : Fsdp_Op<"gemm", [Pure, InferTypeOpAdaptor,

@@ -544,6 +544,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   if (options.fuseGelu)
     pm.addPass(createFsdpFuseGelu());
   pm.addPass(createFsdpFoldTransposes());
+  pm.addPass(createFsdpFuseMatmulBias());
   if (failed(pm.run(m)))
     return nullptr;
   return std::move(module);

@@ -32,6 +32,17 @@ def FsdpFuseGelu : Pass<"fsdp-fuse-gelu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpFuseMatmulBias : Pass<"fsdp-fuse-matmul-bias", "::mlir::ModuleOp"> {
+  let summary = "Folds a bias added to a matmul's result into the matmul";
+  let description = [{
+    `add(matmul(x, w), b)` with `b` one value per output column (nn.Linear's
+    bias on a batch of rows) becomes `matmul(x, w) bias b`, which the CUDA
+    backend runs as one cuBLASLt GEMM with a bias epilogue. The product must
+    have no other user.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+}
+
 def FsdpFoldTransposes : Pass<"fsdp-fold-transposes", "::mlir::ModuleOp"> {
   let summary = "Folds last-two-dimension transposes into matmul flags";
   let description = [{

@@ -460,13 +460,32 @@ Status kMatmul(const Instruction &in, Context &c) {
   if (!broadcastStrides(abatch, batch, sa) ||
       !broadcastStrides(bbatch, batch, sb))
     return Status::error("batch dimensions do not broadcast");
+  const float *bias = nullptr;
+  if (in.in.size() == 3) {
+    const TensorRef &t = in.in[2];
+    if (t.dtype != DType::F32 || t.rank() != 1 || t.shape[0] != n)
+      return Status::error("bias " + shapeString(t.shape) +
+                           " is not one f32 "
+                           "per column of " +
+                           shapeString(y.shape));
+    bias = c.get<float>(t);
+  }
   const float *pa = c.get<float>(a), *pb = c.get<float>(b);
   float *py = c.get<float>(y);
   int64_t amat = a.shape[ar - 2] * a.shape[ar - 1],
           bmat = b.shape[br - 2] * b.shape[br - 1];
   int64_t nb = product(batch);
+  // The bias first, then C = A B + C (beta 1): the GEMM's sum and the bias
+  // rounded once, as a GPU's bias epilogue does.
+  auto biasRows = [&](float *out, int64_t rows) {
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * n, bias, n * sizeof(float));
+  };
+  float beta = bias ? 1.0f : 0.0f;
   if (nb == 1) {
-    sgemm(ta, tb, m, n, k, 1.0f, pa, a.shape[ar - 1], pb, b.shape[br - 1], 0.0f,
+    if (bias)
+      biasRows(py, m);
+    sgemm(ta, tb, m, n, k, 1.0f, pa, a.shape[ar - 1], pb, b.shape[br - 1], beta,
           py);
     return Status::ok();
   }
@@ -480,8 +499,10 @@ Status kMatmul(const Instruction &in, Context &c) {
       oa += idx * sa[d];
       ob += idx * sb[d];
     }
+    if (bias)
+      biasRows(py + i * m * n, m);
     sgemmSerial(ta, tb, m, n, k, 1.0f, pa + oa * amat, a.shape[ar - 1],
-                pb + ob * bmat, b.shape[br - 1], 0.0f, py + i * m * n);
+                pb + ob * bmat, b.shape[br - 1], beta, py + i * m * n);
   }
   return Status::ok();
 }
@@ -1499,7 +1520,7 @@ const std::map<std::string, OpInfo> &table() {
       {"or", {kOr, 2, 2, 1}},
       {"where", {kWhere, 3, 3, 1}},
       {"cast", {kCast, 1, 1, 1}},
-      {"matmul", {kMatmul, 2, 2, 1}},
+      {"matmul", {kMatmul, 2, 3, 1}},
       {"gemm", {kGemm, 2, 3, 1}},
       {"reduce_sum", {kReduceSum, 1, 1, 1}},
       {"reduce_mean", {kReduceMean, 1, 1, 1}},

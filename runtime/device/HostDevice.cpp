@@ -105,12 +105,25 @@ private:
     return Status::ok();
   }
   void sgemm(const Gemm &g, const float *a, const float *b, float *c) {
-    for (int64_t i = 0; i < g.batch; ++i)
+    for (int64_t i = 0; i < g.batch; ++i) {
+      // The bias epilogue: C = beta C + bias first, then C += alpha A B in
+      // one f32 sum (as the CPU backend adds the bias).
+      float beta = g.beta;
+      if (g.bias) {
+        for (int64_t r = 0; r < g.m; ++r)
+          for (int64_t j = 0; j < g.n; ++j) {
+            float &cij = c[i * g.strideC + r * g.ldc + j];
+            cij = (beta == 0 ? 0.0f : beta * cij) +
+                  (float)loadElem(g.type, g.bias, j);
+          }
+        beta = 1.0f;
+      }
       cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans,
                   g.tb ? CblasTrans : CblasNoTrans, (blasint)g.m, (blasint)g.n,
                   (blasint)g.k, g.alpha, a + i * g.strideA, (blasint)g.lda,
-                  b + i * g.strideB, (blasint)g.ldb, g.beta, c + i * g.strideC,
+                  b + i * g.strideB, (blasint)g.ldb, beta, c + i * g.strideC,
                   (blasint)g.ldc);
+    }
   }
   std::vector<float> wideA, wideB, wideC;
   Status one(int64_t, const Copy &c) {

@@ -207,6 +207,14 @@ Status lowerMatmul(Ctx &c) {
     return Status::error("shapes " + shapeString(a.shape) + " x " +
                          shapeString(b.shape) + " do not give " +
                          shapeString(y.shape));
+  if (c.in.in.size() == 3) {
+    const TensorRef &bias = c.in.in[2];
+    if (bias.dtype != y.dtype || bias.rank() != 1 || bias.shape[0] != g.n)
+      return Status::error("bias " + shapeString(bias.shape) +
+                           " is not one value per column of " +
+                           shapeString(y.shape));
+    g.bias = c.mem.at(bias);
+  }
   g.a = c.mem.at(a);
   g.b = c.mem.at(b);
   g.c = c.mem.at(y);
@@ -216,6 +224,12 @@ Status lowerMatmul(Ctx &c) {
   Dims batch(y.shape.begin(), y.shape.end() - 2),
       abatch(a.shape.begin(), a.shape.end() - 2),
       bbatch(b.shape.begin(), b.shape.end() - 2);
+  if (!g.ta && product(bbatch) == 1 && abatch == batch) {
+    // Rows times one matrix (nn.Linear): a single [rows, k] product.
+    g.m *= product(batch);
+    c.emit(1, g);
+    return Status::ok();
+  }
   return batchedGemm(c, g, batch, abatch, bbatch,
                      a.shape[ar - 2] * a.shape[ar - 1],
                      b.shape[br - 2] * b.shape[br - 1]);
@@ -953,11 +967,12 @@ const std::map<std::string, Lowerer> &table() {
 /// accumulation, one rounding of the result, as the widened product): the
 /// device's matmuls are not widened.
 bool nativeNarrow(const Instruction &in) {
-  if (in.op != "matmul" || in.in.size() != 2 || in.out.size() != 1)
+  if (in.op != "matmul" || in.in.size() < 2 || in.out.size() != 1)
     return false;
   DType t = in.out[0].dtype;
-  return (t == DType::BF16 || t == DType::F16) && in.in[0].dtype == t &&
-         in.in[1].dtype == t;
+  return (t == DType::BF16 || t == DType::F16) &&
+         std::all_of(in.in.begin(), in.in.end(),
+                     [&](const TensorRef &r) { return r.dtype == t; });
 }
 
 std::optional<Widening> deviceWidening(const Instruction &in) {

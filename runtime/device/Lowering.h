@@ -24,9 +24,10 @@
 
 namespace fsdp::device {
 
-/// c = alpha * op(a) op(b) + beta * c on row-major f32 matrices; `batch`
-/// products, each operand `stride*` elements after the previous one (0:
-/// the same matrix for every product).
+/// c = alpha * op(a) op(b) + beta * c (+ bias, one value per column of c,
+/// added before c is rounded: a bias epilogue) on row-major matrices;
+/// `batch` products, each operand `stride*` elements after the previous one
+/// (0: the same matrix for every product).
 struct Gemm {
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0;
@@ -35,6 +36,7 @@ struct Gemm {
   /// (tensor cores on a GPU).
   ElemType type = ElemType::F32;
   const void *a = nullptr, *b = nullptr;
+  const void *bias = nullptr; // n values of `type`, or none
   void *c = nullptr;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t strideA = 0, strideB = 0, strideC = 0, batch = 1;

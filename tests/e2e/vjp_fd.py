@@ -142,6 +142,12 @@ def cases():
     c["Pow"] = binary("Pow", (3, 4), (3, 4), positive=True)
     c["MatMul-batched"] = model([helper.make_node("MatMul", ["a", "b"], ["y"], name="/op")],
                                 [param("a", (2, 3, 4)), param("b", (4, 5))], [("y", (2, 3, 5))])
+    # nn.Linear on a batch of rows: imported as one matmul with a bias
+    # (passes/FuseMatmulBias.cpp).
+    c["MatMul-batched-bias"] = model(
+        [helper.make_node("MatMul", ["a", "w"], ["p"], name="/p"),
+         helper.make_node("Add", ["p", "b"], ["y"], name="/op")],
+        [param("a", (2, 3, 4)), param("w", (4, 5)), param("b", (5,))], [("y", (2, 3, 5))])
     c["Gemm-transB-bias"] = model([helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="/op",
                                                     transB=1, alpha=0.5, beta=2.0)],
                                   [param("a", (3, 4)), param("b", (5, 4)), param("c", (5,))],

@@ -336,6 +336,20 @@ Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
           d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
       BLAS_TRY(cublasLtMatmulDescSetAttribute(
           d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+      if (g->bias) {
+        // Column-major D is C^T: its rows are C's columns, one bias each,
+        // the same vector for every product of a batch (stride 0).
+        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+        BLAS_TRY(cublasLtMatmulDescSetAttribute(
+            d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+        BLAS_TRY(cublasLtMatmulDescSetAttribute(
+            d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+            sizeof g->bias));
+        cudaDataType_t biasType = type;
+        BLAS_TRY(cublasLtMatmulDescSetAttribute(
+            d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+            sizeof biasType));
+      }
       // Stored (column-major) shapes: B^T is [n x k] or [k x n].
       uint64_t brows = g->tb ? g->k : g->n, bcols = g->tb ? g->n : g->k;
       uint64_t arows = g->ta ? g->m : g->k, acols = g->ta ? g->k : g->m;

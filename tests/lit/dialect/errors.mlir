@@ -87,6 +87,14 @@ func.func @matmul_k(%x: tensor<3x4xf32>, %y: tensor<5x2xf32>) {
 
 // -----
 
+func.func @matmul_bias(%x: tensor<3x4xf32>, %y: tensor<4x2xf32>, %b: tensor<3xf32>) {
+  // expected-error @+1 {{bias 'tensor<3xf32>' must be one 'f32' per column of the result 'tensor<3x2xf32>'}}
+  %0 = fsdp.matmul %x, %y bias %b : tensor<3x4xf32>, tensor<4x2xf32>, tensor<3xf32> -> tensor<3x2xf32>
+  return
+}
+
+// -----
+
 func.func @gemm_rank(%x: tensor<2x3x4xf32>, %y: tensor<4x2xf32>) {
   // expected-error @+2 {{failed to infer returned types}}
   // expected-error @+1 {{gemm operands must be 2-D}}

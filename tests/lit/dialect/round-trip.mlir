@@ -77,6 +77,7 @@ func.func @elementwise(%x: tensor<2x4xf32>, %y: tensor<4xf32>, %b: tensor<2x4xi1
 func.func @compute(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
                    %a: tensor<4x8xf32>, %wt: tensor<16x8xf32>,
                    %bias: tensor<16xf32>, %g: tensor<16xf32>,
+                   %wsq: tensor<16x16xf32>,
                    %q: tensor<2x4x8x16xf32>, %m: tensor<2x1x1x8xf32>,
                    %ids: tensor<2x8xi64>, %emb: tensor<100x16xf32>,
                    %logits: tensor<8x100xf32>, %t: tensor<8xi64>) {
@@ -84,6 +85,8 @@ func.func @compute(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %0 = fsdp.matmul %x, %w : tensor<2x8x16xf32>, tensor<16x32xf32> -> tensor<2x8x32xf32>
   // CHECK: fsdp.matmul %{{.*}} {transpose_rhs = true}
   %1 = fsdp.matmul %x, %x {transpose_rhs = true} : tensor<2x8x16xf32>, tensor<2x8x16xf32> -> tensor<2x8x8xf32>
+  // CHECK: fsdp.matmul %{{.*}}, %{{.*}} bias %{{.*}} {transpose_rhs = true} : tensor<2x8x16xf32>, tensor<16x16xf32>, tensor<16xf32> -> tensor<2x8x16xf32>
+  %b1 = fsdp.matmul %x, %wsq bias %g {transpose_rhs = true} : tensor<2x8x16xf32>, tensor<16x16xf32>, tensor<16xf32> -> tensor<2x8x16xf32>
   // CHECK: fsdp.gemm %{{.*}}, %{{.*}}, %{{.*}} {trans_b = true} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   %2 = fsdp.gemm %a, %wt, %bias {trans_b = true} : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   // CHECK: fsdp.reduce_sum %{{.*}} {axes = array<i64: 2>} : tensor<2x8x16xf32> -> tensor<2x8x1xf32>
