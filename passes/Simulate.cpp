@@ -233,13 +233,14 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                                        (isa<AttentionGradOp>(op) ? 2 : 1));
       }
     });
-    return (floats + 1) / 2 * 8 + widenedBytes(module);
+    return (floats + 1) / 2 * 8 + widenedBytes(module, model);
   }
 
   /// The buffer of f32 copies for ops computing in f32 on bf16/f16
   /// tensors (runtime/plan/Widen.h): the largest need of one op, each
-  /// distinct narrow operand and narrow result copied once.
-  int64_t widenedBytes(ModuleOp module) {
+  /// distinct narrow operand and narrow result copied once. A GPU (a model
+  /// with no CPU cores) runs GEMMs and losses on narrow tensors directly.
+  int64_t widenedBytes(ModuleOp module, const DeviceModel &model) {
     int64_t most = 0;
     auto narrow = [](Value v) {
       auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -251,8 +252,10 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           cast<RankedTensorType>(v.getType()).getNumElements());
     };
     module.walk([&](Operation *op) {
+      std::string name = op->getName().stripDialect().str();
       if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp") ||
-          !::fsdp::computesInF32(op->getName().stripDialect().str()))
+          !::fsdp::computesInF32(name) ||
+          (model.cores == 0 && ::fsdp::runsNarrowOnDevice(name)))
         return;
       int64_t bytes = 0;
       llvm::SmallPtrSet<Value, 4> seen;

@@ -617,15 +617,22 @@ struct LossLayout {
   bool hasIgnore; // positions whose target is `ignore` count nothing
   int64_t ignore;
   const float *weight; // per-class weight, or null
+  /// The logits' (and their gradient's) element type: bf16/f16 logits are
+  /// read as they are, no f32 copy of a [tokens, vocabulary] tensor.
+  ElemType type = ElemType::F32;
 };
 
-FSDP_HD inline double logSumExp(const float *row, int64_t classes,
-                                int64_t stride) {
+/// log(sum_j exp(row_j)) over `classes` elements `stride` apart from
+/// element `base` of `x`, in double.
+FSDP_HD inline double logSumExp(const LossLayout &l, const void *x,
+                                int64_t base) {
   double mx = -INFINITY, sum = 0;
-  for (int64_t j = 0; j < classes; ++j)
-    mx = (double)row[j * stride] > mx ? (double)row[j * stride] : mx;
-  for (int64_t j = 0; j < classes; ++j)
-    sum += exp(row[j * stride] - mx);
+  for (int64_t j = 0; j < l.classes; ++j) {
+    double v = loadElem(l.type, x, base + j * l.inner);
+    mx = v > mx ? v : mx;
+  }
+  for (int64_t j = 0; j < l.classes; ++j)
+    sum += exp(loadElem(l.type, x, base + j * l.inner) - mx);
   return mx + log(sum);
 }
 
@@ -633,7 +640,7 @@ FSDP_HD inline double logSumExp(const float *row, int64_t classes,
 /// for LossReduce to sum.
 struct LossTerms {
   LossLayout l;
-  const float *x;
+  const void *x;
   const int64_t *target;
   double *term, *weightOut;
   int *error;
@@ -647,11 +654,11 @@ struct LossTerms {
       return;
     }
     int64_t s = p / l.inner, i = p % l.inner;
-    const float *row = x + s * l.classes * l.inner + i;
+    int64_t base = s * l.classes * l.inner + i;
     double w = l.weight ? l.weight[cls] : 1.0;
     weightOut[p] = w;
-    term[p] = w * ((l.softmax ? logSumExp(row, l.classes, l.inner) : 0.0) -
-                   row[cls * l.inner]);
+    term[p] = w * ((l.softmax ? logSumExp(l, x, base) : 0.0) -
+                   loadElem(l.type, x, base + cls * l.inner));
   }
 };
 
@@ -689,27 +696,30 @@ struct LossReduce {
 struct LossGradRows {
   LossLayout l;
   LossReduction reduction;
-  const float *x, *g;
+  const void *x; // and y: of l.type
+  const float *g;
   const int64_t *target;
   const double *total; // LossReduce's totalOut
-  float *y;
+  void *y;
   FSDP_HD void operator()(int64_t p) const {
     int64_t s = p / l.inner, i = p % l.inner, cls = target[p];
-    const float *row = x + s * l.classes * l.inner + i;
-    float *out = y + s * l.classes * l.inner + i;
+    int64_t base = s * l.classes * l.inner + i;
     if ((l.hasIgnore && cls == l.ignore) || cls < 0 || cls >= l.classes) {
       for (int64_t j = 0; j < l.classes; ++j)
-        out[j * l.inner] = 0;
+        storeElem(l.type, y, base + j * l.inner, 0.0);
       return;
     }
     double scale = reduction == LossReduction::None   ? (double)g[p]
                    : reduction == LossReduction::Mean ? g[0] / *total
                                                       : (double)g[0];
     double w = l.weight ? l.weight[cls] : 1.0;
-    double lse = l.softmax ? logSumExp(row, l.classes, l.inner) : 0;
+    double lse = l.softmax ? logSumExp(l, x, base) : 0;
     for (int64_t j = 0; j < l.classes; ++j) {
-      double prob = l.softmax ? exp(row[j * l.inner] - lse) : 0.0;
-      out[j * l.inner] = (float)(w * scale * (prob - (j == cls ? 1.0 : 0.0)));
+      int64_t at = base + j * l.inner;
+      double prob = l.softmax ? exp(loadElem(l.type, x, at) - lse) : 0.0;
+      // Through float, as the CPU backend's f32 result cast afterwards.
+      storeElem(l.type, y, at,
+                (float)(w * scale * (prob - (j == cls ? 1.0 : 0.0))));
     }
   }
 };

@@ -460,7 +460,7 @@ Status lowerScatterAdd(Ctx &c) {
 /// class weight after the targets (and the incoming gradient).
 Status lossLayout(Ctx &c, bool softmax, LossLayout &l, int64_t &positions) {
   const TensorRef &x = c.in.in[0], &t = c.in.in[1];
-  if (x.rank() < 2 || t.dtype != DType::I64 || x.dtype != DType::F32 ||
+  if (x.rank() < 2 || t.dtype != DType::I64 || !gemmType(x.dtype) ||
       t.numel() * x.shape[1] != x.numel())
     return Status::error("input " + shapeString(x.shape) + " and target " +
                          shapeString(t.shape) + " do not match");
@@ -477,6 +477,7 @@ Status lossLayout(Ctx &c, bool softmax, LossLayout &l, int64_t &positions) {
   l.hasIgnore = c.in.attrs.contains("ignore_index");
   l.ignore = c.attrInt("ignore_index", 0);
   l.weight = weight ? c.at<float>(*weight) : nullptr;
+  l.type = elemOf(x.dtype);
   positions = t.numel();
   return Status::ok();
 }
@@ -509,8 +510,10 @@ Status classificationLoss(Ctx &c, bool softmax) {
   if (reduction != "none" && y.numel() != 1)
     return Status::error("a reduced loss is a scalar");
   LossScratch s = lossScratch(c.mem, n);
-  c.emit(n, LossTerms{l, c.at<float>(c.in.in[0]), c.at<int64_t>(c.in.in[1]),
-                      s.term, s.weight, c.mem.error});
+  if (y.dtype != DType::F32)
+    return Status::error("the loss is f32");
+  c.emit(n, LossTerms{l, c.at(c.in.in[0]), c.at<int64_t>(c.in.in[1]), s.term,
+                      s.weight, c.mem.error});
   c.emit(1, LossReduce{reductionOf(reduction), n, s.term, s.weight,
                        c.at<float>(y), s.total});
   return Status::ok();
@@ -523,20 +526,20 @@ Status lowerCrossEntropyGrad(Ctx &c) {
   const TensorRef &x = c.in.in[0], &g = c.in.in[2], &y = c.in.out[0];
   bool softmax = c.attrString("kind", "softmax") == "softmax";
   std::string reduction = c.attrString("reduction", "mean");
-  if (x.shape != y.shape || x.rank() < 2)
+  if (x.shape != y.shape || x.dtype != y.dtype || x.rank() < 2 ||
+      g.dtype != DType::F32)
     return Status::error("output does not match the input");
   LossLayout l;
   int64_t n;
   FSDP_RETURN_IF_ERROR(lossLayout(c, softmax, l, n));
   LossScratch s = lossScratch(c.mem, n);
   // The total weight first (for mean), then the gradient rows.
-  c.emit(n, LossTerms{l, c.at<float>(x), c.at<int64_t>(c.in.in[1]), s.term,
-                      s.weight, c.mem.error});
+  c.emit(n, LossTerms{l, c.at(x), c.at<int64_t>(c.in.in[1]), s.term, s.weight,
+                      c.mem.error});
   c.emit(1,
          LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink, s.total});
-  c.emit(n,
-         LossGradRows{l, reductionOf(reduction), c.at<float>(x), c.at<float>(g),
-                      c.at<int64_t>(c.in.in[1]), s.total, c.at<float>(y)});
+  c.emit(n, LossGradRows{l, reductionOf(reduction), c.at(x), c.at<float>(g),
+                         c.at<int64_t>(c.in.in[1]), s.total, c.at(y)});
   return Status::ok();
 }
 
@@ -967,12 +970,23 @@ const std::map<std::string, Lowerer> &table() {
 /// accumulation, one rounding of the result, as the widened product): the
 /// device's matmuls are not widened.
 bool nativeNarrow(const Instruction &in) {
-  if (in.op != "matmul" || in.in.size() < 2 || in.out.size() != 1)
+  if (!runsNarrowOnDevice(in.op) || in.in.size() < 2 || in.out.size() != 1)
     return false;
-  DType t = in.out[0].dtype;
-  return (t == DType::BF16 || t == DType::F16) &&
-         std::all_of(in.in.begin(), in.in.end(),
-                     [&](const TensorRef &r) { return r.dtype == t; });
+  auto narrow = [](DType t) { return t == DType::BF16 || t == DType::F16; };
+  if (in.op == "matmul") {
+    DType t = in.out[0].dtype;
+    return narrow(t) &&
+           std::all_of(in.in.begin(), in.in.end(),
+                       [&](const TensorRef &r) { return r.dtype == t; });
+  }
+  // Losses: bf16/f16 logits (and their gradient) read and written as they
+  // are; targets, class weights, the loss and its gradient as they come.
+  DType t = in.in[0].dtype;
+  bool rest = std::all_of(in.in.begin() + 1, in.in.end(),
+                          [&](const TensorRef &r) { return !narrow(r.dtype); });
+  return narrow(t) && rest &&
+         (in.op == "cross_entropy_grad" ? in.out[0].dtype == t
+                                        : !narrow(in.out[0].dtype));
 }
 
 std::optional<Widening> deviceWidening(const Instruction &in) {

@@ -24,9 +24,9 @@ inline bool computesInF32(std::string_view op) {
       "div",           "equal",
       "erf",           "exp",
       "gelu",          "gelu_grad",
-      "gemm",
-      "greater",       "layer_norm",
-      "layer_norm_grad", "less",          "log",
+      "gemm",          "greater",
+      "layer_norm",    "layer_norm_grad",
+      "less",          "log",
       "log_softmax",   "matmul",
       "max",           "min",
       "mul",           "neg",
@@ -39,6 +39,14 @@ inline bool computesInF32(std::string_view op) {
       "sqrt",          "sub",
       "tanh"};
   return std::binary_search(std::begin(ops), std::end(ops), op);
+}
+
+/// Whether the device backends run `op` on bf16/f16 tensors as they are
+/// (tensor-core GEMMs; losses reading narrow logits), so a plan for a GPU
+/// needs no f32 copies for it; the CPU backend widens every op above.
+inline bool runsNarrowOnDevice(std::string_view op) {
+  return op == "matmul" || op == "cross_entropy" ||
+         op == "cross_entropy_grad" || op == "nll_loss";
 }
 
 /// Bytes an f32 copy of `elements` takes in the widening buffer (each copy

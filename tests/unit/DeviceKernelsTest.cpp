@@ -310,46 +310,68 @@ TEST(DeviceKernels, CrossEntropyAndGradientMatchCpu) {
       {"sum", LossReduction::Sum, false, false, {2, 5, 3}, {2, 3}},
       {"none", LossReduction::None, true, true, {2, 5, 3}, {2, 3}},
   };
-  for (const Case &k : cases) {
-    Arena a;
-    int64_t classes = k.x[1], inner = k.x.size() == 3 ? k.x[2] : 1;
-    int64_t positions = k.x[0] * inner;
-    TensorRef x = a.add(k.x), t = a.add(k.t, DType::I64), w = a.add({classes}),
-              loss = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
-              g = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
-              dx = a.add(k.x);
-    a.fill(x, -3.0f, 3.0f);
-    a.fill(w, 0.5f, 2.0f);
-    a.fill(g, 0.5f, 1.5f);
-    a.fillInts(t, {4, 0, 2, 1, 3, 2});
-    nlohmann::json attrs = {{"reduction", k.reduction}};
-    if (k.ignore)
-      attrs["ignore_index"] = 2;
-    LossLayout layout{classes,  inner, true,
-                      k.ignore, 2,     k.weighted ? a.at<float>(w) : nullptr};
-    std::vector<double> terms(positions), weights(positions);
-    std::vector<float> got(loss.numel()), grad(dx.numel());
-    double total = 0;
-    int error = 0;
-    runOnHost(positions, LossTerms{layout, a.at<float>(x), a.at<int64_t>(t),
-                                   terms.data(), weights.data(), &error});
-    runOnHost(1, LossReduce{k.kind, positions, terms.data(), weights.data(),
-                            got.data(), &total});
-    runOnHost(positions,
-              LossGradRows{layout, k.kind, a.at<float>(x), a.at<float>(g),
-                           a.at<int64_t>(t), &total, grad.data()});
-    EXPECT_EQ(error, 0);
-    std::vector<TensorRef> ins = {x, t}, gradIns = {x, t, g};
-    if (k.weighted) {
-      ins.push_back(w);
-      gradIns.push_back(w);
+  // bf16 logits: the device reads them as they are and writes a bf16
+  // gradient; the CPU computes on an f32 copy and rounds its result. The
+  // same double sums and one rounding: equal.
+  for (bool narrow : {false, true})
+    for (const Case &k : cases) {
+      Arena a;
+      int64_t classes = k.x[1], inner = k.x.size() == 3 ? k.x[2] : 1;
+      int64_t positions = k.x[0] * inner;
+      TensorRef x = a.add(k.x), t = a.add(k.t, DType::I64),
+                w = a.add({classes}),
+                loss = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
+                g = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
+                dx = a.add(k.x);
+      a.fill(x, -3.0f, 3.0f);
+      std::vector<uint16_t> xb(x.numel()), gradb(dx.numel());
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        xb[i] = toBf16(a.at<float>(x)[i]);
+        if (narrow)
+          a.at<float>(x)[i] = fromBf16(xb[i]);
+      }
+      a.fill(w, 0.5f, 2.0f);
+      a.fill(g, 0.5f, 1.5f);
+      a.fillInts(t, {4, 0, 2, 1, 3, 2});
+      nlohmann::json attrs = {{"reduction", k.reduction}};
+      if (k.ignore)
+        attrs["ignore_index"] = 2;
+      LossLayout layout{classes,  inner, true,
+                        k.ignore, 2,     k.weighted ? a.at<float>(w) : nullptr};
+      if (narrow)
+        layout.type = ElemType::BF16;
+      const void *xs = narrow ? (const void *)xb.data() : a.at<float>(x);
+      std::vector<double> terms(positions), weights(positions);
+      std::vector<float> got(loss.numel()), grad(dx.numel());
+      double total = 0;
+      int error = 0;
+      runOnHost(positions, LossTerms{layout, xs, a.at<int64_t>(t), terms.data(),
+                                     weights.data(), &error});
+      runOnHost(1, LossReduce{k.kind, positions, terms.data(), weights.data(),
+                              got.data(), &total});
+      runOnHost(positions, LossGradRows{layout, k.kind, xs, a.at<float>(g),
+                                        a.at<int64_t>(t), &total,
+                                        narrow ? (void *)gradb.data()
+                                               : (void *)grad.data()});
+      if (narrow)
+        for (int64_t i = 0; i < dx.numel(); ++i)
+          grad[i] = fromBf16(gradb[i]);
+      EXPECT_EQ(error, 0);
+      std::vector<TensorRef> ins = {x, t}, gradIns = {x, t, g};
+      if (k.weighted) {
+        ins.push_back(w);
+        gradIns.push_back(w);
+      }
+      runCpu(a, instr("cross_entropy", ins, {loss}, attrs));
+      runCpu(a, instr("cross_entropy_grad", gradIns, {dx}, attrs));
+      std::string what =
+          std::string(narrow ? "bf16 " : "") + "cross_entropy " + k.reduction;
+      if (narrow)
+        for (int64_t i = 0; i < dx.numel(); ++i)
+          a.at<float>(dx)[i] = fromBf16(toBf16(a.at<float>(dx)[i]));
+      expectClose(a.at<float>(loss), got.data(), loss.numel(), what);
+      expectClose(a.at<float>(dx), grad.data(), dx.numel(), what + " gradient");
     }
-    runCpu(a, instr("cross_entropy", ins, {loss}, attrs));
-    runCpu(a, instr("cross_entropy_grad", gradIns, {dx}, attrs));
-    std::string what = std::string("cross_entropy ") + k.reduction;
-    expectClose(a.at<float>(loss), got.data(), loss.numel(), what);
-    expectClose(a.at<float>(dx), grad.data(), dx.numel(), what + " gradient");
-  }
 }
 
 TEST(DeviceKernels, TransposeMatchesCpu) {
