@@ -203,11 +203,14 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     return t;
   }
 
-  /// Kernel scratch the CPU backend sizes before the first step: the
+  /// Kernel scratch the backend sizes before the first step. On a GPU: the
+  /// device kernels' and the widening buffer. On the CPU: the
   /// largest need of one instruction (a reduction's double accumulators;
   /// layer_norm_grad's row statistics; attention's score rows, per thread,
   /// twice for its gradient), and its buffer of widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
+    if (model.cores == 0) // a GPU: the device kernels' scratch
+      return deviceScratch(module) + widenedBytes(module, model);
     int64_t floats = 0, threads = model.threads;
     if (int64_t ranks = ranksOnNode(module, model))
       threads = model.threadsPerRank(ranks);
@@ -234,6 +237,27 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       }
     });
     return (floats + 1) / 2 * 8 + widenedBytes(module, model);
+  }
+
+  /// The largest scratch one instruction's device kernels need
+  /// (runtime/plan/ComputeOps.h), at least the 8 bytes the backend
+  /// allocates.
+  int64_t deviceScratch(ModuleOp module) {
+    int64_t most = 8;
+    module.walk([&](Operation *op) {
+      if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp"))
+        return;
+      std::vector<std::vector<int64_t>> shapes;
+      for (Type t : op->getOperandTypes()) {
+        auto tt = dyn_cast<RankedTensorType>(t);
+        shapes.push_back(tt ? std::vector<int64_t>(tt.getShape().begin(),
+                                                   tt.getShape().end())
+                            : std::vector<int64_t>());
+      }
+      most = std::max(most, ::fsdp::deviceScratchBytes(
+                                op->getName().stripDialect(), shapes));
+    });
+    return most;
   }
 
   /// The buffer of f32 copies for ops computing in f32 on bf16/f16

@@ -1001,17 +1001,10 @@ int64_t widenedBytes(const Instruction &in) {
 }
 
 int64_t scratchBytes(const Instruction &in) {
-  if (in.op == "attention_grad" && !in.in.empty() && in.in[0].rank() >= 2)
-    // Per query row: the softmax's max and normaliser, and D.
-    return 24 * (in.in[0].numel() / in.in[0].shape.back());
-  if (in.op == "layer_norm_grad" && in.in.size() == 3) // mean, rstd per row
-    return 16 * (in.in[0].numel() / std::max<int64_t>(in.in[1].numel(), 1));
-  bool loss = in.op == "cross_entropy" || in.op == "nll_loss" ||
-              in.op == "cross_entropy_grad";
-  if (!loss || in.in.size() < 2)
-    return 0;
-  // LossScratch: terms and weights per position, the total, a float sink.
-  return (2 * in.in[1].numel() + 2) * 8;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorRef &t : in.in)
+    shapes.emplace_back(t.shape.begin(), t.shape.end());
+  return deviceScratchBytes(in.op, shapes);
 }
 
 namespace {

@@ -9,8 +9,10 @@
 #define FSDP_RUNTIME_PLAN_COMPUTEOPS_H
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 #include <string_view>
+#include <vector>
 
 namespace fsdp {
 
@@ -47,6 +49,31 @@ inline bool computesInF32(std::string_view op) {
 inline bool runsNarrowOnDevice(std::string_view op) {
   return op == "matmul" || op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
+}
+
+/// Scratch bytes the device kernels of `op` need, given its operands'
+/// shapes (runtime/device/Lowering.cpp lays them out; fsdp-simulate plans
+/// them for GPU targets): per query row attention_grad's softmax max,
+/// normaliser and D; per row layer_norm_grad's mean and rstd; per position
+/// a loss's term and weight, plus the total and a sink.
+inline int64_t deviceScratchBytes(std::string_view op,
+                                  const std::vector<std::vector<int64_t>> &in) {
+  auto numel = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  if (op == "attention_grad" && !in.empty() && in[0].size() >= 2 &&
+      in[0].back() > 0)
+    return 24 * (numel(in[0]) / in[0].back());
+  if (op == "layer_norm_grad" && in.size() == 3)
+    return 16 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1));
+  bool loss =
+      op == "cross_entropy" || op == "nll_loss" || op == "cross_entropy_grad";
+  if (!loss || in.size() < 2)
+    return 0;
+  return (2 * numel(in[1]) + 2) * 8;
 }
 
 /// Bytes an f32 copy of `elements` takes in the widening buffer (each copy
