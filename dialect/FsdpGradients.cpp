@@ -3,7 +3,8 @@
 // Each op's GradientOpInterface::buildVJP, written with fsdp ops so that
 // autodiff (passes/Autodiff.cpp) stays generic. VJPs that need the forward
 // value recompute nothing they can read: they use the op's own results
-// (exp, sqrt, softmax, ...). Layer norm and attention recompute their
+// (exp, sqrt, softmax, ...). GELU, layer norm and attention have one fused
+// backward op each; layer norm's and attention's recompute their
 // statistics from the inputs, as fused kernels do.
 //
 //===----------------------------------------------------------------------===//
@@ -11,7 +12,6 @@
 #include "dialect/ShapeInference.h"
 
 #include <cmath>
-#include <numeric>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -89,13 +89,6 @@ struct G {
         {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
          b.getNamedAttr("keepdims", b.getBoolAttr(keepdims))});
   }
-  Value reduceMean(Value x, ArrayRef<int64_t> axes) {
-    auto t = shape::reduce(std::nullopt, tensorOf(x), axes, true);
-    return make<ReduceMeanOp>(
-        *t, {x},
-        {b.getNamedAttr("axes", b.getDenseI64ArrayAttr(axes)),
-         b.getNamedAttr("keepdims", b.getBoolAttr(true))});
-  }
   Value matmul(Value x, Value y, bool tl, bool tr) {
     auto t = shape::matmul(std::nullopt, tensorOf(x), tensorOf(y), tl, tr);
     assert(succeeded(t));
@@ -126,13 +119,6 @@ struct G {
     return reshape(reduceSum(g, axes, true), target.getShape());
   }
 };
-
-/// Axes [from, rank).
-SmallVector<int64_t> trailingAxes(int64_t from, int64_t rank) {
-  SmallVector<int64_t> axes(rank - from);
-  std::iota(axes.begin(), axes.end(), from);
-  return axes;
-}
 
 } // namespace
 
