@@ -242,28 +242,39 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// The largest scratch one instruction's device kernels need
   /// (runtime/plan/ComputeOps.h), at least the 8 bytes the backend
   /// allocates.
+  static std::vector<std::vector<int64_t>> operandShapes(Operation *op) {
+    std::vector<std::vector<int64_t>> shapes;
+    for (Type t : op->getOperandTypes()) {
+      auto tt = dyn_cast<RankedTensorType>(t);
+      shapes.push_back(
+          tt ? std::vector<int64_t>(tt.getShape().begin(), tt.getShape().end())
+             : std::vector<int64_t>());
+    }
+    return shapes;
+  }
+
   int64_t deviceScratch(ModuleOp module) {
     int64_t most = 8;
     module.walk([&](Operation *op) {
       if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp"))
         return;
-      std::vector<std::vector<int64_t>> shapes;
-      for (Type t : op->getOperandTypes()) {
-        auto tt = dyn_cast<RankedTensorType>(t);
-        shapes.push_back(tt ? std::vector<int64_t>(tt.getShape().begin(),
-                                                   tt.getShape().end())
-                            : std::vector<int64_t>());
-      }
-      most = std::max(most, ::fsdp::deviceScratchBytes(
-                                op->getName().stripDialect(), shapes));
+      most =
+          std::max(most, ::fsdp::deviceScratchBytes(
+                             op->getName().stripDialect(), operandShapes(op)));
     });
     return most;
+  }
+
+  static bool causal(Operation *op) {
+    auto a = op->getAttrOfType<BoolAttr>("causal");
+    return a && a.getValue();
   }
 
   /// The buffer of f32 copies for ops computing in f32 on bf16/f16
   /// tensors (runtime/plan/Widen.h): the largest need of one op, each
   /// distinct narrow operand and narrow result copied once. A GPU (a model
-  /// with no CPU cores) runs GEMMs and losses on narrow tensors directly.
+  /// with no CPU cores) runs GEMMs, losses and flash attention on narrow
+  /// tensors directly.
   int64_t widenedBytes(ModuleOp module, const DeviceModel &model) {
     int64_t most = 0;
     auto narrow = [](Value v) {
@@ -279,7 +290,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       std::string name = op->getName().stripDialect().str();
       if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp") ||
           !::fsdp::computesInF32(name) ||
-          (model.cores == 0 && ::fsdp::runsNarrowOnDevice(name)))
+          (model.cores == 0 &&
+           ::fsdp::runsNarrowOnDevice(name, operandShapes(op), causal(op))))
         return;
       int64_t bytes = 0;
       llvm::SmallPtrSet<Value, 4> seen;

@@ -72,9 +72,13 @@ private:
   Comm &communicator;
   std::vector<void *> blocks;
   int64_t held = 0;
+  std::vector<double> shared; // the block kernels' shared memory
 
   template <typename F> Status one(int64_t n, const F &f) {
-    runOnHost(n, f);
+    if constexpr (IsBlockKernel<F>::value)
+      runBlocksOnHost(n, f, shared);
+    else
+      runOnHost(n, f);
     return Status::ok();
   }
   Status one(int64_t, const Gemm &g) {

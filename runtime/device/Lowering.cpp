@@ -70,6 +70,8 @@ struct Ctx {
 
 using Lowerer = Status (*)(Ctx &);
 
+bool nativeNarrow(const Instruction &in);
+
 ElemType elemOf(DType t) { return static_cast<ElemType>(t); }
 
 void copy(Ctx &c, const TensorRef &from, const TensorRef &to) {
@@ -385,6 +387,22 @@ Status attentionLayout(Ctx &c, const TensorRef *mask, AttentionLayout &a,
   return Status::ok();
 }
 
+/// The flash kernels' view of an attention nativeNarrow lets through
+/// (bf16/f16 throughout, no mask, shapes as flashAttentionShapes).
+FlashLayout flashLayout(Ctx &c, const AttentionLayout &a) {
+  FlashLayout f;
+  f.tq = a.tq;
+  f.tk = a.tk;
+  f.d = a.d;
+  f.scale = a.scale;
+  f.causal = a.causal;
+  f.f16 = c.in.in[0].dtype == DType::F16;
+  f.q = c.at<uint16_t>(c.in.in[0]);
+  f.k = c.at<uint16_t>(c.in.in[1]);
+  f.v = c.at<uint16_t>(c.in.in[2]);
+  return f;
+}
+
 Status lowerAttention(Ctx &c) {
   AttentionLayout a;
   int64_t batch;
@@ -393,6 +411,11 @@ Status lowerAttention(Ctx &c) {
   const TensorRef &y = c.in.out[0];
   if (y.numel() != batch * a.tq * a.dv)
     return Status::error("output does not match q and v");
+  if (nativeNarrow(c.in)) {
+    FlashLayout f = flashLayout(c, a);
+    c.emit(batch * f.tiles(f.tq), FlashAttention{f, c.at<uint16_t>(y)});
+    return Status::ok();
+  }
   c.emit(batch * a.tq, AttentionRows{a, c.at<float>(y)});
   return Status::ok();
 }
@@ -408,6 +431,17 @@ Status lowerAttentionGrad(Ctx &c) {
       o[1].numel() != c.in.in[1].numel() || o[2].numel() != c.in.in[2].numel())
     return Status::error("gradient shapes do not match q, k, v");
   // dq and each query row's statistics, then dk and dv by key rows.
+  if (nativeNarrow(c.in)) {
+    FlashLayout f = flashLayout(c, a);
+    float *stats = reinterpret_cast<float *>(c.mem.scratch);
+    const uint16_t *g = c.at<uint16_t>(dy);
+    c.emit(batch * f.tiles(f.tq),
+           FlashAttentionGradQueries{f, g, c.at<uint16_t>(o[0]), stats});
+    c.emit(batch * f.tiles(f.tk),
+           FlashAttentionGradKeys{f, g, stats, c.at<uint16_t>(o[1]),
+                                  c.at<uint16_t>(o[2])});
+    return Status::ok();
+  }
   double *stats = reinterpret_cast<double *>(c.mem.scratch);
   c.emit(batch * a.tq,
          AttentionGradQueryRows{a, c.at<float>(dy), c.at<float>(o[0]), stats});
@@ -970,9 +1004,22 @@ const std::map<std::string, Lowerer> &table() {
 /// accumulation, one rounding of the result, as the widened product): the
 /// device's matmuls are not widened.
 bool nativeNarrow(const Instruction &in) {
-  if (!runsNarrowOnDevice(in.op) || in.in.size() < 2 || in.out.size() != 1)
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorRef &t : in.in)
+    shapes.emplace_back(t.shape.begin(), t.shape.end());
+  if (!runsNarrowOnDevice(in.op, shapes, in.attrBool("causal", false)) ||
+      in.in.size() < 2 || in.out.empty())
     return false;
   auto narrow = [](DType t) { return t == DType::BF16 || t == DType::F16; };
+  auto same = [](const std::vector<TensorRef> &ts, DType t) {
+    return std::all_of(ts.begin(), ts.end(),
+                       [&](const TensorRef &r) { return r.dtype == t; });
+  };
+  if (in.op == "attention" || in.op == "attention_grad")
+    return narrow(in.in[0].dtype) && same(in.in, in.in[0].dtype) &&
+           same(in.out, in.in[0].dtype);
+  if (in.out.size() != 1)
+    return false;
   if (in.op == "matmul") {
     DType t = in.out[0].dtype;
     return narrow(t) &&

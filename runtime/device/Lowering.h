@@ -17,6 +17,7 @@
 
 #include "runtime/comm/Comm.h"
 #include "runtime/device/DeviceKernels.h"
+#include "runtime/device/FlashAttention.h"
 #include "runtime/plan/Plan.h"
 
 #include <variant>
@@ -82,11 +83,13 @@ using Kernel =
                  LayerNormGradRows, LayerNormGradCols, Gather, ScatterAdd,
                  LossTerms, LossReduce, LossGradRows, StridedCopy,
                  AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
-                 AttentionGradQueryRows, AttentionGradKeyRows, Gemm, Copy, Zero,
-                 Collective, Wait>;
+                 AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
+                 FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy,
+                 Zero, Collective, Wait>;
 
-/// One operation: a functor run for every index in [0, n), or (Gemm, Copy,
-/// Zero, Collective, Wait) a library call; `n` is unused for those.
+/// One operation: a functor run for every index in [0, n), a block kernel
+/// (FlashAttention.h) run over n blocks, or (Gemm, Copy, Zero, Collective,
+/// Wait) a library call; `n` is unused for those.
 struct DeviceOp {
   int64_t n = 1;
   Kernel kernel;

@@ -43,10 +43,36 @@ inline bool computesInF32(std::string_view op) {
   return std::binary_search(std::begin(ops), std::end(ops), op);
 }
 
-/// Whether the device backends run `op` on bf16/f16 tensors as they are
-/// (tensor-core GEMMs; losses reading narrow logits), so a plan for a GPU
-/// needs no f32 copies for it; the CPU backend widens every op above.
-inline bool runsNarrowOnDevice(std::string_view op) {
+/// Whether the device's flash-attention kernels (runtime/device/
+/// FlashAttention.h) take an attention or attention_grad with operands of
+/// these shapes (q, k, v[, dy]; all bf16 or all f16): no mask operand, one
+/// head size for q, k and v, a multiple of 16 up to 128, and when `causal`
+/// no more queries than keys (every row sees a key). Others run the simple
+/// kernels on f32 copies.
+inline bool flashAttentionShapes(std::string_view op,
+                                 const std::vector<std::vector<int64_t>> &in,
+                                 bool causal) {
+  size_t operands = op == "attention" ? 3 : op == "attention_grad" ? 4 : 0;
+  if (operands == 0 || in.size() != operands)
+    return false;
+  const std::vector<int64_t> &q = in[0], &k = in[1], &v = in[2];
+  size_t r = q.size();
+  if (r < 2 || k.size() != r || v.size() != r)
+    return false;
+  int64_t d = q[r - 1], tq = q[r - 2], tk = k[r - 2];
+  return d > 0 && d % 16 == 0 && d <= 128 && k[r - 1] == d && v[r - 1] == d &&
+         tq > 0 && tk > 0 && (!causal || tq <= tk);
+}
+
+/// Whether the device backends run `op` (its operands of shapes `in`,
+/// attention's `causal`) on bf16/f16 tensors as they are (tensor-core
+/// GEMMs; losses reading narrow logits; flash attention), so a plan for a
+/// GPU needs no f32 copies for it; the CPU backend widens every op above.
+inline bool runsNarrowOnDevice(std::string_view op,
+                               const std::vector<std::vector<int64_t>> &in,
+                               bool causal) {
+  if (op == "attention" || op == "attention_grad")
+    return flashAttentionShapes(op, in, causal);
   return op == "matmul" || op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
 }

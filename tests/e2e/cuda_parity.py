@@ -7,7 +7,8 @@ GPT-2 (d=64, 2 layers, T=32, vocab 128, batch 4), 10 steps each of:
     reduce-scatter on one rank);
   - bf16 parameters (casts and bf16 gathers);
   - bf16 compute (--compute-dtype=bf16: bf16 activations, cuBLASLt bf16
-    GEMMs with f32 accumulation, widened f32 kernels elsewhere);
+    GEMMs with f32 accumulation, flash attention on tensor cores, widened
+    f32 kernels elsewhere);
   - SGD with Nesterov momentum, clipping, a cosine schedule and gradient
     accumulation 2 (the update program);
 Every step's loss and gradient norm, and the final weights, must agree:
@@ -36,11 +37,15 @@ BF16_TOL = 1e-3
 # Computing in bf16: every activation is rounded to 8 bits, and the GPU's
 # bf16 GEMMs (tensor cores) sum in another order than OpenBLAS on the CPU's
 # widened copies, so roundings flip in every product, not now and then.
-# The emulated device (same sums as the CPU) measured 4e-4 on the losses
-# and 1.7e-3 on the weights; PyTorch's bf16 run is 3e-2 from its f32 one
-# (tests/e2e/parity.py). 2e-2: inside the bf16 noise, far under a wrong
+# The flash attention kernels also round probabilities and score gradients
+# to bf16 before their products (as FlashAttention does; the CPU keeps
+# them in f32), and AdamW turns that gradient noise into whole-lr updates
+# of the weights whose gradients are near zero. The emulated device
+# measured 5.3e-4 on the losses and 1.4e-2 on the weights (1.7e-3 before
+# flash attention); PyTorch's bf16 run is 3e-2 from its f32 one
+# (tests/e2e/parity.py). 3e-2: inside the bf16 noise, far under a wrong
 # cast or layout (O(1)).
-BF16_COMPUTE_TOL = 2e-2
+BF16_COMPUTE_TOL = 3e-2
 
 
 def run(cmd, **kw):

@@ -5,6 +5,7 @@
 // relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/FlashAttention.h"
 #include "runtime/device/KernelShapes.h"
 #include "runtime/support/Half.h"
 
@@ -468,6 +469,93 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
       expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
       expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
                   1e-5f);
+    }
+}
+
+// Flash attention (runtime/device/FlashAttention.h: tiles of 64 rows,
+// tensor-core products emulated on the host) on bf16 and f16 q, k, v,
+// against the CPU's attention on the same values widened to f32. The flash
+// kernels round probabilities and score gradients to 16 bits before their
+// products, as FlashAttention does: an output moves by at most 2^-9 (bf16)
+// of the largest value it sums, then by its own rounding. 1e-2 of the
+// tensor's largest |value| (2.5 bf16 roundings) covers that; a wrong mask,
+// tile edge or index moves outputs by the order of the values themselves.
+// The shapes cover partial tiles of queries and keys, tq < tk with and
+// without a causal mask, and head sizes 16 to 128.
+TEST(DeviceKernels, FlashAttentionMatchesCpu) {
+  struct Case {
+    int64_t batch, tq, tk, d;
+    bool causal;
+  };
+  const Case cases[] = {{2, 80, 80, 32, true},    {2, 80, 80, 32, false},
+                        {1, 48, 112, 16, true},   {3, 64, 64, 64, true},
+                        {1, 130, 130, 128, true}, {1, 20, 150, 16, false}};
+  for (bool f16 : {false, true})
+    for (const Case &t : cases) {
+      Arena a;
+      TensorRef q = a.add({t.batch, t.tq, t.d}),
+                k = a.add({t.batch, t.tk, t.d}),
+                v = a.add({t.batch, t.tk, t.d}),
+                y = a.add({t.batch, t.tq, t.d}),
+                dy = a.add({t.batch, t.tq, t.d}),
+                dq = a.add({t.batch, t.tq, t.d}),
+                dk = a.add({t.batch, t.tk, t.d}),
+                dv = a.add({t.batch, t.tk, t.d});
+      auto narrow = [&](const TensorRef &r) {
+        a.fill(r, -1.5f, 1.5f);
+        std::vector<uint16_t> n(r.numel());
+        for (int64_t i = 0; i < r.numel(); ++i) {
+          n[i] = floatToNarrow(f16, a.at<float>(r)[i]);
+          a.at<float>(r)[i] = narrowToFloat(f16, n[i]);
+        }
+        return n;
+      };
+      std::vector<uint16_t> qn = narrow(q), kn = narrow(k), vn = narrow(v),
+                            dyn = narrow(dy);
+      float scale = 1.5f / std::sqrt((float)t.d);
+      FlashLayout f;
+      f.tq = t.tq;
+      f.tk = t.tk;
+      f.d = t.d;
+      f.scale = scale;
+      f.causal = t.causal;
+      f.f16 = f16;
+      f.q = qn.data();
+      f.k = kn.data();
+      f.v = vn.data();
+      std::vector<uint16_t> yn(y.numel()), dqn(dq.numel()), dkn(dk.numel()),
+          dvn(dv.numel());
+      std::vector<float> stats(3 * t.batch * t.tq);
+      std::vector<double> smem;
+      runBlocksOnHost(t.batch * f.tiles(t.tq), FlashAttention{f, yn.data()},
+                      smem);
+      runBlocksOnHost(
+          t.batch * f.tiles(t.tq),
+          FlashAttentionGradQueries{f, dyn.data(), dqn.data(), stats.data()},
+          smem);
+      runBlocksOnHost(t.batch * f.tiles(t.tk),
+                      FlashAttentionGradKeys{f, dyn.data(), stats.data(),
+                                             dkn.data(), dvn.data()},
+                      smem);
+      nlohmann::json attrs = {{"scale", scale}, {"causal", t.causal}};
+      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dv}, attrs));
+      auto check = [&](const TensorRef &want, const std::vector<uint16_t> &got,
+                       const char *name) {
+        const float *w = a.at<float>(want);
+        float most = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          most = std::max(most, std::fabs(w[i]));
+        for (int64_t i = 0; i < want.numel(); ++i)
+          ASSERT_NEAR(w[i], narrowToFloat(f16, got[i]), 1e-2f * most)
+              << name << " element " << i << " (" << (f16 ? "f16" : "bf16")
+              << ", batch " << t.batch << ", tq " << t.tq << ", tk " << t.tk
+              << ", d " << t.d << (t.causal ? ", causal" : "") << ")";
+      };
+      check(y, yn, "y");
+      check(dq, dqn, "dq");
+      check(dk, dkn, "dk");
+      check(dv, dvn, "dv");
     }
 }
 

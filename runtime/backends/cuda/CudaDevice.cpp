@@ -128,7 +128,10 @@ private:
   Status waitNccl(ncclComm_t c, const char *what);
   Status launchAll(const std::vector<DeviceOp> &ops);
   template <typename F> Status one(int64_t n, const F &f) {
-    return cudaStatus(launchEach(n, f, compute), "kernel launch");
+    if constexpr (device::IsBlockKernel<F>::value)
+      return cudaStatus(launchBlocks(n, f, compute), "kernel launch");
+    else
+      return cudaStatus(launchEach(n, f, compute), "kernel launch");
   }
   Status one(int64_t, const Gemm &g);
   Status one(int64_t, const Copy &c) {

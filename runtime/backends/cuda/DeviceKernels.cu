@@ -2,7 +2,8 @@
 //
 // One thread per index, grid-stride: every functor of
 // runtime/device/DeviceKernels.h is instantiated here, so the build compiles
-// each for the device (sm_90) even on a machine without a GPU.
+// each for the device (sm_90) even on a machine without a GPU. The block
+// kernels of runtime/device/FlashAttention.h run one block per index.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/DeviceKernels.cu.h"
@@ -17,7 +18,44 @@ template <typename F> __global__ void eachKernel(int64_t n, F f) {
     f(i);
 }
 
+template <typename F>
+__global__ void __launch_bounds__(device::kFlashThreads) blockKernel(F f) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  f(device::Block{}, (int64_t)blockIdx.x, smem);
+}
+
+/// The shared memory a block of this device may opt in to, and the opt-in
+/// for `blockKernel<F>` (once per kernel, on its first launch: the first
+/// step runs before any graph capture).
+template <typename F> cudaError_t optIn(size_t &limit) {
+  int dev = 0, most = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess)
+    e = cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                               dev);
+  if (e == cudaSuccess)
+    e = cudaFuncSetAttribute(blockKernel<F>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, most);
+  limit = (size_t)most;
+  return e;
+}
+
 } // namespace
+
+template <typename F>
+cudaError_t launchBlocks(int64_t n, const F &f, cudaStream_t stream) {
+  if (n <= 0)
+    return cudaSuccess;
+  static size_t limit = 0;
+  static const cudaError_t opted = optIn<F>(limit);
+  size_t bytes = f.smemBytes();
+  if (opted != cudaSuccess)
+    return opted;
+  if (bytes > limit || n > 0x7fffffff)
+    return cudaErrorInvalidConfiguration;
+  blockKernel<<<(unsigned)n, device::kFlashThreads, bytes, stream>>>(f);
+  return cudaGetLastError();
+}
 
 template <typename F>
 cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream) {
@@ -63,6 +101,14 @@ FSDP_INSTANTIATE(Sgd)
 FSDP_INSTANTIATE(AttentionRows)
 FSDP_INSTANTIATE(AttentionGradQueryRows)
 FSDP_INSTANTIATE(AttentionGradKeyRows)
+#undef FSDP_INSTANTIATE
+
+#define FSDP_INSTANTIATE(F)                                                    \
+  template cudaError_t launchBlocks<device::F>(int64_t, const device::F &,     \
+                                               cudaStream_t);
+FSDP_INSTANTIATE(FlashAttention)
+FSDP_INSTANTIATE(FlashAttentionGradQueries)
+FSDP_INSTANTIATE(FlashAttentionGradKeys)
 #undef FSDP_INSTANTIATE
 
 } // namespace fsdp::cuda

@@ -3,6 +3,7 @@
 #define FSDP_RUNTIME_BACKENDS_CUDA_DEVICEKERNELS_CU_H
 
 #include "runtime/device/DeviceKernels.h"
+#include "runtime/device/FlashAttention.h"
 
 #include <cuda_runtime.h>
 
@@ -14,6 +15,12 @@ namespace fsdp::cuda {
 /// host-compiled code launches them too.
 template <typename F>
 cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream);
+
+/// Runs block kernel `f` (FlashAttention.h) over `n` blocks of
+/// kFlashThreads threads with f.smemBytes() of shared memory on `stream`.
+/// Instantiated in DeviceKernels.cu for each block kernel.
+template <typename F>
+cudaError_t launchBlocks(int64_t n, const F &f, cudaStream_t stream);
 
 } // namespace fsdp::cuda
 

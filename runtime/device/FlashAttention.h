@@ -1,0 +1,569 @@
+//===- FlashAttention.h - Tiled attention on tensor cores -------*- C++ -*-===//
+//
+// Attention and its gradient for bf16/f16 q, k and v, as FlashAttention-2
+// computes them: a thread block takes 64 query rows (for dk and dv, 64 key
+// rows), walks the other side 64 rows at a time through shared memory and
+// never writes the [tq, tk] scores out. The products run on tensor cores
+// (WMMA: 16-bit operands, f32 sums); the softmax runs online in f32, a
+// running maximum and normaliser per row.
+//
+// The kernels are written against `Block`, so the host runs the very same
+// code: one thread, the tile products as loops, barriers as no-ops. The
+// unit test (tests/unit/DeviceKernelsTest.cpp) compares that with the CPU
+// backend's attention; only the WMMA loads and the barriers need a GPU (the
+// gpu-labelled tests).
+//
+// Numerics against the CPU kernels (which widen to f32): the probabilities
+// and the score gradients are rounded to 16 bits before their products, as
+// FlashAttention does; the normalisers sum the f32 values. That moves an
+// output by at most 2^-9 of the largest |v| (bf16), about one rounding of
+// the result.
+//
+// The backward pass is two kernels and no atomics, so the sums come out the
+// same every run: per query tile, a first walk over the keys gathers each
+// row's maximum, normaliser and D = sum_j p_ij dp_ij (kept in scratch), a
+// second computes dq; per key tile, dk and dv over the query tiles that see
+// it. (The forward's statistics are not an operand of attention_grad, so
+// the first walk recomputes them.)
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DEVICE_FLASHATTENTION_H
+#define FSDP_RUNTIME_DEVICE_FLASHATTENTION_H
+
+#include "runtime/device/DeviceKernels.h"
+
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#ifdef __CUDACC__
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <mma.h>
+#endif
+
+namespace fsdp::device {
+
+/// Rows of a tile (queries and keys alike) and threads of a block (four
+/// warps).
+constexpr int kFlashTile = 64;
+constexpr int kFlashThreads = 128;
+
+/// A thread block as the block kernels see it: on the device the CUDA
+/// block; on the host one thread, so every loop over the block's threads
+/// covers all indices and a barrier has nothing to wait for.
+struct Block {
+  FSDP_HD int thread() const {
+#ifdef __CUDA_ARCH__
+    return (int)threadIdx.x;
+#else
+    return 0;
+#endif
+  }
+  FSDP_HD int threads() const {
+#ifdef __CUDA_ARCH__
+    return (int)blockDim.x;
+#else
+    return 1;
+#endif
+  }
+  FSDP_HD void sync() const {
+#ifdef __CUDA_ARCH__
+    __syncthreads();
+#endif
+  }
+};
+
+/// Whether a functor is a block kernel: run as `f(block, index, shared)`
+/// over `n` blocks of kFlashThreads threads with f.smemBytes() of shared
+/// memory, rather than `f(i)` over n indices.
+template <typename F, typename = void>
+struct IsBlockKernel : std::false_type {};
+template <typename F>
+struct IsBlockKernel<F, std::void_t<decltype(&F::smemBytes)>> : std::true_type {
+};
+
+FSDP_HD inline float narrowToFloat(bool f16, uint16_t h) {
+  return f16 ? fromF16(h) : fromBf16(h);
+}
+FSDP_HD inline uint16_t floatToNarrow(bool f16, float f) {
+  return f16 ? toF16(f) : toBf16(f);
+}
+
+/// c[m x n] = a[m x k] b[k x n] (+ c when `accumulate`) on tiles in shared
+/// memory: a and b 16-bit (f16 when F16, else bf16), c f32, row-major with
+/// leading dimensions lda, ldb, ldc. With AT, a(i, p) is a[p * lda + i]
+/// (a column-major: the transpose of a row-major tile); with BT, b(p, j) is
+/// b[j * ldb + p]. m, n and k are multiples of 16, the leading dimensions of
+/// a and b multiples of 8 and of c of 4, and each tile 32-byte aligned:
+/// WMMA's rules. Every thread of the block calls it; each warp computes
+/// whole 16 x 16 tiles of c.
+template <bool F16, bool AT, bool BT>
+FSDP_HD inline void tileMma(const Block &blk, int m, int n, int k,
+                            const uint16_t *a, int lda, const uint16_t *b,
+                            int ldb, float *c, int ldc, bool accumulate) {
+#ifdef __CUDA_ARCH__
+  namespace w = nvcuda::wmma;
+  using T = typename std::conditional<F16, __half, __nv_bfloat16>::type;
+  using LA = typename std::conditional<AT, w::col_major, w::row_major>::type;
+  using LB = typename std::conditional<BT, w::col_major, w::row_major>::type;
+  const T *ta = reinterpret_cast<const T *>(a),
+          *tb = reinterpret_cast<const T *>(b);
+  int warp = blk.thread() / 32, warps = blk.threads() / 32, tn = n / 16;
+  for (int t = warp; t < (m / 16) * tn; t += warps) {
+    int i0 = t / tn * 16, j0 = t % tn * 16;
+    w::fragment<w::accumulator, 16, 16, 16, float> acc;
+    if (accumulate)
+      w::load_matrix_sync(acc, c + i0 * ldc + j0, ldc, w::mem_row_major);
+    else
+      w::fill_fragment(acc, 0.0f);
+    for (int p = 0; p < k; p += 16) {
+      w::fragment<w::matrix_a, 16, 16, 16, T, LA> fa;
+      w::fragment<w::matrix_b, 16, 16, 16, T, LB> fb;
+      w::load_matrix_sync(fa, ta + (AT ? p * lda + i0 : i0 * lda + p), lda);
+      w::load_matrix_sync(fb, tb + (BT ? j0 * ldb + p : p * ldb + j0), ldb);
+      w::mma_sync(acc, fa, fb, acc);
+    }
+    w::store_matrix_sync(c + i0 * ldc + j0, acc, ldc, w::mem_row_major);
+  }
+#else
+  (void)blk;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float s = accumulate ? c[i * ldc + j] : 0.0f;
+      for (int p = 0; p < k; ++p)
+        s += narrowToFloat(F16, a[AT ? p * lda + i : i * lda + p]) *
+             narrowToFloat(F16, b[BT ? j * ldb + p : p * ldb + j]);
+      c[i * ldc + j] = s;
+    }
+#endif
+}
+
+/// Shared memory handed out in order, each piece 128-byte aligned; with no
+/// base it only counts the bytes.
+struct SmemCarve {
+  uintptr_t base = 0;
+  size_t used = 0;
+  template <typename T> FSDP_HD T *take(size_t n) {
+    used = (used + 127) / 128 * 128;
+    T *p = reinterpret_cast<T *>(base + used);
+    used += n * sizeof(T);
+    return p;
+  }
+};
+
+/// q [batch, tq, d], k and v [batch, tk, d] (batch: every leading
+/// dimension), 16-bit; causal rows see keys up to i + tk - tq (tq <= tk).
+/// d is a multiple of 16 up to 128 (runtime/plan/ComputeOps.h's
+/// flashAttentionShapes decides which attentions come here).
+struct FlashLayout {
+  int64_t tq = 0, tk = 0, d = 0;
+  float scale = 1;
+  bool causal = false, f16 = false;
+  const uint16_t *q = nullptr, *k = nullptr, *v = nullptr;
+
+  /// Row strides in shared memory: 16-bit [64, d] tiles, f32 [64, d]
+  /// tiles, f32 and 16-bit [64, 64] tiles (padded against bank conflicts,
+  /// within WMMA's rules).
+  FSDP_HD int ld16() const { return (int)d + 8; }
+  FSDP_HD int ld32() const { return (int)d + 4; }
+  static constexpr int kLdS = kFlashTile + 4, kLdP = kFlashTile + 8;
+
+  FSDP_HD int64_t tiles(int64_t rows) const {
+    return (rows + kFlashTile - 1) / kFlashTile;
+  }
+  FSDP_HD bool visible(int64_t i, int64_t j) const {
+    return j < tk && (!causal || j <= i + (tk - tq));
+  }
+  /// One past the last key a query tile starting at i0 sees.
+  FSDP_HD int64_t keyEnd(int64_t i0) const {
+    if (!causal)
+      return tk;
+    int64_t lastRow = i0 + kFlashTile < tq ? i0 + kFlashTile - 1 : tq - 1;
+    int64_t end = lastRow + (tk - tq) + 1;
+    return end < tk ? end : tk;
+  }
+  /// The first query tile (its first row) that sees key j0.
+  FSDP_HD int64_t firstQueryTile(int64_t j0) const {
+    int64_t i = causal ? j0 - (tk - tq) : 0;
+    return i <= 0 ? 0 : i / kFlashTile * kFlashTile;
+  }
+  /// Rows [r0, r0 + 64) of one batch's [rows, d] tensor into a tile (ld16),
+  /// zeros past the last row.
+  FSDP_HD void load(const Block &blk, const uint16_t *src, int64_t rows,
+                    int64_t r0, uint16_t *tile) const {
+    int n = kFlashTile * (int)d, ld = ld16();
+    for (int e = blk.thread(); e < n; e += blk.threads()) {
+      int r = e / (int)d, c = e % (int)d;
+      tile[r * ld + c] = r0 + r < rows ? src[(r0 + r) * d + c] : (uint16_t)0;
+    }
+  }
+  /// Rows [r0, r0 + 64) of an f32 tile (ld32), times `mul` (and divided
+  /// by `div[r]` where given), rounded into dst's rows below `rows`.
+  FSDP_HD void store(const Block &blk, const float *tile, float mul,
+                     const float *div, int64_t rows, int64_t r0,
+                     uint16_t *dst) const {
+    int n = kFlashTile * (int)d, ld = ld32();
+    for (int e = blk.thread(); e < n; e += blk.threads()) {
+      int r = e / (int)d, c = e % (int)d;
+      if (r0 + r >= rows)
+        continue;
+      float x = tile[r * ld + c] * mul;
+      if (div)
+        x = div[r] > 0 ? x / div[r] : 0.0f;
+      dst[(r0 + r) * d + c] = floatToNarrow(f16, x);
+    }
+  }
+  FSDP_HD void zero(const Block &blk, float *tile) const {
+    int n = kFlashTile * ld32();
+    for (int e = blk.thread(); e < n; e += blk.threads())
+      tile[e] = 0;
+  }
+};
+
+/// y = softmax(scale q k^T) v, one 64-row query tile per block (the
+/// longest causal tiles first).
+struct FlashAttention {
+  FlashLayout a;
+  uint16_t *y;
+
+  struct Smem {
+    uint16_t *q, *k, *v, *p;
+    float *s, *o, *m, *l, *alpha;
+  };
+  FSDP_HD Smem carve(SmemCarve &sc) const {
+    Smem s;
+    s.q = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.k = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.v = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.p = sc.take<uint16_t>(kFlashTile * FlashLayout::kLdP);
+    s.s = sc.take<float>(kFlashTile * FlashLayout::kLdS);
+    s.o = sc.take<float>(kFlashTile * a.ld32());
+    s.m = sc.take<float>(kFlashTile);
+    s.l = sc.take<float>(kFlashTile);
+    s.alpha = sc.take<float>(kFlashTile);
+    return s;
+  }
+  size_t smemBytes() const {
+    SmemCarve sc;
+    carve(sc);
+    return sc.used;
+  }
+  FSDP_HD void operator()(const Block &blk, int64_t index,
+                          unsigned char *smem) const {
+    if (a.f16)
+      run<true>(blk, index, smem);
+    else
+      run<false>(blk, index, smem);
+  }
+
+  template <bool F16>
+  FSDP_HD void run(const Block &blk, int64_t index, unsigned char *smem) const {
+    SmemCarve sc{reinterpret_cast<uintptr_t>(smem)};
+    Smem sm = carve(sc);
+    int64_t tiles = a.tiles(a.tq), b = index / tiles,
+            i0 = (tiles - 1 - index % tiles) * kFlashTile;
+    const uint16_t *q = a.q + b * a.tq * a.d, *k = a.k + b * a.tk * a.d,
+                   *v = a.v + b * a.tk * a.d;
+    int d = (int)a.d, ld16 = a.ld16(), ld32 = a.ld32();
+    a.load(blk, q, a.tq, i0, sm.q);
+    a.zero(blk, sm.o);
+    for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
+      sm.m[r] = -INFINITY;
+      sm.l[r] = 0;
+    }
+    for (int64_t j0 = 0; j0 < a.keyEnd(i0); j0 += kFlashTile) {
+      blk.sync(); // the previous tile's products are done with k, v, p
+      a.load(blk, k, a.tk, j0, sm.k);
+      a.load(blk, v, a.tk, j0, sm.v);
+      blk.sync();
+      tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, d, sm.q, ld16,
+                                sm.k, ld16, sm.s, FlashLayout::kLdS, false);
+      blk.sync();
+      // One thread a row; the columns staggered by row, so the threads of
+      // a warp read different banks.
+      for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
+        float *srow = sm.s + r * FlashLayout::kLdS;
+        float mOld = sm.m[r], mx = mOld;
+        for (int jj = 0; jj < kFlashTile; ++jj) {
+          int j = (jj + r) % kFlashTile;
+          srow[j] *= a.scale;
+          if (a.visible(i0 + r, j0 + j) && srow[j] > mx)
+            mx = srow[j];
+        }
+        float alpha = mOld == -INFINITY ? 0.0f : expf(mOld - mx), sum = 0;
+        for (int jj = 0; jj < kFlashTile; ++jj) {
+          int j = (jj + r) % kFlashTile;
+          float p = a.visible(i0 + r, j0 + j) ? expf(srow[j] - mx) : 0.0f;
+          sum += p;
+          sm.p[r * FlashLayout::kLdP + j] = floatToNarrow(F16, p);
+        }
+        sm.l[r] = sm.l[r] * alpha + sum;
+        sm.m[r] = mx;
+        sm.alpha[r] = alpha;
+      }
+      blk.sync();
+      for (int e = blk.thread(); e < kFlashTile * d; e += blk.threads())
+        sm.o[e / d * ld32 + e % d] *= sm.alpha[e / d];
+      blk.sync();
+      tileMma<F16, false, false>(blk, kFlashTile, d, kFlashTile, sm.p,
+                                 FlashLayout::kLdP, sm.v, ld16, sm.o, ld32,
+                                 true);
+    }
+    blk.sync();
+    a.store(blk, sm.o, 1.0f, sm.l, a.tq, i0, y + b * a.tq * a.d);
+  }
+};
+
+/// The gradient, first kernel: one query tile per block. Walks the keys
+/// twice: for each row's maximum m, normaliser l and D = sum_j p_ij dp_ij
+/// (written to `stats`, 3 floats a row, for FlashAttentionGradKeys), then
+/// for dq = scale sum_j ds_ij k_j, ds_ij = p_ij (dp_ij - D_i),
+/// dp_ij = dy_i . v_j.
+struct FlashAttentionGradQueries {
+  FlashLayout a;
+  const uint16_t *dy;
+  uint16_t *dq;
+  float *stats;
+
+  struct Smem {
+    uint16_t *q, *dy, *k, *v, *ds;
+    float *s, *dp, *dq, *m, *l, *dd;
+  };
+  FSDP_HD Smem carve(SmemCarve &sc) const {
+    Smem s;
+    s.q = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.dy = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.k = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.v = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.ds = sc.take<uint16_t>(kFlashTile * FlashLayout::kLdP);
+    s.s = sc.take<float>(kFlashTile * FlashLayout::kLdS);
+    s.dp = sc.take<float>(kFlashTile * FlashLayout::kLdS);
+    s.dq = sc.take<float>(kFlashTile * a.ld32());
+    s.m = sc.take<float>(kFlashTile);
+    s.l = sc.take<float>(kFlashTile);
+    s.dd = sc.take<float>(kFlashTile);
+    return s;
+  }
+  size_t smemBytes() const {
+    SmemCarve sc;
+    carve(sc);
+    return sc.used;
+  }
+  FSDP_HD void operator()(const Block &blk, int64_t index,
+                          unsigned char *smem) const {
+    if (a.f16)
+      run<true>(blk, index, smem);
+    else
+      run<false>(blk, index, smem);
+  }
+
+  /// s = q k^T and dp = dy v^T for the key tile at j0.
+  template <bool F16>
+  FSDP_HD void scores(const Block &blk, const Smem &sm, const uint16_t *k,
+                      const uint16_t *v, int64_t j0) const {
+    blk.sync();
+    a.load(blk, k, a.tk, j0, sm.k);
+    a.load(blk, v, a.tk, j0, sm.v);
+    blk.sync();
+    tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, (int)a.d, sm.q,
+                              a.ld16(), sm.k, a.ld16(), sm.s, FlashLayout::kLdS,
+                              false);
+    tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, (int)a.d, sm.dy,
+                              a.ld16(), sm.v, a.ld16(), sm.dp,
+                              FlashLayout::kLdS, false);
+    blk.sync();
+  }
+
+  template <bool F16>
+  FSDP_HD void run(const Block &blk, int64_t index, unsigned char *smem) const {
+    SmemCarve sc{reinterpret_cast<uintptr_t>(smem)};
+    Smem sm = carve(sc);
+    int64_t tiles = a.tiles(a.tq), b = index / tiles,
+            i0 = (tiles - 1 - index % tiles) * kFlashTile;
+    const uint16_t *k = a.k + b * a.tk * a.d, *v = a.v + b * a.tk * a.d;
+    int d = (int)a.d;
+    a.load(blk, a.q + b * a.tq * a.d, a.tq, i0, sm.q);
+    a.load(blk, dy + b * a.tq * a.d, a.tq, i0, sm.dy);
+    for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
+      sm.m[r] = -INFINITY;
+      sm.l[r] = 0;
+      sm.dd[r] = 0;
+    }
+    // First walk: m, l and D, online.
+    for (int64_t j0 = 0; j0 < a.keyEnd(i0); j0 += kFlashTile) {
+      scores<F16>(blk, sm, k, v, j0);
+      for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
+        const float *srow = sm.s + r * FlashLayout::kLdS,
+                    *dprow = sm.dp + r * FlashLayout::kLdS;
+        float mOld = sm.m[r], mx = mOld;
+        for (int jj = 0; jj < kFlashTile; ++jj) {
+          int j = (jj + r) % kFlashTile;
+          float s = a.scale * srow[j];
+          if (a.visible(i0 + r, j0 + j) && s > mx)
+            mx = s;
+        }
+        float alpha = mOld == -INFINITY ? 0.0f : expf(mOld - mx), sum = 0,
+              dsum = 0;
+        for (int jj = 0; jj < kFlashTile; ++jj) {
+          int j = (jj + r) % kFlashTile;
+          if (!a.visible(i0 + r, j0 + j))
+            continue;
+          float p = expf(a.scale * srow[j] - mx);
+          sum += p;
+          dsum += p * dprow[j];
+        }
+        sm.l[r] = sm.l[r] * alpha + sum;
+        sm.dd[r] = sm.dd[r] * alpha + dsum;
+        sm.m[r] = mx;
+      }
+    }
+    blk.sync();
+    for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
+      sm.dd[r] = sm.l[r] > 0 ? sm.dd[r] / sm.l[r] : 0.0f;
+      if (i0 + r < a.tq) {
+        float *st = stats + 3 * (b * a.tq + i0 + r);
+        st[0] = sm.m[r];
+        st[1] = sm.l[r];
+        st[2] = sm.dd[r];
+      }
+    }
+    a.zero(blk, sm.dq);
+    // Second walk: dq.
+    for (int64_t j0 = 0; j0 < a.keyEnd(i0); j0 += kFlashTile) {
+      scores<F16>(blk, sm, k, v, j0);
+      for (int e = blk.thread(); e < kFlashTile * kFlashTile;
+           e += blk.threads()) {
+        int r = e / kFlashTile, j = e % kFlashTile;
+        float p = 0;
+        if (a.visible(i0 + r, j0 + j) && sm.l[r] > 0)
+          p = expf(a.scale * sm.s[r * FlashLayout::kLdS + j] - sm.m[r]) /
+              sm.l[r];
+        sm.ds[r * FlashLayout::kLdP + j] = floatToNarrow(
+            F16, p * (sm.dp[r * FlashLayout::kLdS + j] - sm.dd[r]));
+      }
+      blk.sync();
+      tileMma<F16, false, false>(blk, kFlashTile, d, kFlashTile, sm.ds,
+                                 FlashLayout::kLdP, sm.k, a.ld16(), sm.dq,
+                                 a.ld32(), true);
+    }
+    blk.sync();
+    a.store(blk, sm.dq, a.scale, nullptr, a.tq, i0, dq + b * a.tq * a.d);
+  }
+};
+
+/// The gradient, second kernel: one key tile per block, over the query
+/// tiles that see it (after FlashAttentionGradQueries has written
+/// `stats`): dv_j = sum_i p_ij dy_i, dk_j = scale sum_i ds_ij q_i.
+struct FlashAttentionGradKeys {
+  FlashLayout a;
+  const uint16_t *dy;
+  const float *stats;
+  uint16_t *dk, *dv;
+
+  struct Smem {
+    uint16_t *k, *v, *q, *dy, *p, *ds;
+    float *s, *dp, *dk, *dv, *m, *l, *dd;
+  };
+  FSDP_HD Smem carve(SmemCarve &sc) const {
+    Smem s;
+    s.k = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.v = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.q = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.dy = sc.take<uint16_t>(kFlashTile * a.ld16());
+    s.p = sc.take<uint16_t>(kFlashTile * FlashLayout::kLdP);
+    s.ds = sc.take<uint16_t>(kFlashTile * FlashLayout::kLdP);
+    s.s = sc.take<float>(kFlashTile * FlashLayout::kLdS);
+    s.dp = sc.take<float>(kFlashTile * FlashLayout::kLdS);
+    s.dk = sc.take<float>(kFlashTile * a.ld32());
+    s.dv = sc.take<float>(kFlashTile * a.ld32());
+    s.m = sc.take<float>(kFlashTile);
+    s.l = sc.take<float>(kFlashTile);
+    s.dd = sc.take<float>(kFlashTile);
+    return s;
+  }
+  size_t smemBytes() const {
+    SmemCarve sc;
+    carve(sc);
+    return sc.used;
+  }
+  FSDP_HD void operator()(const Block &blk, int64_t index,
+                          unsigned char *smem) const {
+    if (a.f16)
+      run<true>(blk, index, smem);
+    else
+      run<false>(blk, index, smem);
+  }
+
+  template <bool F16>
+  FSDP_HD void run(const Block &blk, int64_t index, unsigned char *smem) const {
+    SmemCarve sc{reinterpret_cast<uintptr_t>(smem)};
+    Smem sm = carve(sc);
+    int64_t tiles = a.tiles(a.tk), b = index / tiles,
+            j0 = (index % tiles) * kFlashTile; // the earliest keys have most
+    const uint16_t *q = a.q + b * a.tq * a.d, *g = dy + b * a.tq * a.d;
+    int d = (int)a.d;
+    a.load(blk, a.k + b * a.tk * a.d, a.tk, j0, sm.k);
+    a.load(blk, a.v + b * a.tk * a.d, a.tk, j0, sm.v);
+    a.zero(blk, sm.dk);
+    a.zero(blk, sm.dv);
+    for (int64_t i0 = a.firstQueryTile(j0); i0 < a.tq; i0 += kFlashTile) {
+      blk.sync(); // the previous tile's products are done with q, dy, p, ds
+      a.load(blk, q, a.tq, i0, sm.q);
+      a.load(blk, g, a.tq, i0, sm.dy);
+      for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
+        const float *st = stats + 3 * (b * a.tq + i0 + r);
+        bool row = i0 + r < a.tq;
+        sm.m[r] = row ? st[0] : 0.0f;
+        sm.l[r] = row ? st[1] : 0.0f;
+        sm.dd[r] = row ? st[2] : 0.0f;
+      }
+      blk.sync();
+      tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, d, sm.q, a.ld16(),
+                                sm.k, a.ld16(), sm.s, FlashLayout::kLdS, false);
+      tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, d, sm.dy, a.ld16(),
+                                sm.v, a.ld16(), sm.dp, FlashLayout::kLdS,
+                                false);
+      blk.sync();
+      for (int e = blk.thread(); e < kFlashTile * kFlashTile;
+           e += blk.threads()) {
+        int r = e / kFlashTile, j = e % kFlashTile; // query r, key j
+        float p = 0;
+        if (i0 + r < a.tq && a.visible(i0 + r, j0 + j) && sm.l[r] > 0)
+          p = expf(a.scale * sm.s[r * FlashLayout::kLdS + j] - sm.m[r]) /
+              sm.l[r];
+        sm.p[r * FlashLayout::kLdP + j] = floatToNarrow(F16, p);
+        sm.ds[r * FlashLayout::kLdP + j] = floatToNarrow(
+            F16, p * (sm.dp[r * FlashLayout::kLdS + j] - sm.dd[r]));
+      }
+      blk.sync();
+      // dv += p^T dy and dk += ds^T q: p and ds are [query, key], read
+      // transposed.
+      tileMma<F16, true, false>(blk, kFlashTile, d, kFlashTile, sm.p,
+                                FlashLayout::kLdP, sm.dy, a.ld16(), sm.dv,
+                                a.ld32(), true);
+      tileMma<F16, true, false>(blk, kFlashTile, d, kFlashTile, sm.ds,
+                                FlashLayout::kLdP, sm.q, a.ld16(), sm.dk,
+                                a.ld32(), true);
+    }
+    blk.sync();
+    a.store(blk, sm.dk, a.scale, nullptr, a.tk, j0, dk + b * a.tk * a.d);
+    a.store(blk, sm.dv, 1.0f, nullptr, a.tk, j0, dv + b * a.tk * a.d);
+  }
+};
+
+/// Runs block kernel `f` over `n` blocks on the host, in order (tests and
+/// the host emulation; the device launches a grid: launchBlocks), with
+/// `smem` as the shared memory (grown to f.smemBytes() where smaller, so
+/// the emulation allocates nothing after its first step).
+template <typename F>
+void runBlocksOnHost(int64_t n, const F &f, std::vector<double> &smem) {
+  if (smem.size() < (f.smemBytes() + 7) / 8)
+    smem.resize((f.smemBytes() + 7) / 8);
+  for (int64_t i = 0; i < n; ++i)
+    f(Block{}, i, reinterpret_cast<unsigned char *>(smem.data()));
+}
+
+} // namespace fsdp::device
+
+#endif // FSDP_RUNTIME_DEVICE_FLASHATTENTION_H
