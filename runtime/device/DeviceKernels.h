@@ -157,6 +157,34 @@ FSDP_HD inline void storeElem(ElemType t, void *p, int64_t i, double v) {
   }
 }
 
+/// Element i of an f32, bf16 or f16 tensor as a float (exactly), and a
+/// float stored into one (rounded as a Cast rounds): the elementwise
+/// kernels compute each element in f32 from narrow operands directly,
+/// which is what computing on widened f32 copies gives, element for
+/// element.
+FSDP_HD inline float loadFloat(ElemType t, const void *p, int64_t i) {
+  switch (t) {
+  case ElemType::BF16:
+    return fromBf16(static_cast<const uint16_t *>(p)[i]);
+  case ElemType::F16:
+    return fromF16(static_cast<const uint16_t *>(p)[i]);
+  default:
+    return static_cast<const float *>(p)[i];
+  }
+}
+FSDP_HD inline void storeFloat(ElemType t, void *p, int64_t i, float v) {
+  switch (t) {
+  case ElemType::BF16:
+    static_cast<uint16_t *>(p)[i] = toBf16(v);
+    break;
+  case ElemType::F16:
+    static_cast<uint16_t *>(p)[i] = toF16(v);
+    break;
+  default:
+    static_cast<float *>(p)[i] = v;
+  }
+}
+
 /// Copies one element of `n` bytes (4: one word).
 FSDP_HD inline void copyElem(uint8_t *dst, const uint8_t *src, int64_t n) {
   if (n == 4) {
@@ -257,21 +285,28 @@ FSDP_HD inline float geluGrad(bool tanhApprox, float x, float dy) {
   return dy * (cdf + x * pdf);
 }
 
-/// y = dy * gelu'(x), all of one shape.
+/// y = dy * gelu'(x), all of one shape; each f32, bf16 or f16.
 struct GeluGrad {
   bool tanhApprox;
-  const float *x, *dy;
-  float *y;
+  const void *x, *dy;
+  void *y;
+  ElemType tx = ElemType::F32, tdy = ElemType::F32, ty = ElemType::F32;
   FSDP_HD void operator()(int64_t i) const {
-    y[i] = geluGrad(tanhApprox, x[i], dy[i]);
+    storeFloat(
+        ty, y, i,
+        geluGrad(tanhApprox, loadFloat(tx, x, i), loadFloat(tdy, dy, i)));
   }
 };
 
+/// y = op(x), one shape; each f32, bf16 or f16.
 struct Unary {
   UnaryKind kind;
-  const float *x;
-  float *y;
-  FSDP_HD void operator()(int64_t i) const { y[i] = unaryOp(kind, x[i]); }
+  const void *x;
+  void *y;
+  ElemType tx = ElemType::F32, ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t i) const {
+    storeFloat(ty, y, i, unaryOp(kind, loadFloat(tx, x, i)));
+  }
 };
 
 enum class BinaryKind {
@@ -321,16 +356,20 @@ template <typename T> FSDP_HD inline T binaryOp(BinaryKind k, T a, T b) {
   return a;
 }
 
-/// y = a op b, both broadcast to y (`index`: operands 0 and 1).
+/// y = a op b in float, both broadcast to y (`index`: operands 0 and 1);
+/// each f32, bf16 or f16.
 struct Binary {
   BinaryKind kind;
   Strided index;
-  const float *a, *b;
-  float *y;
+  const void *a, *b;
+  void *y;
+  ElemType ta = ElemType::F32, tb = ElemType::F32, ty = ElemType::F32;
   FSDP_HD void operator()(int64_t i) const {
     int64_t off[2];
     index.offsets(i, off, 2);
-    y[i] = binaryOp(kind, a[off[0]], b[off[1]]);
+    storeFloat(
+        ty, y, i,
+        binaryOp(kind, loadFloat(ta, a, off[0]), loadFloat(tb, b, off[1])));
   }
 };
 

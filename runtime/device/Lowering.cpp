@@ -85,11 +85,16 @@ void copy(Ctx &c, const TensorRef &from, const TensorRef &to) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+bool floating(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
 Status unary(Ctx &c, UnaryKind kind) {
   const TensorRef &x = c.in.in[0], &y = c.in.out[0];
-  if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("expects f32 input and output of one shape");
-  c.emit(y.numel(), Unary{kind, c.at<float>(x), c.at<float>(y)});
+  if (x.shape != y.shape || !floating(x.dtype) || !floating(y.dtype))
+    return Status::error("expects float input and output of one shape");
+  c.emit(y.numel(),
+         Unary{kind, c.at(x), c.at(y), elemOf(x.dtype), elemOf(y.dtype)});
   return Status::ok();
 }
 
@@ -108,9 +113,10 @@ Status binary(Ctx &c, BinaryKind kind) {
     return Status::error("operands " + shapeString(a.shape) + " and " +
                          shapeString(b.shape) + " do not broadcast to " +
                          shapeString(y.shape));
-  if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32)
+  if (floating(a.dtype) && floating(b.dtype) && floating(y.dtype))
     c.emit(y.numel(),
-           Binary{kind, index, c.at<float>(a), c.at<float>(b), c.at<float>(y)});
+           Binary{kind, index, c.at(a), c.at(b), c.at(y), elemOf(a.dtype),
+                  elemOf(b.dtype), elemOf(y.dtype)});
   else
     c.emit(y.numel(), BinaryMixed{kind, index, elemOf(a.dtype), elemOf(b.dtype),
                                   elemOf(y.dtype), c.at(a), c.at(b), c.at(y)});
@@ -921,11 +927,12 @@ Status lowerGelu(Ctx &c) {
 }
 Status lowerGeluGrad(Ctx &c) {
   const TensorRef &x = c.in.in[0], &g = c.in.in[1], &y = c.in.out[0];
-  if (x.shape != y.shape || g.shape != y.shape || x.dtype != DType::F32 ||
-      g.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("expects f32 x, grad and output of one shape");
+  if (x.shape != y.shape || g.shape != y.shape || !floating(x.dtype) ||
+      !floating(g.dtype) || !floating(y.dtype))
+    return Status::error("expects float x, grad and output of one shape");
   c.emit(y.numel(), GeluGrad{c.attrString("approximate", "none") == "tanh",
-                             c.at<float>(x), c.at<float>(g), c.at<float>(y)});
+                             c.at(x), c.at(g), c.at(y), elemOf(x.dtype),
+                             elemOf(g.dtype), elemOf(y.dtype)});
   return Status::ok();
 }
 Status lowerSoftmax(Ctx &c) { return softmaxLike(c, false); }
@@ -1008,7 +1015,7 @@ bool nativeNarrow(const Instruction &in) {
   for (const TensorRef &t : in.in)
     shapes.emplace_back(t.shape.begin(), t.shape.end());
   if (!runsNarrowOnDevice(in.op, shapes, in.attrBool("causal", false)) ||
-      in.in.size() < 2 || in.out.empty())
+      in.in.empty() || in.out.empty())
     return false;
   auto narrow = [](DType t) { return t == DType::BF16 || t == DType::F16; };
   auto same = [](const std::vector<TensorRef> &ts, DType t) {
@@ -1018,6 +1025,10 @@ bool nativeNarrow(const Instruction &in) {
   if (in.op == "attention" || in.op == "attention_grad")
     return narrow(in.in[0].dtype) && same(in.in, in.in[0].dtype) &&
            same(in.out, in.in[0].dtype);
+  if (isElementwise(in.op)) // float operands; a comparison's i1 result
+    return std::all_of(in.in.begin(), in.in.end(),
+                       [&](const TensorRef &r) { return floating(r.dtype); }) &&
+           (floating(in.out[0].dtype) || in.out[0].dtype == DType::I1);
   if (in.out.size() != 1)
     return false;
   if (in.op == "matmul") {

@@ -43,6 +43,20 @@ inline bool computesInF32(std::string_view op) {
   return std::binary_search(std::begin(ops), std::end(ops), op);
 }
 
+/// The elementwise ops of the list above: the device kernels compute each
+/// element in f32 from bf16/f16 operands as they load them and round the
+/// result as they store it, which is exactly what the CPU's widened copies
+/// give, element for element (a comparison's i1 result is exact either
+/// way).
+inline bool isElementwise(std::string_view op) {
+  static constexpr std::string_view ops[] = {
+      "abs",   "add",       "div",     "equal", "erf",        "exp",
+      "gelu",  "gelu_grad", "greater", "less",  "log",        "max",
+      "min",   "mul",       "neg",     "pow",   "reciprocal", "relu",
+      "rsqrt", "sigmoid",   "silu",    "sqrt",  "sub",        "tanh"};
+  return std::binary_search(std::begin(ops), std::end(ops), op);
+}
+
 /// Whether the device's flash-attention kernels (runtime/device/
 /// FlashAttention.h) take an attention or attention_grad with operands of
 /// these shapes (q, k, v[, dy]; all bf16 or all f16): no mask operand, one
@@ -66,14 +80,15 @@ inline bool flashAttentionShapes(std::string_view op,
 
 /// Whether the device backends run `op` (its operands of shapes `in`,
 /// attention's `causal`) on bf16/f16 tensors as they are (tensor-core
-/// GEMMs; losses reading narrow logits; flash attention), so a plan for a
-/// GPU needs no f32 copies for it; the CPU backend widens every op above.
+/// GEMMs; losses reading narrow logits; flash attention; elementwise ops),
+/// so a plan for a GPU needs no f32 copies for it; the CPU backend widens
+/// every op above.
 inline bool runsNarrowOnDevice(std::string_view op,
                                const std::vector<std::vector<int64_t>> &in,
                                bool causal) {
   if (op == "attention" || op == "attention_grad")
     return flashAttentionShapes(op, in, causal);
-  return op == "matmul" || op == "cross_entropy" ||
+  return isElementwise(op) || op == "matmul" || op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 

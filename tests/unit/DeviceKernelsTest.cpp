@@ -155,6 +155,57 @@ TEST(DeviceKernels, BroadcastBinaryMatchesCpu) {
   EXPECT_FALSE(broadcastIndex(out, {&bad}, s));
 }
 
+// The elementwise kernels on bf16/f16 tensors (the device reads and
+// writes them without f32 copies: ComputeOps.h's isElementwise) against
+// the same kernels on f32 copies, rounded after: equal bit for bit, since
+// the widened computation is element for element. The sum mixes a bf16
+// operand with an f32 bias, as activations and biases come.
+TEST(DeviceKernels, ElementwiseOnNarrowTensorsEqualsWidened) {
+  for (ElemType t : {ElemType::BF16, ElemType::F16}) {
+    bool f16 = t == ElemType::F16;
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-3.0f, 3.0f);
+    const int n = 96, cols = 8;
+    std::vector<uint16_t> xn(n), gn(n), got(n);
+    std::vector<float> xf(n), gf(n), bias(cols), wide(n);
+    for (int i = 0; i < n; ++i) {
+      xn[i] = floatToNarrow(f16, u(rng));
+      xf[i] = narrowToFloat(f16, xn[i]);
+      gn[i] = floatToNarrow(f16, u(rng));
+      gf[i] = narrowToFloat(f16, gn[i]);
+    }
+    for (float &b : bias)
+      b = u(rng);
+    auto expectRounded = [&](const char *what) {
+      for (int i = 0; i < n; ++i)
+        ASSERT_EQ(floatToNarrow(f16, wide[i]), got[i])
+            << what << (f16 ? " f16" : " bf16") << " element " << i;
+    };
+    for (UnaryKind k : {UnaryKind::GeluTanh, UnaryKind::Gelu, UnaryKind::Exp,
+                        UnaryKind::Silu, UnaryKind::Tanh}) {
+      runOnHost(n, Unary{k, xf.data(), wide.data()});
+      runOnHost(n, Unary{k, xn.data(), got.data(), t, t});
+      expectRounded("unary");
+    }
+    Dims out = {n / cols, cols}, row = {cols};
+    Binary w{BinaryKind::Add, {}, xf.data(), bias.data(), wide.data()};
+    ASSERT_TRUE(broadcastIndex(out, {&out, &row}, w.index));
+    Binary g = w;
+    g.a = xn.data();
+    g.y = got.data();
+    g.ta = g.ty = t;
+    runOnHost(n, w);
+    runOnHost(n, g);
+    expectRounded("add");
+    for (bool tanhApprox : {false, true}) {
+      runOnHost(n, GeluGrad{tanhApprox, xf.data(), gf.data(), wide.data()});
+      runOnHost(
+          n, GeluGrad{tanhApprox, xn.data(), gn.data(), got.data(), t, t, t});
+      expectRounded("gelu_grad");
+    }
+  }
+}
+
 TEST(DeviceKernels, ReductionsMatchCpu) {
   struct Case {
     const char *op;
