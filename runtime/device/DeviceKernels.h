@@ -21,8 +21,11 @@
 #define FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #ifdef __CUDACC__
 #define FSDP_HD __host__ __device__
@@ -213,6 +216,92 @@ struct Strided {
     }
   }
 };
+
+//===----------------------------------------------------------------------===//
+// Block kernels
+//===----------------------------------------------------------------------===//
+
+/// A thread block as the block kernels see it: on the device the CUDA
+/// block; on the host one thread, so every loop over the block's threads
+/// covers all indices, a barrier has nothing to wait for, and a sum over
+/// the threads is the one thread's sum.
+struct Block {
+  FSDP_HD int thread() const {
+#ifdef __CUDA_ARCH__
+    return (int)threadIdx.x;
+#else
+    return 0;
+#endif
+  }
+  FSDP_HD int threads() const {
+#ifdef __CUDA_ARCH__
+    return (int)blockDim.x;
+#else
+    return 1;
+#endif
+  }
+  FSDP_HD void sync() const {
+#ifdef __CUDA_ARCH__
+    __syncthreads();
+#endif
+  }
+  /// The sum (or maximum) of every thread's `v`, to every thread: a warp's
+  /// butterfly, then the warps' results in warp order, so the same every
+  /// run. `scratch`: kReduceScratch bytes of shared memory. Every thread
+  /// of the block calls it.
+  FSDP_HD double sum(double v, double *scratch) const {
+    return combine(v, scratch, false);
+  }
+  FSDP_HD double max(double v, double *scratch) const {
+    return combine(v, scratch, true);
+  }
+  FSDP_HD double combine(double v, double *scratch, bool isMax) const {
+#ifdef __CUDA_ARCH__
+    for (int o = 16; o > 0; o >>= 1) {
+      double u = __shfl_xor_sync(0xffffffffu, v, o);
+      v = isMax ? (u > v ? u : v) : v + u;
+    }
+    __syncthreads(); // the scratch's last readers are done
+    if (threadIdx.x % 32 == 0)
+      scratch[threadIdx.x / 32] = v;
+    __syncthreads();
+    double t = scratch[0];
+    for (int w = 1; w < (int)blockDim.x / 32; ++w)
+      t = isMax ? (scratch[w] > t ? scratch[w] : t) : t + scratch[w];
+    return t;
+#else
+    (void)scratch;
+    (void)isMax;
+    return v;
+#endif
+  }
+};
+
+/// Shared memory Block::sum and Block::max need (one double a warp).
+constexpr size_t kReduceScratch = 32 * sizeof(double);
+/// Threads of a block that takes one row (layer norm, a loss's row).
+constexpr int kRowThreads = 256;
+
+/// Whether a functor is a block kernel: run as `f(block, index, shared)`
+/// over `n` blocks of F::kThreads threads with f.smemBytes() of shared
+/// memory, rather than `f(i)` over n indices.
+template <typename F, typename = void>
+struct IsBlockKernel : std::false_type {};
+template <typename F>
+struct IsBlockKernel<F, std::void_t<decltype(&F::smemBytes)>> : std::true_type {
+};
+
+/// Runs block kernel `f` over `n` blocks on the host, in order (tests and
+/// the host emulation; the device launches a grid: launchBlocks), with
+/// `smem` as the shared memory (grown to f.smemBytes() where smaller, so
+/// the emulation allocates nothing after its first step).
+template <typename F>
+void runBlocksOnHost(int64_t n, const F &f, std::vector<double> &smem) {
+  if (smem.size() < (f.smemBytes() + 7) / 8)
+    smem.resize((f.smemBytes() + 7) / 8);
+  for (int64_t i = 0; i < n; ++i)
+    f(Block{}, i, reinterpret_cast<unsigned char *>(smem.data()));
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -514,65 +603,85 @@ struct SoftmaxRows {
   }
 };
 
-/// Layer normalisation of one row of `cols` elements, scaled by w and
-/// shifted by b (optional).
-/// Mean and 1/sqrt(biased variance + eps) of a row, in double (two passes,
-/// as the CPU backend).
-FSDP_HD inline void rowStats(const float *row, int64_t cols, double eps,
-                             double &mean, double &rstd) {
-  mean = 0;
+/// Mean and 1/sqrt(biased variance + eps) of the `cols` elements of `x`
+/// from `base`, in double (two passes, as the CPU backend); every thread
+/// of the block gets them.
+FSDP_HD inline void rowStats(const Block &blk, ElemType t, const void *x,
+                             int64_t base, int64_t cols, double eps,
+                             double *scratch, double &mean, double &rstd) {
+  double s = 0;
+  for (int64_t j = blk.thread(); j < cols; j += blk.threads())
+    s += loadFloat(t, x, base + j);
+  mean = blk.sum(s, scratch) / (double)cols;
   double var = 0;
-  for (int64_t j = 0; j < cols; ++j)
-    mean += row[j];
-  mean /= (double)cols;
-  for (int64_t j = 0; j < cols; ++j)
-    var += (row[j] - mean) * (row[j] - mean);
-  var /= (double)cols;
+  for (int64_t j = blk.thread(); j < cols; j += blk.threads()) {
+    double d = loadFloat(t, x, base + j) - mean;
+    var += d * d;
+  }
+  var = blk.sum(var, scratch) / (double)cols;
   rstd = 1.0 / sqrt(var + eps);
 }
 
+/// Layer normalisation of row r (`cols` elements; a block each), scaled by
+/// w and shifted by b (optional). x and y of types tx and ty, w and b of tw
+/// (f32, bf16 or f16).
 struct LayerNormRows {
+  static constexpr int kThreads = kRowThreads;
   int64_t cols;
   double eps;
-  const float *x, *w, *b;
-  float *y;
-  FSDP_HD void operator()(int64_t r) const {
-    const float *row = x + r * cols;
+  const void *x, *w, *b;
+  void *y;
+  ElemType tx = ElemType::F32, tw = ElemType::F32, ty = ElemType::F32;
+  size_t smemBytes() const { return kReduceScratch; }
+  FSDP_HD void operator()(const Block &blk, int64_t r,
+                          unsigned char *smem) const {
     double mean, rstd;
-    rowStats(row, cols, eps, mean, rstd);
-    for (int64_t j = 0; j < cols; ++j)
-      y[r * cols + j] =
-          (float)((row[j] - mean) * rstd * w[j] + (b ? b[j] : 0.0));
+    rowStats(blk, tx, x, r * cols, cols, eps, reinterpret_cast<double *>(smem),
+             mean, rstd);
+    for (int64_t j = blk.thread(); j < cols; j += blk.threads())
+      storeFloat(ty, y, r * cols + j,
+                 (float)((loadFloat(tx, x, r * cols + j) - mean) * rstd *
+                             loadFloat(tw, w, j) +
+                         (b ? loadFloat(tw, b, j) : 0.0)));
   }
 };
 
-/// Layer norm's backward, one row each: the row's mean and rstd (kept in
+/// Layer norm's backward, one row a block: the row's mean and rstd (kept in
 /// `stats` for LayerNormGradCols) and
-/// dx = rstd (g - mean(g) - x̂ mean(g x̂)), g = dy * w.
+/// dx = rstd (g - mean(g) - x̂ mean(g x̂)), g = dy * w. x, dy and dx of
+/// types tx, tdy and tdx; w of tw.
 struct LayerNormGradRows {
+  static constexpr int kThreads = kRowThreads;
   int64_t cols;
   double eps;
-  const float *x, *w, *dy;
-  float *dx;
+  const void *x, *w, *dy;
+  void *dx;
   double *stats; // [rows, 2]: mean, rstd
-  FSDP_HD void operator()(int64_t r) const {
-    const float *row = x + r * cols, *g = dy + r * cols;
+  ElemType tx = ElemType::F32, tw = ElemType::F32, tdy = ElemType::F32,
+           tdx = ElemType::F32;
+  size_t smemBytes() const { return kReduceScratch; }
+  FSDP_HD void operator()(const Block &blk, int64_t r,
+                          unsigned char *smem) const {
+    double *scratch = reinterpret_cast<double *>(smem);
+    int64_t base = r * cols;
     double mean, rstd;
-    rowStats(row, cols, eps, mean, rstd);
-    stats[2 * r] = mean;
-    stats[2 * r + 1] = rstd;
-    double mg = 0, mgx = 0;
-    for (int64_t j = 0; j < cols; ++j) {
-      double gj = (double)g[j] * w[j];
-      mg += gj;
-      mgx += gj * ((row[j] - mean) * rstd);
+    rowStats(blk, tx, x, base, cols, eps, scratch, mean, rstd);
+    if (blk.thread() == 0) {
+      stats[2 * r] = mean;
+      stats[2 * r + 1] = rstd;
     }
-    mg /= (double)cols;
-    mgx /= (double)cols;
-    for (int64_t j = 0; j < cols; ++j) {
-      double xhat = (row[j] - mean) * rstd;
-      dx[r * cols + j] =
-          (float)(rstd * ((double)g[j] * w[j] - mg - xhat * mgx));
+    double mg = 0, mgx = 0;
+    for (int64_t j = blk.thread(); j < cols; j += blk.threads()) {
+      double gj = (double)loadFloat(tdy, dy, base + j) * loadFloat(tw, w, j);
+      mg += gj;
+      mgx += gj * ((loadFloat(tx, x, base + j) - mean) * rstd);
+    }
+    mg = blk.sum(mg, scratch) / (double)cols;
+    mgx = blk.sum(mgx, scratch) / (double)cols;
+    for (int64_t j = blk.thread(); j < cols; j += blk.threads()) {
+      double xhat = (loadFloat(tx, x, base + j) - mean) * rstd;
+      double gj = (double)loadFloat(tdy, dy, base + j) * loadFloat(tw, w, j);
+      storeFloat(tdx, dx, base + j, (float)(rstd * (gj - mg - xhat * mgx)));
     }
   }
 };
@@ -581,18 +690,20 @@ struct LayerNormGradRows {
 /// rows of dy x̂ and dy (after LayerNormGradRows has written `stats`).
 struct LayerNormGradCols {
   int64_t rows, cols;
-  const float *x, *dy;
+  const void *x, *dy;
   const double *stats;
-  float *dw, *db;
+  void *dw, *db;
+  ElemType tx = ElemType::F32, tdy = ElemType::F32, tdw = ElemType::F32;
   FSDP_HD void operator()(int64_t j) const {
     double sw = 0, sb = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      double g = dy[r * cols + j];
-      sw += g * ((x[r * cols + j] - stats[2 * r]) * stats[2 * r + 1]);
+      double g = loadFloat(tdy, dy, r * cols + j);
+      sw += g * ((loadFloat(tx, x, r * cols + j) - stats[2 * r]) *
+                 stats[2 * r + 1]);
       sb += g;
     }
-    dw[j] = (float)sw;
-    db[j] = (float)sb;
+    storeFloat(tdw, dw, j, (float)sw);
+    storeFloat(tdw, db, j, (float)sb);
   }
 };
 
@@ -661,65 +772,84 @@ struct LossLayout {
   ElemType type = ElemType::F32;
 };
 
-/// log(sum_j exp(row_j)) over `classes` elements `stride` apart from
-/// element `base` of `x`, in double.
-FSDP_HD inline double logSumExp(const LossLayout &l, const void *x,
-                                int64_t base) {
+/// log(sum_j exp(row_j)) over `classes` elements `inner` apart from
+/// element `base` of `x`, in double; every thread of the block gets it.
+FSDP_HD inline double logSumExp(const Block &blk, const LossLayout &l,
+                                const void *x, int64_t base, double *scratch) {
   double mx = -INFINITY, sum = 0;
-  for (int64_t j = 0; j < l.classes; ++j) {
-    double v = loadElem(l.type, x, base + j * l.inner);
+  for (int64_t j = blk.thread(); j < l.classes; j += blk.threads()) {
+    double v = loadFloat(l.type, x, base + j * l.inner);
     mx = v > mx ? v : mx;
   }
-  for (int64_t j = 0; j < l.classes; ++j)
-    sum += exp(loadElem(l.type, x, base + j * l.inner) - mx);
-  return mx + log(sum);
+  mx = blk.max(mx, scratch);
+  for (int64_t j = blk.thread(); j < l.classes; j += blk.threads())
+    sum += exp(loadFloat(l.type, x, base + j * l.inner) - mx);
+  return mx + log(blk.sum(sum, scratch));
 }
 
-/// Per position: the loss term and its weight (0 where ignored), in double,
-/// for LossReduce to sum.
+/// Per position (a block each): the loss term and its weight (0 where
+/// ignored), in double, for LossReduce to sum.
 struct LossTerms {
+  static constexpr int kThreads = kRowThreads;
   LossLayout l;
   const void *x;
   const int64_t *target;
   double *term, *weightOut;
   int *error;
-  FSDP_HD void operator()(int64_t p) const {
+  size_t smemBytes() const { return kReduceScratch; }
+  FSDP_HD void operator()(const Block &blk, int64_t p,
+                          unsigned char *smem) const {
     int64_t cls = target[p];
-    term[p] = weightOut[p] = 0;
-    if (l.hasIgnore && cls == l.ignore)
-      return;
-    if (cls < 0 || cls >= l.classes) {
-      flagError(error, kTargetOutOfRange);
+    bool ignored = l.hasIgnore && cls == l.ignore,
+         bad = !ignored && (cls < 0 || cls >= l.classes);
+    if (ignored || bad) { // the whole block returns
+      if (blk.thread() == 0) {
+        term[p] = weightOut[p] = 0;
+        if (bad)
+          flagError(error, kTargetOutOfRange);
+      }
       return;
     }
     int64_t s = p / l.inner, i = p % l.inner;
     int64_t base = s * l.classes * l.inner + i;
-    double w = l.weight ? l.weight[cls] : 1.0;
-    weightOut[p] = w;
-    term[p] = w * ((l.softmax ? logSumExp(l, x, base) : 0.0) -
-                   loadElem(l.type, x, base + cls * l.inner));
+    double lse =
+        l.softmax ? logSumExp(blk, l, x, base, reinterpret_cast<double *>(smem))
+                  : 0.0;
+    if (blk.thread() == 0) {
+      double w = l.weight ? l.weight[cls] : 1.0;
+      weightOut[p] = w;
+      term[p] = w * (lse - loadFloat(l.type, x, base + cls * l.inner));
+    }
   }
 };
 
 enum class LossReduction { None, Mean, Sum };
 
-/// The loss from LossTerms' `count` terms (one thread, index 0): their sum,
+/// The loss from LossTerms' `count` terms (one block, index 0): their sum,
 /// their weighted mean, or (None) each term; `totalOut` keeps the total
 /// weight for the gradient.
 struct LossReduce {
+  static constexpr int kThreads = kRowThreads;
   LossReduction reduction;
   int64_t count;
   const double *term, *weight;
   float *y;
   double *totalOut;
-  FSDP_HD void operator()(int64_t) const {
+  size_t smemBytes() const { return kReduceScratch; }
+  FSDP_HD void operator()(const Block &blk, int64_t,
+                          unsigned char *smem) const {
+    double *scratch = reinterpret_cast<double *>(smem);
     double sum = 0, total = 0;
-    for (int64_t p = 0; p < count; ++p) {
+    for (int64_t p = blk.thread(); p < count; p += blk.threads()) {
       sum += term[p];
       total += weight[p];
       if (reduction == LossReduction::None)
         y[p] = (float)term[p];
     }
+    sum = blk.sum(sum, scratch);
+    total = blk.sum(total, scratch);
+    if (blk.thread() != 0)
+      return;
     if (reduction == LossReduction::Mean)
       y[0] = (float)(sum / total);
     else if (reduction == LossReduction::Sum)
@@ -729,10 +859,11 @@ struct LossReduce {
   }
 };
 
-/// The gradient of the loss for one position's row of classes: g (the
-/// incoming gradient, per position for None, else a scalar) times
-/// weight * (softmax - onehot), divided by the total weight for Mean.
+/// The gradient of the loss for one position's row of classes (a block
+/// each): g (the incoming gradient, per position for None, else a scalar)
+/// times weight * (softmax - onehot), divided by the total weight for Mean.
 struct LossGradRows {
+  static constexpr int kThreads = kRowThreads;
   LossLayout l;
   LossReduction reduction;
   const void *x; // and y: of l.type
@@ -740,25 +871,29 @@ struct LossGradRows {
   const int64_t *target;
   const double *total; // LossReduce's totalOut
   void *y;
-  FSDP_HD void operator()(int64_t p) const {
+  size_t smemBytes() const { return kReduceScratch; }
+  FSDP_HD void operator()(const Block &blk, int64_t p,
+                          unsigned char *smem) const {
     int64_t s = p / l.inner, i = p % l.inner, cls = target[p];
     int64_t base = s * l.classes * l.inner + i;
     if ((l.hasIgnore && cls == l.ignore) || cls < 0 || cls >= l.classes) {
-      for (int64_t j = 0; j < l.classes; ++j)
-        storeElem(l.type, y, base + j * l.inner, 0.0);
+      for (int64_t j = blk.thread(); j < l.classes; j += blk.threads())
+        storeFloat(l.type, y, base + j * l.inner, 0.0f);
       return;
     }
     double scale = reduction == LossReduction::None   ? (double)g[p]
                    : reduction == LossReduction::Mean ? g[0] / *total
                                                       : (double)g[0];
     double w = l.weight ? l.weight[cls] : 1.0;
-    double lse = l.softmax ? logSumExp(l, x, base) : 0;
-    for (int64_t j = 0; j < l.classes; ++j) {
+    double lse =
+        l.softmax ? logSumExp(blk, l, x, base, reinterpret_cast<double *>(smem))
+                  : 0;
+    for (int64_t j = blk.thread(); j < l.classes; j += blk.threads()) {
       int64_t at = base + j * l.inner;
-      double prob = l.softmax ? exp(loadElem(l.type, x, at) - lse) : 0.0;
+      double prob = l.softmax ? exp(loadFloat(l.type, x, at) - lse) : 0.0;
       // Through float, as the CPU backend's f32 result cast afterwards.
-      storeElem(l.type, y, at,
-                (float)(w * scale * (prob - (j == cls ? 1.0 : 0.0))));
+      storeFloat(l.type, y, at,
+                 (float)(w * scale * (prob - (j == cls ? 1.0 : 0.0))));
     }
   }
 };

@@ -34,7 +34,6 @@
 
 #include <cstddef>
 #include <type_traits>
-#include <vector>
 
 #ifdef __CUDACC__
 #include <cuda_bf16.h>
@@ -45,43 +44,9 @@
 namespace fsdp::device {
 
 /// Rows of a tile (queries and keys alike) and threads of a block (four
-/// warps).
+/// warps: each takes whole 16 x 16 tiles of a product).
 constexpr int kFlashTile = 64;
 constexpr int kFlashThreads = 128;
-
-/// A thread block as the block kernels see it: on the device the CUDA
-/// block; on the host one thread, so every loop over the block's threads
-/// covers all indices and a barrier has nothing to wait for.
-struct Block {
-  FSDP_HD int thread() const {
-#ifdef __CUDA_ARCH__
-    return (int)threadIdx.x;
-#else
-    return 0;
-#endif
-  }
-  FSDP_HD int threads() const {
-#ifdef __CUDA_ARCH__
-    return (int)blockDim.x;
-#else
-    return 1;
-#endif
-  }
-  FSDP_HD void sync() const {
-#ifdef __CUDA_ARCH__
-    __syncthreads();
-#endif
-  }
-};
-
-/// Whether a functor is a block kernel: run as `f(block, index, shared)`
-/// over `n` blocks of kFlashThreads threads with f.smemBytes() of shared
-/// memory, rather than `f(i)` over n indices.
-template <typename F, typename = void>
-struct IsBlockKernel : std::false_type {};
-template <typename F>
-struct IsBlockKernel<F, std::void_t<decltype(&F::smemBytes)>> : std::true_type {
-};
 
 FSDP_HD inline float narrowToFloat(bool f16, uint16_t h) {
   return f16 ? fromF16(h) : fromBf16(h);
@@ -224,6 +189,7 @@ struct FlashLayout {
 /// y = softmax(scale q k^T) v, one 64-row query tile per block (the
 /// longest causal tiles first).
 struct FlashAttention {
+  static constexpr int kThreads = kFlashThreads;
   FlashLayout a;
   uint16_t *y;
 
@@ -321,6 +287,7 @@ struct FlashAttention {
 /// for dq = scale sum_j ds_ij k_j, ds_ij = p_ij (dp_ij - D_i),
 /// dp_ij = dy_i . v_j.
 struct FlashAttentionGradQueries {
+  static constexpr int kThreads = kFlashThreads;
   FlashLayout a;
   const uint16_t *dy;
   uint16_t *dq;
@@ -456,6 +423,7 @@ struct FlashAttentionGradQueries {
 /// tiles that see it (after FlashAttentionGradQueries has written
 /// `stats`): dv_j = sum_i p_ij dy_i, dk_j = scale sum_i ds_ij q_i.
 struct FlashAttentionGradKeys {
+  static constexpr int kThreads = kFlashThreads;
   FlashLayout a;
   const uint16_t *dy;
   const float *stats;
@@ -551,18 +519,6 @@ struct FlashAttentionGradKeys {
     a.store(blk, sm.dv, 1.0f, nullptr, a.tk, j0, dv + b * a.tk * a.d);
   }
 };
-
-/// Runs block kernel `f` over `n` blocks on the host, in order (tests and
-/// the host emulation; the device launches a grid: launchBlocks), with
-/// `smem` as the shared memory (grown to f.smemBytes() where smaller, so
-/// the emulation allocates nothing after its first step).
-template <typename F>
-void runBlocksOnHost(int64_t n, const F &f, std::vector<double> &smem) {
-  if (smem.size() < (f.smemBytes() + 7) / 8)
-    smem.resize((f.smemBytes() + 7) / 8);
-  for (int64_t i = 0; i < n; ++i)
-    f(Block{}, i, reinterpret_cast<unsigned char *>(smem.data()));
-}
 
 } // namespace fsdp::device
 

@@ -325,9 +325,13 @@ Status lowerLayerNorm(Ctx &c) {
   bool bias = c.in.in.size() == 3;
   if (w.numel() != cols || (bias && c.in.in[2].numel() != cols))
     return Status::error("scale/bias do not match the normalised size");
-  c.emit(rows, LayerNormRows{cols, eps, c.at<float>(x), c.at<float>(w),
-                             bias ? c.at<float>(c.in.in[2]) : nullptr,
-                             c.at<float>(y)});
+  if (!floating(x.dtype) || !floating(w.dtype) || !floating(y.dtype) ||
+      (bias && c.in.in[2].dtype != w.dtype))
+    return Status::error("expects float tensors, one type for scale and bias");
+  c.emit(rows,
+         LayerNormRows{cols, eps, c.at(x), c.at(w),
+                       bias ? c.at(c.in.in[2]) : nullptr, c.at(y),
+                       elemOf(x.dtype), elemOf(w.dtype), elemOf(y.dtype)});
   return Status::ok();
 }
 
@@ -338,11 +342,19 @@ Status lowerLayerNormGrad(Ctx &c) {
   int64_t rows, cols;
   FSDP_RETURN_IF_ERROR(
       layerNormGradLayout(c.in, c.attrInt("axis", -1), rows, cols));
+  for (const TensorRef *t : {&x, &w, &g, &dx, &dw, &db})
+    if (!floating(t->dtype))
+      return Status::error("expects float tensors");
+  if (db.dtype != dw.dtype)
+    return Status::error("expects one type for the scale's and the bias's "
+                         "gradients");
   double *stats = reinterpret_cast<double *>(c.mem.scratch);
-  c.emit(rows, LayerNormGradRows{cols, eps, c.at<float>(x), c.at<float>(w),
-                                 c.at<float>(g), c.at<float>(dx), stats});
-  c.emit(cols, LayerNormGradCols{rows, cols, c.at<float>(x), c.at<float>(g),
-                                 stats, c.at<float>(dw), c.at<float>(db)});
+  c.emit(rows, LayerNormGradRows{cols, eps, c.at(x), c.at(w), c.at(g), c.at(dx),
+                                 stats, elemOf(x.dtype), elemOf(w.dtype),
+                                 elemOf(g.dtype), elemOf(dx.dtype)});
+  c.emit(cols, LayerNormGradCols{rows, cols, c.at(x), c.at(g), stats, c.at(dw),
+                                 c.at(db), elemOf(x.dtype), elemOf(g.dtype),
+                                 elemOf(dw.dtype)});
   return Status::ok();
 }
 
@@ -573,9 +585,13 @@ Status lowerCrossEntropyGrad(Ctx &c) {
   int64_t n;
   FSDP_RETURN_IF_ERROR(lossLayout(c, softmax, l, n));
   LossScratch s = lossScratch(c.mem, n);
-  // The total weight first (for mean), then the gradient rows.
-  c.emit(n, LossTerms{l, c.at(x), c.at<int64_t>(c.in.in[1]), s.term, s.weight,
-                      c.mem.error});
+  // The total weight first (for mean: the terms without their
+  // log-sum-exp, which is all LossTerms reads the rows for), then the
+  // gradient rows.
+  LossLayout weights = l;
+  weights.softmax = false;
+  c.emit(n, LossTerms{weights, c.at(x), c.at<int64_t>(c.in.in[1]), s.term,
+                      s.weight, c.mem.error});
   c.emit(1,
          LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink, s.total});
   c.emit(n, LossGradRows{l, reductionOf(reduction), c.at(x), c.at<float>(g),
@@ -1025,6 +1041,11 @@ bool nativeNarrow(const Instruction &in) {
   if (in.op == "attention" || in.op == "attention_grad")
     return narrow(in.in[0].dtype) && same(in.in, in.in[0].dtype) &&
            same(in.out, in.in[0].dtype);
+  if (in.op == "layer_norm" || in.op == "layer_norm_grad")
+    return std::all_of(in.in.begin(), in.in.end(),
+                       [&](const TensorRef &r) { return floating(r.dtype); }) &&
+           std::all_of(in.out.begin(), in.out.end(),
+                       [&](const TensorRef &r) { return floating(r.dtype); });
   if (isElementwise(in.op)) // float operands; a comparison's i1 result
     return std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&

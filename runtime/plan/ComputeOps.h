@@ -80,7 +80,9 @@ inline bool flashAttentionShapes(std::string_view op,
 
 /// Whether the device backends run `op` (its operands of shapes `in`,
 /// attention's `causal`) on bf16/f16 tensors as they are (tensor-core
-/// GEMMs; losses reading narrow logits; flash attention; elementwise ops),
+/// GEMMs; losses reading narrow logits; flash attention; elementwise ops
+/// and layer norms, which load narrow values exactly and round results as
+/// a cast of their f32 result would),
 /// so a plan for a GPU needs no f32 copies for it; the CPU backend widens
 /// every op above.
 inline bool runsNarrowOnDevice(std::string_view op,
@@ -88,7 +90,8 @@ inline bool runsNarrowOnDevice(std::string_view op,
                                bool causal) {
   if (op == "attention" || op == "attention_grad")
     return flashAttentionShapes(op, in, causal);
-  return isElementwise(op) || op == "matmul" || op == "cross_entropy" ||
+  return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
+         op == "matmul" || op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 

@@ -65,6 +65,16 @@ void runCpu(Arena &a, const Instruction &in, cpu::OptimizerState *opt = nullptr,
   ASSERT_TRUE(s) << in.op << ": " << s.message();
 }
 
+/// Runs a device kernel on the host: over n indices, or n blocks.
+template <typename F> void runHost(int64_t n, const F &f) {
+  if constexpr (IsBlockKernel<F>::value) {
+    std::vector<double> smem;
+    runBlocksOnHost(n, f, smem);
+  } else {
+    runOnHost(n, f);
+  }
+}
+
 Instruction instr(const std::string &op, std::vector<TensorRef> in,
                   std::vector<TensorRef> out,
                   nlohmann::json attrs = nlohmann::json::object()) {
@@ -261,8 +271,8 @@ TEST(DeviceKernels, SoftmaxAndLayerNormMatchCpu) {
     a.fill(w, 0.5f, 1.5f);
     a.fill(b, -0.5f, 0.5f);
     std::vector<float> got(y.numel());
-    runOnHost(6, LayerNormRows{16, 1e-5, a.at<float>(x), a.at<float>(w),
-                               bias ? a.at<float>(b) : nullptr, got.data()});
+    runHost(6, LayerNormRows{16, 1e-5, a.at<float>(x), a.at<float>(w),
+                             bias ? a.at<float>(b) : nullptr, got.data()});
     std::vector<TensorRef> ins = {x, w};
     if (bias)
       ins.push_back(b);
@@ -301,12 +311,11 @@ TEST(DeviceKernels, LayerNormGradMatchesCpu) {
     int64_t cols = w.numel(), rows = x.numel() / cols;
     std::vector<float> gotDx(x.numel()), gotDw(cols), gotDb(cols);
     std::vector<double> stats(2 * rows);
-    runOnHost(rows,
-              LayerNormGradRows{cols, 1e-5, a.at<float>(x), a.at<float>(w),
-                                a.at<float>(g), gotDx.data(), stats.data()});
-    runOnHost(cols,
-              LayerNormGradCols{rows, cols, a.at<float>(x), a.at<float>(g),
-                                stats.data(), gotDw.data(), gotDb.data()});
+    runHost(rows,
+            LayerNormGradRows{cols, 1e-5, a.at<float>(x), a.at<float>(w),
+                              a.at<float>(g), gotDx.data(), stats.data()});
+    runHost(cols, LayerNormGradCols{rows, cols, a.at<float>(x), a.at<float>(g),
+                                    stats.data(), gotDw.data(), gotDb.data()});
     runCpu(a, instr("layer_norm_grad", {x, w, g}, {dx, dw, db},
                     {{"axis", axis}, {"epsilon", 1e-5}}));
     expectClose(a.at<float>(dx), gotDx.data(), x.numel(), "dx");
@@ -397,14 +406,14 @@ TEST(DeviceKernels, CrossEntropyAndGradientMatchCpu) {
       std::vector<float> got(loss.numel()), grad(dx.numel());
       double total = 0;
       int error = 0;
-      runOnHost(positions, LossTerms{layout, xs, a.at<int64_t>(t), terms.data(),
-                                     weights.data(), &error});
-      runOnHost(1, LossReduce{k.kind, positions, terms.data(), weights.data(),
-                              got.data(), &total});
-      runOnHost(positions, LossGradRows{layout, k.kind, xs, a.at<float>(g),
-                                        a.at<int64_t>(t), &total,
-                                        narrow ? (void *)gradb.data()
-                                               : (void *)grad.data()});
+      runHost(positions, LossTerms{layout, xs, a.at<int64_t>(t), terms.data(),
+                                   weights.data(), &error});
+      runHost(1, LossReduce{k.kind, positions, terms.data(), weights.data(),
+                            got.data(), &total});
+      runHost(positions, LossGradRows{layout, k.kind, xs, a.at<float>(g),
+                                      a.at<int64_t>(t), &total,
+                                      narrow ? (void *)gradb.data()
+                                             : (void *)grad.data()});
       if (narrow)
         for (int64_t i = 0; i < dx.numel(); ++i)
           grad[i] = fromBf16(gradb[i]);

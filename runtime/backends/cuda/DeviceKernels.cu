@@ -2,8 +2,8 @@
 //
 // One thread per index, grid-stride: every functor of
 // runtime/device/DeviceKernels.h is instantiated here, so the build compiles
-// each for the device (sm_90) even on a machine without a GPU. The block
-// kernels of runtime/device/FlashAttention.h run one block per index.
+// each for the device (sm_90) even on a machine without a GPU. Block
+// kernels (layer norms, losses, flash attention) run one block per index.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/DeviceKernels.cu.h"
@@ -19,7 +19,7 @@ template <typename F> __global__ void eachKernel(int64_t n, F f) {
 }
 
 template <typename F>
-__global__ void __launch_bounds__(device::kFlashThreads) blockKernel(F f) {
+__global__ void __launch_bounds__(F::kThreads) blockKernel(F f) {
   extern __shared__ __align__(128) unsigned char smem[];
   f(device::Block{}, (int64_t)blockIdx.x, smem);
 }
@@ -53,7 +53,7 @@ cudaError_t launchBlocks(int64_t n, const F &f, cudaStream_t stream) {
     return opted;
   if (bytes > limit || n > 0x7fffffff)
     return cudaErrorInvalidConfiguration;
-  blockKernel<<<(unsigned)n, device::kFlashThreads, bytes, stream>>>(f);
+  blockKernel<<<(unsigned)n, F::kThreads, bytes, stream>>>(f);
   return cudaGetLastError();
 }
 
@@ -85,14 +85,9 @@ FSDP_INSTANTIATE(Scaled)
 FSDP_INSTANTIATE(Trilu)
 FSDP_INSTANTIATE(Reduce)
 FSDP_INSTANTIATE(SoftmaxRows)
-FSDP_INSTANTIATE(LayerNormRows)
-FSDP_INSTANTIATE(LayerNormGradRows)
 FSDP_INSTANTIATE(LayerNormGradCols)
 FSDP_INSTANTIATE(Gather)
 FSDP_INSTANTIATE(ScatterAdd)
-FSDP_INSTANTIATE(LossTerms)
-FSDP_INSTANTIATE(LossReduce)
-FSDP_INSTANTIATE(LossGradRows)
 FSDP_INSTANTIATE(StridedCopy)
 FSDP_INSTANTIATE(AdamWSchedule)
 FSDP_INSTANTIATE(AdamW)
@@ -106,6 +101,11 @@ FSDP_INSTANTIATE(AttentionGradKeyRows)
 #define FSDP_INSTANTIATE(F)                                                    \
   template cudaError_t launchBlocks<device::F>(int64_t, const device::F &,     \
                                                cudaStream_t);
+FSDP_INSTANTIATE(LayerNormRows)
+FSDP_INSTANTIATE(LayerNormGradRows)
+FSDP_INSTANTIATE(LossTerms)
+FSDP_INSTANTIATE(LossReduce)
+FSDP_INSTANTIATE(LossGradRows)
 FSDP_INSTANTIATE(FlashAttention)
 FSDP_INSTANTIATE(FlashAttentionGradQueries)
 FSDP_INSTANTIATE(FlashAttentionGradKeys)

@@ -16,8 +16,8 @@ namespace fsdp::cuda {
 template <typename F>
 cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream);
 
-/// Runs block kernel `f` (FlashAttention.h) over `n` blocks of
-/// kFlashThreads threads with f.smemBytes() of shared memory on `stream`.
+/// Runs block kernel `f` (IsBlockKernel) over `n` blocks of F::kThreads
+/// threads with f.smemBytes() of shared memory on `stream`.
 /// Instantiated in DeviceKernels.cu for each block kernel.
 template <typename F>
 cudaError_t launchBlocks(int64_t n, const F &f, cudaStream_t stream);
