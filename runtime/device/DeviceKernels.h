@@ -554,30 +554,62 @@ struct Reduce {
   int64_t keptDims[kMaxDims] = {}, keptStrides[kMaxDims] = {};
   int64_t redDims[kMaxDims] = {}, redStrides[kMaxDims] = {};
   int64_t count = 1;
-  const float *x;
-  float *y;
+  const void *x;
+  void *y;
+  ElemType tx = ElemType::F32, ty = ElemType::F32;
+  /// Split (chunks > 1): index i reduces elements [c * chunkLen,
+  /// (c + 1) * chunkLen) of output o (i = c * outputs + o) into
+  /// partial[i], and ReduceCombine finishes; else one index an output.
+  int64_t chunks = 1, chunkLen = 0, outputs = 0;
+  double *partial = nullptr;
 
-  FSDP_HD void operator()(int64_t o) const {
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t o = chunks > 1 ? i % outputs : i, c = chunks > 1 ? i / outputs : 0;
     int64_t base = 0, rest = o;
     for (int d = kept - 1; d >= 0; --d) {
       base += (rest % keptDims[d]) * keptStrides[d];
       rest /= keptDims[d];
     }
     double acc = kind == ReduceKind::Max ? -INFINITY : 0.0;
-    if (count == 0) { // an empty reduction: the identity, as on the CPU
-      y[o] = (float)acc;
-      return;
-    }
-    for (int64_t j = 0; j < count; ++j) {
+    int64_t first = chunks > 1 ? c * chunkLen : 0,
+            end = chunks > 1 && first + chunkLen < count ? first + chunkLen
+                                                         : count;
+    for (int64_t j = first; j < end; ++j) {
       int64_t off = base, r = j;
       for (int d = reduced - 1; d >= 0; --d) {
         off += (r % redDims[d]) * redStrides[d];
         r /= redDims[d];
       }
-      double v = x[off];
+      double v = loadFloat(tx, x, off);
       acc = kind == ReduceKind::Max ? (v > acc ? v : acc) : acc + v;
     }
-    y[o] = (float)(kind == ReduceKind::Mean ? acc / (double)count : acc);
+    if (chunks > 1)
+      partial[i] = acc;
+    else // (an empty reduction: the identity, as on the CPU)
+      storeFloat(ty, y, o,
+                 (float)(kind == ReduceKind::Mean && count > 0
+                             ? acc / (double)count
+                             : acc));
+  }
+};
+
+/// Finishes a split reduction (Reduce, LayerNormGradCols): output o
+/// combines its chunks' partials in chunk order (so the same every run),
+/// divided by `count` for a mean.
+struct ReduceCombine {
+  ReduceKind kind;
+  int64_t chunks, outputs, count;
+  const double *partial;
+  void *y;
+  ElemType ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t o) const {
+    double acc = partial[o];
+    for (int64_t c = 1; c < chunks; ++c) {
+      double v = partial[c * outputs + o];
+      acc = kind == ReduceKind::Max ? (v > acc ? v : acc) : acc + v;
+    }
+    storeFloat(ty, y, o,
+               (float)(kind == ReduceKind::Mean ? acc / (double)count : acc));
   }
 };
 
@@ -688,19 +720,33 @@ struct LayerNormGradRows {
 
 /// Layer norm's scale and bias gradients, one column each: sums over the
 /// rows of dy x̂ and dy (after LayerNormGradRows has written `stats`).
+/// Split over rows as a Reduce is (`chunks` > 1): index i = c * cols + j
+/// sums chunk c's rows into partial[i] (dw's) and partial[chunks * cols +
+/// i] (db's), and two ReduceCombines finish.
 struct LayerNormGradCols {
   int64_t rows, cols;
   const void *x, *dy;
   const double *stats;
   void *dw, *db;
   ElemType tx = ElemType::F32, tdy = ElemType::F32, tdw = ElemType::F32;
-  FSDP_HD void operator()(int64_t j) const {
+  int64_t chunks = 1, chunkLen = 0;
+  double *partial = nullptr;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t j = i % cols, c = i / cols;
+    int64_t first = chunks > 1 ? c * chunkLen : 0,
+            end =
+                chunks > 1 && first + chunkLen < rows ? first + chunkLen : rows;
     double sw = 0, sb = 0;
-    for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t r = first; r < end; ++r) {
       double g = loadFloat(tdy, dy, r * cols + j);
       sw += g * ((loadFloat(tx, x, r * cols + j) - stats[2 * r]) *
                  stats[2 * r + 1]);
       sb += g;
+    }
+    if (chunks > 1) {
+      partial[i] = sw;
+      partial[chunks * cols + i] = sb;
+      return;
     }
     storeFloat(tdw, dw, j, (float)sw);
     storeFloat(tdw, db, j, (float)sb);

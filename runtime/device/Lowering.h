@@ -79,9 +79,9 @@ struct Wait {
 
 using Kernel =
     std::variant<Unary, GeluGrad, Binary, BinaryMixed, LogicalNot, Select, Cast,
-                 Scaled, Trilu, Reduce, SoftmaxRows, LayerNormRows,
-                 LayerNormGradRows, LayerNormGradCols, Gather, ScatterAdd,
-                 LossTerms, LossReduce, LossGradRows, StridedCopy,
+                 Scaled, Trilu, Reduce, ReduceCombine, SoftmaxRows,
+                 LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
+                 ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy,
                  AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
                  AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
                  FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy,

@@ -80,9 +80,9 @@ inline bool flashAttentionShapes(std::string_view op,
 
 /// Whether the device backends run `op` (its operands of shapes `in`,
 /// attention's `causal`) on bf16/f16 tensors as they are (tensor-core
-/// GEMMs; losses reading narrow logits; flash attention; elementwise ops
-/// and layer norms, which load narrow values exactly and round results as
-/// a cast of their f32 result would),
+/// GEMMs; losses reading narrow logits; flash attention; elementwise ops,
+/// layer norms and reductions, which load narrow values exactly and round
+/// results as a cast of their f32 result would),
 /// so a plan for a GPU needs no f32 copies for it; the CPU backend widens
 /// every op above.
 inline bool runsNarrowOnDevice(std::string_view op,
@@ -91,15 +91,32 @@ inline bool runsNarrowOnDevice(std::string_view op,
   if (op == "attention" || op == "attention_grad")
     return flashAttentionShapes(op, in, causal);
   return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
+         op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
          op == "matmul" || op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
+}
+
+/// Threads a split reduction aims for: a reduction into fewer outputs
+/// (a bias's gradient: 768 sums of 16384 rows) splits each sum into
+/// chunks, so chunks x outputs threads fill a GPU; the chunks' partial sums
+/// (doubles, in scratch) are then combined in order.
+constexpr int64_t kSplitReduceThreads = int64_t(1) << 18;
+
+/// The chunks each of `outputs` sums of `count` elements splits into (1:
+/// none); chunks x outputs <= kSplitReduceThreads.
+inline int64_t reduceChunks(int64_t count, int64_t outputs) {
+  if (outputs <= 0 || outputs * 2 > kSplitReduceThreads || count < 64)
+    return 1;
+  int64_t chunks = std::min(count / 32, kSplitReduceThreads / outputs);
+  return std::max<int64_t>(chunks, 1);
 }
 
 /// Scratch bytes the device kernels of `op` need, given its operands'
 /// shapes (runtime/device/Lowering.cpp lays them out; fsdp-simulate plans
 /// them for GPU targets): per query row attention_grad's softmax max,
 /// normaliser and D; per row layer_norm_grad's mean and rstd; per position
-/// a loss's term and weight, plus the total and a sink.
+/// a loss's term and weight, plus the total and a sink; split reductions'
+/// partial sums.
 inline int64_t deviceScratchBytes(std::string_view op,
                                   const std::vector<std::vector<int64_t>> &in) {
   auto numel = [](const std::vector<int64_t> &s) {
@@ -111,8 +128,16 @@ inline int64_t deviceScratchBytes(std::string_view op,
   if (op == "attention_grad" && !in.empty() && in[0].size() >= 2 &&
       in[0].back() > 0)
     return 24 * (numel(in[0]) / in[0].back());
+  // Split reductions: at most kSplitReduceThreads partial sums (two for
+  // layer_norm_grad's dw and db), and one per 32 input elements at most
+  // (reduceChunks' chunks are 32 elements or longer).
+  int64_t partials =
+      in.empty() ? 0 : std::min(numel(in[0]) / 32, kSplitReduceThreads);
   if (op == "layer_norm_grad" && in.size() == 3)
-    return 16 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1));
+    return 16 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1)) +
+           16 * partials;
+  if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max")
+    return 8 * partials;
   bool loss =
       op == "cross_entropy" || op == "nll_loss" || op == "cross_entropy_grad";
   if (!loss || in.size() < 2)

@@ -5,6 +5,7 @@
 // relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
 #include "runtime/cpu/Kernels.h"
+#include "runtime/device/Device.h"
 #include "runtime/device/FlashAttention.h"
 #include "runtime/device/KernelShapes.h"
 #include "runtime/support/Half.h"
@@ -73,6 +74,28 @@ template <typename F> void runHost(int64_t n, const F &f) {
   } else {
     runOnHost(n, f);
   }
+}
+
+/// Lowers `in` as the device backend does (runtime/device/Lowering.h) and
+/// runs the operations on the host emulation, so the lowering's own
+/// choices (split reductions, narrow operands) are what is tested.
+void runLowered(Arena &a, const Instruction &in) {
+  std::unique_ptr<Comm> comm = localComm();
+  std::unique_ptr<Device> device = hostDevice(*comm);
+  std::vector<double> scratch(scratchBytes(in) / 8 + 1),
+      widened(widenedBytes(in) / 8 + 1);
+  int error = 0;
+  Memory mem;
+  mem.arena = a.base();
+  mem.scratch = reinterpret_cast<uint8_t *>(scratch.data());
+  mem.widened = reinterpret_cast<uint8_t *>(widened.data());
+  mem.error = &error;
+  std::vector<DeviceOp> ops;
+  Status s = lower(in, mem, *comm, ops);
+  ASSERT_TRUE(s) << in.op << ": " << s.message();
+  s = device->run(ops, 0);
+  ASSERT_TRUE(s) << in.op << ": " << s.message();
+  ASSERT_EQ(error, 0) << in.op;
 }
 
 Instruction instr(const std::string &op, std::vector<TensorRef> in,
@@ -247,6 +270,42 @@ TEST(DeviceKernels, ReductionsMatchCpu) {
     }
 }
 
+// Reductions into few outputs split each sum into chunks (ComputeOps.h's
+// reduceChunks: 80 chunks of 32 here) whose partial sums are combined in
+// order; as lowered, on f32 and on bf16 input (read as it is, no f32
+// copy). Double sums in another order: the f32 tolerance as above; bf16
+// results may round the other way, one bf16 step (2^-8 relative).
+TEST(DeviceKernels, SplitReductionsMatchCpu) {
+  const char *ops[] = {"reduce_sum", "reduce_mean", "reduce_max"};
+  for (DType t : {DType::F32, DType::BF16})
+    for (const char *op : ops)
+      for (Dims axes : {Dims{0, 1}, Dims{0}}) {
+        Arena a;
+        Dims in = {64, 40, 24},
+             out = axes.size() == 2 ? Dims{24} : Dims{40, 24};
+        TensorRef x = a.add(in), y = a.add(out), xn = a.add(in, t),
+                  yn = a.add(out, t);
+        a.fill(x, -2.0f, 2.0f);
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          storeElem(static_cast<ElemType>(t), a.at<void>(xn), i,
+                    a.at<float>(x)[i]);
+          a.at<float>(x)[i] =
+              (float)loadElem(static_cast<ElemType>(t), a.at<void>(xn), i);
+        }
+        nlohmann::json attrs = {{"axes", axes}, {"keepdims", false}};
+        runLowered(a, instr(op, {xn}, {yn}, attrs));
+        runCpu(a, instr(op, {x}, {y}, attrs));
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          float want = a.at<float>(y)[i],
+                got = (float)loadElem(static_cast<ElemType>(t), a.at<void>(yn),
+                                      i);
+          float tol = t == DType::F32 ? 1e-6f * (std::fabs(want) + 0.1f)
+                                      : std::fabs(want) / 256 + 1e-6f;
+          ASSERT_NEAR(want, got, tol) << op << " element " << i;
+        }
+      }
+}
+
 TEST(DeviceKernels, SoftmaxAndLayerNormMatchCpu) {
   for (bool log : {false, true})
     for (int64_t axis : {1, 2}) {
@@ -322,6 +381,26 @@ TEST(DeviceKernels, LayerNormGradMatchesCpu) {
     expectClose(a.at<float>(dw), gotDw.data(), cols, "dscale");
     expectClose(a.at<float>(db), gotDb.data(), cols, "dbias");
   }
+}
+
+// Enough rows (256) that the scale's and bias's gradients split into
+// chunks (8 of 32 rows), as lowered.
+TEST(DeviceKernels, SplitLayerNormGradMatchesCpu) {
+  Arena a;
+  Dims shape = {8, 32, 48}, norm = {48};
+  TensorRef x = a.add(shape), w = a.add(norm), g = a.add(shape),
+            dx = a.add(shape), dw = a.add(norm), db = a.add(norm),
+            gotDx = a.add(shape), gotDw = a.add(norm), gotDb = a.add(norm);
+  a.fill(x, -2.0f, 3.0f);
+  a.fill(w, 0.5f, 1.5f);
+  a.fill(g, -1.0f, 1.0f);
+  nlohmann::json attrs = {{"axis", 2}, {"epsilon", 1e-5}};
+  runLowered(a,
+             instr("layer_norm_grad", {x, w, g}, {gotDx, gotDw, gotDb}, attrs));
+  runCpu(a, instr("layer_norm_grad", {x, w, g}, {dx, dw, db}, attrs));
+  expectClose(a.at<float>(dx), a.at<float>(gotDx), x.numel(), "dx");
+  expectClose(a.at<float>(dw), a.at<float>(gotDw), 48, "dscale");
+  expectClose(a.at<float>(db), a.at<float>(gotDb), 48, "dbias");
 }
 
 TEST(DeviceKernels, GatherAndScatterAddMatchCpu) {
