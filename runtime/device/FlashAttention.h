@@ -186,11 +186,30 @@ struct FlashLayout {
   }
 };
 
+/// What the three kernels share: the layout, the block's threads, the
+/// shared memory their carve takes, and the choice of run<F16> by the
+/// layout's element type. K: the kernel, with carve() and run<F16>().
+template <typename K> struct FlashKernel {
+  FlashLayout a;
+  static constexpr int kThreads = kFlashThreads;
+  size_t smemBytes() const {
+    SmemCarve sc;
+    static_cast<const K *>(this)->carve(sc);
+    return sc.used;
+  }
+  FSDP_HD void operator()(const Block &blk, int64_t index,
+                          unsigned char *smem) const {
+    const K &k = *static_cast<const K *>(this);
+    if (a.f16)
+      k.template run<true>(blk, index, smem);
+    else
+      k.template run<false>(blk, index, smem);
+  }
+};
+
 /// y = softmax(scale q k^T) v, one 64-row query tile per block (the
 /// longest causal tiles first).
-struct FlashAttention {
-  static constexpr int kThreads = kFlashThreads;
-  FlashLayout a;
+struct FlashAttention : FlashKernel<FlashAttention> {
   uint16_t *y;
 
   struct Smem {
@@ -209,18 +228,6 @@ struct FlashAttention {
     s.l = sc.take<float>(kFlashTile);
     s.alpha = sc.take<float>(kFlashTile);
     return s;
-  }
-  size_t smemBytes() const {
-    SmemCarve sc;
-    carve(sc);
-    return sc.used;
-  }
-  FSDP_HD void operator()(const Block &blk, int64_t index,
-                          unsigned char *smem) const {
-    if (a.f16)
-      run<true>(blk, index, smem);
-    else
-      run<false>(blk, index, smem);
   }
 
   template <bool F16>
@@ -286,9 +293,7 @@ struct FlashAttention {
 /// (written to `stats`, 3 floats a row, for FlashAttentionGradKeys), then
 /// for dq = scale sum_j ds_ij k_j, ds_ij = p_ij (dp_ij - D_i),
 /// dp_ij = dy_i . v_j.
-struct FlashAttentionGradQueries {
-  static constexpr int kThreads = kFlashThreads;
-  FlashLayout a;
+struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
   const uint16_t *dy;
   uint16_t *dq;
   float *stats;
@@ -311,18 +316,6 @@ struct FlashAttentionGradQueries {
     s.l = sc.take<float>(kFlashTile);
     s.dd = sc.take<float>(kFlashTile);
     return s;
-  }
-  size_t smemBytes() const {
-    SmemCarve sc;
-    carve(sc);
-    return sc.used;
-  }
-  FSDP_HD void operator()(const Block &blk, int64_t index,
-                          unsigned char *smem) const {
-    if (a.f16)
-      run<true>(blk, index, smem);
-    else
-      run<false>(blk, index, smem);
   }
 
   /// s = q k^T and dp = dy v^T for the key tile at j0.
@@ -422,9 +415,7 @@ struct FlashAttentionGradQueries {
 /// The gradient, second kernel: one key tile per block, over the query
 /// tiles that see it (after FlashAttentionGradQueries has written
 /// `stats`): dv_j = sum_i p_ij dy_i, dk_j = scale sum_i ds_ij q_i.
-struct FlashAttentionGradKeys {
-  static constexpr int kThreads = kFlashThreads;
-  FlashLayout a;
+struct FlashAttentionGradKeys : FlashKernel<FlashAttentionGradKeys> {
   const uint16_t *dy;
   const float *stats;
   uint16_t *dk, *dv;
@@ -449,18 +440,6 @@ struct FlashAttentionGradKeys {
     s.l = sc.take<float>(kFlashTile);
     s.dd = sc.take<float>(kFlashTile);
     return s;
-  }
-  size_t smemBytes() const {
-    SmemCarve sc;
-    carve(sc);
-    return sc.used;
-  }
-  FSDP_HD void operator()(const Block &blk, int64_t index,
-                          unsigned char *smem) const {
-    if (a.f16)
-      run<true>(blk, index, smem);
-    else
-      run<false>(blk, index, smem);
   }
 
   template <bool F16>
