@@ -21,6 +21,7 @@ The GPU machine needs fsdp-run built with CUDA, and python3-torch with
 CUDA for the PyTorch columns (they are skipped, with a note, without it).
 """
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -38,15 +39,26 @@ def flops_per_token(n_params):
     return 6 * n_params + 6 * L * D * T
 
 
-def prepare(out, batch, tools):
+def model(out):
+    """The ONNX model (weights in external data, 0.5 GB) in out, made once:
+    on the GPU machine too, where a carried plan finds no model."""
     os.makedirs(out, exist_ok=True)
     onnx = os.path.join(out, "gpt2-124m.onnx")
     if not os.path.exists(onnx):
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples",
+        # This interpreter if it has torch (the GPU machine's), else
+        # Debian's python3-torch.
+        py = (sys.executable if importlib.util.find_spec("torch")
+              else "/usr/bin/python3")
+        subprocess.run([py, os.path.join(ROOT, "examples",
                         "gen_model.py"), "gpt2", "--loss", "--dim", str(D),
                         "--layers", str(L), "--heads", str(HEADS), "--seq",
                         str(T), "--vocab", str(VOCAB), "--dynamic-batch",
                         "--external-data", "-o", onnx], check=True)
+    return onnx
+
+
+def prepare(out, batch, tools):
+    onnx = model(out)
     plan = os.path.join(out, f"gpt2-124m-b{batch}.plan")
     subprocess.run([os.path.join(tools, "fsdp-opt"), onnx,
                     f"--batch-size={batch}", "--param-dtype=bf16",
@@ -58,9 +70,11 @@ def prepare(out, batch, tools):
 
 def run_fsdp(plan, tools, steps, warmup):
     log = plan + ".cuda.jsonl"
+    onnx = model(os.path.dirname(plan))
     p = subprocess.run([os.path.join(tools, "fsdp-run"), plan, "--backend",
                         "cuda", "--steps", str(steps), "--quiet", "--log",
-                        log], capture_output=True, text=True)
+                        log, "--weights", onnx], capture_output=True,
+                       text=True)
     if p.returncode != 0:
         return {"error": (p.stderr or p.stdout).strip().splitlines()[-1]}
     rows = [json.loads(l) for l in open(log) if l.strip()]

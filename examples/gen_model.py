@@ -13,6 +13,7 @@ do_constant_folding=False, as the importer's shape folding is what is
 tested. --shapes-json prints the expected input/output shapes.
 """
 import argparse
+import inspect
 import json
 import math
 import os
@@ -372,10 +373,16 @@ def export(argv):
         dynamic = {n: {0: "batch"} for n in names}
         if out.dim() > 0:
             dynamic[out_name] = {0: "batch"}
+    # The TorchScript exporter everywhere (newer PyTorch defaults to the
+    # dynamo one, which names and shapes the graph otherwise): a model made
+    # on a GPU machine's PyTorch matches plans made here.
+    kw = {}
+    if "dynamo" in inspect.signature(torch.onnx.export).parameters:
+        kw["dynamo"] = False
     torch.onnx.export(model, tuple(inputs.values()), args.output,
                       input_names=names, output_names=[out_name],
                       dynamic_axes=dynamic, opset_version=args.opset,
-                      do_constant_folding=False)
+                      do_constant_folding=False, **kw)
     if args.external_data:
         import onnx
         m = onnx.load(args.output)

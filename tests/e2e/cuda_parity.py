@@ -19,6 +19,10 @@ then flips a bf16 rounding, 2^-9 of that element).
 Then compute-sanitizer's memcheck over 3 steps (graphs captured and
 replayed) must report no error, and a checkpoint written from the GPU and
 resumed on the CPU must continue the CPU's own run.
+
+A GPU machine without LLVM (the device tool's) cannot run fsdp-opt: there,
+`--prepare DIR` here writes the model and the plans, and `--prepared DIR`
+runs them (scripts/device-bundle.sh carries both).
 """
 import argparse
 import json
@@ -84,46 +88,75 @@ def compare(name, a, b, tol, exact_grads):
     print(f"{name}: losses within {worst:.2g}, weights within {wworst:.2g}")
 
 
+CASES = [
+    ("f32 full-shard", ["--world-size=1", "--strategy=full-shard"], F32_TOL),
+    ("bf16 params", ["--param-dtype=bf16"], BF16_TOL),
+    ("bf16 compute", ["--param-dtype=bf16", "--compute-dtype=bf16"],
+     BF16_COMPUTE_TOL),
+    ("sgd accumulate", ["--optimizer=sgd", "--momentum=0.9", "--nesterov",
+                        "--grad-clip=0.5", "--lr-schedule=cosine",
+                        "--total-steps=10", "--grad-accum=2"], F32_TOL),
+]
+
+
+def plan_path(d, name):
+    return os.path.join(d, name.replace(" ", "-") + ".plan")
+
+
+def prepare(d, fsdp_opt, generator):
+    """The model (d/gpt2.onnx), a probe plan and one plan per case."""
+    os.makedirs(d, exist_ok=True)
+    onnx = os.path.join(d, "gpt2.onnx")
+    run([sys.executable, generator, "gpt2", "--loss", "--dim", "64",
+         "--layers", "2", "--seq", "32", "--vocab", "128", "--dynamic-batch",
+         "-o", onnx])
+    run([fsdp_opt, onnx, "--batch-size=4", "-o", plan_path(d, "probe")])
+    for name, opts, _ in CASES:
+        run([fsdp_opt, onnx, "--batch-size=4", "-o", plan_path(d, name)] +
+            opts)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--fsdp-opt", required=True)
-    ap.add_argument("--fsdp-run", required=True)
-    ap.add_argument("--generator", required=True)
+    ap.add_argument("--fsdp-opt")
+    ap.add_argument("--fsdp-run")
+    ap.add_argument("--generator")
     ap.add_argument("--backend", default="cuda",
                     help="cuda; emulated checks this script without a GPU")
+    ap.add_argument("--prepare", metavar="DIR",
+                    help="only write the model and the plans to DIR")
+    ap.add_argument("--prepared", metavar="DIR",
+                    help="run the model and plans --prepare wrote")
     args = ap.parse_args()
+    if args.prepare:
+        prepare(args.prepare, args.fsdp_opt, args.generator)
+        print(f"wrote the model and plans to {args.prepare}")
+        return 0
+    if not args.fsdp_run or not (args.prepared or
+                                 (args.fsdp_opt and args.generator)):
+        ap.error("--fsdp-run, and --prepared DIR or --fsdp-opt and "
+                 "--generator")
     gpu = args.backend
     smi = shutil.which("nvidia-smi")
     if gpu == "cuda" and (
             not smi or subprocess.run([smi, "-L"], capture_output=True).returncode):
         print("no GPU: skipped")
         return SKIP
-    tmp = tempfile.mkdtemp(prefix="fsdp-cuda-")
-    onnx = os.path.join(tmp, "gpt2.onnx")
-    run(["/usr/bin/python3", args.generator, "gpt2", "--loss", "--dim", "64",
-         "--layers", "2", "--seq", "32", "--vocab", "128", "--dynamic-batch",
-         "-o", onnx])
-    probe = os.path.join(tmp, "probe.plan")
-    run([args.fsdp_opt, onnx, "--batch-size=4", "-o", probe])
-    p = subprocess.run([args.fsdp_run, probe, "--backend", gpu, "--steps",
-                        "1", "--quiet"], capture_output=True, text=True)
+    tmp = args.prepared or tempfile.mkdtemp(prefix="fsdp-cuda-")
+    if not args.prepared:
+        prepare(tmp, args.fsdp_opt, args.generator)
+    # The weights from the model beside the plans (a prepared plan names
+    # the path it was written with).
+    weights = ["--weights", os.path.join(tmp, "gpt2.onnx")]
+    p = subprocess.run([args.fsdp_run, plan_path(tmp, "probe"), "--backend",
+                        gpu, "--steps", "1", "--quiet"] + weights,
+                       capture_output=True, text=True)
     if "no CUDA backend" in p.stderr:
         print("fsdp-run was built without CUDA: skipped")
         return SKIP
-    cases = [
-        ("f32 full-shard", ["--world-size=1", "--strategy=full-shard"],
-         F32_TOL),
-        ("bf16 params", ["--param-dtype=bf16"], BF16_TOL),
-        ("bf16 compute", ["--param-dtype=bf16", "--compute-dtype=bf16"],
-         BF16_COMPUTE_TOL),
-        ("sgd accumulate", ["--optimizer=sgd", "--momentum=0.9", "--nesterov",
-                            "--grad-clip=0.5", "--lr-schedule=cosine",
-                            "--total-steps=10", "--grad-accum=2"], F32_TOL),
-    ]
     exact_grads = None
-    for name, opts, tol in cases:
-        plan = os.path.join(tmp, name.replace(" ", "-") + ".plan")
-        run([args.fsdp_opt, onnx, "--batch-size=4", "-o", plan] + opts)
+    for name, opts, tol in CASES:
+        plan = plan_path(tmp, name)
         out = {}
         for backend in ("cpu", gpu):
             stem = plan + "." + backend
@@ -135,17 +168,17 @@ def main():
                 extra = ["--dump-grads", out[backend]["grads"]]
             run([args.fsdp_run, plan, "--steps", "10", "--quiet", "--backend",
                  backend, "--log", out[backend]["log"], "--save-full",
-                 out[backend]["weights"]] + extra)
+                 out[backend]["weights"]] + extra + weights)
         exact_grads = exact_grads or out["cpu"]["grads"]  # the f32 case's
         compare(name, out["cpu"], out[gpu], tol, exact_grads)
 
-    plan = os.path.join(tmp, "f32-full-shard.plan")
+    plan = plan_path(tmp, "f32 full-shard")
     sanitizer = shutil.which("compute-sanitizer") or \
         "/usr/local/cuda/bin/compute-sanitizer"
     if gpu == "cuda" and os.path.exists(sanitizer):
         p = run([sanitizer, "--tool", "memcheck", "--error-exitcode", "9",
                  args.fsdp_run, plan, "--steps", "3", "--quiet", "--backend",
-                 gpu])
+                 gpu] + weights)
         print("compute-sanitizer memcheck: " + p.stdout.strip().splitlines()[-1])
     elif gpu == "cuda":
         print("compute-sanitizer not found: memcheck not run")
@@ -153,10 +186,10 @@ def main():
     # GPU checkpoint at step 4, resumed on the CPU, against the CPU's run.
     ck = os.path.join(tmp, "ck")
     run([args.fsdp_run, plan, "--steps", "4", "--quiet", "--backend", gpu,
-         "--checkpoint-dir", ck])
+         "--checkpoint-dir", ck] + weights)
     resumed = os.path.join(tmp, "resumed.jsonl")
     run([args.fsdp_run, plan, "--steps", "10", "--quiet", "--resume",
-         os.path.join(ck, "step-4"), "--log", resumed])
+         os.path.join(ck, "step-4"), "--log", resumed] + weights)
     cpu = losses(plan + ".cpu.jsonl")[4:]
     got = losses(resumed)
     assert len(got) == 6
@@ -164,7 +197,8 @@ def main():
         d = abs(x["loss"] - y["loss"]) / (abs(x["loss"]) + 1.0)
         assert d <= F32_TOL, f"resumed step {y['step']}: {y['loss']} vs {x['loss']}"
     print("checkpoint from the GPU resumes on the CPU")
-    shutil.rmtree(tmp)
+    if not args.prepared:
+        shutil.rmtree(tmp)
     return 0
 
 

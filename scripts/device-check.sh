@@ -1,0 +1,26 @@
+#!/bin/bash
+# On the GPU machine (the device tool), in the repo root with .device/
+# carried (scripts/device-bundle.sh): the GPU unit tests, CUDA against the
+# CPU backend (tests/e2e/cuda_parity.py) and the GPT-2 124M benchmark
+# against PyTorch. Logs go to $OUT, which the device tool brings back.
+set -uo pipefail
+B=$PWD/.device
+OUT=${OUT:-/tmp/fsdp-device-out}
+mkdir -p "$OUT" "$B/lib"
+tar -xJf "$B/libs.tar.xz" -C "$B/lib"
+# CUDA's libraries from the image: the toolkit's, or PyTorch's wheels'.
+for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
+  p=$(find /usr/local /opt /usr/lib -name "$lib" 2>/dev/null | head -1)
+  [ -n "$p" ] && LD_LIBRARY_PATH="$(dirname "$p"):${LD_LIBRARY_PATH:-}"
+done
+export LD_LIBRARY_PATH="$B/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+{
+  nvidia-smi -L
+  ldd "$B/fsdp-run" "$B/libfsdp_cuda.so" | grep "not found" || echo "all libraries found"
+} 2>&1 | tee "$OUT/setup.log"
+"$B/fsdp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+python3 tests/e2e/cuda_parity.py --prepared "$B/parity" \
+  --fsdp-run "$B/fsdp-run" 2>&1 | tee "$OUT/parity.log"
+python3 bench/gpt2_cuda.py --run "$B/bench" --tools "$B" 2>&1 | tee "$OUT/bench.log"
+cp "$B"/bench/*.jsonl "$B"/bench/results-*.json "$OUT/" 2>/dev/null
+true
