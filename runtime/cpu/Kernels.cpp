@@ -65,19 +65,7 @@ private:
 };
 
 void *Context::data(const TensorRef &t) const {
-  switch (t.space) {
-  case Space::Arena:
-    return arena + t.offset;
-  case Space::Param:
-    return params[t.index];
-  case Space::Const:
-    return const_cast<uint8_t *>(constants[t.index]);
-  case Space::Grad:
-    return grads[t.index];
-  case Space::Widened:
-    return widened + t.offset;
-  }
-  return nullptr;
+  return tensorAddress(t, arena, params, constants, grads, widened);
 }
 
 namespace {

@@ -127,42 +127,6 @@ FSDP_HD inline float fromF16(uint16_t h) {
   return bitsToFloat(sign | ((e + 112u) << 23) | (m << 13));
 }
 
-/// Element i of `p` as a double (the CPU backend's loadAsDouble).
-FSDP_HD inline double loadElem(ElemType t, const void *p, int64_t i) {
-  switch (t) {
-  case ElemType::F32:
-    return static_cast<const float *>(p)[i];
-  case ElemType::I64:
-    return (double)static_cast<const int64_t *>(p)[i];
-  case ElemType::I1:
-    return static_cast<const uint8_t *>(p)[i];
-  case ElemType::BF16:
-    return fromBf16(static_cast<const uint16_t *>(p)[i]);
-  case ElemType::F16:
-    return fromF16(static_cast<const uint16_t *>(p)[i]);
-  }
-  return 0;
-}
-FSDP_HD inline void storeElem(ElemType t, void *p, int64_t i, double v) {
-  switch (t) {
-  case ElemType::F32:
-    static_cast<float *>(p)[i] = (float)v;
-    break;
-  case ElemType::I64:
-    static_cast<int64_t *>(p)[i] = v - v == 0 ? (int64_t)v : 0; // finite
-    break;
-  case ElemType::I1:
-    static_cast<uint8_t *>(p)[i] = v != 0;
-    break;
-  case ElemType::BF16:
-    static_cast<uint16_t *>(p)[i] = toBf16((float)v);
-    break;
-  case ElemType::F16:
-    static_cast<uint16_t *>(p)[i] = toF16((float)v);
-    break;
-  }
-}
-
 /// Element i of an f32, bf16 or f16 tensor as a float (exactly), and a
 /// float stored into one (rounded as a Cast rounds): the elementwise
 /// kernels compute each element in f32 from narrow operands directly,
@@ -188,6 +152,30 @@ FSDP_HD inline void storeFloat(ElemType t, void *p, int64_t i, float v) {
     break;
   default:
     static_cast<float *>(p)[i] = v;
+  }
+}
+
+/// Element i of `p` as a double (the CPU backend's loadAsDouble).
+FSDP_HD inline double loadElem(ElemType t, const void *p, int64_t i) {
+  switch (t) {
+  case ElemType::I64:
+    return (double)static_cast<const int64_t *>(p)[i];
+  case ElemType::I1:
+    return static_cast<const uint8_t *>(p)[i];
+  default:
+    return loadFloat(t, p, i);
+  }
+}
+FSDP_HD inline void storeElem(ElemType t, void *p, int64_t i, double v) {
+  switch (t) {
+  case ElemType::I64:
+    static_cast<int64_t *>(p)[i] = v - v == 0 ? (int64_t)v : 0; // finite
+    break;
+  case ElemType::I1:
+    static_cast<uint8_t *>(p)[i] = v != 0;
+    break;
+  default:
+    storeFloat(t, p, i, (float)v);
   }
 }
 
@@ -305,6 +293,11 @@ void runBlocksOnHost(int64_t n, const F &f, std::vector<double> &smem) {
   for (int64_t i = 0; i < n; ++i)
     f(Block{}, i, reinterpret_cast<unsigned char *>(smem.data()));
 }
+
+/// Runs any kernel of this header on the host: over n indices, or a block
+/// kernel over n blocks (`smem` as runBlocksOnHost's).
+template <typename F>
+void runKernelOnHost(int64_t n, const F &f, std::vector<double> &smem);
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -1203,6 +1196,14 @@ struct AttentionGradKeyRows {
 template <typename F> void runOnHost(int64_t n, const F &f) {
   for (int64_t i = 0; i < n; ++i)
     f(i);
+}
+
+template <typename F>
+void runKernelOnHost(int64_t n, const F &f, std::vector<double> &smem) {
+  if constexpr (IsBlockKernel<F>::value)
+    runBlocksOnHost(n, f, smem);
+  else
+    runOnHost(n, f);
 }
 
 } // namespace fsdp::device

@@ -140,6 +140,32 @@ struct FlashLayout {
   FSDP_HD bool visible(int64_t i, int64_t j) const {
     return j < tk && (!causal || j <= i + (tk - tq));
   }
+  /// out[64 x 64] = x y^T for two 16-bit [64, d] tiles (ld16): query
+  /// (or dy) rows against key (or v) rows.
+  template <bool F16>
+  FSDP_HD void rowProducts(const Block &blk, const uint16_t *x,
+                           const uint16_t *y, float *out) const {
+    tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, (int)d, x, ld16(), y,
+                              ld16(), out, kLdS, false);
+  }
+  /// The larger of m and the largest visible scaled score of query row i0
+  /// + r in the key tile at j0 (`srow`: the row's raw scores). Columns are
+  /// read staggered by row, so a warp's threads read different banks.
+  FSDP_HD float rowMax(int64_t i0, int r, int64_t j0, const float *srow,
+                       float m) const {
+    for (int jj = 0; jj < kFlashTile; ++jj) {
+      int j = (jj + r) % kFlashTile;
+      float s = scale * srow[j];
+      if (visible(i0 + r, j0 + j) && s > m)
+        m = s;
+    }
+    return m;
+  }
+  /// p_ij from raw score s and the row's final maximum m and normaliser l
+  /// (0 where key j is hidden, or the row is past the last).
+  FSDP_HD float prob(int64_t i, int64_t j, float s, float m, float l) const {
+    return i < tq && visible(i, j) && l > 0 ? expf(scale * s - m) / l : 0.0f;
+  }
   /// One past the last key a query tile starting at i0 sees.
   FSDP_HD int64_t keyEnd(int64_t i0) const {
     if (!causal)
@@ -250,24 +276,17 @@ struct FlashAttention : FlashKernel<FlashAttention> {
       a.load(blk, k, a.tk, j0, sm.k);
       a.load(blk, v, a.tk, j0, sm.v);
       blk.sync();
-      tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, d, sm.q, ld16,
-                                sm.k, ld16, sm.s, FlashLayout::kLdS, false);
+      a.rowProducts<F16>(blk, sm.q, sm.k, sm.s);
       blk.sync();
-      // One thread a row; the columns staggered by row, so the threads of
-      // a warp read different banks.
+      // One thread a row.
       for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
-        float *srow = sm.s + r * FlashLayout::kLdS;
-        float mOld = sm.m[r], mx = mOld;
-        for (int jj = 0; jj < kFlashTile; ++jj) {
-          int j = (jj + r) % kFlashTile;
-          srow[j] *= a.scale;
-          if (a.visible(i0 + r, j0 + j) && srow[j] > mx)
-            mx = srow[j];
-        }
+        const float *srow = sm.s + r * FlashLayout::kLdS;
+        float mOld = sm.m[r], mx = a.rowMax(i0, r, j0, srow, mOld);
         float alpha = mOld == -INFINITY ? 0.0f : expf(mOld - mx), sum = 0;
         for (int jj = 0; jj < kFlashTile; ++jj) {
           int j = (jj + r) % kFlashTile;
-          float p = a.visible(i0 + r, j0 + j) ? expf(srow[j] - mx) : 0.0f;
+          float p =
+              a.visible(i0 + r, j0 + j) ? expf(a.scale * srow[j] - mx) : 0.0f;
           sum += p;
           sm.p[r * FlashLayout::kLdP + j] = floatToNarrow(F16, p);
         }
@@ -326,12 +345,8 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
     a.load(blk, k, a.tk, j0, sm.k);
     a.load(blk, v, a.tk, j0, sm.v);
     blk.sync();
-    tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, (int)a.d, sm.q,
-                              a.ld16(), sm.k, a.ld16(), sm.s, FlashLayout::kLdS,
-                              false);
-    tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, (int)a.d, sm.dy,
-                              a.ld16(), sm.v, a.ld16(), sm.dp,
-                              FlashLayout::kLdS, false);
+    a.rowProducts<F16>(blk, sm.q, sm.k, sm.s);
+    a.rowProducts<F16>(blk, sm.dy, sm.v, sm.dp);
     blk.sync();
   }
 
@@ -356,13 +371,7 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
       for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
         const float *srow = sm.s + r * FlashLayout::kLdS,
                     *dprow = sm.dp + r * FlashLayout::kLdS;
-        float mOld = sm.m[r], mx = mOld;
-        for (int jj = 0; jj < kFlashTile; ++jj) {
-          int j = (jj + r) % kFlashTile;
-          float s = a.scale * srow[j];
-          if (a.visible(i0 + r, j0 + j) && s > mx)
-            mx = s;
-        }
+        float mOld = sm.m[r], mx = a.rowMax(i0, r, j0, srow, mOld);
         float alpha = mOld == -INFINITY ? 0.0f : expf(mOld - mx), sum = 0,
               dsum = 0;
         for (int jj = 0; jj < kFlashTile; ++jj) {
@@ -395,10 +404,8 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
       for (int e = blk.thread(); e < kFlashTile * kFlashTile;
            e += blk.threads()) {
         int r = e / kFlashTile, j = e % kFlashTile;
-        float p = 0;
-        if (a.visible(i0 + r, j0 + j) && sm.l[r] > 0)
-          p = expf(a.scale * sm.s[r * FlashLayout::kLdS + j] - sm.m[r]) /
-              sm.l[r];
+        float p = a.prob(i0 + r, j0 + j, sm.s[r * FlashLayout::kLdS + j],
+                         sm.m[r], sm.l[r]);
         sm.ds[r * FlashLayout::kLdP + j] = floatToNarrow(
             F16, p * (sm.dp[r * FlashLayout::kLdS + j] - sm.dd[r]));
       }
@@ -466,19 +473,14 @@ struct FlashAttentionGradKeys : FlashKernel<FlashAttentionGradKeys> {
         sm.dd[r] = row ? st[2] : 0.0f;
       }
       blk.sync();
-      tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, d, sm.q, a.ld16(),
-                                sm.k, a.ld16(), sm.s, FlashLayout::kLdS, false);
-      tileMma<F16, false, true>(blk, kFlashTile, kFlashTile, d, sm.dy, a.ld16(),
-                                sm.v, a.ld16(), sm.dp, FlashLayout::kLdS,
-                                false);
+      a.rowProducts<F16>(blk, sm.q, sm.k, sm.s);
+      a.rowProducts<F16>(blk, sm.dy, sm.v, sm.dp);
       blk.sync();
       for (int e = blk.thread(); e < kFlashTile * kFlashTile;
            e += blk.threads()) {
         int r = e / kFlashTile, j = e % kFlashTile; // query r, key j
-        float p = 0;
-        if (i0 + r < a.tq && a.visible(i0 + r, j0 + j) && sm.l[r] > 0)
-          p = expf(a.scale * sm.s[r * FlashLayout::kLdS + j] - sm.m[r]) /
-              sm.l[r];
+        float p = a.prob(i0 + r, j0 + j, sm.s[r * FlashLayout::kLdS + j],
+                         sm.m[r], sm.l[r]);
         sm.p[r * FlashLayout::kLdP + j] = floatToNarrow(F16, p);
         sm.ds[r * FlashLayout::kLdP + j] = floatToNarrow(
             F16, p * (sm.dp[r * FlashLayout::kLdS + j] - sm.dd[r]));

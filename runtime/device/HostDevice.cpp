@@ -75,10 +75,7 @@ private:
   std::vector<double> shared; // the block kernels' shared memory
 
   template <typename F> Status one(int64_t n, const F &f) {
-    if constexpr (IsBlockKernel<F>::value)
-      runBlocksOnHost(n, f, shared);
-    else
-      runOnHost(n, f);
+    runKernelOnHost(n, f, shared);
     return Status::ok();
   }
   Status one(int64_t, const Gemm &g) {

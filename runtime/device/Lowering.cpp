@@ -16,19 +16,7 @@
 namespace fsdp::device {
 
 void *Memory::at(const TensorRef &t) const {
-  switch (t.space) {
-  case Space::Arena:
-    return arena + t.offset;
-  case Space::Param:
-    return params[t.index];
-  case Space::Const:
-    return constants[t.index];
-  case Space::Grad:
-    return grads[t.index];
-  case Space::Widened:
-    return widened + t.offset;
-  }
-  return nullptr;
+  return tensorAddress(t, arena, params, constants, grads, widened);
 }
 
 namespace {
@@ -71,6 +59,14 @@ struct Ctx {
 using Lowerer = Status (*)(Ctx &);
 
 bool nativeNarrow(const Instruction &in);
+
+/// The shapes of `in`'s operands, as runtime/plan/ComputeOps.h takes them.
+std::vector<std::vector<int64_t>> operandShapes(const Instruction &in) {
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorRef &t : in.in)
+    shapes.emplace_back(t.shape.begin(), t.shape.end());
+  return shapes;
+}
 
 ElemType elemOf(DType t) { return static_cast<ElemType>(t); }
 
@@ -1027,10 +1023,8 @@ const std::map<std::string, Lowerer> &table() {
 /// accumulation, one rounding of the result, as the widened product): the
 /// device's matmuls are not widened.
 bool nativeNarrow(const Instruction &in) {
-  std::vector<std::vector<int64_t>> shapes;
-  for (const TensorRef &t : in.in)
-    shapes.emplace_back(t.shape.begin(), t.shape.end());
-  if (!runsNarrowOnDevice(in.op, shapes, in.attrBool("causal", false)) ||
+  if (!runsNarrowOnDevice(in.op, operandShapes(in),
+                          in.attrBool("causal", false)) ||
       in.in.empty() || in.out.empty())
     return false;
   auto narrow = [](DType t) { return t == DType::BF16 || t == DType::F16; };
@@ -1080,10 +1074,7 @@ int64_t widenedBytes(const Instruction &in) {
 }
 
 int64_t scratchBytes(const Instruction &in) {
-  std::vector<std::vector<int64_t>> shapes;
-  for (const TensorRef &t : in.in)
-    shapes.emplace_back(t.shape.begin(), t.shape.end());
-  return deviceScratchBytes(in.op, shapes);
+  return deviceScratchBytes(in.op, operandShapes(in));
 }
 
 namespace {

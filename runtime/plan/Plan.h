@@ -43,6 +43,29 @@ struct TensorRef {
   int64_t rank() const { return (int64_t)shape.size(); }
 };
 
+/// The address of `t` given each space's storage: arena and widened copies
+/// by byte offset, parameters, constants and gradient accumulators by
+/// index (the CPU executor's Context and the device backend's Memory).
+template <typename P, typename C, typename G>
+void *tensorAddress(const TensorRef &t, uint8_t *arena,
+                    const std::vector<P *> &params,
+                    const std::vector<C *> &constants,
+                    const std::vector<G *> &grads, uint8_t *widened) {
+  switch (t.space) {
+  case Space::Arena:
+    return arena + t.offset;
+  case Space::Param:
+    return params[t.index];
+  case Space::Const:
+    return const_cast<void *>(static_cast<const void *>(constants[t.index]));
+  case Space::Grad:
+    return grads[t.index];
+  case Space::Widened:
+    return widened + t.offset;
+  }
+  return nullptr;
+}
+
 struct ParamInfo {
   std::string name, modulePath, source, location;
   std::vector<int64_t> shape;

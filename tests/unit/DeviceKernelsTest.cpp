@@ -68,12 +68,8 @@ void runCpu(Arena &a, const Instruction &in, cpu::OptimizerState *opt = nullptr,
 
 /// Runs a device kernel on the host: over n indices, or n blocks.
 template <typename F> void runHost(int64_t n, const F &f) {
-  if constexpr (IsBlockKernel<F>::value) {
-    std::vector<double> smem;
-    runBlocksOnHost(n, f, smem);
-  } else {
-    runOnHost(n, f);
-  }
+  std::vector<double> smem;
+  runKernelOnHost(n, f, smem);
 }
 
 /// Lowers `in` as the device backend does (runtime/device/Lowering.h) and
