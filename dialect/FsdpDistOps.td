@@ -159,10 +159,13 @@ def Fsdp_PackOp : Fsdp_Op<"pack", [Pure]> {
     The transpose of `fsdp.param_view`: operand `i`, flattened, is written at
     element `offsets[i]` of a zero-filled 1-D result. It builds the flat
     gradient of a unit that `fsdp.reduce_scatter_start` then reduces.
+    Float operands of another float type are converted on the way, rounded
+    as `fsdp.cast` rounds: bf16 gradients pack straight into an f32 flat
+    buffer, with no f32 copy of each held until the pack.
 
     ```mlir
     %g = fsdp.pack %gw, %gb {offsets = array<i64: 0, 1024>}
-        : (tensor<64x16xf32>, tensor<16xf32>) -> tensor<2080xf32>
+        : (tensor<64x16xbf16>, tensor<16xf32>) -> tensor<2080xf32>
     ```
   }];
   let arguments = (ins Variadic<AnyStaticShapeTensor>:$inputs,

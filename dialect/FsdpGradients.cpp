@@ -43,11 +43,14 @@ struct G {
   Value scalarLike(Value like, double v) {
     return scalar(tensorOf(like).getElementType(), v);
   }
+  /// Zeros of type `t`, broadcast from a scalar at the use: a splat
+  /// constant would be stored once per use for the whole step (a slice's
+  /// gradient base per layer, the embedding's gradient base).
   Value zeros(RankedTensorType t) {
-    Attribute zero = isa<FloatType>(t.getElementType())
-                         ? (Attribute)b.getFloatAttr(t.getElementType(), 0.0)
-                         : (Attribute)b.getIntegerAttr(t.getElementType(), 0);
-    return ConstantOp::create(b, loc, DenseElementsAttr::get(t, zero));
+    Value zero = scalar(t.getElementType(), 0.0);
+    if (t.getRank() == 0)
+      return zero;
+    return make<BroadcastOp>(t, {zero});
   }
 
   template <typename OpTy>
@@ -445,11 +448,28 @@ LogicalResult GatherOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   G g{builder, getLoc()};
   Value dy = resultGrads[0];
   RankedTensorType data = tensorOf(getData());
-  operandGrads.push_back(
-      dy && isa<FloatType>(data.getElementType())
-          ? g.make<ScatterAddOp>(data, {g.zeros(data), getIndices(), dy},
-                                 {builder.getNamedAttr("axis", getAxisAttr())})
-          : Value());
+  if (!dy || !isa<FloatType>(data.getElementType())) {
+    operandGrads.push_back(Value());
+    operandGrads.push_back(Value());
+    return success();
+  }
+  // A bf16/f16 table's gradient is summed in f32 and rounded once, as
+  // PyTorch's embedding backward accumulates: explicitly, so no backend
+  // keeps f32 copies of the whole table as kernel scratch for it.
+  auto axis = builder.getNamedAttr("axis", getAxisAttr());
+  Type element = data.getElementType();
+  if (element.getIntOrFloatBitWidth() < 32) {
+    auto wide = [&](RankedTensorType t) {
+      return RankedTensorType::get(t.getShape(), builder.getF32Type());
+    };
+    Value dy32 = g.make<CastOp>(wide(tensorOf(dy)), {dy});
+    Value sum = g.make<ScatterAddOp>(
+        wide(data), {g.zeros(wide(data)), getIndices(), dy32}, {axis});
+    operandGrads.push_back(g.make<CastOp>(data, {sum}));
+  } else {
+    operandGrads.push_back(g.make<ScatterAddOp>(
+        data, {g.zeros(data), getIndices(), dy}, {axis}));
+  }
   operandGrads.push_back(Value());
   return success();
 }

@@ -441,9 +441,12 @@ LogicalResult PackOp::verify() {
                                << getOffsets().size() << " offsets";
   for (auto [v, offset] : llvm::zip(getInputs(), getOffsets())) {
     auto t = cast<RankedTensorType>(v.getType());
-    if (t.getElementType() != out.getElementType())
+    if (t.getElementType() != out.getElementType() &&
+        !(isa<FloatType>(t.getElementType()) &&
+          isa<FloatType>(out.getElementType())))
       return emitOpError("input ")
-             << t << " differs in element type from " << out;
+             << t << " differs in element type from " << out
+             << " (only floats convert)";
     if (offset < 0 || offset + t.getNumElements() > out.getNumElements())
       return emitOpError("input ")
              << t << " at offset " << offset << " does not fit in " << out;

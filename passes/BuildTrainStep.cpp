@@ -313,16 +313,38 @@ void FsdpBuildTrainStep::runOnOperation() {
   OpBuilder b(ret);
   Location loc = step.getLoc();
   SmallVector<Value> paramGrads(trained.size());
+  // A gradient is final where it is defined: its cast (and the sum of a
+  // parameter read more than once) go right there, not before the return,
+  // so each unit's reduce-scatter can be issued during the backward and the
+  // unsharded compute-dtype gradient freed at once.
+  OpBuilder gb(&getContext());
+  auto after = [&](Value v, Value w = {}) {
+    Operation *d = v.getDefiningOp();
+    if (w)
+      if (Operation *e = w.getDefiningOp(); e && (!d || d->isBeforeInBlock(e)))
+        d = e;
+    if (d)
+      gb.setInsertionPointAfter(d);
+    else
+      gb.setInsertionPointToStart(&body);
+  };
   for (auto [i, g] : llvm::enumerate(*grads)) {
     if (!g)
       continue;
     // Computed in the compute dtype; summed, reduced and applied in the
     // parameter's (the master weights').
     RankedTensorType paramType = trained[owner[i]].getTensorType();
-    if (cast<RankedTensorType>(g.getType()) != paramType)
-      g = CastOp::create(b, loc, paramType, g);
+    if (cast<RankedTensorType>(g.getType()) != paramType) {
+      after(g);
+      g = CastOp::create(gb, loc, paramType, g);
+    }
     Value &slot = paramGrads[owner[i]];
-    slot = slot ? AddOp::create(b, loc, slot, g).getResult() : g;
+    if (slot) {
+      after(slot, g);
+      slot = AddOp::create(gb, loc, slot, g).getResult();
+    } else {
+      slot = g;
+    }
   }
 
   SmallVector<Type> argTypes(body.getArgumentTypes());

@@ -18,6 +18,7 @@
 //   fsdp.free %full                          // reshard_after_forward
 //   ... gathered again before the unit's first backward use, freed after ...
 //   %g = fsdp.pack %gw, %gb {offsets = ...}  // after the last gradient
+//                                            // (bf16 ones converted)
 //   %r = fsdp.reduce_scatter_start %g {group_size = 4, reduction = "avg"}
 //   %gs = fsdp.wait %r
 //   fsdp.adamw @u.flat, %gs {...}            // the optimizer on the shard
@@ -411,6 +412,14 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     Operation *lastDef = nullptr;
     for (Operation *op : ops) {
       Value g = op->getOperand(0);
+      // A compute-dtype gradient widened only for this pack is packed as it
+      // is (the pack converts): no f32 copy held until the unit's last
+      // gradient.
+      if (auto widen = g.getDefiningOp<CastOp>())
+        if (isa<FloatType>(tensorType(widen.getX()).getElementType()) &&
+            tensorType(widen.getX()).getElementTypeBitWidth() <
+                tensorType(g).getElementTypeBitWidth())
+          g = widen.getX();
       grads.push_back(g);
       offsets.push_back(
           where[cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue()]
@@ -424,18 +433,17 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     else
       b.setInsertionPointToStart(&body);
     Location loc = flat.getLoc();
-    Value packed = PackOp::create(b, loc, flat.getFullType(), grads,
-                                  b.getDenseI64ArrayAttr(offsets));
-    // Mixed precision: reduce in the reduce dtype, apply in f32.
-    RankedTensorType shardType = flat.getShardType();
+    // Mixed precision: packed (converted) and reduced in the reduce dtype,
+    // applied in f32.
+    RankedTensorType shardType = flat.getShardType(),
+                     fullType = flat.getFullType();
     Type master = shardType.getElementType();
     if (reduceDtype && reduceDtype != master) {
-      packed = CastOp::create(
-          b, loc,
-          RankedTensorType::get(flat.getFullType().getShape(), reduceDtype),
-          packed);
+      fullType = RankedTensorType::get(fullType.getShape(), reduceDtype);
       shardType = RankedTensorType::get(shardType.getShape(), reduceDtype);
     }
+    Value packed = PackOp::create(b, loc, fullType, grads,
+                                  b.getDenseI64ArrayAttr(offsets));
     int64_t group = flat.getGroupSizeAttr().getInt();
     auto start = ReduceScatterStartOp::create(
         b, loc, FutureType::get(b.getContext(), shardType), packed,

@@ -8,6 +8,7 @@
 // constants). Reshape results take their operand's offset.
 //
 //===----------------------------------------------------------------------===//
+#include "passes/ArenaPacking.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
@@ -15,7 +16,6 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
-#include <map>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPLANMEMORY
@@ -28,64 +28,6 @@ using namespace mlir::fsdp;
 namespace {
 
 constexpr int64_t kAlign = 64;
-
-int64_t align(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-/// First-fit allocator over [0, inf) that tracks its high-water mark.
-class Arena {
-public:
-  int64_t allocate(int64_t bytes) {
-    bytes = align(bytes);
-    for (auto it = free.begin(); it != free.end(); ++it) {
-      if (it->second < bytes)
-        continue;
-      int64_t offset = it->first, size = it->second;
-      free.erase(it);
-      used += bytes;
-      if (size > bytes)
-        free[offset + bytes] = size - bytes;
-      return offset;
-    }
-    // Grow: reuse a free block that ends at the top.
-    int64_t offset = top;
-    if (!free.empty()) {
-      auto last = std::prev(free.end());
-      if (last->first + last->second == top) {
-        offset = last->first;
-        free.erase(last);
-      }
-    }
-    top = offset + bytes;
-    peak = std::max(peak, top);
-    used += bytes;
-    return offset;
-  }
-  void release(int64_t offset, int64_t bytes) {
-    bytes = align(bytes);
-    used -= bytes;
-    auto [it, inserted] = free.emplace(offset, bytes);
-    assert(inserted && "double release");
-    // Coalesce with neighbours.
-    auto next = std::next(it);
-    if (next != free.end() && it->first + it->second == next->first) {
-      it->second += next->second;
-      free.erase(next);
-    }
-    if (it != free.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second == it->first) {
-        prev->second += it->second;
-        free.erase(it);
-      }
-    }
-  }
-  int64_t peakBytes() const { return peak; }
-  int64_t usedBytes() const { return used; }
-
-private:
-  std::map<int64_t, int64_t> free; // offset -> size
-  int64_t top = 0, peak = 0, used = 0;
-};
 
 /// The value `v` is a view of (itself when it has storage of its own), and
 /// the byte offset of the view in it: reshapes alias their source, a wait's
@@ -129,13 +71,17 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     }
     // With gradient accumulation the update is a second function; the two
     // run one after the other and share the arena.
+    livePeak = 0;
     int64_t peak = plan(func);
     if (auto update = module.lookupSymbol<func::FuncOp>("apply_update"))
       peak = std::max(peak, plan(update));
-    module->setAttr(
-        "fsdp.arena_bytes",
-        IntegerAttr::get(IntegerType::get(&getContext(), 64), peak));
+    auto i64 = IntegerType::get(&getContext(), 64);
+    module->setAttr("fsdp.arena_bytes", IntegerAttr::get(i64, peak));
+    // The packing's lower bound: the most bytes live at one instruction.
+    module->setAttr("fsdp.live_peak_bytes", IntegerAttr::get(i64, livePeak));
   }
+
+  int64_t livePeak = 0;
 
   /// Plans one function; returns its peak arena bytes.
   int64_t plan(func::FuncOp func) {
@@ -162,20 +108,32 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
       for (Value r : op.getResults())
         noteUses(storageOf(r), r);
 
-    Arena arena;
+    // Every buffer with storage of its own, and its lifetime: inputs from
+    // before the first op, results from their op through their last use
+    // (a result nobody reads, just its op). An op's outputs never overlap
+    // its inputs: both are live at that op.
+    std::vector<Value> values;
+    std::vector<Lifetime> lifetimes;
+    auto add = [&](Value v, int64_t first) {
+      values.push_back(v);
+      lifetimes.push_back({bufferBytes(v.getType()), first,
+                           std::max(lastUse.lookup(v), first)});
+    };
+    for (BlockArgument arg : body.getArguments())
+      add(arg, -1);
+    for (Operation &op : body)
+      for (Value r : op.getResults())
+        if (storageOf(r) == r && inArena(r))
+          add(r, index[&op]);
+    Packing packing = packArena(lifetimes, kAlign);
+
     llvm::DenseMap<Value, int64_t> offset;
-    // Inputs are written before the step starts.
-    for (BlockArgument arg : body.getArguments()) {
-      offset[arg] = arena.allocate(bufferBytes(arg.getType()));
+    for (auto [v, at] : llvm::zip(values, packing.offsets))
+      offset[v] = at;
+    for (BlockArgument arg : body.getArguments())
       func.setArgAttr(
           arg.getArgNumber(), "fsdp.offset",
           IntegerAttr::get(IntegerType::get(&getContext(), 64), offset[arg]));
-    }
-    std::map<int64_t, SmallVector<Value>> releaseAt;
-    for (BlockArgument arg : body.getArguments())
-      releaseAt[lastUse.lookup(arg)].push_back(arg);
-
-    SmallVector<int64_t> live; // bytes allocated after each op
     for (Operation &op : body) {
       SmallVector<int64_t> offsets;
       for (Value r : op.getResults()) {
@@ -188,31 +146,32 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
           int64_t delta = 0;
           Value of = aliasOf(r, &delta);
           offset[r] = offset.lookup(of) + delta;
-          offsets.push_back(offset[r]);
-          continue;
         }
-        offset[r] = arena.allocate(bufferBytes(r.getType()));
         offsets.push_back(offset[r]);
-        // A result nobody reads is released right after its op.
-        releaseAt[std::max(lastUse.lookup(r), index[&op])].push_back(r);
       }
       if (!offsets.empty())
         op.setAttr("fsdp.offsets",
                    DenseI64ArrayAttr::get(&getContext(), offsets));
-      // Release what this op was the last user of (after its outputs are
-      // placed, so an output never overlaps one of its inputs).
-      auto it = releaseAt.find(index[&op]);
-      if (it != releaseAt.end()) {
-        for (Value v : it->second)
-          arena.release(offset[v], bufferBytes(v.getType()));
-        releaseAt.erase(it);
-      }
-      live.push_back(arena.usedBytes());
     }
-    // The memory timeline the simulator and fsdp-inspect draw.
+
+    // The memory timeline the simulator and fsdp-inspect draw: bytes held
+    // after each op (its dead inputs and unread outputs released).
+    std::vector<int64_t> delta(n + 2, 0);
+    for (const Lifetime &l : lifetimes) {
+      int64_t bytes = (l.bytes + kAlign - 1) / kAlign * kAlign;
+      delta[l.first + 1] += bytes;
+      delta[l.last + 1] -= bytes;
+    }
+    SmallVector<int64_t> live;
+    int64_t held = delta[0];
+    for (int64_t i = 0; i < n; ++i) {
+      held += delta[i + 1];
+      live.push_back(held);
+    }
     func->setAttr("fsdp.live_bytes",
                   DenseI64ArrayAttr::get(&getContext(), live));
-    return arena.peakBytes();
+    livePeak = std::max(livePeak, packing.liveBytes);
+    return packing.arenaBytes;
   }
 };
 

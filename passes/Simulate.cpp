@@ -86,6 +86,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     int64_t arena = 0;
     if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes"))
       arena = a.getInt();
+    int64_t livePeak = arena;
+    if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.live_peak_bytes"))
+      livePeak = a.getInt();
     int64_t state = stateBytes(module), scratch = scratchBytes(module, *model);
     int64_t ranks = ranksOnNode(module, *model);
     module->setAttr(
@@ -98,6 +101,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             b.getNamedAttr("exposed_comm_seconds",
                            b.getF64FloatAttr(total.exposed)),
             b.getNamedAttr("arena_bytes", b.getI64IntegerAttr(arena)),
+            // The most bytes live at one instruction: what a perfect
+            // packing of the arena would need.
+            b.getNamedAttr("live_peak_bytes", b.getI64IntegerAttr(livePeak)),
             b.getNamedAttr("state_bytes", b.getI64IntegerAttr(state)),
             b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(scratch)),
             // How ranks sharing a node were priced (what --fit-device

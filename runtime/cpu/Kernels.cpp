@@ -1422,24 +1422,35 @@ Status kReduceScatter(const Instruction &in, Context &c) {
                                     reduction == "avg", in.index, g);
 }
 
-/// The flat gradient of a unit: each input at its offset, zeros elsewhere.
+bool isFloat(DType t) {
+  return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+}
+
+/// The flat gradient of a unit: each input at its offset, zeros elsewhere;
+/// float inputs of another dtype converted as kCast converts.
 Status kPack(const Instruction &in, Context &c) {
   const TensorRef &y = in.out[0];
   auto found = in.attrs.find("offsets");
   const nlohmann::json *offsets = found != in.attrs.end() ? &*found : nullptr;
   if (!offsets || !offsets->is_array() || offsets->size() != in.in.size() ||
-      y.dtype != DType::F32)
-    return Status::error("needs one offset per input and an f32 result");
-  float *out = c.get<float>(y);
-  std::fill(out, out + y.numel(), 0.0f);
+      !isFloat(y.dtype))
+    return Status::error("needs one offset per input and a float result");
+  uint8_t *out = static_cast<uint8_t *>(c.data(y));
+  std::memset(out, 0, y.bytes());
   for (size_t i = 0; i < in.in.size(); ++i) {
     const nlohmann::json &o = (*offsets)[i];
     int64_t off = o.is_number_integer() ? o.get<int64_t>() : -1;
     const TensorRef &x = in.in[i];
-    if (off < 0 || x.dtype != DType::F32 || off + x.numel() > y.numel())
+    if (off < 0 || !isFloat(x.dtype) || off + x.numel() > y.numel())
       return Status::error("input " + std::to_string(i) +
                            " does not fit at its offset");
-    std::memcpy(out + off, c.get<float>(x), x.numel() * sizeof(float));
+    const void *px = c.data(x);
+    if (x.dtype == y.dtype) {
+      std::memcpy(out + off * dtypeSize(y.dtype), px, x.bytes());
+      continue;
+    }
+    for (int64_t j = 0, n = x.numel(); j < n; ++j)
+      storeDouble(y, out, off + j, loadAsDouble(x, px, j));
   }
   return Status::ok();
 }

@@ -896,19 +896,28 @@ Status lowerWait(Ctx &c) {
 Status lowerPack(Ctx &c) {
   const TensorRef &y = c.in.out[0];
   auto found = c.in.attrs.find("offsets");
+  auto isFloat = [](DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+  };
   if (found == c.in.attrs.end() || !found->is_array() ||
-      found->size() != c.in.in.size() || y.dtype != DType::F32)
-    return Status::error("needs one offset per input and an f32 result");
+      found->size() != c.in.in.size() || !isFloat(y.dtype))
+    return Status::error("needs one offset per input and a float result");
   c.emit(1, Zero{c.at(y), y.bytes()});
   for (size_t i = 0; i < c.in.in.size(); ++i) {
     const nlohmann::json &o = (*found)[i];
     int64_t off = o.is_number_integer() ? o.get<int64_t>() : -1;
     const TensorRef &x = c.in.in[i];
-    if (off < 0 || x.dtype != DType::F32 || off + x.numel() > y.numel())
+    if (off < 0 || !isFloat(x.dtype) || off + x.numel() > y.numel())
       return Status::error("input " + std::to_string(i) +
                            " does not fit at its offset");
-    if (x.numel() > 0)
-      c.emit(1, Copy{c.at(x), c.at<float>(y) + off, x.bytes()});
+    void *at = c.at<uint8_t>(y) + off * dtypeSize(y.dtype);
+    if (x.numel() == 0)
+      continue;
+    // Another float dtype converts on the way, as fsdp.cast does.
+    if (x.dtype == y.dtype)
+      c.emit(1, Copy{c.at(x), at, x.bytes()});
+    else
+      c.emit(x.numel(), Cast{elemOf(x.dtype), elemOf(y.dtype), c.at(x), at});
   }
   return Status::ok();
 }

@@ -18,10 +18,17 @@
 // CHECK: fsdp.get_parameter @w : tensor<4x4xbf16>
 // CHECK: fsdp.matmul {{.*}} : tensor<3x4xbf16>, tensor<4x4xbf16> -> tensor<3x4xbf16>
 // CHECK: %[[LOSS:.*]] = fsdp.cross_entropy {{.*}} : (tensor<3x10xbf16>, tensor<3xi64>) -> tensor<f32>
+// Each cast sits where its gradient becomes final (so a unit's
+// reduce-scatter can start during the backward), not before the return;
+// the embedding's gradient base is a broadcast zero, not a stored splat.
 // CHECK: fsdp.cross_entropy_grad {{.*}} -> tensor<3x10xbf16>
-// CHECK: %[[TIED:.*]] = fsdp.add {{.*}} : tensor<10x4xbf16>, tensor<10x4xbf16> -> tensor<10x4xbf16>
-// CHECK: %[[G1:.*]] = fsdp.cast %[[TIED]] : tensor<10x4xbf16> -> tensor<10x4xf32>
-// CHECK: %[[G2:.*]] = fsdp.cast %{{.*}} : tensor<4x4xbf16> -> tensor<4x4xf32>
+// CHECK: %[[DW:.*]] = fsdp.matmul {{.*}} -> tensor<4x4xbf16>
+// CHECK-NEXT: %[[G2:.*]] = fsdp.cast %[[DW]] : tensor<4x4xbf16> -> tensor<4x4xf32>
+// CHECK: %[[Z:.*]] = fsdp.constant dense<0.000000e+00> : tensor<bf16>
+// CHECK-NEXT: %[[ZS:.*]] = fsdp.broadcast %[[Z]] : tensor<bf16> -> tensor<10x4xbf16>
+// CHECK-NEXT: fsdp.scatter_add %[[ZS]]
+// CHECK-NEXT: %[[TIED:.*]] = fsdp.add {{.*}} : tensor<10x4xbf16>, tensor<10x4xbf16> -> tensor<10x4xbf16>
+// CHECK-NEXT: %[[G1:.*]] = fsdp.cast %[[TIED]] : tensor<10x4xbf16> -> tensor<10x4xf32>
 // CHECK: fsdp.adamw @emb, %[[G1]] {{.*}} : tensor<10x4xf32>
 // CHECK: fsdp.adamw @w, %[[G2]] {{.*}} : tensor<4x4xf32>
 // CHECK: return %[[LOSS]], %{{.*}} : tensor<f32>, tensor<f32>
@@ -31,7 +38,11 @@
 // GATHER: fsdp.all_gather_start {{.*}} -> !fsdp.future<tensor<56xbf16>>
 // GATHER: fsdp.param_view {{.*}} -> tensor<10x4xbf16>
 // GATHER-NOT: fsdp.cast %{{.*}} : tensor<10x4xf32> -> tensor<10x4xbf16>
-// GATHER: fsdp.reduce_scatter_start {{.*}} -> !fsdp.future<tensor<28xf32>>
+// The bf16 gradients are packed as they are into the f32 flat gradient
+// (no f32 copy of either), which is reduced in f32.
+// GATHER-NOT: fsdp.cast %{{.*}} : tensor<4x4xbf16> -> tensor<4x4xf32>
+// GATHER: fsdp.pack {{.*}} : (tensor<10x4xbf16>, tensor<4x4xbf16>) -> tensor<56xf32>
+// GATHER-NEXT: fsdp.reduce_scatter_start {{.*}} -> !fsdp.future<tensor<28xf32>>
 //
 // Gathered in f32 and computed in bf16: each view is cast.
 // GATHER32-LABEL: func.func @train_step

@@ -22,12 +22,12 @@
 // BF16: fsdp.reduce_scatter_start {{.*}} : tensor<16xf32> -> !fsdp.future<tensor<8xf32>>
 // BF16: fsdp.adamw @layers.0.flat, {{.*}} : tensor<8xf32>
 // BADDTYPE: error: --param-dtype and --reduce-dtype must be f32, bf16 or f16, got 'f8' and 'f32'
-// reduce-dtype: the packed f32 gradient is cast before the reduce-scatter;
-// the replica all-reduce runs in bf16 too; the shard returns to f32.
+// reduce-dtype: the f32 gradients are packed into a bf16 flat buffer (the
+// pack converts); the replica all-reduce runs in bf16 too; the shard
+// returns to f32.
 // REDUCE-LABEL: func.func @train_step
-// REDUCE: %[[P:.*]] = fsdp.pack {{.*}} -> tensor<6xf32>
-// REDUCE-NEXT: %[[C:.*]] = fsdp.cast %[[P]] : tensor<6xf32> -> tensor<6xbf16>
-// REDUCE-NEXT: %[[R:.*]] = fsdp.reduce_scatter_start %[[C]] {{.*}} : tensor<6xbf16> -> !fsdp.future<tensor<3xbf16>>
+// REDUCE: %[[P:.*]] = fsdp.pack {{.*}} : (tensor<3x2xf32>) -> tensor<6xbf16>
+// REDUCE-NEXT: %[[R:.*]] = fsdp.reduce_scatter_start %[[P]] {{.*}} : tensor<6xbf16> -> !fsdp.future<tensor<3xbf16>>
 // REDUCE-NEXT: %[[W:.*]] = fsdp.wait %[[R]]
 // REDUCE-NEXT: %[[A:.*]] = fsdp.all_reduce %[[W]] {group = "replicate", group_size = 2 : i64, reduction = "avg"} : tensor<3xbf16>
 // REDUCE-NEXT: %[[AW:.*]] = fsdp.wait %[[A]]

@@ -1,11 +1,11 @@
 // RUN: fsdp-opt %s -fsdp-plan-memory | FileCheck %s
 // RUN: fsdp-opt %s -fsdp-plan-memory -fsdp-emit-plan | FileCheck %s --check-prefix=PLAN
 
-// Inputs first; results placed while the op's inputs are live; freed
-// buffers reused first-fit (64-byte aligned); reshapes alias their operand;
+// Results placed while the op's inputs are live; a buffer reuses the bytes
+// of one whose lifetime ended (64-byte aligned); reshapes alias their operand;
 // parameter reads and constants live outside the arena (-1).
 fsdp.parameter @w : tensor<16x16xf32> {module_path = ""}
-// CHECK: module attributes {fsdp.arena_bytes = 3072 : i64}
+// CHECK: module attributes {fsdp.arena_bytes = 3072 : i64, fsdp.live_peak_bytes = 3072 : i64}
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: %arg0: tensor<16x16xf32> {fsdp.name = "x", fsdp.offset = 0 : i64}
 func.func @train_step(%x: tensor<16x16xf32> {fsdp.name = "x"}) -> (tensor<f32> {fsdp.name = "loss"}) {
@@ -21,7 +21,7 @@ func.func @train_step(%x: tensor<16x16xf32> {fsdp.name = "x"}) -> (tensor<f32> {
   %c = fsdp.add %b, %x : tensor<16x16xf32>, tensor<16x16xf32> -> tensor<16x16xf32>
   // CHECK: fsdp.reshape {{.*}} {fsdp.offsets = array<i64: 1024>}
   %r = fsdp.reshape %c : tensor<16x16xf32> -> tensor<256xf32>
-  // %x died at the add: first fit puts the sum at 0.
+  // %x died at the add: the sum takes its bytes.
   // CHECK: fsdp.reduce_sum {{.*}} {axes = array<i64: 0>, fsdp.offsets = array<i64: 0>, keepdims = false}
   %s = fsdp.reduce_sum %r {axes = array<i64: 0>, keepdims = false} : tensor<256xf32> -> tensor<f32>
   return %s : tensor<f32>
