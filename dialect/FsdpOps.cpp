@@ -206,9 +206,12 @@ int64_t AttentionOp::getFlops() {
   auto q = tensorOf(getQ());
   auto k = tensorOf(getK());
   int64_t tk = k.getDimSize(k.getRank() - 2);
-  // q·kᵀ and p·v, plus the softmax over the scores.
-  return 2 * q.getNumElements() * tk + 2 * getType().getNumElements() * tk +
-         5 * (q.getNumElements() / q.getShape().back()) * tk;
+  // q·kᵀ and p·v, plus the softmax over the scores; causal attention
+  // skips the hidden half of the score blocks, as flash kernels do.
+  int64_t flops = 2 * q.getNumElements() * tk +
+                  2 * getType().getNumElements() * tk +
+                  5 * (q.getNumElements() / q.getShape().back()) * tk;
+  return getCausal() ? flops / 2 : flops;
 }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, Loc location,

@@ -98,6 +98,21 @@ LogicalResult SgdOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyParam(*this, getParamAttr(), getGrad().getType(), symbolTable);
 }
 
+/// An update reads the gradient and reads and writes the parameter (the
+/// gradient's type) and each of its `states` moments: AdamW's m and v make
+/// 28 bytes a parameter for f32, where its operands alone say 4.
+static int64_t updateBytes(Value grad, int states) {
+  auto g = cast<RankedTensorType>(grad.getType());
+  int64_t bytes = g.getNumElements() * ((g.getElementTypeBitWidth() + 7) / 8);
+  return bytes + 2 * bytes * (1 + states);
+}
+
+int64_t AdamWOp::getBytesMoved() { return updateBytes(getGrad(), 2); }
+
+int64_t SgdOp::getBytesMoved() {
+  return updateBytes(getGrad(), getMomentum().convertToFloat() > 0 ? 1 : 0);
+}
+
 LogicalResult AdamWOp::verify() {
   float b1 = getBeta1().convertToFloat(), b2 = getBeta2().convertToFloat();
   if (getLr().convertToFloat() < 0 || b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1 ||
@@ -147,7 +162,8 @@ int64_t AttentionGradOp::getFlops() {
   auto q = cast<RankedTensorType>(getQ().getType());
   auto k = cast<RankedTensorType>(getK().getType());
   int64_t tk = k.getDimSize(k.getRank() - 2);
-  return 5 * 2 * q.getNumElements() * tk;
+  int64_t flops = 5 * 2 * q.getNumElements() * tk;
+  return getCausal() ? flops / 2 : flops; // the hidden half skipped
 }
 
 LogicalResult GeluGradOp::verify() {

@@ -151,7 +151,8 @@ def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
 
 class Fsdp_OptimizerOp<string mnemonic> : Fsdp_Op<mnemonic,
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-     MemoryEffects<[MemRead, MemWrite]>]> {
+     DeclareOpInterfaceMethods<CostOpInterface, ["getBytesMoved"]>,
+     MemoryEffects<[MemRead, MemWrite]>], 0> {
   let assemblyFormat = [{
     $param `,` $grad (`scaled` `by` $scale^ `:` type($scale))? attr-dict `:` type($grad)
   }];

@@ -12,7 +12,7 @@ using namespace mlir::fsdp;
 double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
                                    llvm::StringRef op) const {
   bool half = element && (element.isBF16() || element.isF16());
-  double peak = half && flopsBf16 > 0 ? flopsBf16 : flopsF32;
+  double peak = (half && flopsBf16 > 0 ? flopsBf16 : flopsF32) * efficiency(op);
   double scale = op.empty() ? 1.0 : opScale.lookup(op);
   if (scale <= 0)
     scale = 1.0;
@@ -20,13 +20,39 @@ double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
          (launchOverhead + std::max(flops / peak, bytes / memBandwidth));
 }
 
+double DeviceModel::efficiency(llvm::StringRef op) const {
+  if (op == "matmul" || op == "gemm")
+    return gemmEfficiency;
+  if (op == "attention" || op == "attention_grad")
+    return attentionEfficiency;
+  return 1.0;
+}
+
+double DeviceModel::overlapRate() const {
+  if (sms <= 0 || collectiveCtas <= 0 || collectiveCtas >= sms)
+    return 1.0;
+  return double(sms - collectiveCtas) / double(sms);
+}
+
+bool DeviceModel::crossesNodes(int64_t ranks, int64_t stride) const {
+  return (ranks - 1) * std::max<int64_t>(stride, 1) >= devicesPerNode;
+}
+
 double DeviceModel::collectiveSeconds(int64_t bytes, int64_t ranks,
-                                      bool allReduce) const {
+                                      bool allReduce, int64_t stride) const {
   if (ranks <= 1)
     return 0;
-  bool intra = ranks <= devicesPerNode;
+  stride = std::max<int64_t>(stride, 1);
+  bool intra = !crossesNodes(ranks, stride);
   double alpha = intra ? intraLatency : interLatency;
-  double beta = intra ? intraBandwidth : interBandwidth;
+  double beta = intra ? intraBandwidth : std::min(interBandwidth, intraBandwidth);
+  if (!intra) {
+    // Each node holds `members` of the group's ranks; its other devices run
+    // groups of their own at the same time over the same NICs.
+    int64_t members = std::clamp<int64_t>(devicesPerNode / stride, 1,
+                                          std::min(ranks, devicesPerNode));
+    beta *= double(members) / double(devicesPerNode);
+  }
   double steps = double(ranks - 1), share = double(ranks - 1) / double(ranks);
   double factor = allReduce ? 2.0 : 1.0;
   return factor * (steps * alpha + share * double(bytes) / beta);
@@ -77,18 +103,36 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   DeviceModel d;
   d.name = name.str();
   if (name == "h100-sxm" || name == "h200") {
-    // H100 SXM5: 989 TFLOP/s bf16 dense, 494 TF32 (f32 GEMMs run as TF32);
-    // HBM3 3.35 TB/s (H200: HBM3e 4.8 TB/s); NVLink 4 450 GB/s per
-    // direction; one 400 Gb/s NIC per GPU across nodes.
+    // Peaks, dense (NVIDIA H100 / H200 datasheets): bf16 989 TFLOP/s; f32
+    // 67 TFLOP/s: fsdp-run's f32 GEMMs are exact FP32 (TF32, 494 TFLOP/s,
+    // only with FSDP_CUDA_TF32=1); HBM3 3.35 TB/s, H200's HBM3e 4.8 TB/s.
     d.flopsBf16 = 989e12;
-    d.flopsF32 = 494e12;
+    d.flopsF32 = 67e12;
     d.memBandwidth = name == "h200" ? 4.8e12 : 3.35e12;
-    d.intraBandwidth = 450e9;
-    d.interBandwidth = 50e9;
+    // Achievable: the best cuBLAS bf16 GEMM reaches 80.3% of the H100's
+    // peak (stas00/ml-engineering, "maximum achievable matmul FLOPS");
+    // FlashAttention-2's forward and backward up to 335 TFLOP/s on H100
+    // (Dao 2023, "FlashAttention-2", section 4.1): 34%.
+    d.gemmEfficiency = 0.803;
+    d.attentionEfficiency = 335.0 / 989.0;
+    // NCCL bus bandwidth within an 8-GPU NVLink 4 node: ~360 GB/s for
+    // all-gather and all-reduce (NVIDIA/nccl-tests#326, confirmed by
+    // NCCL's maintainer), not the 450 GB/s link peak. Across nodes: eight
+    // 400 Gb/s NICs per node (DGX H100), 46-48 GB/s each achieved
+    // (NVIDIA/nccl-tests#290), 8 x 47 = 376 GB/s, capped by the 360 GB/s
+    // of the node's bus.
+    d.intraBandwidth = 360e9;
+    d.interBandwidth = 8 * 47e9;
     d.intraLatency = 5e-6;
     d.interLatency = 15e-6;
     d.launchOverhead = 4e-6;
     d.devicesPerNode = 8;
+    // 132 SMs (H100 SXM5 and H200 datasheets); an NCCL all-gather beside a
+    // GEMM was seen holding 24 of them, pushing the GEMM into a second
+    // wave (NVIDIA developer forums, "Compute-communication overlap causes
+    // severe GEMM performance degradation because of tail effect").
+    d.sms = 132;
+    d.collectiveCtas = 24;
     // A planning budget of 80 GB (H200: 141 GB), decimal: of the 79.6 GiB
     // an H100 reports, it leaves about 5 GiB to the CUDA context, NCCL and
     // library workspaces.
@@ -96,15 +140,32 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     return d;
   }
   if (name == "a100-80g") {
+    // Peaks (NVIDIA A100 datasheet): bf16 312 TFLOP/s, FP32 19.5 TFLOP/s
+    // (TF32 156 only with FSDP_CUDA_TF32=1), HBM2e 2.039 TB/s.
     d.flopsBf16 = 312e12;
-    d.flopsF32 = 156e12; // TF32
+    d.flopsF32 = 19.5e12;
     d.memBandwidth = 2.039e12;
-    d.intraBandwidth = 300e9; // NVLink 3
-    d.interBandwidth = 25e9;  // 200 Gb/s per GPU
+    // The best cuBLAS bf16 GEMM reaches 86.9% of peak (stas00/ml-engineering,
+    // "maximum achievable matmul FLOPS"); FlashAttention-2 reaches 50-73%
+    // of the A100's peak, its backward at the low end (Dao 2023, abstract
+    // and figure 4): 60% for forward and backward together.
+    d.gemmEfficiency = 0.869;
+    d.attentionEfficiency = 0.60;
+    // NCCL bus bandwidth within an 8-GPU NVLink 3 node: 200-210 GB/s
+    // measured (NVIDIA/nccl-tests#149, #178), not the 300 GB/s link peak.
+    // Across nodes: eight 200 Gb/s HDR NICs per node (DGX A100), 24 GB/s
+    // each achieved (NVIDIA/nccl#412, NCCL's maintainer; nccl-tests#119:
+    // four per node gave 85-96 GB/s), 8 x 24 = 192 GB/s.
+    d.intraBandwidth = 210e9;
+    d.interBandwidth = 8 * 24e9;
     d.intraLatency = 6e-6;
     d.interLatency = 20e-6;
     d.launchOverhead = 5e-6;
     d.devicesPerNode = 8;
+    // 108 SMs (A100 datasheet); NCCL's collective kernels take one CTA
+    // per channel, 24 as on the H100 above.
+    d.sms = 108;
+    d.collectiveCtas = 24;
     d.memoryBytes = 80'000'000'000;
     return d;
   }
@@ -144,7 +205,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     }
     return !required;
   };
-  double perNode = 8, threads = 1, memory = 0;
+  double perNode = 8, threads = 1, memory = 0, sms = 0, ctas = 0;
   if (!number("flops_f32", d.flopsF32, true) ||
       !number("mem_bandwidth", d.memBandwidth, true) ||
       !number("intra_bandwidth", d.intraBandwidth, true) ||
@@ -155,20 +216,35 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       !number("launch_overhead", d.launchOverhead, false) ||
       !number("devices_per_node", perNode, false) ||
       !number("threads", threads, false) ||
-      !number("memory_bytes", memory, false))
+      !number("memory_bytes", memory, false) ||
+      !number("gemm_efficiency", d.gemmEfficiency, false) ||
+      !number("attention_efficiency", d.attentionEfficiency, false) ||
+      !number("sms", sms, false) ||
+      !number("collective_ctas", ctas, false))
     return llvm::createStringError(
         "device file " + name.str() +
         ": needs numbers flops_f32, mem_bandwidth, intra_bandwidth and "
         "inter_bandwidth (optional: flops_bf16, intra_latency, "
         "inter_latency, launch_overhead, devices_per_node, threads, "
-        "memory_bytes, cores, parallel_efficiency, async_progress, op_scale, "
-        "op_scale_threads)");
+        "memory_bytes, gemm_efficiency, attention_efficiency, sms, "
+        "collective_ctas, cores, "
+        "parallel_efficiency, async_progress, op_scale, op_scale_threads)");
   if (d.flopsF32 <= 0 || d.memBandwidth <= 0 || d.intraBandwidth <= 0 ||
       d.interBandwidth <= 0 || perNode < 1)
     return llvm::createStringError("device file " + name.str() +
                                    ": rates must be positive");
   if (auto n = o->getString("name"))
     d.name = n->str();
+  if (!(d.gemmEfficiency > 0 && d.gemmEfficiency <= 1) ||
+      !(d.attentionEfficiency > 0 && d.attentionEfficiency <= 1))
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": gemm_efficiency and attention_efficiency must be within (0, 1]");
+  if (sms < 0 || ctas < 0 || (sms > 0 && ctas >= sms))
+    return llvm::createStringError("device file " + name.str() +
+                                   ": collective_ctas must be fewer than sms");
+  d.sms = (int64_t)sms;
+  d.collectiveCtas = (int64_t)ctas;
   d.devicesPerNode = (int64_t)perNode;
   d.threads = std::max<int64_t>(1, (int64_t)threads);
   d.memoryBytes = std::max<int64_t>(0, (int64_t)memory);

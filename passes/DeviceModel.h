@@ -3,9 +3,12 @@
 // Peak arithmetic per dtype, memory bandwidth, and the links between
 // devices (within a node, across nodes): what the simulator needs to price
 // a plan's instructions on a cluster that is not here. Built in: h100-sxm,
-// h200, a100-80g (vendor datasheet figures, dense) and cpu (a 2-core
-// development machine; calibrate your own with fsdp-run --calibrate). Any
-// other name is read as a JSON file with the same fields.
+// h200, a100-80g and cpu (a 2-core development machine; calibrate your own
+// with fsdp-run --calibrate). Any other name is read as a JSON file with the
+// same fields. The GPU figures are sourced, never fitted to a result:
+// datasheet peaks, and what published measurements show is achievable of
+// them (GEMM efficiency, flash attention, NCCL bus bandwidths); each is
+// cited where DeviceModel.cpp sets it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_PASSES_DEVICEMODEL_H
@@ -22,11 +25,26 @@ namespace mlir::fsdp {
 
 struct DeviceModel {
   std::string name;
-  double flopsF32 = 0, flopsBf16 = 0;            // per second, dense
-  double memBandwidth = 0;                       // bytes per second
-  double intraBandwidth = 0, interBandwidth = 0; // bytes per second per device
-  double intraLatency = 0, interLatency = 0;     // seconds
+  double flopsF32 = 0, flopsBf16 = 0; // per second, dense peaks
+  /// Fractions of the peak that GEMMs (matmul, gemm) and fused attention
+  /// reach at best (1: the peak; the CPU's rates are measured already).
+  double gemmEfficiency = 1.0, attentionEfficiency = 1.0;
+  double memBandwidth = 0; // bytes per second
+  /// Bus bandwidth (nccl-tests' busbw, bytes per second) of a ring within
+  /// a node, and of a ring that spans nodes with every device of each node
+  /// in it: the node's NICs together, capped by the node's own bus
+  /// bandwidth. A group with fewer of a node's devices (hybrid-shard's
+  /// replica groups: one) shares those NICs with the node's other groups.
+  double intraBandwidth = 0, interBandwidth = 0;
+  double intraLatency = 0, interLatency = 0; // seconds per ring step
   double launchOverhead = 0;                     // seconds per kernel
+  /// Streaming multiprocessors, and how many of them a running NCCL
+  /// collective kernel holds (one CTA per channel): compute that overlaps
+  /// a collective runs on the rest, (sms - collectiveCtas) / sms as fast.
+  /// 0 SMs: no contention modelled (the CPU).
+  int64_t sms = 0, collectiveCtas = 0;
+  /// The rate compute runs at while a collective is in flight.
+  double overlapRate() const;
   int64_t devicesPerNode = 1;
   /// Threads a rank's kernels run on (CPU: per-thread kernel scratch).
   int64_t threads = 1;
@@ -72,10 +90,18 @@ struct DeviceModel {
   /// factor where fitted, else with sharedNodeFactor.
   double rankComputeSeconds(int64_t flops, int64_t bytes, Type element,
                             llvm::StringRef op, int64_t ranksOnNode) const;
+  /// Whether a group of `ranks` ranks `stride` apart spans nodes.
+  bool crossesNodes(int64_t ranks, int64_t stride) const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an
-  /// all-reduce of `bytes` (the full buffer) over `ranks` consecutive ranks:
-  /// ring α-β, on the node's links when the group fits in a node.
-  double collectiveSeconds(int64_t bytes, int64_t ranks, bool allReduce) const;
+  /// all-reduce of `bytes` (the full buffer) over `ranks` ranks `stride`
+  /// apart (1: consecutive; hybrid-shard's replica groups: the shard group
+  /// size): ring α-β on the node's bus within a node, on its NICs across
+  /// nodes, shared by the node's concurrent groups.
+  double collectiveSeconds(int64_t bytes, int64_t ranks, bool allReduce,
+                           int64_t stride = 1) const;
+  /// The fraction of peak arithmetic an op reaches: GEMMs and attention
+  /// their measured best, everything else the peak (memory-bound anyway).
+  double efficiency(llvm::StringRef op) const;
 };
 
 /// A built-in device by name, or a JSON description at that path.

@@ -61,7 +61,9 @@ json::Array shapeOf(RankedTensorType t) {
 struct Emitter {
   ModuleOp module;
   llvm::StringMap<int64_t> paramIndex;
-  llvm::DenseMap<Operation *, int64_t> constIndex;
+  /// One entry per distinct value: attributes are uniqued, so the RoPE
+  /// table every layer casts to bf16 is written (and loaded) once.
+  llvm::DenseMap<Attribute, int64_t> constIndex;
   json::Array constants;
 
   json::Object tensor(Value v, int64_t offset) {
@@ -93,10 +95,10 @@ struct Emitter {
   }
 
   int64_t constant(ConstantOp c) {
-    auto [it, inserted] = constIndex.try_emplace(c, constants.size());
+    auto attr = cast<DenseElementsAttr>(c.getValue());
+    auto [it, inserted] = constIndex.try_emplace(attr, constants.size());
     if (!inserted)
       return it->second;
-    auto attr = cast<DenseElementsAttr>(c.getValue());
     auto t = cast<RankedTensorType>(attr.getType());
     json::Object o{{"shape", shapeOf(t)},
                    {"dtype", dtypeName(t.getElementType())}};
@@ -117,22 +119,26 @@ struct Emitter {
     if (attr.isSplat()) {
       o["splat"] = number(0);
     } else if (attr.getNumElements() <= kInlineElements ||
-               (isa<FloatType>(t.getElementType()) &&
-                !t.getElementType().isF32())) {
+               t.getElementType().isF64()) {
       json::Array data;
       for (int64_t i = 0, e = attr.getNumElements(); i < e; ++i)
         data.push_back(number(i));
       o["data"] = std::move(data);
     } else {
       // Large constants (RoPE tables, masks) as base64 of their
-      // little-endian bytes (f32, i64, or one byte per i1), not one JSON
-      // number per line.
+      // little-endian bytes (f32, bf16/f16 bits, i64, or one byte per i1),
+      // not one JSON number per line.
       std::string bytes;
       Type et = t.getElementType();
       for (int64_t i = 0, e = attr.getNumElements(); i < e; ++i) {
         if (et.isF32()) {
           float f = attr.getValues<APFloat>()[i].convertToFloat();
           bytes.append(reinterpret_cast<const char *>(&f), 4);
+        } else if (isa<FloatType>(et)) { // bf16, f16: their 16 bits
+          uint16_t bits = (uint16_t)attr.getValues<APFloat>()[i]
+                              .bitcastToAPInt()
+                              .getZExtValue();
+          bytes.append(reinterpret_cast<const char *>(&bits), 2);
         } else if (et.isInteger(1)) {
           bytes.push_back(attr.getValues<bool>()[i] ? 1 : 0);
         } else {

@@ -9,8 +9,9 @@
 //   %o  = fsdp.matmul %p, %v
 // After:
 //   %o  = fsdp.attention %q, %k, %v {causal = true, scale = ...}
-// A constant lower-triangular mask becomes `causal`; any other mask stays an
-// operand. Intermediate values with other users block the match, so the
+// A constant lower-triangular mask becomes `causal`, and so does a mask too
+// long to fold at import (T > 4096: 16M elements), recognised by how it is
+// built: `fsdp.trilu` of a splat. Any other mask stays an operand. Intermediate values with other users block the match, so the
 // unfused form is kept whenever fusing would change what else is computed.
 //
 //===----------------------------------------------------------------------===//
@@ -102,6 +103,35 @@ bool isCausalMask(DenseElementsAttr attr, bool additive) {
   return true;
 }
 
+/// Whether `mask` is built as trilu(splat) and hides exactly the key
+/// positions j > i + (Tk - Tq): an additive fill (<= -1e4) kept in the
+/// upper triangle from k = offset + 1, or a boolean `true` kept in the lower
+/// triangle through k = offset (`inverted`: the keep-mask is its negation,
+/// so `true` in the upper triangle from offset + 1).
+bool isCausalTrilu(Value mask, bool additive, bool inverted) {
+  auto trilu = mask.getDefiningOp<TriluOp>();
+  DenseElementsAttr fill;
+  if (!trilu || !matchPattern(trilu.getX(), m_Constant(&fill)) ||
+      !fill.isSplat())
+    return false;
+  auto type = trilu.getType();
+  if (type.getRank() < 2)
+    return false;
+  for (int64_t d : type.getShape().drop_back(2))
+    if (d != 1)
+      return false;
+  int64_t offset = type.getShape().back() - type.getDimSize(type.getRank() - 2);
+  int64_t k = trilu.getK();
+  if (additive)
+    return isa<FloatType>(fill.getElementType()) && trilu.getUpper() &&
+           k == offset + 1 &&
+           fill.getSplatValue<APFloat>().convertToDouble() <= -1e4;
+  if (!fill.getElementType().isInteger(1) || !fill.getSplatValue<bool>())
+    return false;
+  return inverted ? trilu.getUpper() && k == offset + 1
+                  : !trilu.getUpper() && k == offset;
+}
+
 struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -186,7 +216,8 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
 
     if (transposeK)
       k = TransposeOp::create(rewriter, qk.getLoc(), kType, k, swap);
-    if (mask && invert) {
+    bool causalTrilu = mask && isCausalTrilu(mask, additive, invert);
+    if (mask && invert && !causalTrilu) {
       // where(cond, fill, scores) keeps positions where cond is false.
       DenseElementsAttr attr;
       if (matchPattern(mask, m_Constant(&attr)))
@@ -197,7 +228,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
       else
         mask = NotOp::create(rewriter, pv.getLoc(), mask);
     }
-    bool causal = mask && isCausal(mask, additive);
+    bool causal = causalTrilu || (mask && isCausal(mask, additive));
     if (causal)
       mask = Value();
     SmallVector<Value> operands{q, k, v};

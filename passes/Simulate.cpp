@@ -3,8 +3,12 @@
 // A discrete-event simulation of the plan on a device model: the compute
 // stream runs instructions in program order (a roofline per op from
 // CostOpInterface); each collective runs on its stream (fsdp.stream) once
-// its input is ready and the stream is free, priced by a ring α-β model;
-// a wait blocks the compute stream until its collective ends, and the time
+// its input is ready, its stream is free and so is the link it crosses
+// (collectives running at once share a link's bandwidth, so they take
+// turns on it: the node's bus within a node, its NICs across nodes), priced
+// by a ring α-β model on the group's real topology; compute that overlaps
+// a running collective is slowed by the SMs the collective's kernel holds
+// (DeviceModel::overlapRate); a wait blocks the compute stream until its collective ends, and the time
 // it blocks is exposed communication. Results:
 //   - every instruction gets `fsdp.sim = array<f64: start, end>` (seconds);
 //   - the module gets `fsdp.predicted`: device, step time (micro-steps times
@@ -23,6 +27,7 @@
 
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <map>
 
 namespace mlir::fsdp {
@@ -53,6 +58,33 @@ Type elementOf(Operation *op) {
 struct Timing {
   double step = 0, compute = 0, comm = 0, exposed = 0;
 };
+
+/// When compute starting at `start` with `seconds` of work at full speed
+/// ends, running at `rate` inside the spans (start-ordered, possibly
+/// overlapping) where collectives are in flight.
+double finishAround(double start, double seconds, double rate,
+                    const std::vector<std::pair<double, double>> &busy) {
+  double t = start, left = seconds;
+  for (auto [from, to] : busy) {
+    if (left <= 0 || rate >= 1.0)
+      break;
+    if (to <= t)
+      continue;
+    if (from > t) { // full speed until the span opens
+      double free = from - t;
+      if (free >= left)
+        return t + left;
+      left -= free;
+      t = from;
+    }
+    double slow = (to - t) * rate;
+    if (slow >= left)
+      return t + left / rate;
+    left -= slow;
+    t = to;
+  }
+  return t + left;
+}
 
 struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   using Base::Base;
@@ -133,6 +165,13 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         this->ranksOnNode(func->getParentOfType<ModuleOp>(), model);
     double compute = 0; // when the compute stream is free
     std::map<std::string, double> streams;
+    double busFree = 0, netFree = 0; // when the node's links are free
+    // Spans in which a collective's kernel runs, sorted by start.
+    std::vector<std::pair<double, double>> busy;
+    int64_t world = 1;
+    if (auto w = func->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
+            "fsdp.world_size"))
+      world = std::max<int64_t>(w.getInt(), 1);
     llvm::DenseMap<Value, double> ready;
     // Without asynchronous progress: each started collective's stream and
     // duration, until its wait.
@@ -158,8 +197,15 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         // The full (gathered or reduced) buffer's bytes.
         int64_t bytes = std::max(bufferBytes(buffer), bufferBytes(inType));
         int64_t ranks = op.getAttrOfType<IntegerAttr>("group_size").getInt();
-        double seconds =
-            model.collectiveSeconds(bytes, ranks, isa<AllReduceOp>(op));
+        // Replica groups (hybrid-shard) take one rank of each shard group:
+        // ranks a shard group apart, usually one per node.
+        auto group = op.getAttrOfType<StringAttr>("group");
+        int64_t stride =
+            group && group.getValue() == "replicate" ? world / ranks : 1;
+        double seconds = model.collectiveSeconds(bytes, ranks,
+                                                 isa<AllReduceOp>(op), stride);
+        bool net = model.crossesNodes(ranks, stride);
+        bool bus = !net || stride < model.devicesPerNode;
         t.comm += seconds;
         if (!model.asyncProgress) {
           // Nothing moves until a wait progresses it (priced there).
@@ -167,8 +213,21 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           continue;
         }
         start = std::max(streams[s], std::max(readyOf(in), compute));
+        if (bus)
+          start = std::max(start, busFree);
+        if (net)
+          start = std::max(start, netFree);
         end = start + seconds;
         streams[s] = end;
+        // Sorted by start: a collective issued later can start earlier
+        // than one queued behind a busy stream.
+        busy.insert(std::upper_bound(busy.begin(), busy.end(),
+                                     std::make_pair(start, end)),
+                    {start, end});
+        if (bus)
+          busFree = end;
+        if (net)
+          netFree = end;
         ready[op.getResult(0)] = end;
       } else if (auto wait = dyn_cast<WaitOp>(op)) {
         if (auto d = deferred.find(wait.getFuture()); d != deferred.end()) {
@@ -193,9 +252,10 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         }
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
-        end = start + model.rankComputeSeconds(flops, bytes, elementOf(&op),
-                                               op.getName().stripDialect(),
-                                               ranksOnNode);
+        double seconds = model.rankComputeSeconds(
+            flops, bytes, elementOf(&op), op.getName().stripDialect(),
+            ranksOnNode);
+        end = finishAround(start, seconds, model.overlapRate(), busy);
         compute = end;
         t.compute += end - start;
         for (Value r : op.getResults())
@@ -340,12 +400,14 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     for (auto p : module.getOps<ParameterOp>())
       if (!inFlat.contains(p.getSymName()))
         slot(p.getSymName(), bufferBytes(p.getTensorType()));
-    // The plan holds one copy per constant op the emitted functions read
-    // (EmitPlan does not merge equal values), as the runtime loads them.
+    // The plan holds one copy per distinct constant value the emitted
+    // functions read (EmitPlan merges equal values), as the runtime loads
+    // them.
+    llvm::DenseSet<Attribute> constants;
     for (StringRef name : {"train_step", "apply_update"})
       if (auto func = module.lookupSymbol<func::FuncOp>(name))
         func.walk([&](ConstantOp c) {
-          if (!c->use_empty())
+          if (!c->use_empty() && constants.insert(c.getValue()).second)
             bytes += bufferBytes(c.getType());
         });
     return bytes;

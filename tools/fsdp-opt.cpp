@@ -258,6 +258,10 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   }
 
   PassManager plan(module.getContext());
+  // --mlir-timing and the IR printing flags reach the plan pipeline too.
+  if (failed(applyPassManagerCLOptions(plan)))
+    return failure();
+  applyDefaultTimingPassManagerCLOptions(plan);
   fsdp::addPlanPasses(plan, config, /*verify=*/true);
   if (failed(plan.run(module)))
     return failure();
@@ -273,6 +277,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   }
   // Written only once the plan is known to be good.
   PassManager emitter(module.getContext());
+  applyDefaultTimingPassManagerCLOptions(emitter);
   fsdp::FsdpEmitPlanOptions emit;
   emit.output = planPath.str();
   emitter.addPass(fsdp::createFsdpEmitPlan(emit));
@@ -301,6 +306,7 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)))
     return 1;
+  applyDefaultTimingPassManagerCLOptions(pm);
   if (plan)
     return failed(compilePlan(pm, *module, output)) ? 1 : 0;
   if (failed(pm.run(*module)))

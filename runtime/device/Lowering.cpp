@@ -289,12 +289,28 @@ Status reduce(Ctx &c, ReduceKind kind) {
   int64_t kept = 1;
   for (int d = 0; d < r.kept; ++d)
     kept *= r.keptDims[d];
-  if (kept != y.numel() || x.dtype != DType::F32 || y.dtype != DType::F32)
+  if (kept != y.numel() || !floating(x.dtype) || !floating(y.dtype))
     return Status::error("output " + shapeString(y.shape) +
                          " does not match the reduction");
-  r.x = c.at<float>(x);
-  r.y = c.at<float>(y);
-  c.emit(y.numel(), r);
+  // bf16/f16 read and written as they are (sums in double, one rounding).
+  r.x = c.at(x);
+  r.y = c.at(y);
+  r.tx = elemOf(x.dtype);
+  r.ty = elemOf(y.dtype);
+  // Few outputs (a bias gradient): each sum split into chunks whose
+  // partial sums (scratch) are combined in chunk order.
+  int64_t chunks = reduceChunks(r.count, y.numel());
+  if (chunks <= 1) {
+    c.emit(y.numel(), r);
+    return Status::ok();
+  }
+  r.chunks = chunks;
+  r.chunkLen = (r.count + chunks - 1) / chunks;
+  r.outputs = y.numel();
+  r.partial = reinterpret_cast<double *>(c.mem.scratch);
+  c.emit(chunks * y.numel(), r);
+  c.emit(y.numel(), ReduceCombine{kind, chunks, y.numel(), r.count, r.partial,
+                                  r.y, r.ty});
   return Status::ok();
 }
 
@@ -1049,6 +1065,8 @@ bool nativeNarrow(const Instruction &in) {
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&
            std::all_of(in.out.begin(), in.out.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); });
+  if (in.op == "reduce_sum" || in.op == "reduce_mean" || in.op == "reduce_max")
+    return floating(in.in[0].dtype) && floating(in.out[0].dtype);
   if (isElementwise(in.op)) // float operands; a comparison's i1 result
     return std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&

@@ -2,6 +2,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/support/File.h"
+#include "runtime/support/Half.h"
 
 #include <cstring>
 #include <fstream>
@@ -512,6 +513,11 @@ Status parsePlan(const std::string &text, Plan &plan) {
             int64_t x;
             std::memcpy(&x, bytes.data() + k * 8, 8);
             info.values[k] = (double)x;
+          } else if (info.dtype == DType::BF16 || info.dtype == DType::F16) {
+            uint16_t h;
+            std::memcpy(&h, bytes.data() + k * 2, 2);
+            info.values[k] = info.dtype == DType::BF16 ? floatFromBf16(h)
+                                                       : floatFromF16(h);
           } else {
             info.values[k] = bytes[k] != 0;
           }

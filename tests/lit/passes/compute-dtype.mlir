@@ -20,13 +20,16 @@
 // CHECK: %[[LOSS:.*]] = fsdp.cross_entropy {{.*}} : (tensor<3x10xbf16>, tensor<3xi64>) -> tensor<f32>
 // Each cast sits where its gradient becomes final (so a unit's
 // reduce-scatter can start during the backward), not before the return;
-// the embedding's gradient base is a broadcast zero, not a stored splat.
+// the embedding's gradient is summed in f32 (as PyTorch's embedding
+// backward accumulates) from a broadcast zero, not a stored splat, and
+// rounded once.
 // CHECK: fsdp.cross_entropy_grad {{.*}} -> tensor<3x10xbf16>
 // CHECK: %[[DW:.*]] = fsdp.matmul {{.*}} -> tensor<4x4xbf16>
 // CHECK-NEXT: %[[G2:.*]] = fsdp.cast %[[DW]] : tensor<4x4xbf16> -> tensor<4x4xf32>
-// CHECK: %[[Z:.*]] = fsdp.constant dense<0.000000e+00> : tensor<bf16>
-// CHECK-NEXT: %[[ZS:.*]] = fsdp.broadcast %[[Z]] : tensor<bf16> -> tensor<10x4xbf16>
-// CHECK-NEXT: fsdp.scatter_add %[[ZS]]
+// CHECK: %[[Z:.*]] = fsdp.constant dense<0.000000e+00> : tensor<f32>
+// CHECK-NEXT: %[[ZS:.*]] = fsdp.broadcast %[[Z]] : tensor<f32> -> tensor<10x4xf32>
+// CHECK-NEXT: %[[SA:.*]] = fsdp.scatter_add %[[ZS]]
+// CHECK-NEXT: fsdp.cast %[[SA]] : tensor<10x4xf32> -> tensor<10x4xbf16>
 // CHECK-NEXT: %[[TIED:.*]] = fsdp.add {{.*}} : tensor<10x4xbf16>, tensor<10x4xbf16> -> tensor<10x4xbf16>
 // CHECK-NEXT: %[[G1:.*]] = fsdp.cast %[[TIED]] : tensor<10x4xbf16> -> tensor<10x4xf32>
 // CHECK: fsdp.adamw @emb, %[[G1]] {{.*}} : tensor<10x4xf32>
@@ -36,8 +39,11 @@
 // Gathered in bf16 and computed in bf16: the views are read as they are.
 // GATHER-LABEL: func.func @train_step
 // GATHER: fsdp.all_gather_start {{.*}} -> !fsdp.future<tensor<56xbf16>>
-// GATHER: fsdp.param_view {{.*}} -> tensor<10x4xbf16>
-// GATHER-NOT: fsdp.cast %{{.*}} : tensor<10x4xf32> -> tensor<10x4xbf16>
+// GATHER: %[[EV:.*]] = fsdp.param_view {{.*}} -> tensor<10x4xbf16>
+// GATHER-NEXT: %[[WV:.*]] = fsdp.param_view {{.*}} -> tensor<4x4xbf16>
+// GATHER-NEXT: fsdp.gather %[[EV]]
+// GATHER-NOT: fsdp.cast
+// GATHER: fsdp.matmul %{{.*}}, %[[WV]]
 // The bf16 gradients are packed as they are into the f32 flat gradient
 // (no f32 copy of either), which is reduced in f32.
 // GATHER-NOT: fsdp.cast %{{.*}} : tensor<4x4xbf16> -> tensor<4x4xf32>

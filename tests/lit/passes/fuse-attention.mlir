@@ -91,3 +91,61 @@ func.func @constant_not_causal(%q: tensor<2x8xf32>, %k: tensor<2x8xf32>, %v: ten
   %o = fsdp.matmul %p, %v : tensor<2x2xf32>, tensor<2x8xf32> -> tensor<2x8xf32>
   return %o : tensor<2x8xf32>
 }
+
+// -----
+
+// A causal mask too long to fold at import stays trilu(splat): recognised
+// by its structure (upper triangle from k = 1 filled with -inf).
+// CHECK-LABEL: func.func @causal_trilu_additive
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true
+// CHECK-NOT: fsdp.trilu
+func.func @causal_trilu_additive(%q: tensor<1x4x5x8xf32>, %kt: tensor<1x4x8x5xf32>, %v: tensor<1x4x5x8xf32>) -> tensor<1x4x5x8xf32> {
+  %s = fsdp.matmul %q, %kt : tensor<1x4x5x8xf32>, tensor<1x4x8x5xf32> -> tensor<1x4x5x5xf32>
+  %fill = fsdp.constant dense<0xFF800000> : tensor<5x5xf32>
+  %mask = fsdp.trilu %fill {k = 1 : i64, upper = true} : tensor<5x5xf32>
+  %m = fsdp.add %s, %mask : tensor<1x4x5x5xf32>, tensor<5x5xf32> -> tensor<1x4x5x5xf32>
+  %p = fsdp.softmax %m {axis = 3 : i64} : tensor<1x4x5x5xf32>
+  %o = fsdp.matmul %p, %v : tensor<1x4x5x5xf32>, tensor<1x4x5x8xf32> -> tensor<1x4x5x8xf32>
+  return %o : tensor<1x4x5x8xf32>
+}
+
+// -----
+
+// The boolean forms: where(tril(ones), scores, -inf) and
+// where(triu(ones, 1), -inf, scores).
+// CHECK-LABEL: func.func @causal_trilu_bool
+// CHECK: fsdp.attention {{.*}} {causal = true
+// CHECK: fsdp.attention {{.*}} {causal = true
+// CHECK-NOT: fsdp.not
+func.func @causal_trilu_bool(%q: tensor<2x5x8xf32>, %k: tensor<2x5x8xf32>, %v: tensor<2x5x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>) {
+  %ones = fsdp.constant dense<true> : tensor<5x5xi1>
+  %ninf = fsdp.constant dense<-1.0e+09> : tensor<f32>
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x5x8xf32>, tensor<2x5x8xf32> -> tensor<2x5x5xf32>
+  %keep = fsdp.trilu %ones {k = 0 : i64, upper = false} : tensor<5x5xi1>
+  %m = fsdp.where %keep, %s, %ninf : tensor<5x5xi1>, tensor<2x5x5xf32>, tensor<f32> -> tensor<2x5x5xf32>
+  %p = fsdp.softmax %m {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x5x5xf32>, tensor<2x5x8xf32> -> tensor<2x5x8xf32>
+  %s2 = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x5x8xf32>, tensor<2x5x8xf32> -> tensor<2x5x5xf32>
+  %hide = fsdp.trilu %ones {k = 1 : i64, upper = true} : tensor<5x5xi1>
+  %m2 = fsdp.where %hide, %ninf, %s2 : tensor<5x5xi1>, tensor<f32>, tensor<2x5x5xf32> -> tensor<2x5x5xf32>
+  %p2 = fsdp.softmax %m2 {axis = 2 : i64} : tensor<2x5x5xf32>
+  %o2 = fsdp.matmul %p2, %v : tensor<2x5x5xf32>, tensor<2x5x8xf32> -> tensor<2x5x8xf32>
+  return %o, %o2 : tensor<2x5x8xf32>, tensor<2x5x8xf32>
+}
+
+// -----
+
+// A band that also hides the diagonal (k = 0) is not causal: it stays an
+// explicit mask.
+// CHECK-LABEL: func.func @trilu_not_causal
+// CHECK: %[[MASK:.*]] = fsdp.trilu
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[MASK]] {scale
+func.func @trilu_not_causal(%q: tensor<1x4x5x8xf32>, %kt: tensor<1x4x8x5xf32>, %v: tensor<1x4x5x8xf32>) -> tensor<1x4x5x8xf32> {
+  %s = fsdp.matmul %q, %kt : tensor<1x4x5x8xf32>, tensor<1x4x8x5xf32> -> tensor<1x4x5x5xf32>
+  %fill = fsdp.constant dense<0xFF800000> : tensor<5x5xf32>
+  %mask = fsdp.trilu %fill {k = 0 : i64, upper = true} : tensor<5x5xf32>
+  %m = fsdp.add %s, %mask : tensor<1x4x5x5xf32>, tensor<5x5xf32> -> tensor<1x4x5x5xf32>
+  %p = fsdp.softmax %m {axis = 3 : i64} : tensor<1x4x5x5xf32>
+  %o = fsdp.matmul %p, %v : tensor<1x4x5x5xf32>, tensor<1x4x5x8xf32> -> tensor<1x4x5x8xf32>
+  return %o : tensor<1x4x5x8xf32>
+}
