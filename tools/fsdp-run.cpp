@@ -226,11 +226,6 @@ int main(int argc, char **argv) {
                              backend);
       !s)
     return fail(s);
-  Executor exec;
-  if (Status s = exec.init(plan, *comm, std::move(backend)); !s)
-    return fail(s);
-  if (!quiet && backendName != "cpu")
-    std::printf("backend: %s\n", exec.describe().c_str());
   std::string weightsPath = weights.empty() ? plan.source : weights;
   if (weightsPath.empty())
     return fail(
@@ -238,14 +233,16 @@ int main(int argc, char **argv) {
   bool safetensors =
       weightsPath.size() > 12 &&
       weightsPath.substr(weightsPath.size() - 12) == ".safetensors";
-  if (Status s =
-          safetensors
-              ? loadSafetensorsWeights(weightsPath, plan,
-                                       [&](size_t i) { return exec.pieces(i); })
-              : loadOnnxWeights(weightsPath, plan,
-                                [&](size_t i) { return exec.pieces(i); });
-      !s)
+  Executor exec;
+  auto load = [&]() {
+    auto pieces = [&](size_t i) { return exec.pieces(i); };
+    return safetensors ? loadSafetensorsWeights(weightsPath, plan, pieces)
+                       : loadOnnxWeights(weightsPath, plan, pieces);
+  };
+  if (Status s = exec.init(plan, *comm, std::move(backend), load); !s)
     return fail(s);
+  if (!quiet && backendName != "cpu")
+    std::printf("backend: %s\n", exec.describe().c_str());
 
   std::unique_ptr<DataSource> source;
   if (data == "synthetic") {

@@ -17,7 +17,8 @@ static size_t slotOf(const Plan &plan, size_t i) {
 }
 
 Status Executor::init(const Plan &p, Comm &comm_,
-                      std::unique_ptr<StepBackend> backend_) {
+                      std::unique_ptr<StepBackend> backend_,
+                      const std::function<Status()> &loadWeights) {
   plan = &p;
   backend = std::move(backend_);
   hostNewer = true;
@@ -25,18 +26,6 @@ Status Executor::init(const Plan &p, Comm &comm_,
   pending = Status::ok();
   // Kernels parallelise with OpenMP; BLAS calls stay on the calling thread.
   openblas_set_num_threads(1);
-  // 64-byte aligned, as the planner aligned every offset. A backend keeps
-  // its own arena.
-  size_t bytes = (size_t)std::max<int64_t>(backend ? 0 : p.arenaBytes, 64);
-  bytes = (bytes + 63) / 64 * 64;
-  arena = {static_cast<uint8_t *>(std::aligned_alloc(64, bytes)), std::free};
-  if (!arena)
-    return Status::error("cannot allocate the " + std::to_string(bytes) +
-                         "-byte arena");
-  // A byte pattern no kernel writes by chance, so the highest byte a step
-  // wrote can be found afterwards (arenaHighWater).
-  std::memset(arena.get(), kArenaPattern, bytes);
-
   comm = &comm_;
   for (const ParamInfo &info : p.params)
     if (info.dtype != DType::F32)
@@ -71,6 +60,25 @@ Status Executor::init(const Plan &p, Comm &comm_,
   slots.clear();
   for (size_t i = 0; i < p.slotCount(); ++i)
     slots.emplace_back(p.slotNumel(i), 0.0f);
+  // The weights go in before anything else is touched: a reader's
+  // transient copies (an ONNX file parsed whole) then never stack on the
+  // arena and the optimizer moments, and the process peaks at the step, as
+  // the plan predicts.
+  if (loadWeights)
+    FSDP_RETURN_IF_ERROR(loadWeights());
+
+  // 64-byte aligned, as the planner aligned every offset. A backend keeps
+  // its own arena.
+  size_t bytes = (size_t)std::max<int64_t>(backend ? 0 : p.arenaBytes, 64);
+  bytes = (bytes + 63) / 64 * 64;
+  arena = {static_cast<uint8_t *>(std::aligned_alloc(64, bytes)), std::free};
+  if (!arena)
+    return Status::error("cannot allocate the " + std::to_string(bytes) +
+                         "-byte arena");
+  // A byte pattern no kernel writes by chance, so the highest byte a step
+  // wrote can be found afterwards (arenaHighWater).
+  std::memset(arena.get(), kArenaPattern, bytes);
+
   constants.clear();
   for (const ConstantInfo &c : p.constants) {
     int64_t n = 1;

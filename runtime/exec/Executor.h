@@ -46,8 +46,12 @@ public:
   /// carries the plan's collectives (it must outlive the executor). With a
   /// `backend` the steps run there (runtime/exec/StepBackend.h); the
   /// executor keeps the host's copy of the state.
+  /// `loadWeights`, when given, runs as soon as the parameters have
+  /// storage (pieces() works), before the arena and the optimizer state
+  /// are allocated.
   Status init(const Plan &plan, Comm &comm,
-              std::unique_ptr<StepBackend> backend = nullptr);
+              std::unique_ptr<StepBackend> backend = nullptr,
+              const std::function<Status()> &loadWeights = nullptr);
   /// "cpu", or the backend's description.
   std::string describe() const;
 
