@@ -51,6 +51,10 @@ struct DeviceModel {
   /// Device memory a rank may plan into (0: unknown); --autotune's default
   /// budget.
   int64_t memoryBytes = 0;
+  /// Resident bytes a rank's process holds besides the plan's memory
+  /// (CPU: libraries, MPI, the BLAS buffers of its threads; fsdp-run
+  /// --calibrate measures it). 0 on GPUs, where the plan is device memory.
+  int64_t runtimeBytes = 0;
   /// CPU: the rates above are the node's, measured on `threads` threads;
   /// its `cores` are shared by the ranks on it (each runs on
   /// cores / ranks threads, or time-shares a core), and a loop on t

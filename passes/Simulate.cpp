@@ -122,6 +122,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.live_peak_bytes"))
       livePeak = a.getInt();
     int64_t state = stateBytes(module), scratch = scratchBytes(module, *model);
+    int64_t commScratch = commScratchBytes(module, *model);
     int64_t ranks = ranksOnNode(module, *model);
     module->setAttr(
         "fsdp.predicted",
@@ -148,6 +149,17 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                            b.getF64FloatAttr(model->oversubscription(ranks))),
             b.getNamedAttr("peak_bytes",
                            b.getI64IntegerAttr(arena + state + scratch)),
+            // The whole process: the plan's memory, the runtime's own
+            // (libraries, MPI, BLAS buffers) and the temporaries MPI's
+            // reductions allocate (the figure to hold against peak RSS).
+            b.getNamedAttr("runtime_bytes",
+                           b.getI64IntegerAttr(model->runtimeBytes)),
+            b.getNamedAttr("comm_scratch_bytes",
+                           b.getI64IntegerAttr(commScratch)),
+            b.getNamedAttr("process_peak_bytes",
+                           b.getI64IntegerAttr(arena + state + scratch +
+                                               model->runtimeBytes +
+                                               commScratch)),
         }));
   }
 
@@ -267,6 +279,24 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     for (auto &[name, at] : streams)
       t.step = std::max(t.step, at);
     return t;
+  }
+
+  /// On the CPU with more than one rank: OpenMPI's non-blocking
+  /// reductions (libnbc's reduce-scatter and all-reduce) reduce into a
+  /// temporary as large as their whole input, allocated while the
+  /// collective runs; the largest one is the most held at once (the
+  /// executor waits on them in order). GPUs' NCCL reduces in place.
+  int64_t commScratchBytes(ModuleOp module, const DeviceModel &model) {
+    auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+    if (model.cores == 0 || !w || w.getInt() <= 1)
+      return 0;
+    int64_t most = 0;
+    module.walk([&](Operation *op) {
+      if (isa<ReduceScatterStartOp, AllReduceOp>(op))
+        most = std::max(most, bufferBytes(cast<RankedTensorType>(
+                                  op->getOperand(0).getType())));
+    });
+    return most;
   }
 
   /// Kernel scratch the backend sizes before the first step. On a GPU: the

@@ -15,6 +15,7 @@
 #include "runtime/io/OnnxWeights.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/AllocationCounter.h"
+#include "runtime/support/Resident.h"
 #include "runtime/support/File.h"
 
 #include <CLI/CLI.hpp>
@@ -63,16 +64,6 @@ void maybeInjectFault(int64_t rank, int64_t step) {
              *s = std::getenv("FSDP_FAULT_STEP");
   if (r && s && std::atoll(r) == rank && std::atoll(s) == step)
     std::_Exit(9);
-}
-
-/// The process's peak resident set (VmHWM), or -1 where unknown.
-int64_t peakRssBytes() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmHWM:", 0) == 0)
-      return std::atoll(line.c_str() + 6) * 1024;
-  return -1;
 }
 
 /// Tokens a step processes: the elements of the first integer input (token
@@ -337,7 +328,7 @@ int main(int argc, char **argv) {
                             {"peak_bytes", exec.peakBytes()},
                             {"arena_bytes", plan.arenaBytes},
                             {"arena_high_water", exec.arenaHighWater()},
-                            {"rss_peak_bytes", peakRssBytes()}}
+                            {"rss_peak_bytes", peakResidentBytes()}}
                  .dump()
           << "\n";
     if (!quiet) {
@@ -412,7 +403,7 @@ int main(int argc, char **argv) {
                             // Stored state plus the arena bytes steps wrote.
                             {"peak_bytes", exec.peakBytes() - plan.arenaBytes +
                                                exec.arenaHighWater()},
-                            {"rss_peak_bytes", peakRssBytes()}};
+                            {"rss_peak_bytes", peakResidentBytes()}};
     if (Status s = leader ? writeMeasuredTrace(plan, tracePath, timelines,
                                                measured, &medianDurations)
                           : Status::ok();

@@ -1,5 +1,6 @@
 //===- Calibrate.cpp - Measure this machine for the cost model ------------===//
 #include "runtime/cpu/Calibrate.h"
+#include "runtime/support/Resident.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -138,7 +139,11 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             {"threads", threads},
             // The ranks of a node share its cores and memory.
             {"cores", cores},
-            {"parallel_efficiency", efficiency}};
+            {"parallel_efficiency", efficiency},
+            // What this process holds besides a plan's memory once its
+            // GEMMs and collectives have run: libraries, MPI, the BLAS
+            // buffers of its threads (a plan's process_peak_bytes).
+            {"runtime_bytes", std::max<int64_t>(residentBytes(), 0)}};
   return Status::ok();
 }
 

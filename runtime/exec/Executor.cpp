@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <utility>
 
 namespace fsdp {
@@ -64,8 +67,14 @@ Status Executor::init(const Plan &p, Comm &comm_,
   // transient copies (an ONNX file parsed whole) then never stack on the
   // arena and the optimizer moments, and the process peaks at the step, as
   // the plan predicts.
-  if (loadWeights)
+  if (loadWeights) {
     FSDP_RETURN_IF_ERROR(loadWeights());
+#ifdef __GLIBC__
+    // The reader's freed buffers (protobuf strings below glibc's mmap
+    // threshold) would otherwise stay resident in the heap for the run.
+    malloc_trim(0);
+#endif
+  }
 
   // 64-byte aligned, as the planner aligned every offset. A backend keeps
   // its own arena.

@@ -2,6 +2,12 @@
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%S/Inputs/slow-device.json' 2>/dev/null | FileCheck %s --check-prefix=SLOW
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%S/Inputs/no-progress-device.json' 2>/dev/null | FileCheck %s --check-prefix=NOPROGRESS
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=tpu-v9' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=cpu' 2>/dev/null | FileCheck %s --check-prefix=CPU
+// On the CPU the process also holds the runtime (76 MiB: libraries, MPI,
+// OpenBLAS's buffers) and, while OpenMPI reduces a unit's gradient, a
+// temporary as large as the reduce-scatter's input: 10 floats (3x3 padded
+// to a multiple of 2).
+// CPU: fsdp.predicted = {{{.*}}comm_scratch_bytes = 40 : i64{{.*}}peak_bytes = [[P:[0-9]+]] : i64, process_peak_bytes = {{[0-9]+}} : i64, runtime_bytes = 79691776 : i64
 // RUN: rm -rf %t && mkdir -p %t
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "async_progress": 1}' > %t/progress.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/progress.json' 2>&1 | FileCheck %s --check-prefix=BADPROGRESS
@@ -19,7 +25,9 @@
 // bandwidth (not the 450 GB/s link peak); the wait exposes all of it
 // (nothing to overlap with yet); the step time and the memory the plan
 // needs are summarised on the module.
-// CHECK: fsdp.predicted = {arena_bytes = [[ARENA:[0-9]+]] : i64, comm_seconds = {{.*}}, compute_seconds = {{.*}}, device = "h100-sxm", exposed_comm_seconds = {{.*}}, peak_bytes = {{[0-9]+}} : i64, scratch_bytes = {{[0-9]+}} : i64, state_bytes = {{[0-9]+}} : i64, step_seconds = {{.*}}}
+// On a GPU the runtime's own bytes and MPI's temporaries are not in the
+// plan's device memory: the process peak is the plan's.
+// CHECK: fsdp.predicted = {arena_bytes = [[ARENA:[0-9]+]] : i64, comm_scratch_bytes = 0 : i64, comm_seconds = {{.*}}, compute_seconds = {{.*}}, device = "h100-sxm", exposed_comm_seconds = {{.*}}, peak_bytes = [[PEAK:[0-9]+]] : i64, process_peak_bytes = [[PEAK]] : i64, runtime_bytes = 0 : i64, scratch_bytes = {{[0-9]+}} : i64, state_bytes = {{[0-9]+}} : i64, step_seconds = {{.*}}}
 // CHECK: fsdp.all_gather_start %{{.*}} {fsdp.offsets = array<i64: {{[0-9]+}}>, fsdp.sim = array<f64: 0.000000e+00, 5.0000555555555558E-6>
 // CHECK-NEXT: fsdp.wait %{{.*}} {fsdp.offsets = {{.*}}, fsdp.sim = array<f64: 5.0000555555555558E-6, 5.0000555555555558E-6>}
 
