@@ -23,6 +23,13 @@
 // fits wins. About 2 + classes × rungs + log2(moves) simulations per
 // granularity, so a 70B model is tuned in tens of seconds, not hours.
 //
+// The whole search runs once per strategy: the one asked for and, for
+// full-shard over more than two nodes, hybrid-shard with shard groups of
+// the smallest power-of-two count of nodes whose state leaves half the
+// budget, and of twice that (short rings for the gathers, one all-reduce
+// of the gradient shards across replicas). The fastest plan that fits
+// wins, and every strategy tried is reported with its step and peak.
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Autotune.h"
 #include "passes/DeviceModel.h"
@@ -119,11 +126,26 @@ public:
   FailureOr<PlanConfig> run();
 
 private:
+  struct Search;
+  struct Best;
+  /// What one strategy's search found.
+  struct Outcome;
+  Outcome searchStrategy(int64_t perNode);
   ModuleOp trained;
-  const PlanConfig &base;
+  PlanConfig base; // the strategy under search is set in it
   int64_t budget;
   llvm::raw_ostream &os;
   int simulations = 0;
+
+  /// The strategy under search, for the report.
+  std::string describeStrategy() const {
+    if (base.shard.strategy != "hybrid-shard")
+      return base.shard.strategy;
+    int64_t r = std::max<int64_t>(1, base.shard.replicateGroups);
+    return "hybrid-shard (shard groups of " +
+           std::to_string(base.shard.worldSize / r) + ", " + std::to_string(r) +
+           " replicas)";
+  }
 
   bool canReshard() const {
     StringRef s = base.shard.strategy;
@@ -319,14 +341,23 @@ private:
   bool fits(const Trial &t) const { return t.ok && t.peak <= budget; }
 };
 
-FailureOr<PlanConfig> Tuner::run() {
-  auto model = loadDeviceModel(base.simulate.device);
-  if (!model)
-    return mlir::emitError(trained.getLoc(), "--device: ")
-           << llvm::toString(model.takeError());
-  int64_t perNode = base.simulate.devicesPerNode > 0
-                        ? (int64_t)base.simulate.devicesPerNode
-                        : model->devicesPerNode;
+struct Tuner::Best {
+  Search search;
+  std::vector<size_t> levels;
+  int64_t depth = 1;
+  Trial trial;
+  FsdpShardOptions shard; // the strategy it was found with
+};
+
+struct Tuner::Outcome {
+  std::optional<Best> best;
+  std::optional<Trial> fastest, smallest;
+  std::string smallestHow;
+  std::string error; // the plan did not build
+};
+
+Tuner::Outcome Tuner::searchStrategy(int64_t perNode) {
+  Outcome out;
   int64_t world = base.shard.worldSize;
   int64_t group = base.shard.strategy == "hybrid-shard"
                       ? world / std::max<int64_t>(1, base.shard.replicateGroups)
@@ -335,16 +366,6 @@ FailureOr<PlanConfig> Tuner::run() {
   // the backward gather stays on NVLink.
   int64_t partial =
       (perNode > 1 && group > perNode && group % perNode == 0) ? perNode : 0;
-
-  struct Best {
-    Search search;
-    std::vector<size_t> levels;
-    int64_t depth = 1;
-    Trial trial;
-  };
-  std::optional<Best> best;
-  std::optional<Trial> fastest, smallest;
-  std::string smallestHow;
   for (int64_t k : {1, 2}) {
     Search s;
     s.merge = k;
@@ -352,7 +373,7 @@ FailureOr<PlanConfig> Tuner::run() {
     if (k > 1) {
       // Merging needs four blocks at least to leave two units.
       size_t blocks = llvm::count_if(
-          fastest->units, [](const UnitInfo &u) { return u.name != "root"; });
+          out.fastest->units, [](const UnitInfo &u) { return u.name != "root"; });
       if (blocks < 4)
         break;
     }
@@ -360,14 +381,14 @@ FailureOr<PlanConfig> Tuner::run() {
     // (no levels yet: every unit on its first rung).
     Trial first = evaluate(configure(s, {}, 1));
     if (!first.ok) {
-      if (k == 1)
-        return mlir::emitError(trained.getLoc(),
-                               "--autotune: the plan does not build: ")
-               << first.error;
+      if (k == 1) {
+        out.error = first.error;
+        return out;
+      }
       continue;
     }
-    if (!fastest || first.step < fastest->step)
-      fastest = first;
+    if (!out.fastest || first.step < out.fastest->step)
+      out.fastest = first;
     measure(s, first);
 
     // The shortest prefix of moves that fits: none, or found by bisection
@@ -378,9 +399,9 @@ FailureOr<PlanConfig> Tuner::run() {
       hi = s.moves.size();
       atHi = s.moves.empty() ? first
                              : evaluate(configure(s, levelsAfter(s, hi), 1));
-      if (atHi.ok && (!smallest || atHi.peak < smallest->peak)) {
-        smallest = atHi;
-        smallestHow =
+      if (atHi.ok && (!out.smallest || atHi.peak < out.smallest->peak)) {
+        out.smallest = atHi;
+        out.smallestHow =
             "every unit on its last rung, units merged by " + std::to_string(k);
       }
       if (!fits(atHi))
@@ -404,10 +425,64 @@ FailureOr<PlanConfig> Tuner::run() {
       depth = 2;
       atHi = deeper;
     }
-    if (!best || atHi.step < best->trial.step)
-      best = Best{s, levels, depth, atHi};
+    if (!out.best || atHi.step < out.best->trial.step)
+      out.best = Best{s, levels, depth, atHi, base.shard};
   }
 
+  return out;
+}
+
+FailureOr<PlanConfig> Tuner::run() {
+  auto model = loadDeviceModel(base.simulate.device);
+  if (!model)
+    return mlir::emitError(trained.getLoc(), "--device: ")
+           << llvm::toString(model.takeError());
+  int64_t perNode = base.simulate.devicesPerNode > 0
+                        ? (int64_t)base.simulate.devicesPerNode
+                        : model->devicesPerNode;
+  int64_t world = base.shard.worldSize;
+
+  // The strategy: the one asked for, and when that is full-shard over more
+  // than a node, hybrid-shard too (what users pick at scale: shorter rings
+  // for the gathers, a replica all-reduce of the gradient shards across
+  // nodes). Its shard groups: the smallest power-of-two count of nodes
+  // whose state leaves half the budget to the arena, and twice that.
+  std::vector<std::pair<std::string, Outcome>> tried;
+  tried.emplace_back(describeStrategy(), searchStrategy(perNode));
+  if (!tried[0].second.error.empty())
+    return mlir::emitError(trained.getLoc(),
+                           "--autotune: the plan does not build: ")
+           << tried[0].second.error;
+  if (base.shard.strategy == "full-shard" && perNode > 1 &&
+      world > 2 * perNode && world % perNode == 0 &&
+      tried[0].second.fastest) {
+    int64_t state = tried[0].second.fastest->state;
+    int64_t first = 0;
+    for (int64_t g = perNode; g < world; g *= 2)
+      if (world % g == 0 && state * (world / g) <= budget / 2) {
+        first = g;
+        break;
+      }
+    PlanConfig fullShard = base;
+    for (int64_t g : {first, 2 * first}) {
+      if (g <= 0 || g >= world || world % g != 0)
+        continue;
+      base.shard.strategy = "hybrid-shard";
+      base.shard.replicateGroups = world / g;
+      tried.emplace_back(describeStrategy(), searchStrategy(perNode));
+    }
+    base = fullShard;
+  }
+  Outcome *won = nullptr;
+  for (auto &[name, o] : tried)
+    if (o.best && (!won || o.best->trial.step < won->best->trial.step))
+      won = &o;
+  Outcome &chosen = won ? *won : tried[0].second;
+  std::optional<Best> &best = chosen.best;
+  std::optional<Trial> &fastest = chosen.fastest, &smallest = chosen.smallest;
+  std::string &smallestHow = chosen.smallestHow;
+  if (best)
+    base.shard = best->shard;
   if (!best) {
     InFlightDiagnostic err =
         mlir::emitError(trained.getLoc(), "--memory-budget=");
@@ -432,6 +507,18 @@ FailureOr<PlanConfig> Tuner::run() {
   os << "autotune: budget " << gib(budget) << " on " << model->name << " x "
      << world << " (" << perNode << " per node), " << simulations
      << " simulations\n";
+  if (tried.size() > 1)
+    for (auto &[name, o] : tried) {
+      os << "autotune: " << (&o == won ? "chose " : "tried ") << name << ": ";
+      if (o.best)
+        os << "step " << ms(o.best->trial.step) << ", peak "
+           << gib(o.best->trial.peak) << "\n";
+      else
+        os << "no plan fits"
+           << (o.smallest ? " (smallest peak " + gib(o.smallest->peak) + ")"
+                          : std::string())
+           << "\n";
+    }
   os << "autotune: units merged by " << s.merge << ", prefetch depth "
      << best->depth << ": step " << ms(best->trial.step) << ", peak "
      << gib(best->trial.peak)
