@@ -40,6 +40,7 @@ bench: build
 	@/usr/bin/python3 bench/memory.py --fsdp-opt $(BUILD)/tools/fsdp-opt --fsdp-run $(BUILD)/tools/fsdp-run
 	@/usr/bin/python3 bench/policies.py --build $(BUILD)
 	@/usr/bin/python3 bench/prediction.py --build $(BUILD)
+	@/usr/bin/python3 bench/scale.py --build $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz
