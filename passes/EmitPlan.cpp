@@ -381,7 +381,7 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         size_t i = 0;
         double at = 0;
         for (Operation &op : body) {
-          if (i >= live.size())
+          if ((int64_t)i >= live.size())
             break;
           // Memory moves with the compute stream (collectives end on
           // theirs, later).

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -85,13 +86,29 @@ uint16_t u16(const std::string &s, size_t at) {
   return v;
 }
 
+/// A dimension of a .npy shape: a non-negative decimal integer that fits
+/// in 63 bits, blanks around it allowed, nothing else.
+bool parseDim(const std::string &tok, int64_t &out) {
+  size_t b = tok.find_first_not_of(" \t"), e = tok.find_last_not_of(" \t");
+  if (b == std::string::npos)
+    return false;
+  const char *first = tok.data() + b, *last = tok.data() + e + 1;
+  auto [end, ec] = std::from_chars(first, last, out);
+  return ec == std::errc() && end == last && out >= 0;
+}
+
 Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
   if (npy.size() < 10 || npy.compare(0, 6, "\x93NUMPY") != 0)
     return Status::error("'" + name + "' is not a .npy array");
   int major = (unsigned char)npy[6];
-  size_t headerLen = major == 1 ? u16(npy, 8) : u32(npy, 8);
+  if (major < 1 || major > 3)
+    return Status::error("'" + name + "': unknown .npy version " +
+                         std::to_string(major));
   size_t start = major == 1 ? 10 : 12;
-  if (start + headerLen > npy.size())
+  if (npy.size() < start)
+    return Status::error("'" + name + "': truncated header");
+  size_t headerLen = major == 1 ? u16(npy, 8) : u32(npy, 8);
+  if (headerLen > npy.size() - start)
     return Status::error("'" + name + "': truncated header");
   std::string h = npy.substr(start, headerLen);
   auto field = [&](const std::string &key) -> std::string {
@@ -116,9 +133,15 @@ Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
     return Status::error("'" + name + "': no shape in the header");
   std::stringstream dims(shape.substr(p1 + 1, p2 - p1 - 1));
   std::string tok;
-  while (std::getline(dims, tok, ','))
-    if (tok.find_first_not_of(" ") != std::string::npos)
-      out.shape.push_back(std::stoll(tok));
+  while (std::getline(dims, tok, ',')) {
+    if (tok.find_first_not_of(" \t") == std::string::npos)
+      continue; // the empty item after a 1-tuple's comma
+    int64_t d = 0;
+    if (!parseDim(tok, d))
+      return Status::error("'" + name + "': shape dimension '" + tok +
+                           "' is not a non-negative integer");
+    out.shape.push_back(d);
+  }
   out.data = npy.substr(start + headerLen);
   return Status::ok();
 }
@@ -138,6 +161,9 @@ Status readNpz(const std::string &path, std::map<std::string, Array> &arrays) {
     if (csize == 0xFFFFFFFFu) { // zip64: sizes in the extra field
       for (size_t e = extra; e + 4 <= extra + extraLen;) {
         uint16_t id = u16(z, e), len = u16(z, e + 2);
+        if (e + 4 + len > extra + extraLen)
+          return Status::error(path + ": '" + name +
+                               "': zip extra field runs past its end");
         if (id == 1 && len >= 16) {
           std::memcpy(&csize, z.data() + e + 4 + 8, 8);
           break;
@@ -149,7 +175,7 @@ Status readNpz(const std::string &path, std::map<std::string, Array> &arrays) {
       return Status::error(path + ": '" + name +
                            "' is compressed; write the data with np.savez");
     size_t data = extra + extraLen;
-    if (data + csize > z.size())
+    if (csize > z.size() - data)
       return Status::error(path + ": truncated zip entry '" + name + "'");
     std::string key = name.size() > 4 && name.substr(name.size() - 4) == ".npy"
                           ? name.substr(0, name.size() - 4)
@@ -256,6 +282,13 @@ Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
       header[0] != 20240520 || header[1] != 1 || header[2] < 0)
     return Status::error(
         path + ": not an llm.c token file (magic 20240520, version 1)");
+  // The file's size before the header's count sizes anything.
+  std::streamoff begin = f.tellg();
+  f.seekg(0, std::ios::end);
+  std::streamoff available = f.tellg() - begin;
+  f.seekg(begin);
+  if (!f || (std::streamoff)header[2] * 2 > available)
+    return Status::error(path + ": holds fewer tokens than its header says");
   std::vector<uint16_t> tokens((size_t)header[2]);
   if (!f.read(reinterpret_cast<char *>(tokens.data()),
               (std::streamsize)tokens.size() * 2))
@@ -293,10 +326,12 @@ Status npzData(const std::string &path, const Plan &plan, int64_t rank,
         a.shape.empty() || a.shape[0] < 1)
       return Status::error(path + ": '" + t.name +
                            "' rows do not have the plan's shape");
-    int64_t elems = 1;
+    // Checked: a crafted shape must not wrap into a small size.
+    int64_t bytes = dtypeSize(t.dtype);
     for (int64_t d : a.shape)
-      elems *= d;
-    if ((int64_t)a.data.size() != elems * dtypeSize(t.dtype))
+      if (__builtin_mul_overflow(bytes, d, &bytes))
+        return Status::error(path + ": '" + t.name + "' has shape too large");
+    if ((int64_t)a.data.size() != bytes)
       return Status::error(path + ": '" + t.name +
                            "' holds the wrong number of bytes");
     ordered.push_back(std::move(a));
