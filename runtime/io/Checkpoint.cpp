@@ -98,12 +98,7 @@ Status loadSafetensorsWeights(
 namespace {
 
 Status writeText(const fs::path &path, const std::string &text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.flush();
-  if (!out)
-    return Status::error(path.string() + ": write failed");
-  return Status::ok();
+  return writeFileAtomically(path.string(), text);
 }
 
 } // namespace
@@ -219,10 +214,10 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   if (const char *f = std::getenv("FSDP_FAULT_IN_SAVE"))
     if (std::atoll(f) == position.step)
       std::_Exit(9);
-  FSDP_RETURN_IF_ERROR(
-      exec.agree(wrote.isOk(), "writing the checkpoint shards"));
+  Status wroteAll = exec.agree(wrote.isOk(), "writing the checkpoint shards");
   if (!wrote)
     return wrote;
+  FSDP_RETURN_IF_ERROR(wroteAll);
 
   Status done = Status::ok();
   if (leader) {
@@ -236,16 +231,14 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                              ": cannot rename the checkpoint into place");
     }
     if (done) {
-      // Point `latest` at it, atomically.
-      fs::path latestTmp = fs::path(dir) / "latest.tmp";
-      done = writeText(latestTmp, name + "\n");
-      fs::rename(latestTmp, fs::path(dir) / "latest", ec);
-      if (done && ec)
-        done = Status::error(dir + ": cannot update 'latest'");
+      // Point `latest` at it, atomically (never through a planted link).
+      done = writeText(fs::path(dir) / "latest", name + "\n");
     }
   }
-  FSDP_RETURN_IF_ERROR(exec.agree(done.isOk(), "committing the checkpoint"));
-  return done;
+  // Every rank learns whether the commit failed; the one that failed says
+  // what (the file it could not write).
+  Status agreed = exec.agree(done.isOk(), "committing the checkpoint");
+  return done.isOk() ? agreed : done;
 }
 
 Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,

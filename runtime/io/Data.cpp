@@ -356,27 +356,18 @@ Status writeSafetensors(const std::string &path,
   header["__metadata__"] = {{"format", "pt"}};
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out)
-      return Status::error(path + ": cannot write");
-    uint64_t len = h.size();
-    out.write(reinterpret_cast<const char *>(&len), 8);
-    out.write(h.data(), (std::streamsize)h.size());
-    for (const NamedTensor &t : tensors) {
-      uint64_t n = 1;
-      for (int64_t d : t.shape)
-        n *= d;
-      out.write(reinterpret_cast<const char *>(t.data),
-                (std::streamsize)(n * 4));
-    }
-    if (!out)
-      return Status::error(path + ": write failed");
+  AtomicFile out;
+  FSDP_RETURN_IF_ERROR(out.open(path));
+  uint64_t len = h.size();
+  FSDP_RETURN_IF_ERROR(out.write(&len, 8));
+  FSDP_RETURN_IF_ERROR(out.write(h.data(), h.size()));
+  for (const NamedTensor &t : tensors) {
+    uint64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= d;
+    FSDP_RETURN_IF_ERROR(out.write(t.data, n * 4));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return Status::error(path + ": cannot rename the written file into place");
-  return Status::ok();
+  return out.commit();
 }
 
 } // namespace fsdp
