@@ -6,9 +6,10 @@
 //
 // Each unit climbs a ladder of memory-saving rungs, each cheaper in bytes
 // and dearer in time than the one before:
-//     keep gathered → reshard to N (within a node) → reshard → recompute
-// (no-shard and shard-grad-op cannot reshard: keep → recompute; the root
-// unit does not recompute). Keeping everything gathered is the fastest
+//     keep gathered → reshard to N (within a node) → reshard
+//       → recompute all but matmuls and attention (selective) → recompute
+// (no-shard and shard-grad-op cannot reshard: keep → selective →
+// recompute; the root unit does not recompute). Keeping everything gathered is the fastest
 // plan; when it does not fit:
 //   1. Units are grouped into classes that cost the same (same parameter
 //      count and size; the first and last blocks and the root apart), and
@@ -105,6 +106,7 @@ struct Trial {
 struct Rung {
   std::string reshard; // --reshard-after-forward value; "" leaves it alone
   bool recompute = false;
+  bool selective = false; // keeps matmul and attention outputs
 };
 
 /// A move of one unit up its ladder, with what its class's representative
@@ -157,16 +159,20 @@ private:
     std::vector<Rung> rungs;
     if (!canReshard()) {
       rungs.push_back({"", false});
-      if (unit != "root")
+      if (unit != "root") {
+        rungs.push_back({"", true, true});
         rungs.push_back({"", true});
+      }
       return rungs;
     }
     rungs.push_back({"false", false});
     if (partial)
       rungs.push_back({std::to_string(partial), false});
     rungs.push_back({"true", false});
-    if (unit != "root")
+    if (unit != "root") {
+      rungs.push_back({"true", true, true});
       rungs.push_back({"true", true});
+    }
     return rungs;
   }
 
@@ -195,7 +201,7 @@ private:
       if (canReshard() && r.reshard != "false")
         reshard += "," + s.units[u].name + "=" + r.reshard;
       if (r.recompute)
-        recompute.push_back(s.units[u].name);
+        recompute.push_back(s.units[u].name + (r.selective ? ":ops" : ""));
     }
     c.shard.reshardAfterForward = reshard;
     c.checkpointing.mode =
@@ -327,7 +333,11 @@ private:
                           ? "reshard"
                           : "reshard to " + ladder[to].reshard);
     if (ladder[to].recompute && !ladder[from].recompute)
-      parts.push_back("recompute");
+      parts.push_back(ladder[to].selective ? "selective recompute"
+                                           : "recompute");
+    else if (ladder[to].recompute && !ladder[to].selective &&
+             ladder[from].selective)
+      parts.push_back("full recompute");
     return llvm::join(parts, "+");
   }
 
@@ -550,7 +560,8 @@ FailureOr<PlanConfig> Tuner::run() {
     }
     std::string reshard = r.reshard.empty() ? "-" : r.reshard;
     os << llvm::format("%-28s %-8s %-9s  %s\n", s.units[u].name.c_str(),
-                       reshard.c_str(), r.recompute ? "yes" : "no",
+                       reshard.c_str(),
+                       r.recompute ? (r.selective ? "ops" : "yes") : "no",
                        why.c_str());
   }
   return configure(s, best->levels, best->depth);

@@ -159,11 +159,18 @@ def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::Mod
     are cloned right before their first reverse-pass use. Each block's input
     is kept. The clones read the unit's parameters in the reverse pass, so
     one backward all-gather serves both recomputation and gradients.
+    `mode=ops` (or `UNIT:ops` in the list) is selective: the outputs of
+    matmuls and attention are kept too, and only the cheap ops between them
+    (norms, activations, RoPE, casts) are recomputed from them, as
+    torchtitan's selective op checkpointing saves matmul and attention
+    outputs.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"mode", "mode", "std::string", "\"none\"",
-           "none | units (every non-root unit) | UNIT,UNIT,... (those units)">,
+           "none | units (every non-root unit) | ops (every non-root unit, "
+           "keeping matmul and attention outputs) | UNIT[:ops],... (those "
+           "units)">,
   ];
 }
 

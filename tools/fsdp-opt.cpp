@@ -146,7 +146,9 @@ static llvm::cl::opt<int64_t>
                        llvm::cl::init(2), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> checkpointingOpt(
     "activation-checkpointing",
-    llvm::cl::desc("none | units: recompute each unit's forward in backward"),
+    llvm::cl::desc("none | units: recompute each unit's forward in backward "
+                   "| ops: recompute all but its matmuls and attention | "
+                   "UNIT[:ops],...: those units"),
     llvm::cl::init("none"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
