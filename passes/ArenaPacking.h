@@ -34,6 +34,10 @@ struct Packing {
 /// buffer.
 Packing packArena(const std::vector<Lifetime> &buffers, int64_t align);
 
+/// No offsets, only the most bytes live at once, taken as the arena: the
+/// estimate packing approaches (the autotuner's trials).
+Packing liveOnly(const std::vector<Lifetime> &buffers, int64_t align);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_PASSES_ARENAPACKING_H

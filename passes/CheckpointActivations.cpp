@@ -77,13 +77,14 @@ struct FsdpCheckpointActivations
     // units to checkpoint (the autotuner's per-unit choice).
     // Per chosen unit: whether it is selective.
     llvm::StringMap<bool> chosen;
+    SymbolTable symbols(module);
     bool every = mode == "units" || mode == "ops";
     if (!every) {
       SmallVector<StringRef> names;
       StringRef(mode).split(names, ',', -1, /*KeepEmpty=*/false);
       for (StringRef entry : names) {
         auto [name, how] = entry.split(':');
-        if (!module.lookupSymbol<UnitOp>(name) || (!how.empty() && how != "ops")) {
+        if (!symbols.lookup<UnitOp>(name) || (!how.empty() && how != "ops")) {
           module.emitError("--activation-checkpointing: '")
               << entry << "' is not none, units, ops or the name of a unit "
               << "(optionally with :ops)";

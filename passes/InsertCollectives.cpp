@@ -72,15 +72,6 @@ Value sumAll(OpBuilder &b, Location loc, Value x) {
   return axes.empty() ? x : ReduceSumOp::create(b, loc, x, axes, false);
 }
 
-/// The position of every op of `block`.
-llvm::DenseMap<Operation *, int64_t> positions(Block &block) {
-  llvm::DenseMap<Operation *, int64_t> at;
-  int64_t i = 0;
-  for (Operation &op : block)
-    at[&op] = i++;
-  return at;
-}
-
 struct FsdpInsertCollectives
     : fsdp::impl::FsdpInsertCollectivesBase<FsdpInsertCollectives> {
   using Base::Base;
@@ -242,6 +233,7 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
     paramDtype = t.getValue();
 
   llvm::StringMap<Placement> where = placements(module);
+  SymbolTable symbols(module);
   // Every use of every parameter read, by flat buffer.
   llvm::MapVector<Operation *, SmallVector<OpOperand *>> uses;
   SmallVector<GetParameterOp> reads;
@@ -258,7 +250,7 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
   OpBuilder b(&getContext());
   for (auto &[flatOp, flatUses] : uses) {
     auto flat = cast<FlatParameterOp>(flatOp);
-    auto unit = module.lookupSymbol<UnitOp>(flat.getUnit());
+    auto unit = symbols.lookup<UnitOp>(flat.getUnit());
     bool reshard = unit.getReshardAfterForward();
     // Phases: forward and backward when resharding, else one.
     SmallVector<SmallVector<OpOperand *>, 2> phases(reshard ? 2 : 1);
@@ -359,6 +351,7 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
                                                      int64_t worldSize) {
   Block &body = func.getBody().front();
   llvm::StringMap<Placement> where = placements(module);
+  SymbolTable symbols(module);
   auto ref = [](FlatParameterOp flat) {
     return FlatSymbolRefAttr::get(flat.getSymNameAttr());
   };
@@ -378,7 +371,7 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     if (!isa<AdamWOp, SgdOp, AccumulateGradOp, ReadGradOp>(op))
       continue;
     if (op.getAttrOfType<FlatSymbolRefAttr>("param") &&
-        module.lookupSymbol<FlatParameterOp>(
+        symbols.lookup<FlatParameterOp>(
             op.getAttrOfType<FlatSymbolRefAttr>("param").getValue()))
       continue; // already on a shard
     FailureOr<Placement> p = flatOf(&op);

@@ -265,18 +265,28 @@ def FsdpSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
 def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {
   let summary = "Assigns every tensor of @train_step an offset in one arena";
   let description = [{
-    Walks the step in program order with static liveness: a result is
-    allocated when its op runs (while the op's inputs are still live) and
-    released after its last use; offsets come from a first-fit free list,
-    64-byte aligned. Parameter reads live in parameter storage, constants in
-    the plan, and reshapes alias their operand (their uses extend its life).
-    Results get `fsdp.offsets`, arguments `fsdp.offset`, and the module
-    `fsdp.arena_bytes` (the peak, i.e. the arena the runtime allocates).
+    Static liveness over the step in program order: a result is live from
+    its op (while the op's inputs are still live) through its last use.
+    Parameter reads live in parameter storage, constants in the plan, and
+    reshapes alias their operand (their uses extend its life). Offsets,
+    64-byte aligned, come from offline packing (passes/ArenaPacking.h:
+    largest buffer first into the smallest gap among those alive at the
+    same time). Results get `fsdp.offsets`, arguments `fsdp.offset`,
+    functions `fsdp.live_bytes` (bytes held after each op), and the module
+    `fsdp.arena_bytes` (the arena the runtime allocates) and
+    `fsdp.live_peak_bytes` (the most bytes live at once, packing's lower
+    bound).
+
+    `estimate`: liveness only, no offsets; `fsdp.arena_bytes` is the live
+    peak. The autotuner's trials use it (packing is most of a trial's time)
+    and pack the plan they choose.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"function", "function", "std::string", "\"train_step\"",
            "the function to plan">,
+    Option<"estimate", "estimate", "bool", "false",
+           "liveness only: the arena is the live peak, no offsets assigned">,
   ];
 }
 
@@ -309,6 +319,9 @@ def FsdpSimulate : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
            "h100-sxm | h200 | a100-80g | cpu | FILE.json">,
     Option<"devicesPerNode", "devices-per-node", "int64_t", "0",
            "devices per node (0: the device's own)">,
+    Option<"annotate", "annotate", "bool", "true",
+           "write fsdp.sim on every instruction (false: only the module's "
+           "fsdp.predicted, all the autotuner's trials read)">,
   ];
 }
 

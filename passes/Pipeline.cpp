@@ -13,7 +13,7 @@ void mlir::fsdp::addPlanPasses(PassManager &pm, const PlanConfig &config,
   pm.addPass(createFsdpShard(config.shard));
   pm.addPass(createFsdpInsertCollectives());
   pm.addPass(createFsdpSchedule(config.schedule));
-  pm.addPass(createFsdpPlanMemory());
+  pm.addPass(createFsdpPlanMemory(config.memory));
   if (verify)
     pm.addPass(createFsdpVerifyPlan());
   pm.addPass(createFsdpSimulate(config.simulate));

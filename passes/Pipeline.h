@@ -18,6 +18,7 @@ struct PlanConfig {
   FsdpCheckpointActivationsOptions checkpointing;
   FsdpShardOptions shard;
   FsdpScheduleOptions schedule;
+  FsdpPlanMemoryOptions memory;
   FsdpSimulateOptions simulate;
 };
 

@@ -125,8 +125,18 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
       for (Value r : op.getResults())
         if (storageOf(r) == r && inArena(r))
           add(r, index[&op]);
-    Packing packing = packArena(lifetimes, kAlign);
+    Packing packing = estimate ? liveOnly(lifetimes, kAlign)
+                               : packArena(lifetimes, kAlign);
+    if (!estimate)
+      assignOffsets(func, body, values, packing);
+    timeline(func, n, lifetimes);
+    livePeak = std::max(livePeak, packing.liveBytes);
+    return packing.arenaBytes;
+  }
 
+  /// Writes the packing's offsets onto the function's values.
+  void assignOffsets(func::FuncOp func, Block &body, ArrayRef<Value> values,
+                     const Packing &packing) {
     llvm::DenseMap<Value, int64_t> offset;
     for (auto [v, at] : llvm::zip(values, packing.offsets))
       offset[v] = at;
@@ -153,9 +163,12 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
         op.setAttr("fsdp.offsets",
                    DenseI64ArrayAttr::get(&getContext(), offsets));
     }
+  }
 
-    // The memory timeline the simulator and fsdp-inspect draw: bytes held
-    // after each op (its dead inputs and unread outputs released).
+  /// The memory timeline the simulator and fsdp-inspect draw: bytes held
+  /// after each op (its dead inputs and unread outputs released).
+  void timeline(func::FuncOp func, int64_t n,
+                const std::vector<Lifetime> &lifetimes) {
     std::vector<int64_t> delta(n + 2, 0);
     for (const Lifetime &l : lifetimes) {
       int64_t bytes = (l.bytes + kAlign - 1) / kAlign * kAlign;
@@ -170,8 +183,6 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     }
     func->setAttr("fsdp.live_bytes",
                   DenseI64ArrayAttr::get(&getContext(), live));
-    livePeak = std::max(livePeak, packing.liveBytes);
-    return packing.arenaBytes;
   }
 };
 

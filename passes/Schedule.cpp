@@ -81,6 +81,12 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
     for (Operation &op : body)
       if (isa<ReduceScatterStartOp, AllReduceOp>(op))
         reductions.push_back(&op);
+    // Only waits move here, each once, so positions taken before the loop
+    // order every other op and each wait before its own move.
+    auto at = positions(body);
+    auto before = [&](Operation *a, Operation *b) {
+      return at.lookup(a) < at.lookup(b);
+    };
     for (auto [i, op] : llvm::enumerate(reductions)) {
       WaitOp wait = waitOf(op);
       if (!wait || wait.getResult().use_empty())
@@ -88,17 +94,17 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
       Operation *first = nullptr;
       for (Operation *user : wait.getResult().getUsers()) {
         Operation *u = body.findAncestorOpInBlock(*user);
-        if (!first || u->isBeforeInBlock(first))
+        if (!first || before(u, first))
           first = u;
       }
       if (isa<ReduceScatterStartOp>(op))
         for (Operation *next : llvm::drop_begin(reductions, i + 1))
           if (isa<ReduceScatterStartOp>(next)) {
-            if (!first || next->isBeforeInBlock(first))
+            if (!first || before(next, first))
               first = next;
             break;
           }
-      if (first && first != wait->getNextNode() && wait->isBeforeInBlock(first))
+      if (first && first != wait->getNextNode() && before(wait, first))
         wait->moveBefore(first);
     }
 
@@ -121,8 +127,14 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
   /// later than where it is.
   void prefetch(ArrayRef<AllGatherStartOp> gathers, int64_t depth,
                 bool afterReduce) {
-    if (depth == 0)
+    if (depth == 0 || gathers.empty())
       return;
+    // Each gather (with its chain) moves once, after it is last asked
+    // about; anchors never move: positions taken here order them all.
+    auto at = positions(*gathers.front()->getBlock());
+    auto before = [&](Operation *a, Operation *b) {
+      return at.lookup(a) < at.lookup(b);
+    };
     for (size_t i = depth; i < gathers.size(); ++i) {
       AllGatherStartOp gather = gathers[i];
       Operation *anchor = waitOf(gathers[i - depth]);
@@ -137,7 +149,7 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
           continue;
         anchor = rs;
       }
-      if (!anchor->isBeforeInBlock(gather))
+      if (!before(anchor, gather))
         continue;
       // The ops that only feed this gather (the shard read, a cast to the
       // mixed-precision dtype) move with it; anything else it reads must
@@ -145,7 +157,7 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
       SmallVector<Operation *> chain;
       Value input = gather.getInput();
       while (Operation *def = input.getDefiningOp()) {
-        if (!anchor->isBeforeInBlock(def))
+        if (!before(anchor, def))
           break; // already available
         if (!def->hasOneUse() || !isa<GetShardOp, CastOp>(def))
           break;
@@ -155,7 +167,7 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
         input = def->getOperand(0);
       }
       Operation *pending = input.getDefiningOp();
-      if (pending && anchor->isBeforeInBlock(pending) &&
+      if (pending && before(anchor, pending) &&
           !llvm::is_contained(chain, pending))
         continue; // it reads something computed after the anchor
       Operation *at = anchor;

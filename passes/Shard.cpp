@@ -101,6 +101,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       return;
 
     auto units = llvm::to_vector(module.getOps<UnitOp>());
+    SymbolTable symbols(module);
     if (units.empty()) {
       module.emitError("--strategy=")
           << strategy << " needs fsdp.unit ops: run fsdp-wrap-units first";
@@ -124,7 +125,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       auto [key, value] = item.split('=');
       if (value.empty())
         global = key.str();
-      else if (!module.lookupSymbol<UnitOp>(key)) {
+      else if (!symbols.lookup<UnitOp>(key)) {
         module.emitError("--reshard-after-forward names unit '")
             << key << "', which does not exist";
         return signalPassFailure();
@@ -193,7 +194,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           auto ref = cast<FlatSymbolRefAttr>(a);
           if (trained.contains(ref.getValue()) != trainable)
             continue;
-          auto param = module.lookupSymbol<ParameterOp>(ref.getValue());
+          auto param = symbols.lookup<ParameterOp>(ref.getValue());
           Type et = param.getTensorType().getElementType();
           if (element && et != element) {
             param.emitError("parameter '")

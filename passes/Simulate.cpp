@@ -247,8 +247,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           double begin = std::max(streams[s], compute);
           streams[s] = begin + seconds;
           ready[wait.getFuture()] = begin + seconds;
-          wait.getFuture().getDefiningOp()->setAttr(
-              "fsdp.sim", b.getDenseF64ArrayAttr({begin, begin + seconds}));
+          if (annotate)
+            wait.getFuture().getDefiningOp()->setAttr(
+                "fsdp.sim", b.getDenseF64ArrayAttr({begin, begin + seconds}));
         }
         double done = readyOf(wait.getFuture());
         if (done > compute)
@@ -273,7 +274,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         for (Value r : op.getResults())
           ready[r] = end;
       }
-      op.setAttr("fsdp.sim", b.getDenseF64ArrayAttr({start, end}));
+      if (annotate)
+        op.setAttr("fsdp.sim", b.getDenseF64ArrayAttr({start, end}));
     }
     t.step = compute;
     for (auto &[name, at] : streams)

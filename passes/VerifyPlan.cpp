@@ -103,10 +103,8 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
                                int64_t world,
                                llvm::StringMap<FlatParameterOp> &flatOf) {
     Block &body = func.getBody().front();
-    llvm::DenseMap<Operation *, int64_t> at;
-    int64_t n = 0;
-    for (Operation &op : body)
-      at[&op] = n++;
+    SymbolTable symbols(module);
+    auto at = positions(body);
     bool ok = true;
     auto fail = [&](Operation *op) {
       ok = false;
@@ -141,7 +139,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
             fail(&op) << "gathers a value that is not a flat parameter shard";
           continue;
         }
-        auto flat = module.lookupSymbol<FlatParameterOp>(shard.getFlat());
+        auto flat = symbols.lookup<FlatParameterOp>(shard.getFlat());
         if (gather.getGroupSizeAttr().getInt() !=
                 flat.getGroupSizeAttr().getInt() ||
             flat.getGroupSizeAttr().getInt() != groupRanks(&op, world))
@@ -158,13 +156,13 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
           fail(&op) << "views a buffer that is not a gathered flat parameter";
           continue;
         }
-        auto flat = module.lookupSymbol<FlatParameterOp>(shard.getFlat());
+        auto flat = symbols.lookup<FlatParameterOp>(shard.getFlat());
         int64_t begin = view.getOffsetAttr().getInt(),
                 end = begin + view.getType().getNumElements();
         bool matches = false;
         for (auto [a, offset] :
              llvm::zip(flat.getParams(), flat.getOffsets())) {
-          auto param = module.lookupSymbol<ParameterOp>(
+          auto param = symbols.lookup<ParameterOp>(
               cast<FlatSymbolRefAttr>(a).getValue());
           // The view may be in the gathered (mixed-precision) dtype.
           matches |= offset == begin && param.getTensorType().getShape() ==

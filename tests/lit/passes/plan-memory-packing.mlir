@@ -1,4 +1,11 @@
 // RUN: fsdp-opt %s -fsdp-plan-memory | FileCheck %s
+// RUN: fsdp-opt %s '-fsdp-plan-memory=estimate=true' | FileCheck %s --check-prefix=ESTIMATE
+
+// estimate (the autotuner's trials on large steps): liveness only, the
+// arena taken as the live peak, no offsets, the timeline still drawn.
+// ESTIMATE: module attributes {fsdp.arena_bytes = 5184 : i64, fsdp.live_peak_bytes = 5184 : i64}
+// ESTIMATE: fsdp.live_bytes = array<i64:
+// ESTIMATE-NOT: fsdp.offsets
 
 // Offsets are packed offline, largest buffer first, each in the smallest
 // gap its lifetime allows. Allocating in program order (first fit) would
