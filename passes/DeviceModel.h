@@ -30,6 +30,9 @@ struct DeviceModel {
   /// reach at best (1: the peak; the CPU's rates are measured already).
   double gemmEfficiency = 1.0, attentionEfficiency = 1.0;
   double memBandwidth = 0; // bytes per second
+  /// The fraction of it memory-bound kernels reach (1: the CPU's rate is
+  /// measured already).
+  double memEfficiency = 1.0;
   /// Bus bandwidth (nccl-tests' busbw, bytes per second) of a ring within
   /// a node, and of a ring that spans nodes with every device of each node
   /// in it: the node's NICs together, capped by the node's own bus

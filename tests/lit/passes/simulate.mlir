@@ -18,6 +18,13 @@
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "op_scale_threads": {"1": {"add": -2}}}' > %t/threads2.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/threads2.json' 2>&1 | FileCheck %s --check-prefix=BADFACTOR
 // BADFACTOR: error: --device: device file {{.*}}threads2.json: op_scale_threads.1.add must be a positive number
+// A field of the wrong type is an error naming it, never the default.
+// RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "gemm_efficiency": "0.5"}' > %t/quoted.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/quoted.json' 2>&1 | FileCheck %s --check-prefix=QUOTED
+// QUOTED: error: --device: device file {{.*}}quoted.json: 'gemm_efficiency' is not a number;
+// RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "memory_efficiency": 1.5}' > %t/memeff.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/memeff.json' 2>&1 | FileCheck %s --check-prefix=MEMEFF
+// MEMEFF: error: --device: device file {{.*}}memeff.json: gemm_efficiency, attention_efficiency and memory_efficiency must be within (0, 1]
 // UNKNOWN: error: --device: unknown device 'tpu-v9' (h100-sxm, h200, a100-80g, cpu, or a JSON file)
 
 // On an H100 pair: the first gather is 2 x 5 floats over NVLink: one
