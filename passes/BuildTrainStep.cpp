@@ -185,13 +185,19 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
   Value norm = SqrtOp::create(b, loc, sumSq);
   // clip_grad_norm_: every gradient is scaled by min(max_norm / (norm +
   // 1e-6), 1), fused into the optimizer update.
-  Value coef;
+  Value coef = scalar(b, loc, et, 1.0);
   if (gradClip > 0)
     coef = MinOp::create(
         b, loc,
         DivOp::create(b, loc, scalar(b, loc, et, gradClip),
                       AddOp::create(b, loc, norm, scalar(b, loc, et, 1e-6))),
-        scalar(b, loc, et, 1.0));
+        coef);
+  // Plus norm - norm: 0 when the norm is finite, NaN when it is not. A
+  // non-finite gradient anywhere makes every update's scale non-finite,
+  // and the update kernels then leave the parameter and its moments as
+  // they were (GradScaler's skipped step): a NaN or inf never reaches the
+  // state, and fsdp-run stops or skips on the non-finite norm it reports.
+  coef = AddOp::create(b, loc, coef, SubOp::create(b, loc, norm, norm));
 
   float wd =
       weightDecay >= 0 ? weightDecay : (optimizer == "adamw" ? 0.01f : 0.0f);

@@ -17,6 +17,7 @@
 #include "runtime/support/AllocationCounter.h"
 #include "runtime/support/Resident.h"
 #include "runtime/support/File.h"
+#include "runtime/support/Finite.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -26,6 +27,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -88,6 +90,14 @@ namedParams(const Plan &plan, const std::vector<std::vector<float>> &data) {
   return out;
 }
 
+/// A log value: the number, or "nan" / "inf" / "-inf" (JSON has no such
+/// numbers; nlohmann would write null).
+nlohmann::json logNumber(double v) {
+  if (std::isfinite(v))
+    return v;
+  return finiteOrName(v);
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -131,6 +141,13 @@ int main(int argc, char **argv) {
   app.add_option("--trace", tracePath,
                  "write the last step's measured timeline (Chrome trace, "
                  "every rank) for fsdp-inspect --compare");
+  std::string onNonFinite = "stop";
+  app.add_option("--on-nonfinite", onNonFinite,
+                 "a step whose loss or gradient norm is NaN or inf: stop "
+                 "(default) with an error naming the step, or skip its "
+                 "update and go on (the plan never applies a non-finite "
+                 "gradient; skipped steps are counted in the log)")
+      ->check(CLI::IsMember({"stop", "skip"}));
   app.add_flag("--quiet", quiet, "print only errors");
   std::string backendName = "cpu";
   app.add_option("--backend", backendName,
@@ -252,7 +269,7 @@ int main(int argc, char **argv) {
         "'"));
   }
 
-  TrainingPosition position{0, seed, data};
+  TrainingPosition position{0, 0, seed, data};
   if (!resume.empty()) {
     TrainingPosition saved;
     if (Status s = loadCheckpoint(resume, plan, exec, saved); !s)
@@ -262,6 +279,8 @@ int main(int argc, char **argv) {
                                 " --seed " + std::to_string(saved.seed) +
                                 "; resume with the same data and seed"));
     position.step = saved.step;
+    position.skippedUpdates = saved.skippedUpdates;
+    exec.setSkippedUpdates(saved.skippedUpdates);
     if (!quiet)
       std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
@@ -269,6 +288,7 @@ int main(int argc, char **argv) {
   // Every rank writes its shard of the state; rank 0 the manifest, last.
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;
+    position.skippedUpdates = exec.skippedUpdates();
     return saveCheckpoint(checkpointDir, plan, exec, position);
   };
 
@@ -318,10 +338,13 @@ int main(int argc, char **argv) {
       stepSeconds.push_back(r.computeSeconds);
     if (!tracePath.empty() && durations.size() < kMedianSteps)
       durations.push_back(instructionDurations(exec.measuredTimeline()));
+    bool nonFinite = !std::isfinite(r.loss) || !std::isfinite(r.gradNorm);
     if (log.is_open())
       log << nlohmann::json{{"step", t + 1},
-                            {"loss", r.loss},
-                            {"grad_norm", r.gradNorm},
+                            {"loss", logNumber(r.loss)},
+                            {"grad_norm", logNumber(r.gradNorm)},
+                            {"update_skipped", r.updateSkipped},
+                            {"skipped_updates", exec.skippedUpdates()},
                             {"lr", r.lr},
                             {"step_ms", ms},
                             {"tokens_per_s", tps},
@@ -348,6 +371,18 @@ int main(int argc, char **argv) {
       }
       std::fflush(stdout);
     }
+    if (nonFinite && onNonFinite == "stop")
+      return fail(Status::error(
+          "step " + std::to_string(t + 1) + ": the loss is " +
+          finiteOrName(r.loss) + " and the gradient norm " +
+          finiteOrName(r.gradNorm) +
+          (r.updateSkipped
+               ? "; its update was skipped (the state is step " +
+                     std::to_string(t) + "'s)"
+               : "") +
+          "; the run stops (--on-nonfinite=skip goes on past such steps)" +
+          (checkpointDir.empty() ? std::string()
+                                 : "; nothing of this step is checkpointed")));
     if (!checkpointDir.empty() &&
         ((checkpointEvery > 0 && (t + 1) % checkpointEvery == 0) ||
          t + 1 == steps))
@@ -414,6 +449,11 @@ int main(int argc, char **argv) {
     std::vector<std::vector<float>> full;
     if (Status s = exec.gatherParams(full); !s)
       return fail(s);
+    for (size_t i = 0; i < full.size(); ++i)
+      if (!allFinite(full[i].data(), (int64_t)full[i].size()))
+        return fail(Status::error(saveFull + " is not written: '" +
+                                  plan.params[i].name +
+                                  "' holds a non-finite value"));
     if (Status s = leader ? writeSafetensors(saveFull, namedParams(plan, full))
                           : Status::ok();
         !s)

@@ -210,7 +210,9 @@ UNARY(kRsqrt, 1.0f / std::sqrt(x))
 UNARY(kReciprocal, 1.0f / x)
 UNARY(kTanh, std::tanh(x))
 UNARY(kErf, std::erf(x))
-UNARY(kRelu, x > 0 ? x : 0.0f)
+// NaN propagates, as in torch (relu, maximum, minimum): a NaN input must
+// not come out as a finite loss.
+UNARY(kRelu, !(x <= 0) ? x : 0.0f)
 UNARY(kSigmoid, 1.0f / (1.0f + std::exp(-x)))
 UNARY(kSilu, x / (1.0f + std::exp(-x)))
 #undef UNARY
@@ -344,8 +346,8 @@ BINARY(kSub, a - b)
 BINARY(kMul, a *b)
 BINARY(kDiv, a / b)
 BINARY(kPow, std::pow(a, b))
-BINARY(kMax, std::max(a, b))
-BINARY(kMin, std::min(a, b))
+BINARY(kMax, (a > b || a != a) ? a : b)
+BINARY(kMin, (a < b || a != a) ? a : b)
 BINARY(kEqual, decltype(a)(a == b))
 BINARY(kLess, decltype(a)(a < b))
 BINARY(kGreater, decltype(a)(a > b))
@@ -1261,7 +1263,9 @@ Status kTrilu(const Instruction &in, Context &c) {
 // Optimizers (torch.optim semantics)
 //===----------------------------------------------------------------------===//
 
-/// The parameter index and the gradient scale (clipping) of an update.
+/// The parameter index and the gradient scale (clipping) of an update. A
+/// non-finite scale (the plan makes it so when the gradient norm is not
+/// finite) skips the update: parameter and moments stay as they were.
 Status optimizerArgs(const Instruction &in, Context &c, int64_t &param,
                      float &scale) {
   param = attrInt(in, "param", -1);
@@ -1285,6 +1289,8 @@ Status kAdamW(const Instruction &in, Context &c) {
   int64_t param;
   float scale;
   FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
+  if (!std::isfinite(scale))
+    return Status::ok();
   OptimizerState &s = *c.optimizer;
   float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
   float b1 = (float)attrFloat(in, "beta1", 0.9),
@@ -1315,6 +1321,8 @@ Status kSgd(const Instruction &in, Context &c) {
   int64_t param;
   float scale;
   FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
+  if (!std::isfinite(scale))
+    return Status::ok();
   OptimizerState &s = *c.optimizer;
   float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
   float mu = (float)attrFloat(in, "momentum", 0),

@@ -43,6 +43,18 @@ constexpr int kMaxDims = 8;
 
 /// Adds `v` to `*p`: atomically on the device (threads of a scatter may hit
 /// one element), plainly in the host's serial loop.
+/// Whether an optimizer's gradient scale lets the update run (a null scale
+/// is 1; a non-finite one skips the update).
+FSDP_HD inline bool updates(const float *gradScale) {
+  if (!gradScale)
+    return true;
+#ifdef __CUDA_ARCH__
+  return isfinite(*gradScale);
+#else
+  return std::isfinite(*gradScale);
+#endif
+}
+
 FSDP_HD inline void addTo(float *p, float v) {
 #ifdef __CUDA_ARCH__
   atomicAdd(p, v);
@@ -340,8 +352,8 @@ FSDP_HD inline float unaryOp(UnaryKind k, float x) {
     return tanhf(x);
   case UnaryKind::Erf:
     return erff(x);
-  case UnaryKind::Relu:
-    return x > 0 ? x : 0.0f;
+  case UnaryKind::Relu: // NaN propagates, as in torch
+    return !(x <= 0) ? x : 0.0f;
   case UnaryKind::Sigmoid:
     return 1.0f / (1.0f + expf(-x));
   case UnaryKind::Silu:
@@ -423,10 +435,10 @@ template <typename T> FSDP_HD inline T binaryOp(BinaryKind k, T a, T b) {
     return a / b;
   case BinaryKind::Pow:
     return (T)pow(a, b);
-  case BinaryKind::Max:
-    return a < b ? b : a;
+  case BinaryKind::Max: // NaN propagates, as torch.maximum
+    return (a > b || a != a) ? a : b;
   case BinaryKind::Min:
-    return b < a ? b : a;
+    return (a < b || a != a) ? a : b;
   case BinaryKind::Equal:
     return a == b;
   case BinaryKind::Less:
@@ -982,13 +994,16 @@ struct AdamWSchedule {
 /// One AdamW step of one element (decoupled weight decay, bias-corrected
 /// moments), in the CPU backend's float arithmetic; `sched` is
 /// AdamWSchedule's output, `gradScale` (or null: 1) the gradient's factor
-/// (clipping).
+/// (clipping); a non-finite factor skips the update (a non-finite gradient
+/// norm: the state stays as it was).
 struct AdamW {
   float beta1, beta2, eps, weightDecay;
   const float *sched, *gradScale;
   const float *grad;
   float *param, *m, *v;
   FSDP_HD void operator()(int64_t i) const {
+    if (!updates(gradScale))
+      return;
     float lr = sched[0], stepSize = sched[1], bc2Sqrt = sched[2];
     float gi = grad[i] * (gradScale ? *gradScale : 1.0f);
     param[i] *= 1.0f - lr * weightDecay;
@@ -1000,16 +1015,19 @@ struct AdamW {
 };
 
 /// One thread: SGD's scalars of this step (lr, and 1 when the momentum
-/// buffer starts now), then marks the buffer started.
+/// buffer starts now), then marks the buffer started unless the update is
+/// skipped (a non-finite gradient scale).
 struct SgdSchedule {
   double lr;
   const double *step;
   uint8_t *started;
   float *out;
+  const float *gradScale;
   FSDP_HD void operator()(int64_t) const {
     out[0] = (float)(lr * step[kLrScale]);
     out[1] = *started ? 0.0f : 1.0f;
-    *started = 1;
+    if (updates(gradScale))
+      *started = 1;
   }
 };
 
@@ -1022,6 +1040,8 @@ struct Sgd {
   const float *grad;
   float *param, *buf;
   FSDP_HD void operator()(int64_t i) const {
+    if (!updates(gradScale))
+      return;
     float lr = sched[0];
     float d =
         grad[i] * (gradScale ? *gradScale : 1.0f) + weightDecay * param[i];

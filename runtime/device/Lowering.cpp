@@ -814,7 +814,7 @@ Status lowerSgd(Ctx &c) {
   if (!c.mem.first[p] || !c.mem.started[p])
     return Status::error("no optimizer state for this parameter");
   c.emit(1, SgdSchedule{c.attrFloat("lr", 1e-3), c.mem.stepScalars,
-                        c.mem.started[p], c.mem.schedule});
+                        c.mem.started[p], c.mem.schedule, scale});
   c.emit(c.in.in[0].numel(),
          Sgd{(float)c.attrFloat("momentum", 0),
              (float)c.attrFloat("weight_decay", 0),

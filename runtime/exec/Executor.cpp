@@ -391,7 +391,7 @@ Status Executor::step(int64_t t,
     }
     backendNewer = true;
   }
-  optimizer.step = t + 1;
+  optimizer.step = t + 1 - skipped;
   optimizer.lrScale = lrFactor(t);
   if (grads)
     grads->assign(slots.size(), {});
@@ -433,6 +433,9 @@ Status Executor::step(int64_t t,
       std::fill(g.begin(), g.end(), 0.0f);
   }
   ctx.captureGrads = nullptr;
+  result.updateSkipped = !std::isfinite(result.gradNorm);
+  if (result.updateSkipped)
+    ++skipped;
   result.loss = lossSum / k;
   result.lr = baseLr * optimizer.lrScale;
   result.computeSeconds = clock();

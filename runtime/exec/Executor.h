@@ -22,6 +22,9 @@ namespace fsdp {
 
 struct StepResult {
   double loss = 0, gradNorm = 0, lr = 0;
+  /// The gradient norm was not finite: the plan's update skipped every
+  /// parameter (the state is the previous step's).
+  bool updateSkipped = false;
   /// From the program's first instruction to the end of the step (data
   /// loading of the first micro-batch excluded).
   double computeSeconds = 0;
@@ -98,6 +101,11 @@ public:
   /// if a rank does not arrive within the communicator's timeout.
   Status agree(bool ok, const std::string &what);
   Comm &communicator() { return *comm; }
+  /// Updates skipped so far (a non-finite gradient norm); AdamW's bias
+  /// correction counts only the updates made, as torch.optim's step does
+  /// when GradScaler skips one. Saved in checkpoints.
+  int64_t skippedUpdates() const { return skipped; }
+  void setSkippedUpdates(int64_t n) { skipped = n; }
 
   /// The last step's measured [begin, end] of every instruction (by
   /// Instruction::index; seconds since the step started).
@@ -127,6 +135,7 @@ private:
   const Plan *plan = nullptr;
   std::unique_ptr<StepBackend> backend;
   bool hostNewer = true, backendNewer = false;
+  int64_t skipped = 0;
   Status pending; // a failed transfer of touchHost, reported by step()
   void touchHost();
   HostState hostState();

@@ -2,6 +2,7 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/support/File.h"
+#include "runtime/support/Finite.h"
 
 #include <nlohmann/json.hpp>
 
@@ -89,8 +90,12 @@ Status loadSafetensorsWeights(
     if (it->second.shape != p.shape)
       return Status::error(path + ": '" + p.name +
                            "' does not have the planned shape");
-    for (const Piece &piece : pieces(i))
+    for (const Piece &piece : pieces(i)) {
+      if (!allFinite(it->second.data.data() + piece.begin, piece.count))
+        return Status::error(path + ": '" + p.name +
+                             "' holds a non-finite value (NaN or inf)");
       std::copy_n(it->second.data.data() + piece.begin, piece.count, piece.dst);
+    }
   }
   return Status::ok();
 }
@@ -153,6 +158,7 @@ nlohmann::json manifest(const Plan &plan, const Executor &exec,
   return {{"format", "fsdp-checkpoint"},
           {"version", 2},
           {"step", position.step},
+          {"skipped_updates", position.skippedUpdates},
           {"seed", position.seed},
           {"data", position.data},
           {"optimizer", plan.train.optimizer},
@@ -175,6 +181,30 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   bool leader = comm.rank() == 0;
   std::string name = "step-" + std::to_string(position.step);
   fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;
+  // No checkpoint with a NaN or inf in it is ever written: the first such
+  // value this rank holds is named, and every rank stops before writing.
+  std::string poisoned;
+  for (size_t i = 0; i < plan.params.size() && poisoned.empty(); ++i) {
+    if (!exec.writesState(i))
+      continue;
+    for (const StateName &sn : stateNames(plan, i)) {
+      if (sn.state == Executor::State::First &&
+          plan.train.optimizer != "adamw" && !exec.momentumStarted(i))
+        continue;
+      for (const Piece &piece : exec.statePieces(i, sn.state))
+        if (!allFinite(piece.dst, piece.count))
+          poisoned = plan.params[i].name + sn.suffix;
+    }
+  }
+  Status finite = poisoned.empty()
+                      ? Status::ok()
+                      : Status::error(name + " is not saved: '" + poisoned +
+                                      "' holds a non-finite value");
+  Status allFiniteRanks = exec.agree(finite.isOk(), "saving " + name +
+                                                        " (state is finite)");
+  if (!finite)
+    return finite;
+  FSDP_RETURN_IF_ERROR(allFiniteRanks);
   std::error_code ec;
   Status made = Status::ok();
   if (leader) {
@@ -271,6 +301,19 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                          m.value("optimizer", "") + "', the plan uses '" +
                          plan.train.optimizer + "'");
   position.step = m["step"].get<int64_t>();
+  position.skippedUpdates = 0;
+  if (m.contains("skipped_updates")) {
+    if (!m["skipped_updates"].is_number_integer())
+      return Status::error(manifestPath.string() +
+                           ": 'skipped_updates' is not an integer");
+    position.skippedUpdates = m["skipped_updates"].get<int64_t>();
+  }
+  if (position.step < 0 || position.skippedUpdates < 0 ||
+      position.skippedUpdates > position.step)
+    return Status::error(manifestPath.string() + ": step " +
+                         std::to_string(position.step) + " with " +
+                         std::to_string(position.skippedUpdates) +
+                         " skipped updates is not a training position");
   position.seed = m.value("seed", (uint64_t)0);
   position.data = m.value("data", "");
 
@@ -321,6 +364,10 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
             return Status::error(where + ": '" + key + "' is missing from " +
                                  saved.value("file", std::string("?")) +
                                  " or has the wrong size");
+          if (!allFinite(t->data.data() + (lo - b), hi - lo))
+            return Status::error(where + ": '" + key + "' in " +
+                                 saved.value("file", std::string("?")) +
+                                 " holds a non-finite value");
           std::copy(t->data.begin() + (lo - b), t->data.begin() + (hi - b),
                     want.dst + (lo - want.begin));
           covered += hi - lo;

@@ -28,6 +28,7 @@ namespace fsdp {
 
 struct TrainingPosition {
   int64_t step = 0; // optimizer steps completed
+  int64_t skippedUpdates = 0; // of them, skipped (non-finite gradients)
   uint64_t seed = 0;
   std::string data;
 };

@@ -1,6 +1,7 @@
 //===- OnnxWeights.cpp - Initial parameters from an ONNX model ------------===//
 #include "runtime/io/OnnxWeights.h"
 #include "runtime/support/File.h"
+#include "runtime/support/Finite.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -94,6 +95,9 @@ loadOnnxWeights(const std::string &path, const Plan &plan,
         std::memcpy(piece.dst, t.float_data().data() + piece.begin,
                     piece.count * 4);
     }
+    for (const Piece &piece : mine)
+      if (!allFinite(piece.dst, piece.count))
+        return Status::error(where + " holds a non-finite value (NaN or inf)");
   }
   return Status::ok();
 }
