@@ -181,10 +181,10 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   bool leader = comm.rank() == 0;
   std::string name = "step-" + std::to_string(position.step);
   fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;
-  // No checkpoint with a NaN or inf in it is ever written: the first such
-  // value this rank holds is named, and every rank stops before writing.
-  std::string poisoned;
-  for (size_t i = 0; i < plan.params.size() && poisoned.empty(); ++i) {
+  // This rank's unique pieces.
+  std::vector<NamedTensor> tensors;
+  std::vector<std::string> names; // kept alive for NamedTensor
+  for (size_t i = 0; i < plan.params.size(); ++i) {
     if (!exec.writesState(i))
       continue;
     for (const StateName &sn : stateNames(plan, i)) {
@@ -192,10 +192,18 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
           plan.train.optimizer != "adamw" && !exec.momentumStarted(i))
         continue;
       for (const Piece &piece : exec.statePieces(i, sn.state))
-        if (!allFinite(piece.dst, piece.count))
-          poisoned = plan.params[i].name + sn.suffix;
+        tensors.push_back({plan.params[i].name + sn.suffix + "#" +
+                               std::to_string(piece.begin),
+                           {piece.count},
+                           piece.dst});
     }
   }
+  // No checkpoint with a NaN or inf in it is ever written: the first such
+  // value this rank holds is named, and every rank stops before writing.
+  std::string poisoned;
+  for (const NamedTensor &t : tensors)
+    if (poisoned.empty() && !allFinite(t.data, t.shape[0]))
+      poisoned = t.name.substr(0, t.name.rfind('#'));
   Status finite = poisoned.empty()
                       ? Status::ok()
                       : Status::error(name + " is not saved: '" + poisoned +
@@ -218,23 +226,6 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   if (!made)
     return made;
 
-  // This rank's unique pieces.
-  std::vector<NamedTensor> tensors;
-  std::vector<std::string> names; // kept alive for NamedTensor
-  for (size_t i = 0; i < plan.params.size(); ++i) {
-    if (!exec.writesState(i))
-      continue;
-    for (const StateName &sn : stateNames(plan, i)) {
-      if (sn.state == Executor::State::First &&
-          plan.train.optimizer != "adamw" && !exec.momentumStarted(i))
-        continue;
-      for (const Piece &piece : exec.statePieces(i, sn.state))
-        tensors.push_back({plan.params[i].name + sn.suffix + "#" +
-                               std::to_string(piece.begin),
-                           {piece.count},
-                           piece.dst});
-    }
-  }
   Status wrote = Status::ok();
   bool writer = !tensors.empty() || leader;
   if (writer)
