@@ -13,6 +13,7 @@
 
 #include "dialect/FsdpOps.h"
 #include "passes/Passes.h"
+#include "runtime/support/File.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -326,29 +327,19 @@ LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
     return emitError(fileLoc) << what
                               << ": external data cannot be resolved for a "
                                  "model read from memory";
-  // No component may be a symlink: the data must live under the model's
-  // directory, not wherever a link points.
-  SmallString<256> full(baseDir);
-  for (auto it = path::begin(location), e = path::end(location); it != e;
-       ++it) {
-    path::append(full, *it);
-    llvm::sys::fs::file_status st;
-    if (llvm::sys::fs::status(full, st, /*follow=*/false))
-      return emitError(fileLoc)
-             << what << ": external data file '" << full << "' does not exist";
-    if (st.type() == llvm::sys::fs::file_type::symlink_file)
-      return emitError(fileLoc)
-             << what << ": external data path '" << full << "' is a symlink";
-  }
-  uint64_t size = 0;
-  if (!llvm::sys::fs::is_regular_file(full) ||
-      llvm::sys::fs::file_size(full, size))
-    return emitError(fileLoc)
-           << what << ": external data '" << full << "' is not a regular file";
+  // The check fsdp-run makes before it reads the data (one function, on
+  // the opened descriptor): inside the model's directory, no component a
+  // symlink, a regular file with one link.
+  ::fsdp::InputFile file;
+  if (::fsdp::Status s =
+          file.openInside(baseDir, location, what + ": external data");
+      !s)
+    return emitError(fileLoc) << s.message();
+  uint64_t size = (uint64_t)file.size();
   if ((uint64_t)offset > size || (uint64_t)length > size - offset)
     return emitError(fileLoc)
            << what << ": external data [" << offset << ", " << offset + length
-           << ") lies outside '" << full << "' (" << size << " bytes)";
+           << ") lies outside '" << file.name() << "' (" << size << " bytes)";
   return success();
 }
 

@@ -5,6 +5,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,38 +51,33 @@ loadOnnxWeights(const std::string &path, const Plan &plan,
       std::string location;
       int64_t offset = 0, length = (int64_t)bytesNeeded;
       for (const auto &kv : t.external_data()) {
+        int64_t *field = kv.key() == "offset"   ? &offset
+                         : kv.key() == "length" ? &length
+                                                : nullptr;
         if (kv.key() == "location")
           location = kv.value();
-        else if (kv.key() == "offset")
-          offset = std::stoll(kv.value());
-        else if (kv.key() == "length")
-          length = std::stoll(kv.value());
+        else if (field) {
+          const std::string &v = kv.value();
+          auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), *field);
+          if (ec != std::errc() || end != v.data() + v.size() || *field < 0)
+            return Status::error(where + ": external data " + kv.key() + " '" +
+                                 v + "' is not a non-negative integer");
+        }
       }
-      // The compiler validated the location; check again, the file may differ.
-      std::filesystem::path rel(location);
-      if (location.empty() || rel.is_absolute() ||
-          location.find("..") != std::string::npos)
-        return Status::error(where + ": unsafe external data location '" +
-                             location + "'");
-      std::filesystem::path file = dir / rel;
-      std::ifstream data(file, std::ios::binary);
-      if (!data)
-        return Status::error(where + ": cannot open external data " +
-                             file.string());
       if (length != (int64_t)bytesNeeded)
         return Status::error(where + ": external data length does not match");
-      data.seekg(0, std::ios::end);
-      if ((int64_t)data.tellg() < offset + length)
-        return Status::error(where + ": external data " + file.string() +
+      // Checked again on the descriptor (the compiler checked the name;
+      // the file may have changed since): inside the model's directory,
+      // no symlink on the way, a regular file with one link.
+      InputFile data;
+      FSDP_RETURN_IF_ERROR(
+          data.openInside(dir.string(), location, "external data of " + where));
+      if (offset > data.size() || length > data.size() - offset)
+        return Status::error(where + ": external data " + data.name() +
                              " is shorter than offset + length");
-      for (const Piece &piece : mine) {
-        data.seekg(offset + piece.begin * 4);
-        data.read(reinterpret_cast<char *>(piece.dst),
-                  (std::streamsize)piece.count * 4);
-        if (!data)
-          return Status::error(where + ": cannot read external data " +
-                               file.string());
-      }
+      for (const Piece &piece : mine)
+        FSDP_RETURN_IF_ERROR(data.read(offset + piece.begin * 4, piece.dst,
+                                       piece.count * 4));
     } else if (t.has_raw_data()) {
       if (t.raw_data().size() != bytesNeeded)
         return Status::error(where + ": raw_data has the wrong length");

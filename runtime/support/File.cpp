@@ -1,5 +1,6 @@
 #include "runtime/support/File.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -8,20 +9,129 @@
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 namespace fsdp {
 
+InputFile::~InputFile() {
+  if (fd >= 0)
+    ::close(fd);
+}
+
+Status InputFile::checkOpened(const std::string &what) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return Status::error(path + ": cannot open " + what + " (" +
+                         std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode))
+    return Status::error(path + ": " + what +
+                         " is not a regular file (a device, FIFO, socket "
+                         "or directory is never read)");
+  bytes = (int64_t)st.st_size;
+  return Status::ok();
+}
+
+Status InputFile::open(const std::string &name, const std::string &what) {
+  path = name;
+  // O_NONBLOCK: opening a FIFO without a writer returns at once (and is
+  // then refused) instead of blocking; it changes nothing for files.
+  fd = ::open(name.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return Status::error(path + ": cannot open " + what + " (" +
+                         std::strerror(errno) + ")");
+  return checkOpened(what);
+}
+
+Status InputFile::openInside(const std::string &base,
+                             const std::string &relative,
+                             const std::string &what) {
+  path = (base.empty() ? std::string(".") : base) + "/" + relative;
+  if (relative.empty() || relative[0] == '/')
+    return Status::error(path + ": " + what +
+                         " must be a relative path inside " +
+                         (base.empty() ? "." : base));
+  std::vector<std::string> parts;
+  for (size_t at = 0; at <= relative.size();) {
+    size_t slash = relative.find('/', at);
+    if (slash == std::string::npos)
+      slash = relative.size();
+    std::string part = relative.substr(at, slash - at);
+    if (part == "..")
+      return Status::error(path + ": " + what + " may not contain '..'");
+    if (!part.empty() && part != ".")
+      parts.push_back(part);
+    at = slash + 1;
+  }
+  if (parts.empty())
+    return Status::error(path + ": " + what + " names no file");
+  int dir = ::open(base.empty() ? "." : base.c_str(),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir < 0)
+    return Status::error((base.empty() ? "." : base) + ": cannot open the "
+                         "directory of " + what + " (" + std::strerror(errno) +
+                         ")");
+  std::string walked = base.empty() ? "." : base;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    walked += "/" + parts[i];
+    bool last = i + 1 == parts.size();
+    int next = ::openat(dir, parts[i].c_str(),
+                        (last ? O_RDONLY | O_NONBLOCK : O_RDONLY | O_DIRECTORY) |
+                            O_NOFOLLOW | O_CLOEXEC);
+    int err = errno;
+    struct stat st;
+    bool link = next < 0 &&
+                ::fstatat(dir, parts[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) ==
+                    0 &&
+                S_ISLNK(st.st_mode);
+    ::close(dir);
+    if (next < 0)
+      return Status::error(walked + ": " + what +
+                           (link ? " goes through a symlink (data a file "
+                                   "names must lie inside its directory)"
+                                 : " cannot be opened (" +
+                                       std::string(std::strerror(err)) + ")"));
+    dir = next;
+  }
+  fd = dir;
+  FSDP_RETURN_IF_ERROR(checkOpened(what));
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_nlink > 1)
+    return Status::error(path + ": " + what + " has " +
+                         std::to_string((long long)st.st_nlink) +
+                         " hard links (it may be a file outside the model's "
+                         "directory); give it one");
+  return Status::ok();
+}
+
+Status InputFile::read(int64_t offset, void *dst, int64_t count) const {
+  if (offset < 0 || count < 0 || offset > bytes || count > bytes - offset)
+    return Status::error(path + ": [" + std::to_string(offset) + ", " +
+                         std::to_string(offset + count) + ") lies outside its " +
+                         std::to_string(bytes) + " bytes");
+  char *p = static_cast<char *>(dst);
+  while (count > 0) {
+    ssize_t n = ::pread(fd, p, (size_t)std::min<int64_t>(count, 1 << 30),
+                        (off_t)offset);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return Status::error(path + ": read failed (" +
+                           (n < 0 ? std::string(std::strerror(errno))
+                                  : std::string("the file is shorter")) +
+                           ")");
+    p += n;
+    offset += n;
+    count -= n;
+  }
+  return Status::ok();
+}
+
 Status readFile(const std::string &path, std::string &out,
                 const std::string &what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error(path + ": cannot open " + what);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad())
-    return Status::error(path + ": read failed");
-  out = ss.str();
-  return Status::ok();
+  InputFile in;
+  FSDP_RETURN_IF_ERROR(in.open(path, what));
+  out.resize((size_t)in.size());
+  return in.read(0, out.data(), in.size());
 }
 
 AtomicFile::~AtomicFile() {

@@ -8,8 +8,39 @@
 
 namespace fsdp {
 
-/// Reads the file at `path` into `out`; the error says "PATH: cannot open
-/// <what>".
+/// A file open for reading, checked on its descriptor (not its name, which
+/// may change between a check and the open): a regular file only, so a
+/// FIFO cannot hang a reader and a device (/dev/zero) cannot feed one
+/// forever. Closed when dropped.
+class InputFile {
+public:
+  InputFile() = default;
+  InputFile(const InputFile &) = delete;
+  InputFile &operator=(const InputFile &) = delete;
+  ~InputFile();
+
+  /// `path` as the user named it (links followed: the user chose it).
+  Status open(const std::string &path, const std::string &what);
+  /// `relative`, a path that a file names (ONNX external data) inside
+  /// `base`: relative, without "..", no component a symlink, and the file
+  /// with one link only (a hard link can reach outside `base` as a symlink
+  /// does). fsdp-opt checks external data with it and fsdp-run reads it.
+  Status openInside(const std::string &base, const std::string &relative,
+                    const std::string &what);
+  /// `bytes` at `offset` into `dst`; an error unless all are read.
+  Status read(int64_t offset, void *dst, int64_t bytes) const;
+  int64_t size() const { return bytes; }
+  const std::string &name() const { return path; }
+
+private:
+  Status checkOpened(const std::string &what);
+  std::string path;
+  int fd = -1;
+  int64_t bytes = 0;
+};
+
+/// Reads the regular file at `path` into `out` (InputFile::open); the
+/// error says "PATH: cannot open <what>" and why.
 Status readFile(const std::string &path, std::string &out,
                 const std::string &what = "the file");
 
