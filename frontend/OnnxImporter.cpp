@@ -711,3 +711,11 @@ ImportDiagnosticHandler::ImportDiagnosticHandler(MLIRContext *ctx,
         printDiagnostic(diag, os);
         return success();
       }) {}
+
+bool mlir::fsdp::isReadableInput(const std::string &path, std::string &error) {
+  ::fsdp::InputFile in;
+  ::fsdp::Status s = in.open(path, "the input");
+  if (!s)
+    error = s.message();
+  return s.isOk();
+}

@@ -47,6 +47,11 @@ public:
 /// repeated block, op counts.
 void printImportSummary(ModuleOp module, llvm::raw_ostream &os);
 
+/// Whether `path` is a file the compiler may read: a regular file (the
+/// runtime's InputFile check; a FIFO or /dev/zero would hang the reader or
+/// feed it forever). `error` says why not.
+bool isReadableInput(const std::string &path, std::string &error);
+
 } // namespace mlir::fsdp
 
 #endif // FSDP_FRONTEND_ONNXIMPORTER_H

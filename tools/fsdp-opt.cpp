@@ -373,6 +373,12 @@ int main(int argc, char **argv) {
       llvm::outs() << name << "\n";
     return 0;
   }
+  // Only a regular file (or "-", standard input): a FIFO or /dev/zero is
+  // an error, not a hang or an endless read (the runtime's own check).
+  if (std::string error; input != "-" && !fsdp::isReadableInput(input, error)) {
+    llvm::errs() << "fsdp-opt: error: " << error << "\n";
+    return 1;
+  }
   if (StringRef(input).ends_with(".onnx"))
     return runOnnx(registry, input, output, config);
   if (StringRef(output).ends_with(".plan"))
