@@ -49,7 +49,8 @@ void printImportSummary(ModuleOp module, llvm::raw_ostream &os);
 
 /// Whether `path` is a file the compiler may read: a regular file (the
 /// runtime's InputFile check; a FIFO or /dev/zero would hang the reader or
-/// feed it forever). `error` says why not.
+/// feed it forever). `error` says why not. A path that does not exist
+/// passes: the reader then names it as it always has.
 bool isReadableInput(const std::string &path, std::string &error);
 
 } // namespace mlir::fsdp
