@@ -278,6 +278,10 @@ int main(int argc, char **argv) {
       return fail(Status::error(resume + ": saved with --data " + saved.data +
                                 " --seed " + std::to_string(saved.seed) +
                                 "; resume with the same data and seed"));
+    if (saved.step > steps)
+      return fail(Status::error(resume + ": the checkpoint is at step " +
+                                std::to_string(saved.step) +
+                                ", past --steps " + std::to_string(steps)));
     position.step = saved.step;
     position.skippedUpdates = saved.skippedUpdates;
     exec.setSkippedUpdates(saved.skippedUpdates);

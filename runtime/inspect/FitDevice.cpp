@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/inspect/Inspect.h"
+#include "runtime/support/File.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -35,9 +36,10 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
                  std::ostream &os) {
   json doc;
   FSDP_RETURN_IF_ERROR(loadMeasuredTrace(measuredPath, doc));
-  std::ifstream in(basePath);
-  json device = json::parse(in, nullptr, false);
-  if (!in || device.is_discarded() || !device.is_object())
+  std::string text;
+  FSDP_RETURN_IF_ERROR(readFile(basePath, text, "the device description"));
+  json device = json::parse(text, nullptr, false);
+  if (device.is_discarded() || !device.is_object())
     return Status::error(basePath + ": not a device JSON object");
 
   // Compute instructions only: a collective's span and a wait's time are

@@ -1,5 +1,7 @@
 //===- Inspect.cpp - Unit table, schedule, memory, Chrome trace -----------===//
 #include "runtime/inspect/Inspect.h"
+#include "runtime/support/CheckedJson.h"
+#include "runtime/support/File.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -404,12 +406,53 @@ Status writeHtml(const Plan &plan, const std::string &path) {
 }
 
 Status loadMeasuredTrace(const std::string &path, json &doc) {
-  std::ifstream in(path);
-  doc = json::parse(in, nullptr, false);
-  if (!in || doc.is_discarded() || !doc.is_object() ||
+  std::string text;
+  FSDP_RETURN_IF_ERROR(readFile(path, text, "the measured trace"));
+  doc = json::parse(text, nullptr, false);
+  if (doc.is_discarded() || !doc.is_object() ||
       !doc.contains("traceEvents") || !doc["traceEvents"].is_array() ||
-      !doc.contains("otherData"))
+      !doc.contains("otherData") || !doc["otherData"].is_object())
     return Status::error(path + ": not a trace written by fsdp-run");
+  // Every field the comparison and the fit read, typed and plausible,
+  // before any is read (a string `dur` aborted fsdp-inspect; a negative or
+  // 1e300 one made a confident table).
+  JsonReader r;
+  auto plausible = [&](const json &o, const char *key, const std::string &at,
+                       double most) {
+    double v = 0;
+    if (!r.number(o, key, at, v, false))
+      return false;
+    if (!std::isfinite(v) || v < 0 || v > most)
+      return r.fail(at + "." + key, "is not a plausible value");
+    return true;
+  };
+  const json &other = doc["otherData"];
+  if (!plausible(other, "step_seconds", path + ": otherData", 1e7) ||
+      !plausible(other, "peak_bytes", path + ": otherData", 1e15))
+    return r.status;
+  size_t k = 0;
+  for (const json &e : doc["traceEvents"]) {
+    std::string at = path + ": traceEvents[" + std::to_string(k++) + "]";
+    std::string ph;
+    if (!r.string(e, "ph", at, ph, false))
+      return r.status;
+    if (ph != "X")
+      continue;
+    int64_t pid = 0, instruction = 0;
+    if (!r.integer(e, "pid", at, pid) || !plausible(e, "dur", at, 1e13) ||
+        !plausible(e, "ts", at, 1e13))
+      return r.status;
+    if (pid < 0)
+      return Status::error(at + ".pid: a rank is not negative");
+    const json *args = r.field(e, "args", at, false);
+    if (!args)
+      continue;
+    if (!r.integer(*args, "instruction", at + ".args", instruction, false) ||
+        !plausible(*args, "median_dur", at + ".args", 1e13))
+      return r.status;
+    if (instruction < 0)
+      return Status::error(at + ".args.instruction: not an instruction");
+  }
   return Status::ok();
 }
 

@@ -1,6 +1,7 @@
 //===- Checkpoint.cpp - Save and resume training state --------------------===//
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
+#include "runtime/support/CheckedJson.h"
 #include "runtime/support/File.h"
 #include "runtime/support/Finite.h"
 
@@ -280,33 +281,36 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   FSDP_RETURN_IF_ERROR(
       readFile(manifestPath.string(), text, "the checkpoint manifest"));
   nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
-  if (m.is_discarded() || !m.is_object() ||
-      m.value("format", "") != "fsdp-checkpoint" ||
-      m.value("version", 0) != 2 || !m.contains("step") ||
-      !m["step"].is_number_integer() || !m.contains("params") ||
-      !m["params"].is_object())
-    return Status::error(manifestPath.string() +
-                         ": not a version 2 checkpoint manifest");
-  if (m.value("optimizer", "") != plan.train.optimizer)
-    return Status::error(base.string() + ": saved with optimizer '" +
-                         m.value("optimizer", "") + "', the plan uses '" +
-                         plan.train.optimizer + "'");
-  position.step = m["step"].get<int64_t>();
+  // Every field's type is checked before it is read (a hand-edited
+  // manifest gets an error naming the field, never an abort).
+  JsonReader r;
+  std::string where = manifestPath.string(), format, optimizer;
+  int64_t version = 0;
+  if (m.is_discarded() || !r.string(m, "format", where, format) ||
+      format != "fsdp-checkpoint" || !r.integer(m, "version", where, version) ||
+      version != 2)
+    return Status::error(where + ": not a version 2 checkpoint manifest" +
+                         (r.status ? "" : " (" + r.status.message() + ")"));
   position.skippedUpdates = 0;
-  if (m.contains("skipped_updates")) {
-    if (!m["skipped_updates"].is_number_integer())
-      return Status::error(manifestPath.string() +
-                           ": 'skipped_updates' is not an integer");
-    position.skippedUpdates = m["skipped_updates"].get<int64_t>();
-  }
+  if (!r.integer(m, "step", where, position.step) ||
+      !r.integer(m, "skipped_updates", where, position.skippedUpdates,
+                 /*required=*/false) ||
+      !r.unsignedInteger(m, "seed", where, position.seed, false) ||
+      !r.string(m, "data", where, position.data, false) ||
+      !r.string(m, "optimizer", where, optimizer) || !r.field(m, "params", where))
+    return r.status;
+  if (!m["params"].is_object())
+    return Status::error(where + ".params: expected an object");
+  if (optimizer != plan.train.optimizer)
+    return Status::error(base.string() + ": saved with optimizer '" +
+                         optimizer + "', the plan uses '" +
+                         plan.train.optimizer + "'");
   if (position.step < 0 || position.skippedUpdates < 0 ||
       position.skippedUpdates > position.step)
     return Status::error(manifestPath.string() + ": step " +
                          std::to_string(position.step) + " with " +
                          std::to_string(position.skippedUpdates) +
                          " skipped updates is not a training position");
-  position.seed = m.value("seed", (uint64_t)0);
-  position.data = m.value("data", "");
 
   std::map<std::string, std::map<std::string, LoadedTensor>> files;
   auto tensor = [&](const std::string &file,
@@ -331,10 +335,13 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
     if (entry == m["params"].end() || !entry->is_object() ||
         !entry->contains("pieces") || !(*entry)["pieces"].is_array())
       return Status::error(where + " is missing");
-    if (!entry->contains("shape") ||
-        (*entry)["shape"].get<std::vector<int64_t>>() != p.shape)
+    std::vector<int64_t> shape;
+    bool started = false;
+    if (!r.dims(*entry, "shape", where, shape) ||
+        !r.boolean(*entry, "momentum_started", where, started, false))
+      return r.status;
+    if (shape != p.shape)
       return Status::error(where + " has another shape");
-    bool started = entry->value("momentum_started", false);
     for (const StateName &sn : stateNames(plan, i)) {
       if (sn.state == Executor::State::First &&
           plan.train.optimizer != "adamw" && !started)
@@ -342,22 +349,27 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
       for (const Piece &want : exec.statePieces(i, sn.state)) {
         int64_t covered = 0;
         for (const auto &saved : (*entry)["pieces"]) {
-          int64_t b = saved.value("begin", (int64_t)-1),
-                  c = saved.value("count", (int64_t)-1);
+          int64_t b = -1, c = -1;
+          std::string file;
+          if (!r.integer(saved, "begin", where + ".pieces[]", b) ||
+              !r.integer(saved, "count", where + ".pieces[]", c) ||
+              !r.string(saved, "file", where + ".pieces[]", file))
+            return r.status;
+          if (b < 0 || c < 0 || b > (int64_t(1) << 40) || c > (int64_t(1) << 40))
+            return Status::error(where + ": a piece [" + std::to_string(b) +
+                                 ", +" + std::to_string(c) +
+                                 ") is not a range of the parameter");
           int64_t lo = std::max(b, want.begin),
                   hi = std::min(b + c, want.begin + want.count);
           if (b < 0 || c < 0 || lo >= hi)
             continue;
           std::string key = p.name + sn.suffix + "#" + std::to_string(b);
-          const LoadedTensor *t =
-              tensor(saved.value("file", std::string()), key);
+          const LoadedTensor *t = tensor(file, key);
           if (!t || (int64_t)t->data.size() != c)
             return Status::error(where + ": '" + key + "' is missing from " +
-                                 saved.value("file", std::string("?")) +
-                                 " or has the wrong size");
+                                 file + " or has the wrong size");
           if (!allFinite(t->data.data() + (lo - b), hi - lo))
-            return Status::error(where + ": '" + key + "' in " +
-                                 saved.value("file", std::string("?")) +
+            return Status::error(where + ": '" + key + "' in " + file +
                                  " holds a non-finite value");
           std::copy(t->data.begin() + (lo - b), t->data.begin() + (hi - b),
                     want.dst + (lo - want.begin));

@@ -1,6 +1,7 @@
 //===- Plan.cpp - Load and validate a plan --------------------------------===//
 #include "runtime/plan/Plan.h"
 #include "runtime/cpu/Kernels.h"
+#include "runtime/support/CheckedJson.h"
 #include "runtime/support/File.h"
 #include "runtime/support/Half.h"
 
@@ -74,51 +75,10 @@ namespace {
 
 using json = nlohmann::json;
 
-/// Checks a JSON field's presence and type; errors name the path.
-struct Reader {
-  Status status = Status::ok();
-
-  bool fail(const std::string &where, const std::string &what) {
-    if (status.isOk())
-      status = Status::error(where + ": " + what);
-    return false;
-  }
-
-  const json *field(const json &obj, const std::string &key,
-                    const std::string &where, bool required = true) {
-    if (!obj.is_object())
-      return fail(where, "expected an object"), nullptr;
-    auto it = obj.find(key);
-    if (it == obj.end()) {
-      if (required)
-        fail(where, "missing field '" + key + "'");
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  bool integer(const json &obj, const std::string &key,
-               const std::string &where, int64_t &out, bool required = true) {
-    const json *f = field(obj, key, where, required);
-    if (!f)
-      return !required;
-    if (!f->is_number_integer())
-      return fail(where + "." + key, "expected an integer");
-    out = f->get<int64_t>();
-    return true;
-  }
-
-  bool string(const json &obj, const std::string &key, const std::string &where,
-              std::string &out, bool required = true) {
-    const json *f = field(obj, key, where, required);
-    if (!f)
-      return !required;
-    if (!f->is_string())
-      return fail(where + "." + key, "expected a string");
-    out = f->get<std::string>();
-    return true;
-  }
-
+/// Checks a JSON field's presence and type; errors name the path. The
+/// plan's own fields (shapes within the CPU backend's rank, dtypes,
+/// tensor locations) on top of the shared checked reader.
+struct Reader : JsonReader {
   bool shape(const json &obj, const std::string &where,
              std::vector<int64_t> &out) {
     const json *f = field(obj, "shape", where);
