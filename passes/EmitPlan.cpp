@@ -10,15 +10,14 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
+#include "runtime/support/File.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Base64.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPEMITPLAN
@@ -177,7 +176,7 @@ struct Emitter {
   }
 };
 
-struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
+struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
   using Base::Base;
 
   /// Appends `func`'s instructions and named results.
@@ -395,14 +394,20 @@ struct FsdpEmitPlan : fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       plan["predicted"] = std::move(predicted);
     }
 
-    std::string error;
-    auto file = openOutputFile(output, &error);
-    if (!file) {
-      module.emitError("cannot write the plan: ") << error;
+    std::string text;
+    llvm::raw_string_ostream os(text);
+    os << llvm::formatv("{0:1}", json::Value(std::move(plan))) << "\n";
+    if (output == "-") {
+      llvm::outs() << text;
+      return;
+    }
+    // Whole or not at all (the runtime's AtomicFile): a full disk or a
+    // crash leaves the previous plan as it was, and a link or device
+    // planted at the name is refused, never written through.
+    if (::fsdp::Status s = ::fsdp::writeFileAtomically(output, text); !s) {
+      module.emitError("cannot write the plan: ") << s.message();
       return signalPassFailure();
     }
-    file->os() << llvm::formatv("{0:1}", json::Value(std::move(plan))) << "\n";
-    file->keep();
   }
 };
 

@@ -19,10 +19,14 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
+
+#include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 
@@ -206,8 +210,44 @@ static fsdp::PlanConfig planConfig() {
 /// Train step → (autotune) → units, sharding, schedule, memory plan,
 /// verification, simulation → plan file. `pm` holds the passes the command
 /// line asked for before the pipeline.
+/// The training flags a plan would carry, refused when they cannot mean
+/// anything (a NaN learning rate was written into the plan as a bare
+/// `nan` token; a negative weight decay silently became the default).
+static LogicalResult checkTrainingFlags() {
+  auto bad = [](const char *flag, double v, const char *want) {
+    char shown[32];
+    std::snprintf(shown, sizeof shown, "%g", v); // nan, inf, -1, 0.001
+    llvm::errs() << "fsdp-opt: error: --" << flag << "=" << shown << ": "
+                 << want << "\n";
+    return failure();
+  };
+  auto finite = [](double v) { return std::isfinite(v); };
+  if (!finite(lrOpt) || lrOpt < 0)
+    return bad("lr", lrOpt, "must be a finite number >= 0");
+  if (!finite(beta1Opt) || beta1Opt < 0 || beta1Opt >= 1)
+    return bad("beta1", beta1Opt, "must lie in [0, 1)");
+  if (!finite(beta2Opt) || beta2Opt < 0 || beta2Opt >= 1)
+    return bad("beta2", beta2Opt, "must lie in [0, 1)");
+  if (!finite(epsOpt) || epsOpt <= 0)
+    return bad("eps", epsOpt, "must be a finite number > 0");
+  if (weightDecayOpt.getNumOccurrences() &&
+      (!finite(weightDecayOpt) || weightDecayOpt < 0))
+    return bad("weight-decay", weightDecayOpt, "must be a finite number >= 0");
+  if (!finite(momentumOpt) || momentumOpt < 0)
+    return bad("momentum", momentumOpt, "must be a finite number >= 0");
+  if (!finite(gradClipOpt) || gradClipOpt < 0)
+    return bad("grad-clip", gradClipOpt,
+               "must be a finite number >= 0 (0: no clipping)");
+  if (gpusPerNodeOpt < 0)
+    return bad("gpus-per-node", (double)gpusPerNodeOpt,
+               "must be a count (0: the device model's)");
+  return success();
+}
+
 static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
                                  StringRef planPath) {
+  if (failed(checkTrainingFlags()))
+    return failure();
   fsdp::FsdpBuildTrainStepOptions train;
   train.loss = lossOpt;
   train.ignoreIndex = ignoreIndexOpt;
@@ -377,6 +417,15 @@ int main(int argc, char **argv) {
   // an error, not a hang or an endless read (the runtime's own check).
   if (std::string error; input != "-" && !fsdp::isReadableInput(input, error)) {
     llvm::errs() << "fsdp-opt: error: " << error << "\n";
+    return 1;
+  }
+  // The output never replaces the input (`-o model.onnx` destroyed the
+  // model it was compiled from).
+  if (bool same = false; input != "-" && output != "-" &&
+                         !llvm::sys::fs::equivalent(input, output, same) &&
+                         same) {
+    llvm::errs() << "fsdp-opt: error: " << output
+                 << ": is the input; write the output elsewhere\n";
     return 1;
   }
   if (StringRef(input).ends_with(".onnx"))

@@ -29,6 +29,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <unistd.h>
 
@@ -160,6 +161,21 @@ int main(int argc, char **argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError &e) {
     return app.exit(e);
+  }
+  // Flags that would be ignored or mean nothing are errors, never silent.
+  {
+    std::string wrong;
+    if (!(commTimeout > 0 && commTimeout <= 1e7)) // NaN fails too
+      wrong = "--comm-timeout must be a number of seconds in (0, 1e7]";
+    else if (app.count("--checkpoint-every") && checkpointDir.empty())
+      wrong = "--checkpoint-every needs --checkpoint-dir";
+    else if (app.count("--seq-len") &&
+             !(data.size() > 4 && data.substr(data.size() - 4) == ".bin"))
+      wrong = "--seq-len applies to --data FILE.bin (llm.c tokens) only";
+    if (!wrong.empty()) {
+      std::fprintf(stderr, "fsdp-run: error: %s\n", wrong.c_str());
+      return 1;
+    }
   }
 
   // Ranks sharing a machine share its cores: split them, or the kernels'
@@ -298,9 +314,12 @@ int main(int argc, char **argv) {
 
   std::ofstream log;
   if (!logPath.empty() && leader) {
-    log.open(logPath);
+    // A resumed run adds to the history it continues, never truncates it.
+    log.open(logPath, resume.empty() ? std::ios::out | std::ios::trunc
+                                     : std::ios::out | std::ios::app);
     if (!log)
-      return fail(Status::error(logPath + ": cannot write the log"));
+      return fail(Status::error(logPath + ": cannot write the log (" +
+                                std::strerror(errno) + ")"));
   }
   std::vector<void *> inputs;
   for (size_t i = 0; i < plan.inputs.size(); ++i)
@@ -310,7 +329,9 @@ int main(int argc, char **argv) {
   int64_t tokens = tokensPerStep(plan) * world;
   std::vector<std::vector<float>> grads;
   std::vector<double> stepSeconds; // for --trace: the median step
-  stepSeconds.reserve(std::max<int64_t>(steps, 0));
+  // (bounded: --steps may be 10^10)
+  const int64_t kTimedSteps = 1 << 20;
+  stepSeconds.reserve(std::min<int64_t>(std::max<int64_t>(steps, 0), kTimedSteps));
   // For --trace: per-instruction durations of the first step and of up to
   // 64 steady ones after it, for their medians (bounded on long runs).
   std::vector<std::vector<double>> durations;
@@ -338,7 +359,7 @@ int main(int argc, char **argv) {
                     std::chrono::steady_clock::now() - start)
                     .count();
     double tps = tokens * accum / (ms / 1000.0);
-    if ((int64_t)stepSeconds.size() < steps)
+    if ((int64_t)stepSeconds.size() < std::min(steps, kTimedSteps))
       stepSeconds.push_back(r.computeSeconds);
     if (!tracePath.empty() && durations.size() < kMedianSteps)
       durations.push_back(instructionDurations(exec.measuredTimeline()));
@@ -358,6 +379,11 @@ int main(int argc, char **argv) {
                             {"rss_peak_bytes", peakResidentBytes()}}
                  .dump()
           << "\n";
+    // Every line reaches the file, or the run says so (a full disk or
+    // /dev/full exited 0 with the history lost).
+    if (log.is_open() && !log.flush())
+      return fail(Status::error(logPath + ": cannot write the log (" +
+                                std::strerror(errno) + ")"));
     if (!quiet) {
       if (tty) {
         int width = 30, done = (int)((t + 1) * width / steps);
