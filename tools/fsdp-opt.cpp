@@ -333,6 +333,9 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
 static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
                    const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
+  // An error names the flag, file or op; it is never followed by the whole
+  // module (MLIR appends the failing operation, here the module, by default).
+  ctx.printOpOnDiagnostic(false);
   fsdp::ImportDiagnosticHandler diagnostics(&ctx, llvm::errs());
   fsdp::ImportOptions options;
   if (batchSize.getNumOccurrences())
@@ -373,6 +376,9 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
 static int runMlirToPlan(DialectRegistry &registry, StringRef input,
                          StringRef output, const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
+  // An error names the flag, file or op; it is never followed by the whole
+  // module (MLIR appends the failing operation, here the module, by default).
+  ctx.printOpOnDiagnostic(false);
   llvm::SourceMgr sources;
   SourceMgrDiagnosticHandler diagnostics(sources, &ctx);
   std::string error;
