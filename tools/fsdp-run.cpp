@@ -305,6 +305,17 @@ int main(int argc, char **argv) {
       std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
   }
+  // The checkpoint directory is this run's (a second job on it fails here,
+  // naming the holder) and writable, known before the first step.
+  CheckpointDirLock dirLock;
+  if (!checkpointDir.empty()) {
+    Status locked = leader ? dirLock.acquire(checkpointDir) : Status::ok();
+    Status agreed = exec.agree(locked.isOk(), "taking " + checkpointDir);
+    if (!locked)
+      return fail(locked);
+    if (!agreed)
+      return fail(agreed);
+  }
   // Every rank writes its shard of the state; rank 0 the manifest, last.
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;

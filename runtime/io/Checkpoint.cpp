@@ -7,11 +7,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -170,6 +175,48 @@ nlohmann::json manifest(const Plan &plan, const Executor &exec,
 }
 
 } // namespace
+
+CheckpointDirLock::~CheckpointDirLock() {
+  if (fd >= 0)
+    ::close(fd); // releases the flock; the file stays (its name is reused)
+}
+
+Status CheckpointDirLock::acquire(const std::string &dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return Status::error(dir + ": cannot create the checkpoint directory (" +
+                         ec.message() + ")");
+  std::string path = (fs::path(dir) / ".lock").string();
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return Status::error(path + ": cannot create the checkpoint lock (" +
+                         std::strerror(errno) + ")");
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+    return Status::error(path + ": the checkpoint lock is not a regular file");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char holder[256] = {};
+    ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+    std::string who = n > 0 ? std::string(holder, (size_t)n) : "another run";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' '))
+      who.pop_back();
+    ::close(fd);
+    fd = -1;
+    return Status::error(dir + ": checkpoint directory in use by " + who +
+                         "; two runs would replace each other's checkpoints");
+  }
+  char host[128] = "?";
+  ::gethostname(host, sizeof host - 1);
+  std::string me = "pid " + std::to_string((long long)::getpid()) + " on " +
+                   host + "\n";
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, me.data(), me.size(), 0) != (ssize_t)me.size())
+    return Status::error(path + ": cannot write the checkpoint lock (" +
+                         std::strerror(errno) + "): the directory is not "
+                         "writable");
+  return Status::ok();
+}
 
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position) {

@@ -33,6 +33,24 @@ struct TrainingPosition {
   std::string data;
 };
 
+/// A run's hold on its checkpoint directory (rank 0 takes it at start-up):
+/// `DIR/.lock`, flock'ed for the life of the process, holding the holder's
+/// pid and host. A second job on the same directory fails at start-up
+/// naming the holder instead of replacing the first job's checkpoints; and
+/// a directory the run cannot create or write is found before the first
+/// step, not at the first save.
+class CheckpointDirLock {
+public:
+  CheckpointDirLock() = default;
+  CheckpointDirLock(const CheckpointDirLock &) = delete;
+  CheckpointDirLock &operator=(const CheckpointDirLock &) = delete;
+  ~CheckpointDirLock();
+  Status acquire(const std::string &dir);
+
+private:
+  int fd = -1;
+};
+
 /// Every rank calls it; each writes its own shard file.
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position);
