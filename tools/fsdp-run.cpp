@@ -238,6 +238,32 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
     return 1; // every rank reports it; none waits for another
   }
+  // So must everything that shapes the collective sequence or the state
+  // at start-up (a different --steps stalled until the deadline; different
+  // --weights trained a chimera): the first option that differs is named,
+  // on every rank.
+  const std::pair<const char *, std::string> agreedOptions[] = {
+      {"--steps", std::to_string(steps)},
+      {"--checkpoint-dir", checkpointDir},
+      {"--checkpoint-every", std::to_string(checkpointEvery)},
+      {"--resume", resume},
+      {"--weights", weights},
+      {"--data", data},
+      {"--seed", std::to_string(seed)},
+      {"--seq-len", std::to_string(seqLen)},
+      {"--on-nonfinite", onNonFinite},
+      {"--backend", backendName},
+      {"--save-full", saveFull.empty() ? "" : "given"},
+      {"--dump-grads", dumpGrads.empty() ? "" : "given"},
+      {"--trace", tracePath.empty() ? "" : "given"},
+      {"--check-allocations", checkAllocations ? "given" : ""}};
+  for (const auto &[flag, value] : agreedOptions)
+    if (Status s = comm->checkSame(hashText(value),
+                                   std::string(flag) + " '" + value + "'");
+        !s) {
+      std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
+      return 1;
+    }
   activeComm = comm.get();
   if (plan.worldSize != world)
     return fail(Status::error(planPath + ": planned for " +
