@@ -40,11 +40,12 @@ loadOnnxWeights(const std::string &path, const Plan &plan,
     const onnx::TensorProto &t = *it->second;
     if (t.data_type() != onnx::TensorProto::FLOAT)
       return Status::error(where + " is not float32");
-    int64_t n = 1;
-    for (int64_t d : t.dims())
-      n *= d;
-    if (n != p.numel() || t.dims_size() != (int)p.shape.size())
+    // The exact shape, as the safetensors path checks (a transposed or
+    // negated [32,96] passed a rank-and-count check and loaded silently).
+    std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
+    if (dims != p.shape)
       return Status::error(where + " does not have the planned shape");
+    int64_t n = p.numel();
     std::vector<Piece> mine = pieces(i);
     size_t bytesNeeded = (size_t)n * 4;
     if (t.data_location() == onnx::TensorProto::EXTERNAL) {
