@@ -10,6 +10,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
+#include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -394,9 +395,17 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       plan["predicted"] = std::move(predicted);
     }
 
+    // Sealed with a digest of its own text (runtime/support/Digest.h): the
+    // runtime refuses the plan if a byte of it changes.
+    plan["digest"] = std::string(::fsdp::kDigestPlaceholder);
     std::string text;
     llvm::raw_string_ostream os(text);
     os << llvm::formatv("{0:1}", json::Value(std::move(plan))) << "\n";
+    os.flush();
+    if (!::fsdp::sealDigest(text)) {
+      module.emitError("cannot seal the plan with its digest");
+      return signalPassFailure();
+    }
     if (output == "-") {
       llvm::outs() << text;
       return;

@@ -15,6 +15,7 @@
 #include "runtime/io/OnnxWeights.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/AllocationCounter.h"
+#include "runtime/support/Digest.h"
 #include "runtime/support/Resident.h"
 #include "runtime/support/File.h"
 #include "runtime/support/Finite.h"
@@ -52,13 +53,8 @@ int fail(const Status &s) {
   return 1;
 }
 
-/// FNV-1a: the plan text every rank must share.
-uint64_t hashText(const std::string &text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text)
-    h = (h ^ c) * 1099511628211ull;
-  return h;
-}
+/// What every rank must share (the plan's text, the run options).
+uint64_t hashText(const std::string &text) { return fnv1a64(text); }
 
 /// Test hook: FSDP_FAULT_RANK=R FSDP_FAULT_STEP=S kills rank R as step S
 /// starts, as a crash would.

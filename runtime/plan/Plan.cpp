@@ -2,6 +2,7 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/support/CheckedJson.h"
+#include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
 #include "runtime/support/Half.h"
 
@@ -580,6 +581,8 @@ Status loadPlan(const std::string &path, Plan &plan) {
   std::string text;
   FSDP_RETURN_IF_ERROR(readFile(path, text, "the plan"));
   Status s = parsePlan(text, plan);
+  if (s)
+    s = checkDigest(text);
   return s.withContext(path);
 }
 

@@ -1,0 +1,74 @@
+//===- Digest.h - A plan's content digest ------------------------*- C++ -*-===//
+//
+// fsdp-opt seals every plan with a digest of its text; fsdp-run and
+// fsdp-inspect refuse a plan whose text no longer matches (hand-edited or
+// corrupted after it was written: of 300 JSON-valid mutated plans, 96 were
+// accepted and 25 trained differently with exit 0). The digest is FNV-1a
+// over the text with the digest's own 16 hex digits zeroed. It guards
+// against accidents, not an attacker (who can recompute it); the loader's
+// own checks stay the defence for a plan edited with a fresh digest.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_SUPPORT_DIGEST_H
+#define FSDP_RUNTIME_SUPPORT_DIGEST_H
+
+#include "runtime/support/Status.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace fsdp {
+
+/// FNV-1a, 64 bits.
+inline uint64_t fnv1a64(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text)
+    h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// The digest field as the plan writer prints it, before its 16 digits.
+inline constexpr std::string_view kDigestField = "\"digest\": \"fnv1a64:";
+/// The value fsdp-opt writes first, then replaces with the digest.
+inline constexpr std::string_view kDigestPlaceholder =
+    "fnv1a64:0000000000000000";
+
+/// Replaces the placeholder's digits in `text` with the digest of `text`;
+/// false if the field is missing.
+inline bool sealDigest(std::string &text) {
+  size_t at = text.find(kDigestField);
+  if (at == std::string::npos || at + kDigestField.size() + 16 > text.size())
+    return false;
+  at += kDigestField.size();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                (unsigned long long)fnv1a64(text));
+  text.replace(at, 16, hex);
+  return true;
+}
+
+/// Whether `text` carries the digest of its own contents.
+inline Status checkDigest(const std::string &text) {
+  size_t at = text.find(kDigestField);
+  if (at == std::string::npos || at + kDigestField.size() + 16 > text.size())
+    return Status::error("the plan carries no digest (written by an older "
+                         "fsdp-opt, or edited): compile it again");
+  at += kDigestField.size();
+  std::string zeroed = text;
+  std::string written = zeroed.substr(at, 16);
+  zeroed.replace(at, 16, "0000000000000000");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx",
+                (unsigned long long)fnv1a64(zeroed));
+  if (written != hex)
+    return Status::error("the plan's digest does not match its contents: it "
+                         "was edited or corrupted after fsdp-opt wrote it "
+                         "(compile it again)");
+  return Status::ok();
+}
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_SUPPORT_DIGEST_H
