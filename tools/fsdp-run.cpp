@@ -130,6 +130,10 @@ int main(int argc, char **argv) {
                  "steps between checkpoints (0: only after the last step)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", resume, "continue from this checkpoint directory");
+  int64_t keepLast = 0;
+  app.add_option("--keep-last", keepLast,
+                 "keep only the newest N step-* checkpoints (0: all)")
+      ->check(CLI::NonNegativeNumber);
   double commTimeout = 60;
   app.add_option(
       "--comm-timeout", commTimeout,
@@ -163,8 +167,9 @@ int main(int argc, char **argv) {
     std::string wrong;
     if (!(commTimeout > 0 && commTimeout <= 1e7)) // NaN fails too
       wrong = "--comm-timeout must be a number of seconds in (0, 1e7]";
-    else if (app.count("--checkpoint-every") && checkpointDir.empty())
-      wrong = "--checkpoint-every needs --checkpoint-dir";
+    else if ((app.count("--checkpoint-every") || app.count("--keep-last")) &&
+             checkpointDir.empty())
+      wrong = "--checkpoint-every and --keep-last need --checkpoint-dir";
     else if (app.count("--seq-len") &&
              !(data.size() > 4 && data.substr(data.size() - 4) == ".bin"))
       wrong = "--seq-len applies to --data FILE.bin (llm.c tokens) only";
@@ -242,6 +247,7 @@ int main(int argc, char **argv) {
       {"--steps", std::to_string(steps)},
       {"--checkpoint-dir", checkpointDir},
       {"--checkpoint-every", std::to_string(checkpointEvery)},
+      {"--keep-last", std::to_string(keepLast)},
       {"--resume", resume},
       {"--weights", weights},
       {"--data", data},
@@ -337,12 +343,15 @@ int main(int argc, char **argv) {
       return fail(locked);
     if (!agreed)
       return fail(agreed);
+    if (leader)
+      removeLeftovers(checkpointDir); // ours now: a crash's half-saves go
   }
   // Every rank writes its shard of the state; rank 0 the manifest, last.
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;
     position.skippedUpdates = exec.skippedUpdates();
-    return saveCheckpoint(checkpointDir, plan, exec, position);
+    FSDP_RETURN_IF_ERROR(saveCheckpoint(checkpointDir, plan, exec, position));
+    return leader ? keepLatest(checkpointDir, keepLast, done) : Status::ok();
   };
 
   std::ofstream log;

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -215,6 +216,61 @@ Status CheckpointDirLock::acquire(const std::string &dir) {
     return Status::error(path + ": cannot write the checkpoint lock (" +
                          std::strerror(errno) + "): the directory is not "
                          "writable");
+  return Status::ok();
+}
+
+namespace {
+
+/// N for a name `step-N` (N decimal digits only), or -1.
+int64_t stepOf(const std::string &name) {
+  if (name.size() <= 5 || name.compare(0, 5, "step-") != 0 || name.size() > 24)
+    return -1;
+  int64_t n = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9')
+      return -1;
+    n = n * 10 + (name[i] - '0');
+  }
+  return n;
+}
+
+} // namespace
+
+void removeLeftovers(const std::string &dir) {
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    fs::file_status st = e.symlink_status(ec);
+    bool tmpDir = fs::is_directory(st) && name.size() > 4 &&
+                  name.compare(name.size() - 4, 4, ".tmp") == 0 &&
+                  stepOf(name.substr(0, name.size() - 4)) >= 0;
+    bool tmpFile = fs::is_regular_file(st) && name.find(".tmp.") != std::string::npos;
+    if (tmpDir)
+      fs::remove_all(e.path(), ec);
+    else if (tmpFile)
+      fs::remove(e.path(), ec);
+  }
+}
+
+Status keepLatest(const std::string &dir, int64_t keep, int64_t current) {
+  if (keep <= 0)
+    return Status::ok();
+  std::error_code ec;
+  std::vector<std::pair<int64_t, fs::path>> steps;
+  for (const auto &e : fs::directory_iterator(dir, ec))
+    if (int64_t n = stepOf(e.path().filename().string());
+        n >= 0 && fs::is_directory(e.symlink_status(ec)))
+      steps.push_back({n, e.path()});
+  std::sort(steps.begin(), steps.end());
+  for (size_t i = 0; i + (size_t)keep < steps.size(); ++i) {
+    if (steps[i].first == current)
+      continue;
+    fs::remove_all(steps[i].second, ec);
+    if (ec)
+      return Status::error(steps[i].second.string() +
+                           ": cannot remove an old checkpoint (" +
+                           ec.message() + ")");
+  }
   return Status::ok();
 }
 

@@ -51,6 +51,18 @@ private:
   int fd = -1;
 };
 
+/// Under the lock, before the run: removes what a crashed save left in
+/// `dir` (`step-N.tmp` directories, AtomicFile temporaries `NAME.tmp.*`).
+/// Only real directories and regular files are removed, never through a
+/// link.
+void removeLeftovers(const std::string &dir);
+
+/// After a save: removes all but the newest `keep` `step-N` directories
+/// (torchtitan's keep_latest_k; 0 keeps every one), never `step-current`,
+/// the one just written (a resumed run can be behind an older run's
+/// later steps).
+Status keepLatest(const std::string &dir, int64_t keep, int64_t current);
+
 /// Every rank calls it; each writes its own shard file.
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position);
