@@ -35,7 +35,7 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
                  const std::string &basePath, const std::string &outPath,
                  std::ostream &os) {
   json doc;
-  FSDP_RETURN_IF_ERROR(loadMeasuredTrace(measuredPath, doc));
+  FSDP_RETURN_IF_ERROR(loadMeasuredTrace(plan, measuredPath, doc));
   std::string text;
   FSDP_RETURN_IF_ERROR(readFile(basePath, text, "the device description"));
   json device = json::parse(text, nullptr, false);

@@ -321,9 +321,12 @@ Status writeMeasuredTrace(const Plan &plan, const std::string &path,
           !isCollective(plan.program[i].op))
         ev["args"]["median_dur"] = (*medians)[r][index] * 1e6;
     }
+  // The plan it measured, so that a comparison with another plan is refused.
+  json other = measured;
+  other["plan_digest"] = plan.digest;
   return writeJson(path, {{"traceEvents", events},
                           {"displayTimeUnit", "ms"},
-                          {"otherData", measured}});
+                          {"otherData", other}});
 }
 
 Status writeHtml(const Plan &plan, const std::string &path) {
@@ -405,7 +408,8 @@ Status writeHtml(const Plan &plan, const std::string &path) {
   return Status::ok();
 }
 
-Status loadMeasuredTrace(const std::string &path, json &doc) {
+Status loadMeasuredTrace(const Plan &plan, const std::string &path,
+                         json &doc) {
   std::string text;
   FSDP_RETURN_IF_ERROR(readFile(path, text, "the measured trace"));
   doc = json::parse(text, nullptr, false);
@@ -427,6 +431,13 @@ Status loadMeasuredTrace(const std::string &path, json &doc) {
     return true;
   };
   const json &other = doc["otherData"];
+  std::string measuredPlan;
+  if (!r.string(other, "plan_digest", path + ": otherData", measuredPlan))
+    return Status::error(path + ": the trace names no plan (written by an "
+                         "older fsdp-run): measure again");
+  if (measuredPlan != plan.digest)
+    return Status::error(path + ": the trace measured another plan (digest " +
+                         measuredPlan + ", this plan's " + plan.digest + ")");
   if (!plausible(other, "step_seconds", path + ": otherData", 1e7) ||
       !plausible(other, "peak_bytes", path + ": otherData", 1e15))
     return r.status;
@@ -459,7 +470,7 @@ Status loadMeasuredTrace(const std::string &path, json &doc) {
 Status compareMeasured(const Plan &plan, const std::string &measuredPath,
                        std::ostream &os) {
   json doc;
-  FSDP_RETURN_IF_ERROR(loadMeasuredTrace(measuredPath, doc));
+  FSDP_RETURN_IF_ERROR(loadMeasuredTrace(plan, measuredPath, doc));
   if (plan.predicted.is_null())
     return Status::error("the plan has no prediction to compare");
   const json &m = doc["otherData"];

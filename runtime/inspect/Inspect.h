@@ -55,8 +55,10 @@ Status writeHtml(const Plan &plan, const std::string &path);
 Status compareMeasured(const Plan &plan, const std::string &measuredPath,
                        std::ostream &os);
 
-/// A measured trace (fsdp-run --trace), read and checked.
-Status loadMeasuredTrace(const std::string &path, nlohmann::json &doc);
+/// A measured trace (fsdp-run --trace), read and checked: its fields typed
+/// and plausible, and taken of `plan` (its digest, which the trace records).
+Status loadMeasuredTrace(const Plan &plan, const std::string &path,
+                         nlohmann::json &doc);
 
 /// Fits the device model to a measured run: per op name, the factor by
 /// which the kernels took longer (or shorter) than predicted, summed over

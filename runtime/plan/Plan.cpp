@@ -583,6 +583,7 @@ Status loadPlan(const std::string &path, Plan &plan) {
   Status s = parsePlan(text, plan);
   if (s)
     s = checkDigest(text);
+  plan.digest = digestOf(text);
   return s.withContext(path);
 }
 

@@ -130,6 +130,7 @@ struct TrainOptions {
 
 struct Plan {
   std::string source; // the ONNX model the initial weights come from
+  std::string digest; // of the plan's text, as fsdp-opt sealed it (loadPlan)
   int64_t worldSize = 1;
   int64_t arenaBytes = 0;
   TrainOptions train;

@@ -49,6 +49,14 @@ inline bool sealDigest(std::string &text) {
   return true;
 }
 
+/// The 16 hex digits of `text`'s digest field ("" without one).
+inline std::string digestOf(const std::string &text) {
+  size_t at = text.find(kDigestField);
+  if (at == std::string::npos || at + kDigestField.size() + 16 > text.size())
+    return "";
+  return text.substr(at + kDigestField.size(), 16);
+}
+
 /// Whether `text` carries the digest of its own contents.
 inline Status checkDigest(const std::string &text) {
   size_t at = text.find(kDigestField);
