@@ -35,42 +35,46 @@ inline constexpr std::string_view kDigestField = "\"digest\": \"fnv1a64:";
 inline constexpr std::string_view kDigestPlaceholder =
     "fnv1a64:0000000000000000";
 
-/// Replaces the placeholder's digits in `text` with the digest of `text`;
-/// false if the field is missing.
-inline bool sealDigest(std::string &text) {
+/// Where the 16 digits of `text`'s digest field start (npos: no field).
+inline size_t digestAt(const std::string &text) {
   size_t at = text.find(kDigestField);
   if (at == std::string::npos || at + kDigestField.size() + 16 > text.size())
-    return false;
-  at += kDigestField.size();
+    return std::string::npos;
+  return at + kDigestField.size();
+}
+
+/// FNV-1a of `text` with its digest's digits zeroed, as 16 hex digits.
+inline std::string digestDigits(std::string text, size_t at) {
+  text.replace(at, 16, "0000000000000000");
   char hex[17];
   std::snprintf(hex, sizeof hex, "%016llx",
                 (unsigned long long)fnv1a64(text));
-  text.replace(at, 16, hex);
+  return hex;
+}
+
+/// Replaces the placeholder's digits in `text` with the digest of `text`;
+/// false if the field is missing.
+inline bool sealDigest(std::string &text) {
+  size_t at = digestAt(text);
+  if (at == std::string::npos)
+    return false;
+  text.replace(at, 16, digestDigits(text, at));
   return true;
 }
 
 /// The 16 hex digits of `text`'s digest field ("" without one).
 inline std::string digestOf(const std::string &text) {
-  size_t at = text.find(kDigestField);
-  if (at == std::string::npos || at + kDigestField.size() + 16 > text.size())
-    return "";
-  return text.substr(at + kDigestField.size(), 16);
+  size_t at = digestAt(text);
+  return at == std::string::npos ? "" : text.substr(at, 16);
 }
 
 /// Whether `text` carries the digest of its own contents.
 inline Status checkDigest(const std::string &text) {
-  size_t at = text.find(kDigestField);
-  if (at == std::string::npos || at + kDigestField.size() + 16 > text.size())
+  size_t at = digestAt(text);
+  if (at == std::string::npos)
     return Status::error("the plan carries no digest (written by an older "
                          "fsdp-opt, or edited): compile it again");
-  at += kDigestField.size();
-  std::string zeroed = text;
-  std::string written = zeroed.substr(at, 16);
-  zeroed.replace(at, 16, "0000000000000000");
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx",
-                (unsigned long long)fnv1a64(zeroed));
-  if (written != hex)
+  if (text.compare(at, 16, digestDigits(text, at)) != 0)
     return Status::error("the plan's digest does not match its contents: it "
                          "was edited or corrupted after fsdp-opt wrote it "
                          "(compile it again)");
