@@ -41,6 +41,31 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
   json device = json::parse(text, nullptr, false);
   if (device.is_discarded() || !device.is_object())
     return Status::error(basePath + ": not a device JSON object");
+  // The fields read below, typed first (a string where a number belongs
+  // threw out of nlohmann and aborted).
+  auto numbers = [](const json &o) {
+    if (!o.is_object())
+      return false;
+    for (const auto &[k, v] : o.items())
+      if (!v.is_number())
+        return false;
+    return true;
+  };
+  bool typed =
+      (!device.contains("cores") || device["cores"].is_number()) &&
+      (!device.contains("threads") || device["threads"].is_number_integer()) &&
+      (!device.contains("name") || device["name"].is_string()) &&
+      (!device.contains("op_scale") || numbers(device["op_scale"]));
+  if (typed && device.contains("op_scale_threads")) {
+    typed = device["op_scale_threads"].is_object();
+    for (const auto &[k, v] : device["op_scale_threads"].items())
+      typed = typed && numbers(v);
+  }
+  if (!typed)
+    return Status::error(
+        basePath + ": cores, threads and name must be a number, an integer "
+                   "and a string; op_scale {op: number}; op_scale_threads "
+                   "{threads: {op: number}}");
 
   // Compute instructions only: a collective's span and a wait's time are
   // the network's, and views take no time.
