@@ -159,7 +159,7 @@ private:
   struct Best;
   /// What one strategy's search found.
   struct Outcome;
-  Outcome searchStrategy(int64_t perNode);
+  Outcome searchStrategy(int64_t perNode, const Trial *kept = nullptr);
   ModuleOp trained;
   PlanConfig base; // the strategy under search is set in it
   int64_t budget;
@@ -393,9 +393,27 @@ private:
 
   bool fits(const Trial &t) const { return t.ok && t.peak <= budget; }
 
+  /// The shortest prefix of moves in (lo, hi] whose plan fits, by
+  /// bisection, given that `lo` moves do not fit and `hi` do; `atHi` (hi's
+  /// trial) becomes the answer's.
+  size_t bisect(size_t lo, size_t hi, Trial &atHi,
+                llvm::function_ref<Trial(size_t)> at) {
+    while (hi - lo > 1) {
+      size_t mid = (lo + hi) / 2;
+      Trial t = at(mid);
+      if (fits(t)) {
+        hi = mid;
+        atHi = std::move(t);
+      } else {
+        lo = mid;
+      }
+    }
+    return hi;
+  }
+
   /// Packs the chosen plan's arena (its trials only estimated it); when
-  /// fragmentation pushes the plan over the budget, takes more of its
-  /// moves, by bisection, until the packed plan fits.
+  /// fragmentation pushes the plan over the budget, takes the fewest more
+  /// of its moves with which the packed plan fits.
   bool packChosen(Best &b);
 };
 
@@ -414,7 +432,6 @@ struct Tuner::Outcome {
   std::optional<Trial> fastest, smallest;
   int64_t fastestMerge = 1; // the granularity `fastest` was planned with
   std::string smallestHow;
-  std::string error; // the plan did not build
 };
 
 bool Tuner::packChosen(Best &b) {
@@ -430,29 +447,27 @@ bool Tuner::packChosen(Best &b) {
     b.trial = t;
     return true;
   }
-  size_t lo = b.prefix, hi = s.moves.size();
-  if (hi == lo)
-    return false;
-  Trial top = packed(hi);
-  if (!fits(top))
-    return false;
-  while (hi - lo > 1) {
-    size_t mid = (lo + hi) / 2;
-    Trial m = packed(mid);
-    if (fits(m)) {
-      hi = mid;
-      top = m;
-    } else {
-      lo = mid;
-    }
-  }
-  b.prefix = hi;
-  b.levels = levelsAfter(s, hi);
-  b.trial = top;
+  // Fragmentation is a few percent: the prefix that fits packed is near.
+  // Widen by doubling steps from the estimate's, then bisect.
+  size_t lo = b.prefix, hi = lo, all = s.moves.size(), step = 1;
+  Trial top;
+  do {
+    if (hi == all)
+      return false;
+    lo = hi;
+    hi = std::min(all, lo + step);
+    step *= 2;
+    top = packed(hi);
+  } while (!fits(top));
+  b.prefix = bisect(lo, hi, top, packed);
+  b.levels = levelsAfter(s, b.prefix);
+  b.trial = std::move(top);
   return true;
 }
 
-Tuner::Outcome Tuner::searchStrategy(int64_t perNode) {
+/// `kept`: this strategy's everything-kept plan at units as wrapped, when
+/// it was simulated already.
+Tuner::Outcome Tuner::searchStrategy(int64_t perNode, const Trial *kept) {
   Outcome out;
   int64_t world = base.shard.worldSize;
   int64_t group = base.shard.strategy == "hybrid-shard"
@@ -475,12 +490,12 @@ Tuner::Outcome Tuner::searchStrategy(int64_t perNode) {
     }
     // The everything-kept plan, with units as this granularity makes them
     // (no levels yet: every unit on its first rung).
-    Trial first = evaluate(configure(s, {}, 1));
+    Trial first = k == 1 && kept ? *kept : evaluate(configure(s, {}, 1));
     if (!first.ok) {
-      if (k == 1) {
-        out.error = first.error;
+      // (The asked strategy was seen to build before its search; another
+      // one that does not build is just not a candidate.)
+      if (k == 1)
         return out;
-      }
       continue;
     }
     if (!out.fastest || first.step < out.fastest->step) {
@@ -548,16 +563,7 @@ Tuner::Outcome Tuner::searchStrategy(int64_t perNode) {
         }
         continue;
       }
-      while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        Trial t = evaluate(configure(s, levelsAfter(s, mid), 1));
-        if (fits(t)) {
-          hi = mid;
-          atHi = t;
-        } else {
-          lo = mid;
-        }
-      }
+      hi = bisect(lo, hi, atHi, at);
     }
     std::vector<size_t> levels = levelsAfter(s, hi);
     int64_t depth = 1;
@@ -588,9 +594,9 @@ FailureOr<PlanConfig> Tuner::run() {
   // than a node, hybrid-shard too (what users pick at scale: shorter rings
   // for the gathers, a replica all-reduce of the gradient shards across
   // nodes). Its shard groups: the smallest power-of-two count of nodes
-  // whose state leaves half the budget to the arena, and twice that.
-  // The plan as asked, everything kept: whether it builds at all, and
-  // the state that sizes hybrid-shard's groups.
+  // whose state leaves half the budget to the arena, and twice that. The
+  // plan as asked with everything kept says whether it builds at all and
+  // what that state is (and starts the asked strategy's own search).
   Trial probe = evaluate(configure(Search{}, {}, 1));
   if (!probe.ok)
     return mlir::emitError(trained.getLoc(),
@@ -620,16 +626,11 @@ FailureOr<PlanConfig> Tuner::run() {
   mlir::parallelFor(trained.getContext(), 0, strategies.size(), [&](size_t i) {
     Tuner worker(*this);
     worker.base.shard = strategies[i];
-    outcomes[i] = worker.searchStrategy(perNode);
+    outcomes[i] = worker.searchStrategy(perNode, i == 0 ? &probe : nullptr);
   });
   std::vector<std::pair<std::string, Outcome>> tried;
-  for (size_t i = 0; i < strategies.size(); ++i) {
+  for (size_t i = 0; i < strategies.size(); ++i)
     tried.emplace_back(describeStrategy(strategies[i]), std::move(outcomes[i]));
-  }
-  if (!tried[0].second.error.empty())
-    return mlir::emitError(trained.getLoc(),
-                           "--autotune: the plan does not build: ")
-           << tried[0].second.error;
   Outcome *won = nullptr;
   for (auto &[name, o] : tried)
     if (o.best && (!won || o.best->trial.step < won->best->trial.step))

@@ -16,9 +16,9 @@
 #include "runtime/plan/Plan.h"
 #include "runtime/support/AllocationCounter.h"
 #include "runtime/support/Digest.h"
-#include "runtime/support/Resident.h"
 #include "runtime/support/File.h"
 #include "runtime/support/Finite.h"
+#include "runtime/support/Resident.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -52,9 +52,6 @@ int fail(const Status &s) {
   std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
   return 1;
 }
-
-/// What every rank must share (the plan's text, the run options).
-uint64_t hashText(const std::string &text) { return fnv1a64(text); }
 
 /// Test hook: FSDP_FAULT_RANK=R FSDP_FAULT_STEP=S kills rank R as step S
 /// starts, as a crash would.
@@ -234,7 +231,7 @@ int main(int argc, char **argv) {
   if (Status s = readFile(planPath, planText, "the plan"); !s)
     return fail(s);
   if (Status s =
-          comm->checkSame(hashText(planText), "the plan (" + planPath + ")");
+          comm->checkSame(fnv1a64(planText), "the plan (" + planPath + ")");
       !s) {
     std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());
     return 1; // every rank reports it; none waits for another
@@ -260,7 +257,7 @@ int main(int argc, char **argv) {
       {"--trace", tracePath.empty() ? "" : "given"},
       {"--check-allocations", checkAllocations ? "given" : ""}};
   for (const auto &[flag, value] : agreedOptions)
-    if (Status s = comm->checkSame(hashText(value),
+    if (Status s = comm->checkSame(fnv1a64(value),
                                    std::string(flag) + " '" + value + "'");
         !s) {
       std::fprintf(stderr, "fsdp-run: error: %s\n", s.message().c_str());

@@ -28,6 +28,7 @@ Status InputFile::checkOpened(const std::string &what) {
                          " is not a regular file (a device, FIFO, socket "
                          "or directory is never read)");
   bytes = (int64_t)st.st_size;
+  links = (int64_t)st.st_nlink;
   return Status::ok();
 }
 
@@ -94,10 +95,9 @@ Status InputFile::openInside(const std::string &base,
   }
   fd = dir;
   FSDP_RETURN_IF_ERROR(checkOpened(what));
-  struct stat st;
-  if (::fstat(fd, &st) == 0 && st.st_nlink > 1)
+  if (links > 1)
     return Status::error(path + ": " + what + " has " +
-                         std::to_string((long long)st.st_nlink) +
+                         std::to_string((long long)links) +
                          " hard links (it may be a file outside the model's "
                          "directory); give it one");
   return Status::ok();

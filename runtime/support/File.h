@@ -36,7 +36,7 @@ private:
   Status checkOpened(const std::string &what);
   std::string path;
   int fd = -1;
-  int64_t bytes = 0;
+  int64_t bytes = 0, links = 0; // of the opened file (fstat)
 };
 
 /// Reads the regular file at `path` into `out` (InputFile::open); the
