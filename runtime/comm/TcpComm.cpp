@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -50,6 +51,17 @@ struct Header {
   int64_t count;
   uint64_t value; // checkSame
 };
+
+/// What a rank sends rank 0 on connecting, and rank 0 answers.
+constexpr char kMagic[8] = {'f', 's', 'd', 'p', 't', 'c', 'p', '1'};
+struct Hello {
+  char magic[8];
+  int64_t rank, size;
+};
+/// How long a connection may take to identify itself, and how many may be
+/// unidentified at once.
+constexpr double kHelloSeconds = 5.0;
+constexpr size_t kMaxPending = 64;
 
 class Tcp : public Comm {
 public:
@@ -83,28 +95,76 @@ public:
                              std::to_string(port) + ": " +
                              std::strerror(errno));
       }
+      // Connections are identified concurrently: a peer that connects and
+      // says nothing (a port scan, a stray client) or says something else
+      // is dropped after kHelloSeconds without holding up the real ranks.
+      struct Pending {
+        int fd;
+        Hello hello;
+        size_t got;
+        Clock::time_point until;
+      };
+      std::vector<Pending> pending;
+      auto drop = [&](size_t k) {
+        ::close(pending[k].fd);
+        pending.erase(pending.begin() + (long)k);
+      };
       for (int64_t accepted = 1; accepted < ranks;) {
-        pollfd p{server, POLLIN, 0};
-        if (::poll(&p, 1, 50) <= 0) {
-          if (Clock::now() > deadline) {
-            ::close(server);
-            return Status::error("rank 0: only " + std::to_string(accepted) +
-                                 " of " + std::to_string(ranks) +
-                                 " ranks connected within the timeout");
+        if (Clock::now() > deadline) {
+          for (const Pending &q : pending)
+            ::close(q.fd);
+          ::close(server);
+          return Status::error("rank 0: only " + std::to_string(accepted) +
+                               " of " + std::to_string(ranks) +
+                               " ranks connected within the timeout");
+        }
+        std::vector<pollfd> polled{{server, POLLIN, 0}};
+        for (const Pending &q : pending)
+          polled.push_back({q.fd, POLLIN, 0});
+        if (::poll(polled.data(), polled.size(), 50) < 0 && errno != EINTR)
+          continue;
+        // Newest connections last; identify before accepting more.
+        for (size_t k = pending.size(); k-- > 0;) {
+          Pending &q = pending[k];
+          if (polled[k + 1].revents) {
+            ssize_t n = ::recv(q.fd, reinterpret_cast<char *>(&q.hello) + q.got,
+                               sizeof(Hello) - q.got, MSG_DONTWAIT);
+            if (n <= 0 && !(n < 0 && (errno == EAGAIN || errno == EINTR))) {
+              drop(k);
+              continue;
+            }
+            q.got += n > 0 ? size_t(n) : 0;
           }
-          continue;
+          if (q.got < sizeof(Hello)) {
+            if (Clock::now() > q.until)
+              drop(k);
+            continue;
+          }
+          int64_t who = q.hello.rank;
+          if (std::memcmp(q.hello.magic, kMagic, sizeof kMagic) != 0 ||
+              q.hello.size != ranks || who < 1 || who >= ranks ||
+              fds[who] >= 0) {
+            drop(k);
+            continue;
+          }
+          Hello reply = hello(0);
+          if (!sendAll(q.fd, &reply, sizeof reply, deadline)) {
+            drop(k);
+            continue;
+          }
+          tune(q.fd);
+          fds[who] = q.fd;
+          pending.erase(pending.begin() + (long)k);
+          ++accepted;
         }
-        int fd = ::accept(server, nullptr, nullptr);
-        int64_t who = -1;
-        if (fd < 0 || !recvAll(fd, &who, sizeof who, deadline) || who < 1 ||
-            who >= ranks || fds[who] >= 0) {
-          if (fd >= 0)
-            ::close(fd);
-          continue;
+        if (polled[0].revents & POLLIN) {
+          int fd = ::accept(server, nullptr, nullptr);
+          if (fd >= 0) {
+            if (pending.size() >= kMaxPending) // the oldest goes first
+              drop(0);
+            pending.push_back({fd, Hello{}, 0, after(kHelloSeconds)});
+          }
         }
-        tune(fd);
-        fds[who] = fd;
-        ++accepted;
       }
       ::close(server);
       return Status::ok();
@@ -135,8 +195,18 @@ public:
                            std::to_string(port) + " within the timeout");
     tune(fd);
     fds[0] = fd;
-    if (!sendAll(fd, &rankId, sizeof rankId, deadline))
+    // Rank 0 answers once it has identified this rank: what listens there
+    // is fsdp's rank 0 of a job this size, not something else.
+    Hello mine = hello(rankId), reply{};
+    if (!sendAll(fd, &mine, sizeof mine, deadline) ||
+        !recvAll(fd, &reply, sizeof reply, deadline))
       return lost(0);
+    if (std::memcmp(reply.magic, kMagic, sizeof kMagic) != 0 ||
+        reply.size != ranks)
+      return Status::error("rank " + std::to_string(rankId) + ": " + host +
+                           ":" + std::to_string(port) +
+                           " is not rank 0 of this job (a job of another "
+                           "size, or another program, listens there)");
     return Status::ok();
   }
 
@@ -213,6 +283,14 @@ private:
   double timeout;
   GroupLayout layout;
   std::vector<int> fds;
+
+  Hello hello(int64_t rank) const {
+    Hello h{};
+    std::memcpy(h.magic, kMagic, sizeof kMagic);
+    h.rank = rank;
+    h.size = ranks;
+    return h;
+  }
 
   static void tune(int fd) {
     int one = 1;

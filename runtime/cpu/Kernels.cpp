@@ -1565,12 +1565,49 @@ const std::map<std::string, OpInfo> &table() {
   return t;
 }
 
+/// Attributes that name one of a few choices: each must be a string and
+/// one of them (a kernel reading another value would fall back to a
+/// default and train differently with exit 0: `reduction: "bogus"` gave
+/// the mean).
+Status checkChoices(const Instruction &instr) {
+  bool collective =
+      instr.op == "all_reduce" || instr.op == "reduce_scatter_start";
+  struct Rule {
+    const char *attr;
+    std::vector<const char *> values;
+  };
+  static const std::vector<Rule> collectiveRules = {
+      {"reduction", {"sum", "avg"}},
+      {"group", {"world", "shard", "replicate", "block"}}};
+  static const std::vector<Rule> computeRules = {
+      {"reduction", {"mean", "sum", "none"}},
+      {"approximate", {"none", "tanh"}},
+      {"kind", {"softmax", "nll"}},
+      {"group", {"world", "shard", "replicate", "block"}}};
+  for (const Rule &rule : collective ? collectiveRules : computeRules) {
+    auto a = instr.attrs.find(rule.attr);
+    if (a == instr.attrs.end())
+      continue;
+    std::string names;
+    bool known = false;
+    for (const char *v : rule.values) {
+      known = known || (a->is_string() && a->get<std::string>() == v);
+      names += std::string(names.empty() ? "" : ", ") + v;
+    }
+    if (!known)
+      return Status::error(std::string("attribute '") + rule.attr + "' is " +
+                           a->dump() + ", not one of " + names);
+  }
+  return Status::ok();
+}
+
 } // namespace
 
 Status checkInstruction(const Plan &plan, const Instruction &instr) {
   auto it = table().find(instr.op);
   if (it == table().end())
     return Status::error("unknown op '" + instr.op + "'");
+  FSDP_RETURN_IF_ERROR(checkChoices(instr));
   const OpInfo &info = it->second;
   int n = (int)instr.in.size(), m = (int)instr.out.size();
   if (n < info.minIn || n > info.maxIn)

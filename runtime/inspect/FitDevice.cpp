@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <vector>
 
@@ -67,6 +66,14 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
                    "and a string; op_scale {op: number}; op_scale_threads "
                    "{threads: {op: number}}");
 
+  FSDP_RETURN_IF_ERROR(fitDeviceJson(plan, doc, measuredPath, device, os));
+  return writeFileAtomically(outPath, device.dump(1) + "\n")
+      .withContext("writing the fitted device");
+}
+
+Status fitDeviceJson(const Plan &plan, const json &doc,
+                     const std::string &measuredPath, json &device,
+                     std::ostream &os) {
   // Compute instructions only: a collective's span and a wait's time are
   // the network's, and views take no time.
   struct Timed {
@@ -153,10 +160,6 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
   std::string name = device.value("name", "device");
   if (name.find("(fitted)") == std::string::npos)
     device["name"] = name + " (fitted)";
-  std::ofstream out(outPath);
-  out << device.dump(1) << "\n";
-  if (!out)
-    return Status::error(outPath + ": cannot write the fitted device");
   return Status::ok();
 }
 

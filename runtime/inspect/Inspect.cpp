@@ -412,6 +412,11 @@ Status loadMeasuredTrace(const Plan &plan, const std::string &path,
                          json &doc) {
   std::string text;
   FSDP_RETURN_IF_ERROR(readFile(path, text, "the measured trace"));
+  return parseMeasuredTrace(plan, text, path, doc);
+}
+
+Status parseMeasuredTrace(const Plan &plan, const std::string &text,
+                          const std::string &path, json &doc) {
   doc = json::parse(text, nullptr, false);
   if (doc.is_discarded() || !doc.is_object() ||
       !doc.contains("traceEvents") || !doc["traceEvents"].is_array() ||
@@ -471,6 +476,10 @@ Status compareMeasured(const Plan &plan, const std::string &measuredPath,
                        std::ostream &os) {
   json doc;
   FSDP_RETURN_IF_ERROR(loadMeasuredTrace(plan, measuredPath, doc));
+  return compareTrace(plan, doc, os);
+}
+
+Status compareTrace(const Plan &plan, const json &doc, std::ostream &os) {
   if (plan.predicted.is_null())
     return Status::error("the plan has no prediction to compare");
   const json &m = doc["otherData"];

@@ -59,6 +59,13 @@ Status compareMeasured(const Plan &plan, const std::string &measuredPath,
 /// and plausible, and taken of `plan` (its digest, which the trace records).
 Status loadMeasuredTrace(const Plan &plan, const std::string &path,
                          nlohmann::json &doc);
+/// The same on the trace's text; `path` names it in errors (the fuzzing
+/// entry point).
+Status parseMeasuredTrace(const Plan &plan, const std::string &text,
+                          const std::string &path, nlohmann::json &doc);
+/// compareMeasured on a trace parseMeasuredTrace has checked.
+Status compareTrace(const Plan &plan, const nlohmann::json &doc,
+                    std::ostream &os);
 
 /// Fits the device model to a measured run: per op name, the factor by
 /// which the kernels took longer (or shorter) than predicted, summed over
@@ -68,6 +75,11 @@ Status loadMeasuredTrace(const Plan &plan, const std::string &path,
 Status fitDevice(const Plan &plan, const std::string &measuredPath,
                  const std::string &basePath, const std::string &outPath,
                  std::ostream &os);
+/// The fit itself, on a checked trace and a device JSON whose fields
+/// fitDevice has typed: `device` gains the fitted factors.
+Status fitDeviceJson(const Plan &plan, const nlohmann::json &doc,
+                     const std::string &measuredPath, nlohmann::json &device,
+                     std::ostream &os);
 
 } // namespace fsdp
 

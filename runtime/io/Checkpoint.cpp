@@ -366,6 +366,76 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   return done.isOk() ? agreed : done;
 }
 
+Status parseManifest(const std::string &text, const std::string &where,
+                     Manifest &out) {
+  nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
+  // Every field's type is checked before it is read (a hand-edited
+  // manifest gets an error naming the field, never an abort).
+  JsonReader r;
+  std::string format;
+  int64_t version = 0;
+  if (m.is_discarded() || !r.string(m, "format", where, format) ||
+      format != "fsdp-checkpoint" || !r.integer(m, "version", where, version) ||
+      version != 2)
+    return Status::error(where + ": not a version 2 checkpoint manifest" +
+                         (r.status ? "" : " (" + r.status.message() + ")"));
+  TrainingPosition &position = out.position;
+  position.skippedUpdates = 0;
+  const nlohmann::json *params = nullptr;
+  if (!r.integer(m, "step", where, position.step) ||
+      !r.integer(m, "skipped_updates", where, position.skippedUpdates,
+                 /*required=*/false) ||
+      !r.unsignedInteger(m, "seed", where, position.seed, false) ||
+      !r.string(m, "data", where, position.data, false) ||
+      !r.string(m, "optimizer", where, out.optimizer) ||
+      !(params = r.field(m, "params", where)))
+    return r.status;
+  if (!params->is_object())
+    return Status::error(where + ".params: expected an object");
+  if (position.step < 0 || position.skippedUpdates < 0 ||
+      position.skippedUpdates > position.step)
+    return Status::error(where + ": step " + std::to_string(position.step) +
+                         " with " + std::to_string(position.skippedUpdates) +
+                         " skipped updates is not a training position");
+  for (const auto &[name, entry] : params->items()) {
+    std::string at = where + ".params['" + name + "']";
+    Manifest::Param &p = out.params[name];
+    const nlohmann::json *pieces = nullptr;
+    if (!r.dims(entry, "shape", at, p.shape) ||
+        !r.boolean(entry, "momentum_started", at, p.momentumStarted, false) ||
+        !(pieces = r.field(entry, "pieces", at)))
+      return r.status;
+    if (!pieces->is_array())
+      return Status::error(at + ".pieces: expected an array");
+    for (const nlohmann::json &saved : *pieces) {
+      Manifest::Piece piece;
+      if (!r.integer(saved, "begin", at + ".pieces[]", piece.begin) ||
+          !r.integer(saved, "count", at + ".pieces[]", piece.count) ||
+          !r.string(saved, "file", at + ".pieces[]", piece.file))
+        return r.status;
+      const int64_t most = int64_t(1) << 40;
+      if (piece.begin < 0 || piece.count < 0 || piece.begin > most ||
+          piece.count > most)
+        return Status::error(at + ": a piece [" + std::to_string(piece.begin) +
+                             ", +" + std::to_string(piece.count) +
+                             ") is not a range of the parameter");
+      if (piece.file.empty() || piece.file.find('/') != std::string::npos ||
+          piece.file == "." || piece.file == "..")
+        return Status::error(at + ": a piece's file '" + piece.file +
+                             "' is not a file of the checkpoint's directory");
+      p.pieces.push_back(std::move(piece));
+    }
+    std::sort(p.pieces.begin(), p.pieces.end(),
+              [](const auto &a, const auto &b) { return a.begin < b.begin; });
+    for (size_t k = 1; k < p.pieces.size(); ++k)
+      if (p.pieces[k].begin < p.pieces[k - 1].begin + p.pieces[k - 1].count)
+        return Status::error(at + ": pieces at " +
+                             std::to_string(p.pieces[k - 1].begin) + " and " +
+                             std::to_string(p.pieces[k].begin) + " overlap");
+  }
+  return Status::ok();
+}
+
 Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       TrainingPosition &position) {
   fs::path base(dir);
@@ -383,44 +453,17 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   fs::path manifestPath = base / "manifest.json";
   FSDP_RETURN_IF_ERROR(
       readFile(manifestPath.string(), text, "the checkpoint manifest"));
-  nlohmann::json m = nlohmann::json::parse(text, nullptr, false);
-  // Every field's type is checked before it is read (a hand-edited
-  // manifest gets an error naming the field, never an abort).
-  JsonReader r;
-  std::string where = manifestPath.string(), format, optimizer;
-  int64_t version = 0;
-  if (m.is_discarded() || !r.string(m, "format", where, format) ||
-      format != "fsdp-checkpoint" || !r.integer(m, "version", where, version) ||
-      version != 2)
-    return Status::error(where + ": not a version 2 checkpoint manifest" +
-                         (r.status ? "" : " (" + r.status.message() + ")"));
-  position.skippedUpdates = 0;
-  if (!r.integer(m, "step", where, position.step) ||
-      !r.integer(m, "skipped_updates", where, position.skippedUpdates,
-                 /*required=*/false) ||
-      !r.unsignedInteger(m, "seed", where, position.seed, false) ||
-      !r.string(m, "data", where, position.data, false) ||
-      !r.string(m, "optimizer", where, optimizer) || !r.field(m, "params", where))
-    return r.status;
-  if (!m["params"].is_object())
-    return Status::error(where + ".params: expected an object");
-  if (optimizer != plan.train.optimizer)
+  Manifest m;
+  FSDP_RETURN_IF_ERROR(parseManifest(text, manifestPath.string(), m));
+  if (m.optimizer != plan.train.optimizer)
     return Status::error(base.string() + ": saved with optimizer '" +
-                         optimizer + "', the plan uses '" +
+                         m.optimizer + "', the plan uses '" +
                          plan.train.optimizer + "'");
-  if (position.step < 0 || position.skippedUpdates < 0 ||
-      position.skippedUpdates > position.step)
-    return Status::error(manifestPath.string() + ": step " +
-                         std::to_string(position.step) + " with " +
-                         std::to_string(position.skippedUpdates) +
-                         " skipped updates is not a training position");
+  position = m.position;
 
   std::map<std::string, std::map<std::string, LoadedTensor>> files;
   auto tensor = [&](const std::string &file,
                     const std::string &key) -> const LoadedTensor * {
-    if (file.find('/') != std::string::npos ||
-        file.find("..") != std::string::npos)
-      return nullptr;
     auto it = files.find(file);
     if (it == files.end()) {
       std::map<std::string, LoadedTensor> loaded;
@@ -434,45 +477,34 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamInfo &p = plan.params[i];
     std::string where = base.string() + ": parameter '" + p.name + "'";
-    auto entry = m["params"].find(p.name);
-    if (entry == m["params"].end() || !entry->is_object() ||
-        !entry->contains("pieces") || !(*entry)["pieces"].is_array())
+    auto entry = m.params.find(p.name);
+    if (entry == m.params.end())
       return Status::error(where + " is missing");
-    std::vector<int64_t> shape;
-    bool started = false;
-    if (!r.dims(*entry, "shape", where, shape) ||
-        !r.boolean(*entry, "momentum_started", where, started, false))
-      return r.status;
-    if (shape != p.shape)
+    const Manifest::Param &saved = entry->second;
+    if (saved.shape != p.shape)
       return Status::error(where + " has another shape");
+    bool started = saved.momentumStarted;
     for (const StateName &sn : stateNames(plan, i)) {
       if (sn.state == Executor::State::First &&
           plan.train.optimizer != "adamw" && !started)
         continue;
       for (const Piece &want : exec.statePieces(i, sn.state)) {
+        // The pieces overlap none of each other (parseManifest), so the
+        // elements they give add up to the coverage.
         int64_t covered = 0;
-        for (const auto &saved : (*entry)["pieces"]) {
-          int64_t b = -1, c = -1;
-          std::string file;
-          if (!r.integer(saved, "begin", where + ".pieces[]", b) ||
-              !r.integer(saved, "count", where + ".pieces[]", c) ||
-              !r.string(saved, "file", where + ".pieces[]", file))
-            return r.status;
-          if (b < 0 || c < 0 || b > (int64_t(1) << 40) || c > (int64_t(1) << 40))
-            return Status::error(where + ": a piece [" + std::to_string(b) +
-                                 ", +" + std::to_string(c) +
-                                 ") is not a range of the parameter");
+        for (const Manifest::Piece &piece : saved.pieces) {
+          int64_t b = piece.begin, c = piece.count;
           int64_t lo = std::max(b, want.begin),
                   hi = std::min(b + c, want.begin + want.count);
-          if (b < 0 || c < 0 || lo >= hi)
+          if (lo >= hi)
             continue;
           std::string key = p.name + sn.suffix + "#" + std::to_string(b);
-          const LoadedTensor *t = tensor(file, key);
+          const LoadedTensor *t = tensor(piece.file, key);
           if (!t || (int64_t)t->data.size() != c)
             return Status::error(where + ": '" + key + "' is missing from " +
-                                 file + " or has the wrong size");
+                                 piece.file + " or has the wrong size");
           if (!allFinite(t->data.data() + (lo - b), hi - lo))
-            return Status::error(where + ": '" + key + "' in " + file +
+            return Status::error(where + ": '" + key + "' in " + piece.file +
                                  " holds a non-finite value");
           std::copy(t->data.begin() + (lo - b), t->data.begin() + (hi - b),
                     want.dst + (lo - want.begin));

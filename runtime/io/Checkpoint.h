@@ -67,6 +67,30 @@ Status keepLatest(const std::string &dir, int64_t keep, int64_t current);
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position);
 
+/// A checkpoint's manifest.json as loadCheckpoint trusts it: every field
+/// typed, a training position (0 <= skipped updates <= step), and per
+/// parameter its pieces: ranges within [0, 2^40), sorted by their start
+/// and overlapping none of the others, each in a shard file of the
+/// checkpoint's own directory (a bare file name).
+struct Manifest {
+  struct Piece {
+    int64_t begin = 0, count = 0;
+    std::string file;
+  };
+  struct Param {
+    std::vector<int64_t> shape;
+    bool momentumStarted = false;
+    std::vector<Piece> pieces;
+  };
+  TrainingPosition position;
+  std::string optimizer;
+  std::map<std::string, Param> params;
+};
+/// Parses and checks a manifest's text; `where` names it in errors (the
+/// fuzzing entry point).
+Status parseManifest(const std::string &text, const std::string &where,
+                     Manifest &out);
+
 /// Loads `dir`'s latest checkpoint (or `dir` itself if it is one) into the
 /// pieces this rank keeps.
 Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,

@@ -146,9 +146,8 @@ Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
   return Status::ok();
 }
 
-Status readNpz(const std::string &path, std::map<std::string, Array> &arrays) {
-  std::string z;
-  FSDP_RETURN_IF_ERROR(readFile(path, z));
+Status parseNpz(const std::string &z, const std::string &path,
+                std::map<std::string, Array> &arrays) {
   size_t at = 0;
   while (at + 30 <= z.size() && u32(z, at) == 0x04034b50) {
     uint16_t flags = u16(z, at + 6), method = u16(z, at + 8);
@@ -219,39 +218,44 @@ private:
 
 class BinTokens : public DataSource {
 public:
-  BinTokens(std::vector<uint16_t> tokens, size_t ids, int64_t targets,
+  /// `file`: the whole .bin file, its tokens `count` uint16 after the
+  /// header.
+  BinTokens(std::string file, int64_t count, size_t ids, int64_t targets,
             int64_t batch, int64_t seq, int64_t rank, int64_t world)
-      : tokens(std::move(tokens)), ids(ids), targets(targets), batch(batch),
-        seq(seq), rank(rank), world(world) {}
+      : file(std::move(file)), count(count), ids(ids), targets(targets),
+        batch(batch), seq(seq), rank(rank), world(world) {}
   Status next(int64_t step, const std::vector<void *> &dest) override {
-    int64_t windows = ((int64_t)tokens.size() - 1) / seq;
+    int64_t windows = (count - 1) / seq;
     for (int64_t b = 0; b < batch; ++b) {
       int64_t w = ((step * world + rank) * batch + b) % windows;
-      const uint16_t *src = tokens.data() + w * seq;
+      size_t src = kHeaderBytes + size_t(w * seq) * 2;
       int64_t *in = static_cast<int64_t *>(dest[ids]) + b * seq;
       for (int64_t t = 0; t < seq; ++t)
-        in[t] = src[t];
+        in[t] = u16(file, src + 2 * t);
       if (targets >= 0) {
         int64_t *tg = static_cast<int64_t *>(dest[targets]) + b * seq;
         for (int64_t t = 0; t < seq; ++t)
-          tg[t] = src[t + 1];
+          tg[t] = u16(file, src + 2 * (t + 1));
       }
     }
     return Status::ok();
   }
+  static constexpr size_t kHeaderBytes = 256 * 4;
 
 private:
-  std::vector<uint16_t> tokens;
+  std::string file;
+  int64_t count;
   size_t ids;
   int64_t targets, batch, seq, rank, world;
 };
 
 } // namespace
 
-Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
-                    int64_t rank, int64_t worldSize,
-                    std::unique_ptr<DataSource> &out) {
-  int64_t ids = -1, targets = -1;
+namespace {
+/// The plan's token inputs: `ids` (the first integer input) and `targets`
+/// (-1 if none), [batch, seqLen] each.
+Status tokenInputs(const Plan &plan, const std::string &path, int64_t seqLen,
+                   int64_t &ids, int64_t &targets) {
   for (size_t i = 0; i < plan.inputs.size(); ++i) {
     const TensorRef &t = plan.inputs[i];
     if (t.dtype != DType::I64)
@@ -274,28 +278,38 @@ Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
     return Status::error("--seq-len " + std::to_string(seqLen) +
                          " differs from the plan's sequence length " +
                          std::to_string(in.shape[1]));
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Status::error(path + ": cannot open");
-  int32_t header[256];
-  if (!f.read(reinterpret_cast<char *>(header), sizeof(header)) ||
-      header[0] != 20240520 || header[1] != 1 || header[2] < 0)
+  return Status::ok();
+}
+} // namespace
+
+Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
+                    int64_t rank, int64_t worldSize,
+                    std::unique_ptr<DataSource> &out) {
+  std::string bytes;
+  FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the token file"));
+  return binTokenDataFromBytes(std::move(bytes), path, plan, seqLen, rank,
+                               worldSize, out);
+}
+
+Status binTokenDataFromBytes(std::string bytes, const std::string &path,
+                             const Plan &plan, int64_t seqLen, int64_t rank,
+                             int64_t worldSize,
+                             std::unique_ptr<DataSource> &out) {
+  int64_t ids = -1, targets = -1;
+  FSDP_RETURN_IF_ERROR(tokenInputs(plan, path, seqLen, ids, targets));
+  const TensorRef &in = plan.inputs[ids];
+  if (bytes.size() < BinTokens::kHeaderBytes ||
+      (int32_t)u32(bytes, 0) != 20240520 || (int32_t)u32(bytes, 4) != 1 ||
+      (int32_t)u32(bytes, 8) < 0)
     return Status::error(
         path + ": not an llm.c token file (magic 20240520, version 1)");
-  // The file's size before the header's count sizes anything.
-  std::streamoff begin = f.tellg();
-  f.seekg(0, std::ios::end);
-  std::streamoff available = f.tellg() - begin;
-  f.seekg(begin);
-  if (!f || (std::streamoff)header[2] * 2 > available)
+  // The file's size, not the header's count, bounds what is read.
+  int64_t count = (int32_t)u32(bytes, 8);
+  if (count > int64_t(bytes.size() - BinTokens::kHeaderBytes) / 2)
     return Status::error(path + ": holds fewer tokens than its header says");
-  std::vector<uint16_t> tokens((size_t)header[2]);
-  if (!f.read(reinterpret_cast<char *>(tokens.data()),
-              (std::streamsize)tokens.size() * 2))
-    return Status::error(path + ": holds fewer tokens than its header says");
-  if ((int64_t)tokens.size() < seqLen + 1)
+  if (count < seqLen + 1)
     return Status::error(path + ": fewer than seq-len + 1 tokens");
-  out = std::make_unique<BinTokens>(std::move(tokens), ids, targets,
+  out = std::make_unique<BinTokens>(std::move(bytes), count, ids, targets,
                                     in.shape[0], seqLen, rank, worldSize);
   return Status::ok();
 }
@@ -306,8 +320,16 @@ std::unique_ptr<DataSource> syntheticData(const Plan &plan, uint64_t seed) {
 
 Status npzData(const std::string &path, const Plan &plan, int64_t rank,
                int64_t worldSize, std::unique_ptr<DataSource> &out) {
+  std::string bytes;
+  FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the data archive"));
+  return npzDataFromBytes(bytes, path, plan, rank, worldSize, out);
+}
+
+Status npzDataFromBytes(const std::string &bytes, const std::string &path,
+                        const Plan &plan, int64_t rank, int64_t worldSize,
+                        std::unique_ptr<DataSource> &out) {
   std::map<std::string, Array> arrays;
-  FSDP_RETURN_IF_ERROR(readNpz(path, arrays));
+  FSDP_RETURN_IF_ERROR(parseNpz(bytes, path, arrays));
   std::vector<Array> ordered;
   for (const TensorRef &t : plan.inputs) {
     auto it = arrays.find(t.name);

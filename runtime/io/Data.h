@@ -28,6 +28,12 @@ std::unique_ptr<DataSource> syntheticData(const Plan &plan, uint64_t seed);
 Status npzData(const std::string &path, const Plan &plan, int64_t rank,
                int64_t worldSize, std::unique_ptr<DataSource> &out);
 
+/// The same on an archive's bytes in memory; `where` names it in errors
+/// (the fuzzing entry point).
+Status npzDataFromBytes(const std::string &bytes, const std::string &where,
+                        const Plan &plan, int64_t rank, int64_t worldSize,
+                        std::unique_ptr<DataSource> &out);
+
 /// A token stream in llm.c's .bin format (a 256-int32 header: magic
 /// 20240520, version 1, token count; then uint16 tokens). Each row of batch
 /// `step` is a window of `seqLen` tokens for the first integer input and the
@@ -36,6 +42,11 @@ Status npzData(const std::string &path, const Plan &plan, int64_t rank,
 Status binTokenData(const std::string &path, const Plan &plan, int64_t seqLen,
                     int64_t rank, int64_t worldSize,
                     std::unique_ptr<DataSource> &out);
+/// The same on the file's bytes (kept as the token store).
+Status binTokenDataFromBytes(std::string bytes, const std::string &where,
+                             const Plan &plan, int64_t seqLen, int64_t rank,
+                             int64_t worldSize,
+                             std::unique_ptr<DataSource> &out);
 
 /// Writes tensors as a safetensors file readable by PyTorch/HF loaders.
 struct NamedTensor {

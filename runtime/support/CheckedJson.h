@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace fsdp {
@@ -29,6 +30,10 @@ struct JsonReader {
       status = Status::error(where + ": " + what);
     return false;
   }
+
+  /// An optional field that is absent is fine, unless `obj` was not an
+  /// object at all (field() failed).
+  bool absent(bool required) const { return !required && status.isOk(); }
 
   const json *field(const json &obj, const std::string &key,
                     const std::string &where, bool required = true) {
@@ -47,9 +52,11 @@ struct JsonReader {
                const std::string &where, int64_t &out, bool required = true) {
     const json *f = field(obj, key, where, required);
     if (!f)
-      return !required;
-    if (!f->is_number_integer())
-      return fail(where + "." + key, "expected an integer");
+      return absent(required);
+    if (!f->is_number_integer() ||
+        (f->is_number_unsigned() &&
+         f->get<uint64_t>() > uint64_t(INT64_MAX)))
+      return fail(where + "." + key, "expected an integer of 64 bits");
     out = f->get<int64_t>();
     return true;
   }
@@ -59,7 +66,7 @@ struct JsonReader {
                        bool required = true) {
     const json *f = field(obj, key, where, required);
     if (!f)
-      return !required;
+      return absent(required);
     if (!f->is_number_unsigned())
       return fail(where + "." + key, "expected a non-negative integer");
     out = f->get<uint64_t>();
@@ -70,7 +77,7 @@ struct JsonReader {
               double &out, bool required = true) {
     const json *f = field(obj, key, where, required);
     if (!f)
-      return !required;
+      return absent(required);
     if (!f->is_number())
       return fail(where + "." + key, "expected a number");
     out = f->get<double>();
@@ -81,7 +88,7 @@ struct JsonReader {
                const std::string &where, bool &out, bool required = true) {
     const json *f = field(obj, key, where, required);
     if (!f)
-      return !required;
+      return absent(required);
     if (!f->is_boolean())
       return fail(where + "." + key, "expected true or false");
     out = f->get<bool>();
@@ -92,7 +99,7 @@ struct JsonReader {
               std::string &out, bool required = true) {
     const json *f = field(obj, key, where, required);
     if (!f)
-      return !required;
+      return absent(required);
     if (!f->is_string())
       return fail(where + "." + key, "expected a string");
     out = f->get<std::string>();
