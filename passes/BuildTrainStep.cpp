@@ -300,6 +300,17 @@ void FsdpBuildTrainStep::runOnOperation() {
       }
   }
 
+  // A step that trains nothing is a mistake, not a plan (a --frozen that
+  // matches every name; a model without float parameters).
+  if (trained.empty()) {
+    if (frozen.empty())
+      module.emitError("the model has no floating-point parameter to train");
+    else
+      module.emitError("--frozen '")
+          << frozen << "' matches every parameter: nothing to train";
+    return signalPassFailure();
+  }
+
   if (lossDef)
     lossDef->setAttr(kLossAttr, UnitAttr::get(&getContext()));
   Value differentiated = *lossValue;

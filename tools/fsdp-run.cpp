@@ -310,6 +310,20 @@ int main(int argc, char **argv) {
         "'"));
   }
 
+  // The checkpoint directory is this run's (a second job on it fails here,
+  // naming the holder) and writable, known before the first step and
+  // before a checkpoint in it is read (the holder may be writing it).
+  CheckpointDirLock dirLock;
+  if (!checkpointDir.empty()) {
+    Status locked = leader ? dirLock.acquire(checkpointDir) : Status::ok();
+    Status agreed = exec.agree(locked.isOk(), "taking " + checkpointDir);
+    if (!locked)
+      return fail(locked);
+    if (!agreed)
+      return fail(agreed);
+    if (leader)
+      removeLeftovers(checkpointDir); // ours now: a crash's half-saves go
+  }
   TrainingPosition position{0, 0, seed, data};
   if (!resume.empty()) {
     TrainingPosition saved;
@@ -329,19 +343,6 @@ int main(int argc, char **argv) {
     if (!quiet)
       std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
-  }
-  // The checkpoint directory is this run's (a second job on it fails here,
-  // naming the holder) and writable, known before the first step.
-  CheckpointDirLock dirLock;
-  if (!checkpointDir.empty()) {
-    Status locked = leader ? dirLock.acquire(checkpointDir) : Status::ok();
-    Status agreed = exec.agree(locked.isOk(), "taking " + checkpointDir);
-    if (!locked)
-      return fail(locked);
-    if (!agreed)
-      return fail(agreed);
-    if (leader)
-      removeLeftovers(checkpointDir); // ours now: a crash's half-saves go
   }
   // Every rank writes its shard of the state; rank 0 the manifest, last.
   auto checkpoint = [&](int64_t done) -> Status {

@@ -329,6 +329,19 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   FSDP_RETURN_IF_ERROR(exec.agree(made.isOk(), "creating " + tmp.string()));
   if (!made)
     return made;
+  // From here a failed save leaves nothing behind: the leader removes the
+  // temporary directory on any return before the commit (each failure
+  // below is agreed first, so no rank is still writing into it).
+  struct RemoveUnlessCommitted {
+    bool leader;
+    const fs::path &tmp;
+    bool committed = false;
+    ~RemoveUnlessCommitted() {
+      std::error_code ignored;
+      if (leader && !committed)
+        fs::remove_all(tmp, ignored);
+    }
+  } cleanup{leader, tmp};
 
   Status wrote = Status::ok();
   bool writer = !tensors.empty() || leader;
@@ -353,7 +366,10 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
       fs::rename(tmp, final, ec);
       if (ec)
         done = Status::error(final.string() +
-                             ": cannot rename the checkpoint into place");
+                             ": cannot rename the checkpoint into place (" +
+                             ec.message() + ")");
+      else
+        cleanup.committed = true;
     }
     if (done) {
       // Point `latest` at it, atomically (never through a planted link).
