@@ -68,7 +68,15 @@ Status Executor::init(const Plan &p, Comm &comm_,
   // arena and the optimizer moments, and the process peaks at the step, as
   // the plan predicts.
   if (loadWeights) {
-    FSDP_RETURN_IF_ERROR(loadWeights());
+    // Every rank learns whether every rank loaded (one that cannot read its
+    // file would otherwise leave the others waiting at their first
+    // collective until --comm-timeout).
+    spareSlot = (int64_t)(p.program.size() + p.update.size());
+    comm->reserve(spareSlot + 1);
+    Status loaded = loadWeights();
+    Status agreed = agree(loaded.isOk(), "loading the weights");
+    FSDP_RETURN_IF_ERROR(loaded);
+    FSDP_RETURN_IF_ERROR(agreed);
 #ifdef __GLIBC__
     // The reader's freed buffers (protobuf strings below glibc's mmap
     // threshold) would otherwise stay resident in the heap for the run.
