@@ -31,11 +31,17 @@ warnings.filterwarnings("ignore")
 # GPT-2
 # --------------------------------------------------------------------------
 class GPT2Attention(nn.Module):
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, mask_buffer_t=0):
         super().__init__()
         self.heads = heads
         self.c_attn = nn.Linear(d, 3 * d)
         self.c_proj = nn.Linear(d, d)
+        # --mask-buffer: the causal mask registered in every block, as
+        # nanoGPT and minGPT do (torch.onnx.export merges the identical
+        # buffers into one initializer named for block 0).
+        if mask_buffer_t:
+            t = mask_buffer_t
+            self.register_buffer("bias", torch.tril(torch.ones(t, t)).view(1, 1, t, t))
 
     def forward(self, x):
         B, T, C = x.size()
@@ -45,7 +51,10 @@ class GPT2Attention(nn.Module):
         k = k.view(B, T, self.heads, hd).transpose(1, 2)
         v = v.view(B, T, self.heads, hd).transpose(1, 2)
         att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        mask = torch.tril(torch.ones(T, T, device=x.device)).view(1, 1, T, T)
+        if hasattr(self, "bias"):
+            mask = self.bias[:, :, :T, :T]
+        else:
+            mask = torch.tril(torch.ones(T, T, device=x.device)).view(1, 1, T, T)
         att = att.masked_fill(mask == 0, float("-inf"))
         att = F.softmax(att, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
@@ -63,10 +72,10 @@ class GPT2MLP(nn.Module):
 
 
 class GPT2Block(nn.Module):
-    def __init__(self, d, heads):
+    def __init__(self, d, heads, mask_buffer_t=0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(d)
-        self.attn = GPT2Attention(d, heads)
+        self.attn = GPT2Attention(d, heads, mask_buffer_t)
         self.ln_2 = nn.LayerNorm(d)
         self.mlp = GPT2MLP(d)
 
@@ -76,11 +85,12 @@ class GPT2Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, vocab, d, layers, heads, max_t, tied=True):
+    def __init__(self, vocab, d, layers, heads, max_t, tied=True, mask_buffer=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
         self.wpe = nn.Embedding(max_t, d)
-        self.h = nn.ModuleList([GPT2Block(d, heads) for _ in range(layers)])
+        self.h = nn.ModuleList([GPT2Block(d, heads, max_t if mask_buffer else 0)
+                                for _ in range(layers)])
         self.ln_f = nn.LayerNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
         if tied:
@@ -284,7 +294,8 @@ def build(args):
     B, T, V = args.batch, args.seq, args.vocab
     ids = torch.randint(0, V, (B, T))
     if args.model == "gpt2":
-        model = GPT2(V, args.dim, args.layers, args.heads, T, tied=not args.untied)
+        model = GPT2(V, args.dim, args.layers, args.heads, T, tied=not args.untied,
+                     mask_buffer=args.mask_buffer)
         inputs = {"input_ids": ids}
         if args.loss:
             inputs["targets"] = torch.randint(0, V, (B, T))
@@ -338,6 +349,8 @@ def parse_args(argv):
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--dynamic-batch", action="store_true")
     p.add_argument("--untied", action="store_true", help="gpt2: untie lm_head")
+    p.add_argument("--mask-buffer", action="store_true",
+                   help="gpt2: a causal-mask buffer registered in every block (nanoGPT)")
     p.add_argument("--loss", nargs="?", const="default", default="",
                    help="put the loss in the graph (mlp: mse|bce|nll)")
     p.add_argument("--external-data", action="store_true")

@@ -16,6 +16,8 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Regex.h"
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -44,12 +46,75 @@ bool within(StringRef path, StringRef module) {
           path[module.size()] == '.');
 }
 
-/// transformer: the `<prefix>.<index>` family with the most members whose
-/// parameter structure (names relative to the block, shapes) agrees.
+/// A family of repeated blocks: `<prefix><sep><index>` module paths
+/// (`h.0`, `layers.11`, `layer_3`, `encoder.layers.encoder_layer_5`).
+struct Family {
+  std::string prefix;
+  char sep = '.';
+  /// index -> each member's structure (names relative to the block, with
+  /// shapes) and parameters.
+  std::map<int64_t, std::pair<std::set<std::string>, SmallVector<ParameterOp>>>
+      members;
+  /// After isomorphism: what every member computes with, and the
+  /// parameters some members hold besides (a buffer the exporter merged
+  /// into block 0), which belong to no block.
+  std::set<std::string> common;
+  SmallVector<ParameterOp> extras;
+  int64_t depth() const { return llvm::count(prefix, '.'); }
+  std::string block(int64_t index) const {
+    return prefix + sep + std::to_string(index);
+  }
+};
+
+/// Whether the family's blocks compute the same thing: every member holds
+/// the structure all members share, and at most one holds more than it
+/// (an initializer shared by all blocks, e.g. a causal mask registered in
+/// each and merged into one by torch.onnx.export, is named for the first
+/// block that reads it): those parameters leave the block.
+bool isomorphic(Family &f) {
+  if (f.members.size() < 2)
+    return false;
+  std::set<std::string> common = f.members.begin()->second.first;
+  for (auto &[index, m] : f.members) {
+    std::set<std::string> both;
+    std::set_intersection(common.begin(), common.end(), m.first.begin(),
+                          m.first.end(), std::inserter(both, both.begin()));
+    common = std::move(both);
+  }
+  if (common.empty())
+    return false;
+  size_t exact = 0;
+  for (auto &[index, m] : f.members)
+    exact += m.first.size() == common.size();
+  if (exact + 1 < f.members.size())
+    return false;
+  f.common = common;
+  for (auto &[index, m] : f.members) {
+    if (m.first.size() == common.size())
+      continue;
+    std::string blockPath = f.block(index);
+    SmallVector<ParameterOp> kept;
+    for (ParameterOp p : m.second) {
+      std::string shape;
+      llvm::raw_string_ostream os(shape);
+      os << p.getTensorType();
+      std::string key =
+          p.getSymName().drop_front(blockPath.size()).str() + ":" + shape;
+      (common.count(key) ? kept : f.extras).push_back(p);
+    }
+    m.second = std::move(kept);
+  }
+  return true;
+}
+
+/// transformer: one unit per block of each family of isomorphic repeated
+/// blocks, the family with the most blocks first (the shallowest of equal
+/// ones); a family whose parameters an earlier one took is skipped (the
+/// `mlp.0`, `mlp.2` inside a block). With a pattern, only families whose
+/// prefix matches it.
 FailureOr<SmallVector<Group>> transformerGroups(ModuleOp module,
                                                 ArrayRef<ParameterOp> params,
                                                 StringRef pattern) {
-  llvm::Regex block("^(.*[a-zA-Z_])\\.([0-9]+)(\\.|$)");
   std::optional<llvm::Regex> explicitPrefix;
   if (!pattern.empty()) {
     explicitPrefix.emplace(("^(" + pattern + ")$").str());
@@ -58,48 +123,93 @@ FailureOr<SmallVector<Group>> transformerGroups(ModuleOp module,
       return module.emitError("invalid --wrap=transformer pattern '")
              << pattern << "': " << error;
   }
-  // prefix -> index -> (relative name, shape) structure and parameters.
-  std::map<std::string, std::map<int64_t, std::pair<std::set<std::string>,
-                                                    SmallVector<ParameterOp>>>>
-      families;
+  // Every component of a parameter's module path that ends in an index
+  // after '.' or '_' opens a candidate family (not only the deepest: in
+  // `encoder.layers.encoder_layer_0.mlp.0` both `...encoder_layer` and
+  // `...encoder_layer_0.mlp` are candidates).
+  std::map<std::pair<std::string, char>, Family> families;
   for (ParameterOp p : params) {
-    SmallVector<StringRef> m;
-    if (!block.match(p.getModulePath(), &m))
-      continue;
-    if (explicitPrefix && !explicitPrefix->match(m[1]))
-      continue;
-    int64_t index = 0;
-    m[2].getAsInteger(10, index);
-    std::string blockPath = (m[1] + "." + m[2]).str();
-    std::string shape;
-    llvm::raw_string_ostream os(shape);
-    os << p.getTensorType();
-    auto &member = families[m[1].str()][index];
-    member.first.insert(p.getSymName().drop_front(blockPath.size()).str() +
-                        ":" + shape);
-    member.second.push_back(p);
-  }
-  const std::string *best = nullptr;
-  size_t bestSize = 0;
-  for (auto &[prefix, members] : families) {
-    // Isomorphic blocks: every member has the first member's structure.
-    const auto &first = members.begin()->second.first;
-    bool same = llvm::all_of(
-        members, [&](auto &kv) { return kv.second.first == first; });
-    if (same && members.size() > bestSize && members.size() >= 2) {
-      best = &prefix;
-      bestSize = members.size();
+    StringRef path = p.getModulePath();
+    for (size_t end = 1; end <= path.size(); ++end) {
+      if (end < path.size() && path[end] != '.')
+        continue;
+      StringRef head = path.take_front(end);
+      size_t digits = head.size();
+      while (digits > 0 && llvm::isDigit(head[digits - 1]))
+        --digits;
+      if (digits == head.size() || digits < 2)
+        continue;
+      char sep = head[digits - 1];
+      if (sep != '.' && sep != '_')
+        continue;
+      StringRef prefix = head.take_front(digits - 1);
+      if (prefix.empty() || !(llvm::isAlpha(prefix.back()) ||
+                              prefix.back() == '_'))
+        continue;
+      int64_t index = 0;
+      if (head.drop_front(digits).getAsInteger(10, index))
+        continue;
+      Family &f = families[{prefix.str(), sep}];
+      f.prefix = prefix.str();
+      f.sep = sep;
+      std::string shape;
+      llvm::raw_string_ostream os(shape);
+      os << p.getTensorType();
+      auto &member = f.members[index];
+      member.first.insert(p.getSymName().drop_front(head.size()).str() + ":" +
+                          shape);
+      member.second.push_back(p);
     }
   }
-  if (!best) {
-    if (!pattern.empty())
-      return module.emitError("--wrap=transformer:")
-             << pattern << " matches no repeated block";
-    return SmallVector<Group>();
+  SmallVector<Family *> candidates, found;
+  for (auto &[key, f] : families) {
+    if (!isomorphic(f))
+      continue;
+    found.push_back(&f);
+    if (!explicitPrefix || explicitPrefix->match(f.prefix))
+      candidates.push_back(&f);
   }
+  llvm::stable_sort(candidates, [](Family *a, Family *b) {
+    return a->members.size() != b->members.size()
+               ? a->members.size() > b->members.size()
+               : a->depth() < b->depth();
+  });
+  std::set<Operation *> taken;
   SmallVector<Group> groups;
-  for (auto &[index, member] : families[*best])
-    groups.push_back({*best + "." + std::to_string(index), member.second});
+  for (Family *f : candidates) {
+    bool free = llvm::all_of(f->members, [&](auto &kv) {
+      return llvm::none_of(kv.second.second, [&](ParameterOp p) {
+        return taken.count(p.getOperation());
+      });
+    });
+    if (!free)
+      continue;
+    for (auto &[index, member] : f->members) {
+      for (ParameterOp p : member.second)
+        taken.insert(p);
+      groups.push_back({f->block(index), member.second});
+    }
+    for (ParameterOp p : f->extras)
+      emitRemark(p.getLoc())
+          << "'" << p.getSymName() << "' is in no unit of '" << f->prefix
+          << "': the other blocks have no such parameter (a buffer shared by "
+             "every block and merged into one by the exporter); it joins the "
+             "root unit";
+  }
+  if (groups.empty() && !pattern.empty()) {
+    // One line naming what there is to choose from.
+    std::string names;
+    llvm::stable_sort(found, [](Family *a, Family *b) {
+      return a->members.size() > b->members.size();
+    });
+    for (Family *f : found)
+      names += (names.empty() ? "" : ", ") + f->prefix + " (" +
+               std::to_string(f->members.size()) + " blocks)";
+    return module.emitError("--wrap=transformer:")
+           << pattern << " matches no repeated block; "
+           << (names.empty() ? "the model has none"
+                             : "repeated blocks found: " + names);
+  }
   return groups;
 }
 

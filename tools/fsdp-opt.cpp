@@ -154,6 +154,11 @@ static llvm::cl::opt<std::string> checkpointingOpt(
                    "| ops: recompute all but its matmuls and attention | "
                    "UNIT[:ops],...: those units"),
     llvm::cl::init("none"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> emitOpt(
+    "emit",
+    llvm::cl::desc("what -o receives: plan | mlir (default: a plan for a "
+                   "*.plan output, MLIR text otherwise)"),
+    llvm::cl::init(""), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
              llvm::cl::init(false), llvm::cl::cat(trainCategory));
@@ -365,7 +370,7 @@ private:
 };
 
 static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
-                   const MlirOptMainConfig &config) {
+                   bool plan, const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
   // An error names the flag, file or op; it is never followed by the whole
   // module (MLIR appends the failing operation, here the module, by default).
@@ -380,7 +385,6 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
   if (!module)
     return 1;
 
-  bool plan = StringRef(output).ends_with(".plan");
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)))
@@ -477,9 +481,32 @@ int main(int argc, char **argv) {
                  << ": is the input; write the output elsewhere\n";
     return 1;
   }
+  // What is written follows --emit, else the output's extension: a plan
+  // for `*.plan`, MLIR text otherwise. Said when the name does not say it
+  // (`-o model.p2` silently wrote MLIR).
+  bool plan;
+  if (emitOpt == "plan" || emitOpt == "mlir") {
+    plan = emitOpt == "plan";
+  } else if (emitOpt.empty()) {
+    plan = StringRef(output).ends_with(".plan");
+  } else {
+    llvm::errs() << "fsdp-opt: error: --emit=" << emitOpt
+                 << ": expected plan or mlir\n";
+    return 1;
+  }
+  if (unitsOpt && !plan) {
+    llvm::errs() << "fsdp-opt: error: --units prints the units of a plan; "
+                    "this compile writes MLIR (--emit=plan)\n";
+    return 1;
+  }
+  if (emitOpt.empty() && !plan && output != "-" &&
+      !StringRef(output).ends_with(".mlir"))
+    llvm::errs() << "fsdp-opt: note: writing MLIR text to " << output
+                 << " (a plan is written for a *.plan output or with "
+                    "--emit=plan)\n";
   if (StringRef(input).ends_with(".onnx"))
-    return runOnnx(registry, input, output, config);
-  if (StringRef(output).ends_with(".plan"))
+    return runOnnx(registry, input, output, plan, config);
+  if (plan)
     return runMlirToPlan(registry, input, output, config);
   if (batchSize.getNumOccurrences() || summary) {
     llvm::errs() << "fsdp-opt: --batch-size and --summary apply to .onnx "

@@ -112,7 +112,13 @@ def main():
                          ["--strategy=full-shard", "--activation-checkpointing=units"],
                          ["--strategy=hybrid-shard", "--replicate-groups=2"]]
         # GPT-2 ties its embeddings; a vocabulary of 97 divides by no world size.
+        # nanoGPT's pattern: a causal-mask buffer in every block, merged by
+        # the exporter into one initializer named for block 0; the default
+        # wrap policy must still find the blocks (one unit each).
+        nano_configs = [["--strategy=full-shard"],
+                        ["--strategy=full-shard", "--activation-checkpointing=units"]]
         cases = [("gpt2", ["gpt2", "--loss", "--vocab", "97"], {}, gpt2_configs),
+                 ("nanogpt-mask-buffer", ["gpt2", "--loss", "--mask-buffer"], {}, nano_configs),
                  ("llama-clip-accum", ["llama", "--loss"], {"grad-clip": 0.5, "grad-accum": 2},
                   llama_configs)]
         for name, gen_args, opts, configs in cases:

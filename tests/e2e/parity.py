@@ -274,6 +274,9 @@ CASES = {
     "mlp-mse": (["mlp", "--loss", "mse"], {}),
     "mlp-nll-sgd": (["mlp", "--loss", "nll"], {"optimizer": "sgd", "lr": 0.05, "momentum": 0.9}),
     "gpt2-tied": (["gpt2"], {}),
+    # nanoGPT's pattern: a causal-mask buffer in every block (merged into
+    # one initializer by the exporter; PyTorch never updates it).
+    "gpt2-mask-buffer": (["gpt2", "--mask-buffer"], {}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
     "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),
