@@ -8,7 +8,8 @@ Run with Debian's interpreter (/usr/bin/python3) and python3-torch 1.13:
 Models: gpt2 (tied or untied embeddings, LayerNorm, tanh-GELU, causal mask
 via tril/masked_fill), llama (RMSNorm, RoPE, SwiGLU, grouped-query
 attention), bert (erf-GELU, padding mask as an input, classifier head) and
-mlp (Gemm + ReLU). --loss puts a loss inside the graph. Exports use
+mlp (Gemm + ReLU), encoder (torch's own nn.TransformerEncoder between an
+embedding and a head). --loss puts a loss inside the graph. Exports use
 do_constant_folding=False, as the importer's shape folding is what is
 tested. --shapes-json prints the expected input/output shapes.
 """
@@ -288,6 +289,24 @@ class MLP(nn.Module):
         return F.nll_loss(F.log_softmax(x, dim=-1), targets)
 
 
+# --------------------------------------------------------------------------
+# torch's own nn.TransformerEncoder (code the project did not write)
+# --------------------------------------------------------------------------
+class TorchEncoder(nn.Module):
+    def __init__(self, vocab, d, layers, heads, ffn):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        layer = nn.TransformerEncoderLayer(d, heads, ffn, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, input_ids, targets=None):
+        logits = self.head(self.encoder(self.embed(input_ids)))
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
 def build(args):
     """The model and example inputs (names -> tensors)."""
     torch.manual_seed(args.seed)
@@ -302,6 +321,11 @@ def build(args):
     elif args.model == "llama":
         model = Llama(V, args.dim, args.layers, args.heads, args.kv_heads,
                       args.ffn or 2 * args.dim)
+        inputs = {"input_ids": ids}
+        if args.loss:
+            inputs["targets"] = torch.randint(0, V, (B, T))
+    elif args.model == "encoder":
+        model = TorchEncoder(V, args.dim, args.layers, args.heads, args.ffn or 2 * args.dim)
         inputs = {"input_ids": ids}
         if args.loss:
             inputs["targets"] = torch.randint(0, V, (B, T))
@@ -334,9 +358,10 @@ def build(args):
     # Fresh LayerNorm/RMSNorm parameters are all ones or zeros, and the
     # exporter merges initializers with equal values in eval mode; perturb
     # them as training would (tied weights stay one tensor).
-    with torch.no_grad():
-        for prm in model.parameters():
-            prm.add_(0.01 * torch.randn_like(prm))
+    if not args.fresh:
+        with torch.no_grad():
+            for prm in model.parameters():
+                prm.add_(0.01 * torch.randn_like(prm))
     return model.eval(), inputs
 
 
@@ -344,7 +369,7 @@ def parse_args(argv):
     """The generator's options for a command line (without -o: no export)."""
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp"])
+    p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp", "encoder"])
     p.add_argument("-o", "--output")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--dynamic-batch", action="store_true")
@@ -354,6 +379,10 @@ def parse_args(argv):
     p.add_argument("--loss", nargs="?", const="default", default="",
                    help="put the loss in the graph (mlp: mse|bce|nll)")
     p.add_argument("--external-data", action="store_true")
+    p.add_argument("--fresh", action="store_true",
+                   help="export the parameters as initialised (copies of a layer stay equal)")
+    p.add_argument("--training-mode", action="store_true",
+                   help="export with TrainingMode.TRAINING (equal initializers stay apart)")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=16)
     p.add_argument("--vocab", type=int, default=96)
@@ -392,6 +421,8 @@ def export(argv):
     kw = {}
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kw["dynamo"] = False
+    if args.training_mode:
+        kw["training"] = torch.onnx.TrainingMode.TRAINING
     torch.onnx.export(model, tuple(inputs.values()), args.output,
                       input_names=names, output_names=[out_name],
                       dynamic_axes=dynamic, opset_version=args.opset,

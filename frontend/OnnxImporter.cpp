@@ -19,11 +19,15 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
 #include <onnx/onnx_pb.h>
+
+#include <map>
+#include <set>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -216,6 +220,7 @@ private:
                                   int64_t &offset, int64_t &length,
                                   std::string &location);
   std::string modulePathOf(const std::string &name);
+  void warnSharedAcrossBlocks();
 
   MLIRContext *ctx;
   std::string displayName, baseDir;
@@ -284,6 +289,97 @@ std::string Importer::modulePathOf(const std::string &name) {
     return llvm::join(parts, ".");
   }
   return "";
+}
+
+/// torch.onnx.export in eval mode merges initializers of equal value into
+/// one, named for its first reader. The layers of a fresh
+/// nn.TransformerEncoder (deep copies of one layer) then share every weight
+/// in the file and would train as one tied layer, where PyTorch trains them
+/// apart. Warns, once per family of blocks (`layers.N`, `encoder_layer_N`,
+/// from the node names' scopes), when float initializers are read from
+/// several of its blocks. (A buffer every block registers, nanoGPT's
+/// causal mask, is shared the same way, harmlessly: it is never trained.)
+void Importer::warnSharedAcrossBlocks() {
+  llvm::StringSet<> floats;
+  for (const auto &t : g.graph->initializer())
+    if (isa_and_nonnull<FloatType>(onnxElementType(ctx, t.data_type())))
+      floats.insert(t.name());
+  // The exporter reads a merged initializer through Identity nodes (named
+  // `Identity_N`, no scope): their outputs stand for it.
+  llvm::StringMap<std::string> alias;
+  for (int idx : g.order) {
+    const auto &node = g.graph->node(idx);
+    if (node.op_type() != "Identity" || node.input_size() != 1 ||
+        node.output_size() != 1)
+      continue;
+    const std::string &in = node.input(0);
+    if (floats.contains(in))
+      alias[node.output(0)] = in;
+    else if (auto a = alias.find(in); a != alias.end())
+      alias[node.output(0)] = a->second;
+  }
+  // family -> initializer -> block indices reading it
+  std::map<std::string, std::map<std::string, std::set<int64_t>>> reads;
+  for (const auto &node : g.graph->node()) {
+    SmallVector<StringRef> parts;
+    StringRef(node.name()).split(parts, '/', -1, /*KeepEmpty=*/false);
+    if (parts.size() < 2)
+      continue;
+    parts.pop_back();
+    // The outermost indexed scope: `layers.1`, `encoder_layer_0`.
+    std::string family;
+    int64_t index = -1;
+    for (size_t k = 0; k < parts.size() && index < 0; ++k) {
+      StringRef c = parts[k];
+      size_t digits = c.size();
+      while (digits > 0 && llvm::isDigit(c[digits - 1]))
+        --digits;
+      if (digits < 2 || digits == c.size() ||
+          (c[digits - 1] != '.' && c[digits - 1] != '_') ||
+          c.drop_front(digits).getAsInteger(10, index)) {
+        index = -1;
+        continue;
+      }
+      SmallVector<StringRef> head(parts.begin(), parts.begin() + k);
+      head.push_back(c.take_front(digits - 1));
+      family = llvm::join(head, ".");
+    }
+    if (index < 0)
+      continue;
+    for (const std::string &in : node.input()) {
+      if (floats.contains(in))
+        reads[family][in].insert(index);
+      else if (auto a = alias.find(in); a != alias.end())
+        reads[family][a->second].insert(index);
+    }
+  }
+  for (const auto &[family, byName] : reads) {
+    int64_t shared = 0;
+    const std::string *example = nullptr;
+    const std::set<int64_t> *blocks = nullptr;
+    for (const auto &[name, indices] : byName)
+      if (indices.size() > 1) {
+        ++shared;
+        if (!example) {
+          example = &name;
+          blocks = &indices;
+        }
+      }
+    if (!shared)
+      continue;
+    std::string which;
+    for (int64_t i : *blocks)
+      which += (which.empty() ? "" : ", ") + std::to_string(i);
+    emitWarning(fileLoc)
+        << shared << " initializer(s) are each read by several blocks of '"
+        << family << "' (e.g. '" << *example << "' by blocks " << which
+        << "): they are one tensor here and train as one. torch.onnx.export "
+           "merges initializers of equal value in eval mode (a freshly built "
+           "nn.TransformerEncoder's layers are copies); if these are separate "
+           "parameters in PyTorch, export with "
+           "training=torch.onnx.TrainingMode.TRAINING or after training has "
+           "made them differ";
+  }
 }
 
 LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
@@ -461,6 +557,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   }
   if (failed(checkSupported()))
     return nullptr;
+  warnSharedAcrossBlocks();
 
   module = ModuleOp::create(fileLoc);
   builder.setInsertionPointToEnd(module->getBody());

@@ -16,6 +16,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -741,8 +742,25 @@ LogicalResult lowerDropout(NodeContext &n) {
     auto training = n.requireConst(2, "training_mode");
     if (failed(training))
       return failure();
-    if ((*training)->asInt(0))
-      return n.error() << "training-mode dropout is not supported";
+    // Training mode with ratio 0 (a model exported with TrainingMode.TRAINING,
+    // so that equal initializers are not merged, and dropout=0) is the
+    // identity; any other ratio would need random masks.
+    if ((*training)->asInt(0)) {
+      double ratio = 0.5; // ONNX's default
+      if (n.hasInput(1)) {
+        auto r = n.requireConst(1, "ratio");
+        if (failed(r))
+          return failure();
+        ratio = (*r)->asDouble(0);
+      }
+      if (ratio != 0.0) {
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%g", ratio);
+        return n.error() << "training-mode dropout (ratio " << shown
+                         << ") is not supported; set dropout to 0, or "
+                            "export in eval mode";
+      }
+    }
   }
   if (failed(n.setUnsupported(1, "dropout masks are not imported")))
     return failure();

@@ -119,6 +119,8 @@ def main():
                         ["--strategy=full-shard", "--activation-checkpointing=units"]]
         cases = [("gpt2", ["gpt2", "--loss", "--vocab", "97"], {}, gpt2_configs),
                  ("nanogpt-mask-buffer", ["gpt2", "--loss", "--mask-buffer"], {}, nano_configs),
+                 # torch's own nn.TransformerEncoder: a unit per layer.
+                 ("torch-encoder", ["encoder", "--loss"], {}, [["--strategy=full-shard"]]),
                  ("llama-clip-accum", ["llama", "--loss"], {"grad-clip": 0.5, "grad-accum": 2},
                   llama_configs)]
         for name, gen_args, opts, configs in cases:

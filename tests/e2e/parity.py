@@ -277,6 +277,8 @@ CASES = {
     # nanoGPT's pattern: a causal-mask buffer in every block (merged into
     # one initializer by the exporter; PyTorch never updates it).
     "gpt2-mask-buffer": (["gpt2", "--mask-buffer"], {}),
+    # torch's own nn.TransformerEncoder (post-norm layers, fused in_proj).
+    "torch-encoder": (["encoder"], {}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
     "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),
