@@ -25,6 +25,10 @@ def Fsdp_ParameterOp : Fsdp_Op<"parameter",
     weight bytes are never held here: `source = "initializer"` means they are
     inline in the model file; `source = "external"` names a `location`
     relative to the model file, with `offset` and `length` in bytes.
+    `buffer` marks a tensor the step reads but never trains (a mask, a RoPE
+    table, a `--buffers` match, anything that gets no gradient): as PyTorch
+    FSDP treats module buffers, it is kept whole on every rank, never
+    sharded or gathered, and has no optimizer state.
 
     ```mlir
     fsdp.parameter @"h.0.mlp.fc.weight" : tensor<64x16xf32>
@@ -38,7 +42,8 @@ def Fsdp_ParameterOp : Fsdp_Op<"parameter",
                    DefaultValuedStrAttr<StrAttr, "initializer">:$source,
                    OptionalAttr<StrAttr>:$location,
                    OptionalAttr<I64Attr>:$offset,
-                   OptionalAttr<I64Attr>:$length);
+                   OptionalAttr<I64Attr>:$length,
+                   UnitAttr:$buffer);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

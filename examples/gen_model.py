@@ -86,10 +86,22 @@ class GPT2Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, vocab, d, layers, heads, max_t, tied=True, mask_buffer=False):
+    def __init__(self, vocab, d, layers, heads, max_t, tied=True, mask_buffer=False,
+                 pe_buffer=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, d)
-        self.wpe = nn.Embedding(max_t, d)
+        if pe_buffer:
+            # --pe-buffer: a sinusoidal position table registered as a buffer
+            # and added to the embeddings (PyTorch's own examples do this):
+            # it is read differentiably, yet PyTorch never trains it.
+            pos = torch.arange(max_t).unsqueeze(1)
+            div = torch.exp(torch.arange(0, d, 2) * (-math.log(10000.0) / d))
+            pe = torch.zeros(max_t, d)
+            pe[:, 0::2] = torch.sin(pos * div)
+            pe[:, 1::2] = torch.cos(pos * div)
+            self.register_buffer("pe", pe)
+        else:
+            self.wpe = nn.Embedding(max_t, d)
         self.h = nn.ModuleList([GPT2Block(d, heads, max_t if mask_buffer else 0)
                                 for _ in range(layers)])
         self.ln_f = nn.LayerNorm(d)
@@ -99,8 +111,11 @@ class GPT2(nn.Module):
 
     def forward(self, input_ids, targets=None):
         T = input_ids.size(1)
-        pos = torch.arange(0, T, dtype=torch.long, device=input_ids.device)
-        x = self.wte(input_ids) + self.wpe(pos)
+        if hasattr(self, "pe"):
+            x = self.wte(input_ids) + self.pe[:T]
+        else:
+            pos = torch.arange(0, T, dtype=torch.long, device=input_ids.device)
+            x = self.wte(input_ids) + self.wpe(pos)
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
@@ -314,7 +329,7 @@ def build(args):
     ids = torch.randint(0, V, (B, T))
     if args.model == "gpt2":
         model = GPT2(V, args.dim, args.layers, args.heads, T, tied=not args.untied,
-                     mask_buffer=args.mask_buffer)
+                     mask_buffer=args.mask_buffer, pe_buffer=args.pe_buffer)
         inputs = {"input_ids": ids}
         if args.loss:
             inputs["targets"] = torch.randint(0, V, (B, T))
@@ -374,6 +389,8 @@ def parse_args(argv):
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--dynamic-batch", action="store_true")
     p.add_argument("--untied", action="store_true", help="gpt2: untie lm_head")
+    p.add_argument("--pe-buffer", action="store_true",
+                   help="gpt2: a sinusoidal position buffer added to the embeddings")
     p.add_argument("--mask-buffer", action="store_true",
                    help="gpt2: a causal-mask buffer registered in every block (nanoGPT)")
     p.add_argument("--loss", nargs="?", const="default", default="",

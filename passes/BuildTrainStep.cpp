@@ -204,9 +204,12 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
   for (auto [constParam, g] : llvm::zip(trained, paramGrads)) {
     ParameterOp param = constParam;
     if (!g) {
+      // As PyTorch FSDP keeps module buffers: whole on every rank.
+      param.setBuffer(true);
       param.emitRemark("parameter '")
           << param.getSymName()
-          << "' does not affect the loss: it gets no gradient and no update";
+          << "' does not affect the loss: a buffer (no gradient, no update, "
+             "kept whole on every rank, never sharded)";
       continue;
     }
     auto ref = FlatSymbolRefAttr::get(param.getSymNameAttr());
@@ -259,13 +262,24 @@ void FsdpBuildTrainStep::runOnOperation() {
         << computeDtypeName << "' (f32, bf16 or f16)";
     return signalPassFailure();
   }
-  llvm::Regex frozenRe(frozen);
+  llvm::Regex frozenRe(frozen), buffersRe(buffers);
   std::string reError;
   if (!frozen.empty() && !frozenRe.isValid(reError)) {
     module.emitError("invalid --frozen regular expression '")
         << frozen << "': " << reError;
     return signalPassFailure();
   }
+  if (!buffers.empty() && !buffersRe.isValid(reError)) {
+    module.emitError("invalid --buffers regular expression '")
+        << buffers << "': " << reError;
+    return signalPassFailure();
+  }
+  // --buffers: what the user knows to be buffers (ONNX exports a module's
+  // buffers as initializers, like its parameters).
+  if (!buffers.empty())
+    for (auto param : module.getOps<ParameterOp>())
+      if (buffersRe.match(param.getSymName()))
+        param.setBuffer(true);
 
   OpBuilder mb(module.getBodyRegion());
   mb.setInsertionPointAfter(forward);
@@ -290,6 +304,7 @@ void FsdpBuildTrainStep::runOnOperation() {
   SmallVector<unsigned> owner; // wrt index -> trained index
   for (auto param : module.getOps<ParameterOp>()) {
     if (!isa<FloatType>(param.getTensorType().getElementType()) ||
+        param.getBuffer() ||
         (!frozen.empty() && frozenRe.match(param.getSymName())))
       continue;
     trained.push_back(param);
@@ -298,6 +313,25 @@ void FsdpBuildTrainStep::runOnOperation() {
         wrt.push_back(read.getResult());
         owner.push_back(trained.size() - 1);
       }
+  }
+
+  // ONNX exports a module's buffers as initializers, like its parameters;
+  // one the step reads differentiably (a position table added to the
+  // embeddings) gets a gradient and would be trained, where PyTorch never
+  // trains a buffer. Parameters are named `...weight`/`...bias` by
+  // torch.nn's modules; any other trained name of an imported model (one
+  // with an ONNX opset) is said.
+  for (ParameterOp param : trained) {
+    if (!module->hasAttr("fsdp.opset"))
+      break;
+    StringRef leaf = param.getSymName().rsplit('.').second;
+    if (leaf.empty())
+      leaf = param.getSymName();
+    if (!leaf.ends_with("weight") && !leaf.ends_with("bias"))
+      param.emitRemark("'")
+          << param.getSymName()
+          << "' is trained as a parameter; if it is a buffer in PyTorch "
+             "(register_buffer), name it with --buffers";
   }
 
   // A step that trains nothing is a mistake, not a plan (a --frozen that

@@ -81,8 +81,10 @@ struct FsdpInsertCollectives
     int64_t worldSize = 1;
     if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
       worldSize = w.getInt();
-    if (module.getOps<FlatParameterOp>().empty())
-      castParameterReads(module);
+    // Unsharded parameters (all of them without flat buffers; buffers
+    // always) are read where they are stored.
+    castParameterReads(module,
+                       /*buffersOnly=*/!module.getOps<FlatParameterOp>().empty());
     if (worldSize == 1 && module.getOps<FlatParameterOp>().empty())
       return;
     auto step = module.lookupSymbol<func::FuncOp>("train_step");
@@ -102,13 +104,14 @@ struct FsdpInsertCollectives
   /// Unsharded parameters are read where they are stored (the runtime's
   /// f32 copy): a read in a mixed-precision compute dtype becomes a read
   /// in the parameter's type and a cast.
-  void castParameterReads(ModuleOp module) {
+  void castParameterReads(ModuleOp module, bool buffersOnly) {
     SymbolTable symbols(module);
     for (auto func : module.getOps<func::FuncOp>())
       for (auto read :
            llvm::make_early_inc_range(func.getOps<GetParameterOp>())) {
         auto param = symbols.lookup<ParameterOp>(read.getParam());
-        if (!param || param.getTensorType() == read.getType())
+        if (!param || param.getTensorType() == read.getType() ||
+            (buffersOnly && !param.getBuffer()))
           continue;
         OpBuilder b(read);
         auto stored = GetParameterOp::create(
@@ -239,9 +242,13 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
   SmallVector<GetParameterOp> reads;
   for (auto read : body.getOps<GetParameterOp>()) {
     auto it = where.find(read.getParam());
-    if (it == where.end())
+    if (it == where.end()) {
+      auto param = symbols.lookup<ParameterOp>(read.getParam());
+      if (param && param.getBuffer())
+        continue; // a buffer: read where it is stored, on every rank
       return read.emitError("parameter '")
              << read.getParam() << "' belongs to no flat parameter";
+    }
     reads.push_back(read);
     for (OpOperand &use : read.getResult().getUses())
       uses[it->second.flat].push_back(&use);

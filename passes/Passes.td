@@ -83,6 +83,9 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "cross-entropy targets with this value are ignored">,
     Option<"frozen", "frozen", "std::string", "\"\"",
            "regular expression: matching parameters are not trained">,
+    Option<"buffers", "buffers", "std::string", "\"\"",
+           "regular expression: matching initializers are buffers (never "
+           "trained, never sharded)">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
            "adamw | sgd">,
     Option<"lr", "lr", "float", "1e-3f", "learning rate">,

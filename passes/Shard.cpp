@@ -195,6 +195,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           if (trained.contains(ref.getValue()) != trainable)
             continue;
           auto param = symbols.lookup<ParameterOp>(ref.getValue());
+          if (param.getBuffer())
+            continue; // kept whole on every rank, read where it is stored
           Type et = param.getTensorType().getElementType();
           if (element && et != element) {
             param.emitError("parameter '")

@@ -67,6 +67,12 @@ static llvm::cl::opt<int64_t>
 static llvm::cl::opt<std::string>
     frozenOpt("frozen", llvm::cl::desc("regex of parameters not to train"),
               llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> buffersOpt(
+    "buffers",
+    llvm::cl::desc("regex of initializers that are buffers: never trained, "
+                   "kept whole on every rank (ONNX cannot tell a buffer the "
+                   "step reads differentiably from a parameter)"),
+    llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> optimizerOpt("optimizer",
                                                llvm::cl::desc("adamw | sgd"),
                                                llvm::cl::init("adamw"),
@@ -257,6 +263,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   train.loss = lossOpt;
   train.ignoreIndex = ignoreIndexOpt;
   train.frozen = frozenOpt;
+  train.buffers = buffersOpt;
   train.optimizer = optimizerOpt;
   train.lr = lrOpt;
   train.beta1 = beta1Opt;

@@ -277,6 +277,10 @@ CASES = {
     # nanoGPT's pattern: a causal-mask buffer in every block (merged into
     # one initializer by the exporter; PyTorch never updates it).
     "gpt2-mask-buffer": (["gpt2", "--mask-buffer"], {}),
+    # A position table registered as a buffer and added to the embeddings:
+    # read differentiably, so ONNX cannot tell it from a parameter; named
+    # with --buffers, it is never trained, as in PyTorch.
+    "gpt2-pe-buffer": (["gpt2", "--pe-buffer"], {"buffers": "^pe$"}),
     # torch's own nn.TransformerEncoder (post-norm layers, fused in_proj).
     "torch-encoder": (["encoder"], {}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),

@@ -13,7 +13,7 @@ func.func @forward(%x: tensor<2x3xf32>) -> (tensor<2x3xf32> {fsdp.name = "logits
 // -----
 
 // A parameter that does not reach the loss is reported, not updated.
-// expected-remark @+1 {{parameter 'unused' does not affect the loss: it gets no gradient and no update}}
+// expected-remark @+1 {{parameter 'unused' does not affect the loss: a buffer (no gradient, no update, kept whole on every rank, never sharded)}}
 fsdp.parameter @unused : tensor<4xf32> {module_path = ""}
 fsdp.parameter @v : tensor<4xf32> {module_path = ""}
 // CHECK-LABEL: func.func @train_step
