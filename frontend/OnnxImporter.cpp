@@ -12,6 +12,7 @@
 #include "frontend/OnnxModel.h"
 
 #include "dialect/FsdpOps.h"
+#include "passes/BlockNames.h"
 #include "passes/Passes.h"
 #include "runtime/support/File.h"
 
@@ -330,18 +331,14 @@ void Importer::warnSharedAcrossBlocks() {
     std::string family;
     int64_t index = -1;
     for (size_t k = 0; k < parts.size() && index < 0; ++k) {
-      StringRef c = parts[k];
-      size_t digits = c.size();
-      while (digits > 0 && llvm::isDigit(c[digits - 1]))
-        --digits;
-      if (digits < 2 || digits == c.size() ||
-          (c[digits - 1] != '.' && c[digits - 1] != '_') ||
-          c.drop_front(digits).getAsInteger(10, index)) {
+      StringRef prefix;
+      char sep = 0;
+      if (!splitBlockName(parts[k], prefix, sep, index)) {
         index = -1;
         continue;
       }
       SmallVector<StringRef> head(parts.begin(), parts.begin() + k);
-      head.push_back(c.take_front(digits - 1));
+      head.push_back(prefix);
       family = llvm::join(head, ".");
     }
     if (index < 0)

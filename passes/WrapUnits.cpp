@@ -8,6 +8,7 @@
 //   false}
 //
 //===----------------------------------------------------------------------===//
+#include "passes/BlockNames.h"
 #include "passes/Passes.h"
 
 #include "dialect/FsdpOps.h"
@@ -55,16 +56,24 @@ struct Family {
   /// shapes) and parameters.
   std::map<int64_t, std::pair<std::set<std::string>, SmallVector<ParameterOp>>>
       members;
-  /// After isomorphism: what every member computes with, and the
-  /// parameters some members hold besides (a buffer the exporter merged
-  /// into block 0), which belong to no block.
-  std::set<std::string> common;
+  /// After isomorphism: the parameters some member holds besides what
+  /// every member computes with (a buffer the exporter merged into block
+  /// 0), which belong to no block.
   SmallVector<ParameterOp> extras;
   int64_t depth() const { return llvm::count(prefix, '.'); }
   std::string block(int64_t index) const {
     return prefix + sep + std::to_string(index);
   }
 };
+
+/// A parameter's place in its block's structure: its name relative to the
+/// block (`block` its path) and its type.
+std::string structureKey(ParameterOp p, StringRef block) {
+  std::string key = p.getSymName().drop_front(block.size()).str() + ":";
+  llvm::raw_string_ostream os(key);
+  os << p.getTensorType();
+  return key;
+}
 
 /// Whether the family's blocks compute the same thing: every member holds
 /// the structure all members share, and at most one holds more than it
@@ -88,20 +97,14 @@ bool isomorphic(Family &f) {
     exact += m.first.size() == common.size();
   if (exact + 1 < f.members.size())
     return false;
-  f.common = common;
   for (auto &[index, m] : f.members) {
     if (m.first.size() == common.size())
       continue;
     std::string blockPath = f.block(index);
     SmallVector<ParameterOp> kept;
-    for (ParameterOp p : m.second) {
-      std::string shape;
-      llvm::raw_string_ostream os(shape);
-      os << p.getTensorType();
-      std::string key =
-          p.getSymName().drop_front(blockPath.size()).str() + ":" + shape;
-      (common.count(key) ? kept : f.extras).push_back(p);
-    }
+    for (ParameterOp p : m.second)
+      (common.count(structureKey(p, blockPath)) ? kept : f.extras)
+          .push_back(p);
     m.second = std::move(kept);
   }
   return true;
@@ -133,31 +136,16 @@ FailureOr<SmallVector<Group>> transformerGroups(ModuleOp module,
     for (size_t end = 1; end <= path.size(); ++end) {
       if (end < path.size() && path[end] != '.')
         continue;
-      StringRef head = path.take_front(end);
-      size_t digits = head.size();
-      while (digits > 0 && llvm::isDigit(head[digits - 1]))
-        --digits;
-      if (digits == head.size() || digits < 2)
-        continue;
-      char sep = head[digits - 1];
-      if (sep != '.' && sep != '_')
-        continue;
-      StringRef prefix = head.take_front(digits - 1);
-      if (prefix.empty() || !(llvm::isAlpha(prefix.back()) ||
-                              prefix.back() == '_'))
-        continue;
+      StringRef head = path.take_front(end), prefix;
+      char sep = 0;
       int64_t index = 0;
-      if (head.drop_front(digits).getAsInteger(10, index))
+      if (!splitBlockName(head, prefix, sep, index))
         continue;
       Family &f = families[{prefix.str(), sep}];
       f.prefix = prefix.str();
       f.sep = sep;
-      std::string shape;
-      llvm::raw_string_ostream os(shape);
-      os << p.getTensorType();
       auto &member = f.members[index];
-      member.first.insert(p.getSymName().drop_front(head.size()).str() + ":" +
-                          shape);
+      member.first.insert(structureKey(p, head));
       member.second.push_back(p);
     }
   }

@@ -255,8 +255,42 @@ static LogicalResult checkTrainingFlags() {
   return success();
 }
 
+/// Holds the remarks a compile emits (the units chosen, autotune's moves)
+/// until it is known to succeed: a failed compile prints its error alone,
+/// one line, not the remarks of the passes that ran before it.
+class DeferredRemarks {
+public:
+  explicit DeferredRemarks(MLIRContext *ctx) : ctx(ctx) {
+    id = ctx->getDiagEngine().registerHandler([this](Diagnostic &d) {
+      if (d.getSeverity() != DiagnosticSeverity::Remark)
+        return failure(); // errors and warnings go out now
+      held.push_back({d.getLocation(), d.str()});
+      return success();
+    });
+  }
+  ~DeferredRemarks() { drop(); }
+  /// Emits the held remarks (on success).
+  void flush() {
+    drop();
+    for (auto &[loc, text] : held)
+      emitRemark(loc) << text;
+  }
+
+private:
+  void drop() {
+    if (id) {
+      ctx->getDiagEngine().eraseHandler(id);
+      id = 0;
+    }
+  }
+  MLIRContext *ctx;
+  DiagnosticEngine::HandlerID id = 0;
+  std::vector<std::pair<Location, std::string>> held;
+};
+
 static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
                                  StringRef planPath) {
+  DeferredRemarks remarks(module.getContext());
   if (failed(checkTrainingFlags()))
     return failure();
   fsdp::FsdpBuildTrainStepOptions train;
@@ -339,42 +373,9 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
     return failure();
   if (unitsOpt)
     fsdp::printUnitTable(module, llvm::outs());
+  remarks.flush();
   return success();
 }
-
-/// Holds the remarks a compile emits (the units chosen, autotune's moves)
-/// until it is known to succeed: a failed compile prints its error alone,
-/// one line, not the remarks of the passes that ran before it.
-class DeferredRemarks {
-public:
-  explicit DeferredRemarks(MLIRContext *ctx) : ctx(ctx) {
-    id = ctx->getDiagEngine().registerHandler([this](Diagnostic &d) {
-      if (d.getSeverity() != DiagnosticSeverity::Remark)
-        return failure(); // errors and warnings go out now
-      held.push_back({d.getLocation(), d.str()});
-      return success();
-    });
-  }
-  ~DeferredRemarks() { drop(); }
-  /// Emits the held remarks (on success).
-  void flush() {
-    drop();
-    for (auto &[loc, text] : held)
-      emitRemark(loc) << text;
-    held.clear();
-  }
-
-private:
-  void drop() {
-    if (id) {
-      ctx->getDiagEngine().eraseHandler(id);
-      id = 0;
-    }
-  }
-  MLIRContext *ctx;
-  DiagnosticEngine::HandlerID id = 0;
-  std::vector<std::pair<Location, std::string>> held;
-};
 
 static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
                    bool plan, const MlirOptMainConfig &config) {
@@ -397,13 +398,8 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
       failed(config.setupPassPipeline(pm)))
     return 1;
   applyDefaultTimingPassManagerCLOptions(pm);
-  if (plan) {
-    DeferredRemarks remarks(&ctx);
-    if (failed(compilePlan(pm, *module, output)))
-      return 1;
-    remarks.flush();
-    return 0;
-  }
+  if (plan)
+    return failed(compilePlan(pm, *module, output)) ? 1 : 0;
   if (failed(pm.run(*module)))
     return 1;
 
@@ -445,11 +441,7 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)))
     return 1;
-  DeferredRemarks remarks(&ctx);
-  if (failed(compilePlan(pm, *module, output)))
-    return 1;
-  remarks.flush();
-  return 0;
+  return failed(compilePlan(pm, *module, output)) ? 1 : 0;
 }
 
 int main(int argc, char **argv) {

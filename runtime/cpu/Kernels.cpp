@@ -1586,17 +1586,11 @@ Status checkChoices(const Instruction &instr) {
       {"group", {"world", "shard", "replicate", "block"}}};
   for (const Rule &rule : collective ? collectiveRules : computeRules) {
     auto a = instr.attrs.find(rule.attr);
-    if (a == instr.attrs.end())
-      continue;
-    std::string names;
-    bool known = false;
-    for (const char *v : rule.values) {
-      known = known || (a->is_string() && a->get<std::string>() == v);
-      names += std::string(names.empty() ? "" : ", ") + v;
-    }
-    if (!known)
-      return Status::error(std::string("attribute '") + rule.attr + "' is " +
-                           a->dump() + ", not one of " + names);
+    if (a != instr.attrs.end())
+      FSDP_RETURN_IF_ERROR(
+          checkChoice(std::string("attribute '") + rule.attr + "'",
+                      a->is_string() ? a->get<std::string>() : a->dump(),
+                      rule.values));
   }
   return Status::ok();
 }

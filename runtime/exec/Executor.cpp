@@ -60,6 +60,10 @@ Status Executor::init(const Plan &p, Comm &comm_,
       blockSize = size;
     }
   FSDP_RETURN_IF_ERROR(comm_.split(p.worldSize / p.replicateGroups, blockSize));
+  // One communicator slot per instruction, and a spare one for agreements
+  // (agree, gatherFull), usable from here on.
+  spareSlot = (int64_t)(p.program.size() + p.update.size());
+  comm->reserve(spareSlot + 1);
   slots.clear();
   for (size_t i = 0; i < p.slotCount(); ++i)
     slots.emplace_back(p.slotNumel(i), 0.0f);
@@ -71,8 +75,6 @@ Status Executor::init(const Plan &p, Comm &comm_,
     // Every rank learns whether every rank loaded (one that cannot read its
     // file would otherwise leave the others waiting at their first
     // collective until --comm-timeout).
-    spareSlot = (int64_t)(p.program.size() + p.update.size());
-    comm->reserve(spareSlot + 1);
     Status loaded = loadWeights();
     Status agreed = agree(loaded.isOk(), "loading the weights");
     FSDP_RETURN_IF_ERROR(loaded);
@@ -166,9 +168,7 @@ Status Executor::init(const Plan &p, Comm &comm_,
   ctx.widened = reinterpret_cast<uint8_t *>(widened.data());
   ctx.optimizer = &optimizer;
   ctx.comm = comm;
-  spareSlot = (int64_t)(p.program.size() + p.update.size());
   timeline.assign(2 * spareSlot, 0.0);
-  comm->reserve(spareSlot + 1);
   if (backend)
     if (Status s = backend->init(p, comm_, constants); !s)
       return s.withContext(backend->describe());

@@ -249,9 +249,6 @@ private:
   int64_t targets, batch, seq, rank, world;
 };
 
-} // namespace
-
-namespace {
 /// The plan's token inputs: `ids` (the first integer input) and `targets`
 /// (-1 if none), [batch, seqLen] each.
 Status tokenInputs(const Plan &plan, const std::string &path, int64_t seqLen,

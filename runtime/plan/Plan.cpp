@@ -282,6 +282,17 @@ Status parseProgram(Reader &r, const json &doc, const char *key,
 
 } // namespace
 
+Status checkChoice(const std::string &what, const std::string &value,
+                   const std::vector<const char *> &allowed) {
+  std::string names;
+  for (const char *v : allowed) {
+    if (value == v)
+      return Status::ok();
+    names += std::string(names.empty() ? "" : ", ") + v;
+  }
+  return Status::error(what + ": '" + value + "' is not one of " + names);
+}
+
 Status parsePlan(const std::string &text, Plan &plan) {
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded())
@@ -328,31 +339,22 @@ Status parsePlan(const std::string &text, Plan &plan) {
   if (!r.status)
     return r.status;
   // Names the runtime acts on (or records in checkpoints): one of the
-  // choices fsdp-opt writes, never a value that falls back to a default.
-  struct Choice {
-    const char *field;
-    const std::string &value;
-    std::vector<const char *> allowed;
-  };
-  const Choice choices[] = {
-      {"meta.strategy", plan.strategy,
-       {"full-shard", "shard-grad-op", "hybrid-shard", "no-shard"}},
-      {"meta.param_dtype", plan.paramDtype, {"f32", "bf16", "f16"}},
-      {"meta.reduce_dtype", plan.reduceDtype, {"f32", "bf16", "f16"}},
-      {"meta.compute_dtype", plan.computeDtype, {"f32", "bf16", "f16"}},
-      {"train.optimizer", plan.train.optimizer, {"adamw", "sgd"}},
-      {"train.lr_schedule", plan.train.lrSchedule, {"constant", "cosine"}}};
-  for (const Choice &c : choices) {
-    std::string names;
-    bool known = false; // (absent fields keep their default, a choice)
-    for (const char *v : c.allowed) {
-      known = known || c.value == v;
-      names += std::string(names.empty() ? "" : ", ") + v;
-    }
-    if (!known)
-      return Status::error(std::string("plan.") + c.field + ": '" + c.value +
-                           "' is not one of " + names);
-  }
+  // choices fsdp-opt writes (absent fields keep their default, a choice).
+  const std::vector<const char *> dtypes = {"f32", "bf16", "f16"};
+  FSDP_RETURN_IF_ERROR(checkChoice(
+      "plan.meta.strategy", plan.strategy,
+      {"full-shard", "shard-grad-op", "hybrid-shard", "no-shard"}));
+  FSDP_RETURN_IF_ERROR(
+      checkChoice("plan.meta.param_dtype", plan.paramDtype, dtypes));
+  FSDP_RETURN_IF_ERROR(
+      checkChoice("plan.meta.reduce_dtype", plan.reduceDtype, dtypes));
+  FSDP_RETURN_IF_ERROR(
+      checkChoice("plan.meta.compute_dtype", plan.computeDtype, dtypes));
+  FSDP_RETURN_IF_ERROR(checkChoice("plan.train.optimizer", plan.train.optimizer,
+                                   {"adamw", "sgd"}));
+  FSDP_RETURN_IF_ERROR(checkChoice("plan.train.lr_schedule",
+                                   plan.train.lrSchedule,
+                                   {"constant", "cosine"}));
 
   const json *params = r.field(doc, "params", "plan");
   if (!params || !params->is_array())

@@ -162,6 +162,13 @@ struct Plan {
   std::string slotName(size_t slot) const;
 };
 
+/// A name the runtime acts on (a strategy, an attribute's choice) that must
+/// be one of `allowed`: anything else would fall back to a default and
+/// train differently with exit 0. The error reads
+/// "WHAT: 'VALUE' is not one of A, B".
+Status checkChoice(const std::string &what, const std::string &value,
+                   const std::vector<const char *> &allowed);
+
 /// Parses and validates a plan held in memory (the fuzzing entry point).
 Status parsePlan(const std::string &text, Plan &plan);
 /// Reads and validates the plan at `path`.
