@@ -414,6 +414,38 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+LogicalResult ConvOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.append((*this)->getNumOperands(), Value());
+    return success();
+  }
+  SmallVector<NamedAttribute> attrs{
+      builder.getNamedAttr("strides", getStridesAttr()),
+      builder.getNamedAttr("pads", getPadsAttr()),
+      builder.getNamedAttr("dilations", getDilationsAttr()),
+      builder.getNamedAttr("groups", getGroupsAttr())};
+  operandGrads.push_back(ConvGradInputOp::create(builder, getLoc(),
+                                                 getX().getType(),
+                                                 ValueRange{dy, getW()}, attrs));
+  operandGrads.push_back(ConvGradWeightOp::create(
+      builder, getLoc(), getW().getType(), ValueRange{getX(), dy}, attrs));
+  if (getBias()) {
+    // The bias's gradient: dy summed over the batch and spatial axes.
+    G g{builder, getLoc()};
+    SmallVector<int64_t> axes{0};
+    for (int64_t d = 2; d < getType().getRank(); ++d)
+      axes.push_back(d);
+    operandGrads.push_back(g.reduceSum(dy, axes, false));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//
 

@@ -214,6 +214,25 @@ int64_t AttentionOp::getFlops() {
   return getCausal() ? flops / 2 : flops;
 }
 
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *, Loc location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &out) {
+  return push(shape::conv(location, tensorOf(adaptor.getX()),
+                          tensorOf(adaptor.getW()), tensorOf(adaptor.getBias()),
+                          {adaptor.getStrides(), adaptor.getPads(),
+                           adaptor.getDilations(),
+                           adaptor.getGroupsAttr().getInt()}),
+              out);
+}
+
+int64_t ConvOp::getFlops() {
+  // A multiply-add per output element and weight of its group; the bias.
+  auto w = tensorOf(getW());
+  int64_t y = getType().getNumElements();
+  return 2 * y * (w.getNumElements() / std::max<int64_t>(w.getDimSize(0), 1)) +
+         (getBias() ? y : 0);
+}
+
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, Loc location,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &out) {

@@ -335,6 +335,39 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+def Fsdp_ConvOp : Fsdp_Op<"conv", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>,
+    DeclareOpInterfaceMethods<GradientOpInterface>], 0> {
+  let summary = "1-D or 2-D convolution (cross-correlation), NCHW";
+  let description = [{
+    `x[N, C, *S]` convolved with `w[OC, C / groups, *K]` (S and K: one or two
+    spatial extents), plus the optional `bias[OC]`, as ONNX Conv and
+    `torch.nn.Conv1d`/`Conv2d` compute it. One `strides` and `dilations`
+    value per spatial axis; `pads` gives the zeros added before each spatial
+    axis, then those after it (ONNX's order). Output extent per axis:
+    `(S + pad_begin + pad_end - dilation * (K - 1) - 1) / stride + 1`.
+    Kernels lower it to im2col and a GEMM per group.
+
+    ```mlir
+    %y = fsdp.conv %x, %w, %b {strides = array<i64: 2, 2>,
+                               pads = array<i64: 1, 1, 1, 1>,
+                               dilations = array<i64: 1, 1>, groups = 1 : i64}
+        : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>)
+        -> tensor<2x4x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$w,
+                   Optional<Fsdp_FloatTensor>:$bias,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+//===----------------------------------------------------------------------===//
 // Indexing and losses
 //===----------------------------------------------------------------------===//
 

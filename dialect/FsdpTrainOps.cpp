@@ -201,3 +201,44 @@ int64_t LayerNormGradOp::getFlops() {
   // column sums: about a dozen operations per element.
   return 12 * tensorOf(getX()).getNumElements();
 }
+
+//===----------------------------------------------------------------------===//
+// Convolution gradients
+//===----------------------------------------------------------------------===//
+
+/// The forward convolution whose input has type `x` and weight type `w`
+/// must produce `grad`'s type.
+template <typename OpTy>
+static LogicalResult verifyConvGrad(OpTy op, RankedTensorType x,
+                                    RankedTensorType w) {
+  auto y = shape::conv(op.getLoc(), x, w, nullptr,
+                       {op.getStrides(), op.getPads(), op.getDilations(),
+                        op.getGroupsAttr().getInt()});
+  if (failed(y))
+    return failure();
+  if (*y != op.getGrad().getType())
+    return op.emitOpError("gradient ")
+           << op.getGrad().getType() << " does not match the convolution's "
+           << "output " << *y;
+  return success();
+}
+
+/// As the forward's: 2 · output elements · weights per output channel.
+static int64_t convFlops(RankedTensorType y, RankedTensorType w) {
+  return 2 * y.getNumElements() *
+         (w.getNumElements() / std::max<int64_t>(w.getDimSize(0), 1));
+}
+
+LogicalResult ConvGradInputOp::verify() {
+  return verifyConvGrad(*this, getType(), tensorOf(getW()));
+}
+int64_t ConvGradInputOp::getFlops() {
+  return convFlops(tensorOf(getGrad()), tensorOf(getW()));
+}
+
+LogicalResult ConvGradWeightOp::verify() {
+  return verifyConvGrad(*this, tensorOf(getX()), getType());
+}
+int64_t ConvGradWeightOp::getFlops() {
+  return convFlops(tensorOf(getGrad()), getType());
+}

@@ -121,6 +121,52 @@ def Fsdp_GeluGradOp : Fsdp_Op<"gelu_grad", [Pure, AllTypesMatch<["x", "grad", "r
   let hasVerifier = 1;
 }
 
+def Fsdp_ConvGradInputOp : Fsdp_Op<"conv_grad_input", [Pure,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
+  let summary = "Gradient of fsdp.conv with respect to its input";
+  let description = [{
+    Given the gradient `grad` of a convolution's output and its weight `w`,
+    returns the gradient of the input, whose type is the result's (the
+    transposed convolution: per group `wᵀ · grad` gathered back to the input
+    positions it was read from). Attributes as the forward's.
+
+```mlir
+%dx = fsdp.conv_grad_input %dy, %w {strides = array<i64: 2, 2>,
+        pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+    : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$grad, Fsdp_FloatTensor:$w,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_ConvGradWeightOp : Fsdp_Op<"conv_grad_weight", [Pure,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
+  let summary = "Gradient of fsdp.conv with respect to its weight";
+  let description = [{
+    Given the convolution's input `x` and the gradient `grad` of its output,
+    returns the gradient of the weight, whose type is the result's: per
+    group `grad · im2col(x)ᵀ`, summed over the batch in one GEMM.
+    Attributes as the forward's.
+
+```mlir
+%dw = fsdp.conv_grad_weight %x, %dy {strides = array<i64: 2, 2>,
+        pads = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1 : i64}
+    : (tensor<2x3x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<4x3x3x3xf32>
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$grad,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations, I64Attr:$groups);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
   let summary = "Gradients of fsdp.layer_norm (fused backward)";

@@ -280,6 +280,53 @@ FailureOr<RankedTensorType> shape::attention(Loc loc, RankedTensorType q,
   return RankedTensorType::get(out, q.getElementType());
 }
 
+FailureOr<RankedTensorType> shape::conv(Loc loc, RankedTensorType x,
+                                        RankedTensorType w,
+                                        RankedTensorType bias,
+                                        const ConvAttrs &a) {
+  int64_t r = x.getRank();
+  if (r != 3 && r != 4)
+    return emitOptionalError(loc, "conv input must be [N, C, L] or "
+                                  "[N, C, H, W], got ", x);
+  if (w.getRank() != r)
+    return emitOptionalError(loc, "conv weight ", w,
+                             " must have the input's rank ", r);
+  if (x.getElementType() != w.getElementType() ||
+      (bias && bias.getElementType() != x.getElementType()))
+    return emitOptionalError(loc, "conv operand element types differ");
+  size_t spatial = r - 2;
+  if (a.strides.size() != spatial || a.dilations.size() != spatial ||
+      a.pads.size() != 2 * spatial)
+    return emitOptionalError(loc, "conv needs ", spatial,
+                             " strides and dilations and ", 2 * spatial,
+                             " pads, got ", a.strides.size(), ", ",
+                             a.dilations.size(), " and ", a.pads.size());
+  int64_t c = x.getDimSize(1), oc = w.getDimSize(0);
+  if (a.group < 1 || c % a.group != 0 || oc % a.group != 0)
+    return emitOptionalError(loc, "conv group ", a.group,
+                             " does not divide the channels ", c, " and ", oc);
+  if (w.getDimSize(1) * a.group != c)
+    return emitOptionalError(loc, "conv weight ", w, " takes ",
+                             w.getDimSize(1) * a.group, " input channels, ",
+                             "the input ", x, " has ", c);
+  if (bias && (bias.getRank() != 1 || bias.getDimSize(0) != oc))
+    return emitOptionalError(loc, "conv bias ", bias, " must be [", oc, "]");
+  SmallVector<int64_t> out{x.getDimSize(0), oc};
+  for (size_t d = 0; d < spatial; ++d) {
+    int64_t s = a.strides[d], dil = a.dilations[d], k = w.getDimSize(2 + d);
+    int64_t p0 = a.pads[d], p1 = a.pads[d + spatial];
+    if (s < 1 || dil < 1 || p0 < 0 || p1 < 0 || k < 1)
+      return emitOptionalError(loc, "conv strides and dilations must be "
+                                    "positive and pads non-negative");
+    int64_t span = x.getDimSize(2 + d) + p0 + p1 - dil * (k - 1) - 1;
+    if (span < 0)
+      return emitOptionalError(loc, "conv kernel ", str(w.getShape()),
+                               " is larger than the padded input ", x);
+    out.push_back(span / s + 1);
+  }
+  return RankedTensorType::get(out, x.getElementType());
+}
+
 FailureOr<RankedTensorType> shape::classificationLoss(Loc loc,
                                                       RankedTensorType input,
                                                       RankedTensorType target,

@@ -67,6 +67,18 @@ FailureOr<RankedTensorType> attention(Loc loc, RankedTensorType q,
                                       RankedTensorType k, RankedTensorType v,
                                       RankedTensorType mask);
 
+/// A convolution's attributes (fsdp.conv and its gradients).
+struct ConvAttrs {
+  ArrayRef<int64_t> strides, pads, dilations;
+  int64_t group = 1;
+};
+
+/// fsdp.conv: x [N, C, *S], w [OC, C / group, *K] (one or two spatial
+/// axes), the optional bias [OC] (may be null).
+FailureOr<RankedTensorType> conv(Loc loc, RankedTensorType x,
+                                 RankedTensorType w, RankedTensorType bias,
+                                 const ConvAttrs &attrs);
+
 /// Cross-entropy and NLL: `weight` may be null.
 FailureOr<RankedTensorType> classificationLoss(Loc loc, RankedTensorType input,
                                                RankedTensorType target,

@@ -9,7 +9,10 @@ Models: gpt2 (tied or untied embeddings, LayerNorm, tanh-GELU, causal mask
 via tril/masked_fill), llama (RMSNorm, RoPE, SwiGLU, grouped-query
 attention), bert (erf-GELU, padding mask as an input, classifier head) and
 mlp (Gemm + ReLU), encoder (torch's own nn.TransformerEncoder between an
-embedding and a head). --loss puts a loss inside the graph. Exports use
+embedding and a head), vit and resnet18 (torchvision's VisionTransformer
+and resnet18, small: --image, --patch, --classes), convnet (1-D and 2-D
+convolutions with groups, dilations, unequal strides). --loss puts a loss
+inside the graph. Exports use
 do_constant_folding=False, as the importer's shape folding is what is
 tested. --shapes-json prints the expected input/output shapes.
 """
@@ -322,6 +325,56 @@ class TorchEncoder(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
+# --------------------------------------------------------------------------
+# torchvision's own models (code the project did not write)
+# --------------------------------------------------------------------------
+class VisionClassifier(nn.Module):
+    """A torchvision classifier with its loss in the graph."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+
+    def forward(self, x, targets=None):
+        logits = self.net(x)
+        if targets is None:
+            return logits
+        return F.cross_entropy(logits, targets)
+
+
+class ConvNet(nn.Module):
+    """Convolutions in the forms torchvision's models do not use: 1-D with
+    groups and dilation, 2-D with unequal strides, padding and dilation,
+    depthwise (groups = channels)."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.conv1d = nn.Conv1d(3, 6, 3, stride=2, padding=2, dilation=2, groups=3)
+        self.conv2d = nn.Conv2d(6, 8, (3, 2), stride=(1, 2), padding=(1, 0), dilation=(2, 1))
+        self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.head = nn.Linear(8, classes)
+
+    def forward(self, x):
+        b, c, h, w = x.shape
+        y = self.conv1d(x.reshape(b, c, h * w))             # [b, 6, L]
+        y = y.reshape(b, 6, 4, -1)
+        y = F.relu(self.conv2d(y))
+        y = self.depthwise(y)
+        return self.head(y.mean(dim=(2, 3)))
+
+
+def vision_net(args):
+    if args.model == "convnet":
+        return ConvNet(args.classes)
+    import torchvision
+    if args.model == "vit":
+        return torchvision.models.VisionTransformer(
+            image_size=args.image, patch_size=args.patch, num_layers=args.layers,
+            num_heads=args.heads, hidden_dim=args.dim, mlp_dim=args.ffn or 2 * args.dim,
+            num_classes=args.classes)
+    return torchvision.models.resnet18(num_classes=args.classes)
+
+
 def build(args):
     """The model and example inputs (names -> tensors)."""
     torch.manual_seed(args.seed)
@@ -344,6 +397,11 @@ def build(args):
         inputs = {"input_ids": ids}
         if args.loss:
             inputs["targets"] = torch.randint(0, V, (B, T))
+    elif args.model in ("vit", "resnet18", "convnet"):
+        model = VisionClassifier(vision_net(args))
+        inputs = {"x": torch.randn(B, 3, args.image, args.image)}
+        if args.loss:
+            inputs["targets"] = torch.randint(0, args.classes, (B,))
     elif args.model == "bert":
         model = Bert(V, args.dim, args.layers, args.heads,
                      args.ffn or 4 * args.dim, T)
@@ -364,7 +422,7 @@ def build(args):
         del out
     # GPT-2's initialisation (normal 0.02 weights, zero biases) for the
     # transformers, so the first loss is near log(vocab) as in practice.
-    if args.model != "mlp":
+    if args.model not in ("mlp", "vit", "resnet18", "convnet"):  # torch's own init
         for m in model.modules():
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, 0.0, 0.02)
@@ -384,7 +442,8 @@ def parse_args(argv):
     """The generator's options for a command line (without -o: no export)."""
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp", "encoder"])
+    p.add_argument("model", choices=["gpt2", "llama", "bert", "mlp", "encoder",
+                                     "vit", "resnet18", "convnet"])
     p.add_argument("-o", "--output")
     p.add_argument("--opset", type=int, default=17)
     p.add_argument("--dynamic-batch", action="store_true")
@@ -409,6 +468,9 @@ def parse_args(argv):
     p.add_argument("--kv-heads", type=int, default=2)
     p.add_argument("--ffn", type=int, default=0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--image", type=int, default=16, help="vit, resnet18: image side")
+    p.add_argument("--patch", type=int, default=4, help="vit: patch side")
+    p.add_argument("--classes", type=int, default=10, help="vit, resnet18: classes")
     p.add_argument("--shapes-json", action="store_true",
                    help="print input and output shapes as JSON")
     args = p.parse_args(argv)

@@ -881,6 +881,64 @@ LogicalResult lowerLayerNorm(NodeContext &n) {
                                               "epsilon", 1e-5f)))}));
 }
 
+LogicalResult lowerConv(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  RankedTensorType x = n.inputType(0), w = n.inputType(1);
+  int64_t spatial = x.getRank() - 2;
+  if (spatial != 1 && spatial != 2)
+    return n.error() << "Conv of " << (spatial < 0 ? 0 : spatial)
+                     << " spatial axes is not supported (1-D and 2-D are)";
+  if (w.getRank() != x.getRank())
+    return n.error() << "Conv weight " << w << " must have the input's rank";
+  auto ones = SmallVector<int64_t>(spatial, 1);
+  SmallVector<int64_t> strides = n.attrInts("strides").value_or(ones);
+  SmallVector<int64_t> dilations = n.attrInts("dilations").value_or(ones);
+  SmallVector<int64_t> pads =
+      n.attrInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  if (auto k = n.attrInts("kernel_shape");
+      k && ArrayRef<int64_t>(*k) != w.getShape().drop_front(2))
+    return n.error() << "Conv kernel_shape does not match the weight " << w;
+  if ((int64_t)strides.size() != spatial ||
+      (int64_t)dilations.size() != spatial)
+    return n.error() << "Conv needs " << spatial << " strides and dilations";
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad == "VALID") {
+    pads.assign(2 * spatial, 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // Output extent ceil(S / stride); the odd pad goes after (SAME_UPPER)
+    // or before (SAME_LOWER).
+    pads.assign(2 * spatial, 0);
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t in = x.getDimSize(2 + d), st = std::max<int64_t>(strides[d], 1);
+      int64_t k = (w.getDimSize(2 + d) - 1) * dilations[d] + 1;
+      int64_t total = std::max<int64_t>(((in + st - 1) / st - 1) * st + k - in,
+                                        0);
+      int64_t small = total / 2, large = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : large;
+      pads[d + spatial] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return n.error() << "Conv auto_pad '" << autoPad << "' is not supported";
+  }
+  int64_t group = n.attrInt("group", 1);
+  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::conv(n.loc, x, w, bias, {strides, pads, dilations, group});
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (bias)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0, build<ConvOp>(
+             n, *type, operands,
+             {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+              n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
+              n.b.getNamedAttr("dilations",
+                               n.b.getDenseI64ArrayAttr(dilations)),
+              i64Attr(n, "groups", group)}));
+}
+
 template <typename OpTy> LogicalResult classificationLoss(NodeContext &n) {
   if (failed(expectInputs(n, 2, 3)))
     return failure();
@@ -1066,6 +1124,7 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
       {"ReduceMax",
        [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
       {"LayerNormalization", lowerLayerNorm},
+      {"Conv", lowerConv},
       {"SoftmaxCrossEntropyLoss", classificationLoss<CrossEntropyOp>},
       {"NegativeLogLikelihoodLoss", classificationLoss<NllLossOp>},
   };

@@ -305,7 +305,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// device kernels' and the widening buffer. On the CPU: the
   /// largest need of one instruction (a reduction's double accumulators;
   /// layer_norm_grad's row statistics; attention's score rows, per thread,
-  /// twice for its gradient), and its buffer of widened copies.
+  /// twice for its gradient; one image's convolution columns), and its
+  /// buffer of widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
     if (model.cores == 0) // a GPU: the device kernels' scratch
       return deviceScratch(module) + widenedBytes(module, model);
@@ -325,6 +326,12 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                      cast<RankedTensorType>(ln.getScale().getType())
                          .getNumElements(),
                      1)));
+      if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op)) // columns
+        floats = std::max<int64_t>(
+            floats, ::fsdp::convImageColumnElements(
+                        op->getName().stripDialect(),
+                        shapesOf(op->getOperandTypes()),
+                        shapesOf(op->getResultTypes())));
       if (isa<AttentionOp, AttentionGradOp>(op)) {
         auto q = cast<RankedTensorType>(op->getOperand(0).getType());
         auto k = cast<RankedTensorType>(op->getOperand(1).getType());
@@ -340,9 +347,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// The largest scratch one instruction's device kernels need
   /// (runtime/plan/ComputeOps.h), at least the 8 bytes the backend
   /// allocates.
-  static std::vector<std::vector<int64_t>> operandShapes(Operation *op) {
+  static std::vector<std::vector<int64_t>> shapesOf(TypeRange types) {
     std::vector<std::vector<int64_t>> shapes;
-    for (Type t : op->getOperandTypes()) {
+    for (Type t : types) {
       auto tt = dyn_cast<RankedTensorType>(t);
       shapes.push_back(
           tt ? std::vector<int64_t>(tt.getShape().begin(), tt.getShape().end())
@@ -358,7 +365,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         return;
       most =
           std::max(most, ::fsdp::deviceScratchBytes(
-                             op->getName().stripDialect(), operandShapes(op)));
+                             op->getName().stripDialect(),
+                             shapesOf(op->getOperandTypes()),
+                             shapesOf(op->getResultTypes())));
     });
     return most;
   }
@@ -389,7 +398,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp") ||
           !::fsdp::computesInF32(name) ||
           (model.cores == 0 &&
-           ::fsdp::runsNarrowOnDevice(name, operandShapes(op), causal(op))))
+           ::fsdp::runsNarrowOnDevice(name, shapesOf(op->getOperandTypes()), causal(op))))
         return;
       int64_t bytes = 0;
       llvm::SmallPtrSet<Value, 4> seen;

@@ -529,6 +529,105 @@ Status kGemm(const Instruction &in, Context &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution: image by image, im2col into scratch and a GEMM per group
+// (runtime/plan/ConvGeometry.h); the column buffer is [groups][rows][P].
+//===----------------------------------------------------------------------===//
+
+Status convCheck(const Instruction &in, const TensorRef &x, const TensorRef &w,
+                 const TensorRef &y, ConvGeometry &g) {
+  FSDP_RETURN_IF_ERROR(convGeometryOf(in, x, w, y, g));
+  if (x.dtype != DType::F32)
+    return Status::error("expects f32 operands");
+  return Status::ok();
+}
+
+void im2col(const ConvGeometry &g, const float *x, int64_t img, float *col) {
+  int64_t rows = g.groups * g.rows(), p = g.positions();
+#pragma omp parallel for if (rows * p > (1 << 15))
+  for (int64_t gr = 0; gr < rows; ++gr) {
+    float *row = col + gr * p;
+    for (int64_t q = 0; q < p; ++q) {
+      int64_t s = g.source(img, gr / g.rows(), gr % g.rows(), q);
+      row[q] = s < 0 ? 0.0f : x[s];
+    }
+  }
+}
+
+Status kConv(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &w = in.in[1], &y = in.out[0];
+  ConvGeometry g;
+  FSDP_RETURN_IF_ERROR(convCheck(in, x, w, y, g));
+  const float *bias = nullptr;
+  if (in.in.size() == 3) {
+    const TensorRef &b = in.in[2];
+    if (b.dtype != DType::F32 || b.rank() != 1 || b.shape[0] != g.oc)
+      return Status::error("bias " + shapeString(b.shape) +
+                           " is not one f32 per output channel");
+    bias = c.get<float>(b);
+  }
+  const float *px = c.get<float>(x), *pw = c.get<float>(w);
+  float *py = c.get<float>(y), *col = c.scratch; // scratchFloats
+  int64_t r = g.rows(), p = g.positions(), ocg = g.ocg();
+  for (int64_t img = 0; img < g.n; ++img) {
+    im2col(g, px, img, col);
+    for (int64_t gi = 0; gi < g.groups; ++gi) {
+      float *out = py + (img * g.oc + gi * ocg) * p;
+      // The bias first, then C = W·col + C: one rounding, as matmul's.
+      if (bias)
+        for (int64_t o = 0; o < ocg; ++o)
+          std::fill(out + o * p, out + (o + 1) * p, bias[gi * ocg + o]);
+      sgemm(false, false, ocg, p, r, 1.0f, pw + gi * ocg * r, r,
+            col + gi * r * p, p, bias ? 1.0f : 0.0f, out);
+    }
+  }
+  return Status::ok();
+}
+
+Status kConvGradInput(const Instruction &in, Context &c) {
+  const TensorRef &dy = in.in[0], &w = in.in[1], &dx = in.out[0];
+  ConvGeometry g;
+  FSDP_RETURN_IF_ERROR(convCheck(in, dx, w, dy, g));
+  const float *pdy = c.get<float>(dy), *pw = c.get<float>(w);
+  float *pdx = c.get<float>(dx), *col = c.scratch; // scratchFloats
+  int64_t r = g.rows(), p = g.positions(), ocg = g.ocg();
+  for (int64_t img = 0; img < g.n; ++img) {
+    for (int64_t gi = 0; gi < g.groups; ++gi)
+      sgemm(true, false, r, p, ocg, 1.0f, pw + gi * ocg * r, r,
+            pdy + (img * g.oc + gi * ocg) * p, p, 0.0f, col + gi * r * p);
+    // col2im: each input element gathers the columns that read it.
+    int64_t pixels = g.c * g.h * g.w;
+#pragma omp parallel for if (pixels > (1 << 14))
+    for (int64_t i = 0; i < pixels; ++i) {
+      float sum = 0.0f;
+      g.forEachReader(i / (g.h * g.w), (i / g.w) % g.h, i % g.w,
+                      [&](int64_t gi, int64_t row, int64_t q) {
+                        sum += col[(gi * r + row) * p + q];
+                      });
+      pdx[img * pixels + i] = sum;
+    }
+  }
+  return Status::ok();
+}
+
+Status kConvGradWeight(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &dy = in.in[1], &dw = in.out[0];
+  ConvGeometry g;
+  FSDP_RETURN_IF_ERROR(convCheck(in, x, dw, dy, g));
+  const float *px = c.get<float>(x), *pdy = c.get<float>(dy);
+  float *pdw = c.get<float>(dw), *col = c.scratch; // scratchFloats
+  int64_t r = g.rows(), p = g.positions(), ocg = g.ocg();
+  if (g.n == 0)
+    std::fill(pdw, pdw + dw.numel(), 0.0f);
+  for (int64_t img = 0; img < g.n; ++img) {
+    im2col(g, px, img, col);
+    for (int64_t gi = 0; gi < g.groups; ++gi)
+      sgemm(false, true, ocg, r, p, 1.0f, pdy + (img * g.oc + gi * ocg) * p, p,
+            col + gi * r * p, p, img > 0 ? 1.0f : 0.0f, pdw + gi * ocg * r);
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
@@ -1534,6 +1633,9 @@ const std::map<std::string, OpInfo> &table() {
       {"reduce_max", {kReduceMax, 1, 1, 1}},
       {"softmax", {kSoftmax, 1, 1, 1}},
       {"log_softmax", {kLogSoftmax, 1, 1, 1}},
+      {"conv", {kConv, 2, 3, 1}},
+      {"conv_grad_input", {kConvGradInput, 2, 2, 1}},
+      {"conv_grad_weight", {kConvGradWeight, 2, 2, 1}},
       {"layer_norm", {kLayerNorm, 2, 3, 1}},
       {"layer_norm_grad", {kLayerNormGrad, 3, 3, 3}},
       {"attention", {kAttention, 3, 4, 1}},
@@ -1639,6 +1741,15 @@ int64_t scratchFloats(const Instruction &instr) {
       !instr.in[1].shape.empty()) // each row's mean and rstd (doubles)
     return 4 *
            (instr.in[0].numel() / std::max<int64_t>(instr.in[1].numel(), 1));
+  if (instr.op == "conv" || instr.op == "conv_grad_input" ||
+      instr.op == "conv_grad_weight") { // one image's columns
+    std::vector<std::vector<int64_t>> in, out;
+    for (const TensorRef &t : instr.in)
+      in.push_back(t.shape);
+    for (const TensorRef &t : instr.out)
+      out.push_back(t.shape);
+    return convImageColumnElements(instr.op, in, out);
+  }
   bool grad = instr.op == "attention_grad"; // probabilities and their gradient
   if ((instr.op != "attention" && !grad) || instr.in.size() < 2)
     return 0;

@@ -61,11 +61,14 @@ using Lowerer = Status (*)(Ctx &);
 bool nativeNarrow(const Instruction &in);
 
 /// The shapes of `in`'s operands, as runtime/plan/ComputeOps.h takes them.
-std::vector<std::vector<int64_t>> operandShapes(const Instruction &in) {
+std::vector<std::vector<int64_t>> shapesOf(const std::vector<TensorRef> &ts) {
   std::vector<std::vector<int64_t>> shapes;
-  for (const TensorRef &t : in.in)
+  for (const TensorRef &t : ts)
     shapes.emplace_back(t.shape.begin(), t.shape.end());
   return shapes;
+}
+std::vector<std::vector<int64_t>> operandShapes(const Instruction &in) {
+  return shapesOf(in.in);
 }
 
 ElemType elemOf(DType t) { return static_cast<ElemType>(t); }
@@ -1101,7 +1104,7 @@ int64_t widenedBytes(const Instruction &in) {
 }
 
 int64_t scratchBytes(const Instruction &in) {
-  return deviceScratchBytes(in.op, operandShapes(in));
+  return deviceScratchBytes(in.op, shapesOf(in.in), shapesOf(in.out));
 }
 
 namespace {

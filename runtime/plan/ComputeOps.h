@@ -8,6 +8,8 @@
 #ifndef FSDP_RUNTIME_PLAN_COMPUTEOPS_H
 #define FSDP_RUNTIME_PLAN_COMPUTEOPS_H
 
+#include "runtime/plan/ConvGeometry.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
@@ -22,7 +24,9 @@ inline bool computesInF32(std::string_view op) {
   static constexpr std::string_view ops[] = {
       "abs",           "add",
       "attention",     "attention_grad",
-      "cross_entropy", "cross_entropy_grad",
+      "conv",          "conv_grad_input",
+      "conv_grad_weight", "cross_entropy",
+      "cross_entropy_grad",
       "div",           "equal",
       "erf",           "exp",
       "gelu",          "gelu_grad",
@@ -92,7 +96,8 @@ inline bool runsNarrowOnDevice(std::string_view op,
     return flashAttentionShapes(op, in, causal);
   return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
          op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
-         op == "matmul" || op == "cross_entropy" ||
+         op == "matmul" || op == "conv" || op == "conv_grad_input" ||
+         op == "conv_grad_weight" || op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 
@@ -116,15 +121,22 @@ inline int64_t reduceChunks(int64_t count, int64_t outputs) {
 /// them for GPU targets): per query row attention_grad's softmax max,
 /// normaliser and D; per row layer_norm_grad's mean and rstd; per position
 /// a loss's term and weight, plus the total and a sink; split reductions'
-/// partial sums.
+/// partial sums; a convolution's column buffer (4 bytes an element at
+/// most), and for conv_grad_weight the output gradient regrouped by
+/// channel. `out`: the results' shapes.
 inline int64_t deviceScratchBytes(std::string_view op,
-                                  const std::vector<std::vector<int64_t>> &in) {
+                                  const std::vector<std::vector<int64_t>> &in,
+                                  const std::vector<std::vector<int64_t>> &out) {
   auto numel = [](const std::vector<int64_t> &s) {
     int64_t n = 1;
     for (int64_t d : s)
       n *= d;
     return n;
   };
+  if (int64_t columns = convColumnElements(op, in, out)) {
+    int64_t regrouped = op == "conv_grad_weight" ? numel(in[1]) : 0;
+    return 4 * (columns + regrouped) + 16;
+  }
   if (op == "attention_grad" && !in.empty() && in[0].size() >= 2 &&
       in[0].back() > 0)
     return 24 * (numel(in[0]) / in[0].back());

@@ -40,4 +40,47 @@ Status layerNormGradLayout(const Instruction &in, int64_t axis, int64_t &rows,
   return Status::ok();
 }
 
+namespace {
+/// At most four integers of an array attribute, without allocating.
+struct SmallInts {
+  int64_t v[4] = {};
+  size_t n = 0;
+  bool ok = true;
+  size_t size() const { return n; }
+  int64_t operator[](size_t i) const { return v[i]; }
+};
+SmallInts smallInts(const Instruction &in, const char *name) {
+  SmallInts out;
+  auto it = in.attrs.find(name);
+  if (it == in.attrs.end() || !it->is_array()) {
+    out.ok = false;
+    return out;
+  }
+  for (const auto &x : *it) {
+    if (!x.is_number_integer() || out.n == 4) {
+      out.ok = false;
+      return out;
+    }
+    out.v[out.n++] = x.get<int64_t>();
+  }
+  return out;
+}
+} // namespace
+
+Status convGeometryOf(const Instruction &in, const TensorRef &x,
+                      const TensorRef &w, const TensorRef &y,
+                      ConvGeometry &g) {
+  SmallInts strides = smallInts(in, "strides"), pads = smallInts(in, "pads"),
+            dilations = smallInts(in, "dilations");
+  if (!strides.ok || !pads.ok || !dilations.ok || x.dtype != w.dtype ||
+      x.dtype != y.dtype ||
+      !convGeometry(x.shape, w.shape, y.shape, strides, pads, dilations,
+                    in.attrInt("groups", 1), g))
+    return Status::error("convolution of input " + shapeString(x.shape) +
+                         " by weight " + shapeString(w.shape) +
+                         " does not give " + shapeString(y.shape) +
+                         " with its strides, pads, dilations and group");
+  return Status::ok();
+}
+
 } // namespace fsdp

@@ -8,6 +8,7 @@
 #ifndef FSDP_RUNTIME_PLAN_OPSHAPES_H
 #define FSDP_RUNTIME_PLAN_OPSHAPES_H
 
+#include "runtime/plan/ConvGeometry.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
@@ -49,6 +50,13 @@ Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
 /// dbias) normalising axes `axis..`: `rows` rows of `cols` elements.
 Status layerNormGradLayout(const Instruction &in, int64_t axis, int64_t &rows,
                            int64_t &cols);
+
+/// A convolution's geometry from the instruction's attributes and the
+/// shapes of the convolution's input `x`, weight `w` and output `y` (for a
+/// gradient: the tensors in those roles); allocates nothing.
+Status convGeometryOf(const Instruction &in, const TensorRef &x,
+                      const TensorRef &w, const TensorRef &y,
+                      ConvGeometry &g);
 
 } // namespace fsdp
 

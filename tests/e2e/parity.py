@@ -283,6 +283,10 @@ CASES = {
     "gpt2-pe-buffer": (["gpt2", "--pe-buffer"], {"buffers": "^pe$"}),
     # torch's own nn.TransformerEncoder (post-norm layers, fused in_proj).
     "torch-encoder": (["encoder"], {}),
+    # torchvision's VisionTransformer: a Conv patch embedding, a class token
+    # and position table (parameters), blocks named encoder_layer_N.
+    "torchvision-vit": (["vit"], {}),
+    "convnet": (["convnet"], {}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
     "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),

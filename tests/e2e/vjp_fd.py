@@ -165,6 +165,22 @@ def cases():
                          [param("x", (3, 5))], [("y", (3, 5))])
     c["LogSoftmax"] = model([helper.make_node("LogSoftmax", ["x"], ["y"], name="/op", axis=-1)],
                             [param("x", (3, 5))], [("y", (3, 5))])
+    # Convolutions: 2-D with padding, stride and bias; asymmetric pads,
+    # dilation and groups; 1-D.
+    def conv(x_shape, w_shape, out_shape, bias=True, **attrs):
+        inputs = ["x", "w"] + (["b"] if bias else [])
+        inits = [param("x", x_shape), param("w", w_shape)]
+        if bias:
+            inits.append(param("b", (w_shape[0],)))
+        return model([helper.make_node("Conv", inputs, ["y"], name="/op", **attrs)], inits,
+                     [("y", out_shape)])
+    c["Conv-2d-pad-stride-bias"] = conv((2, 3, 6, 5), (4, 3, 3, 3), (2, 4, 3, 3),
+                                        pads=[1, 1, 1, 1], strides=[2, 2])
+    c["Conv-2d-dilation-groups"] = conv((1, 4, 7, 6), (6, 2, 2, 3), (1, 6, 6, 2), bias=False,
+                                        pads=[1, 0, 0, 1], dilations=[2, 2], group=2,
+                                        strides=[1, 2])
+    c["Conv-1d-same"] = conv((2, 3, 7), (2, 3, 4), (2, 2, 4), auto_pad="SAME_UPPER",
+                             strides=[2])
     c["LayerNormalization"] = model(
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="/op", axis=-1)],
         [param("x", (3, 6)), param("g", (6,)), param("b", (6,))], [("y", (3, 6))])
@@ -236,6 +252,7 @@ def main():
     ap.add_argument("--fsdp-opt", required=True)
     ap.add_argument("--fsdp-run", required=True)
     ap.add_argument("--coords", type=int, default=3)
+    ap.add_argument("cases", nargs="*", help="only cases whose name starts so")
     a = ap.parse_args()
     tools = (a.fsdp_opt, a.fsdp_run)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -243,6 +260,8 @@ def main():
     passed = failed = 0
     with tempfile.TemporaryDirectory() as tmp:
         for name, m in cases().items():
+            if a.cases and not any(name.startswith(c) for c in a.cases):
+                continue
             if isinstance(m, tuple):  # (kind, MLIR text, initial values)
                 _, text, values = m
                 path = os.path.join(tmp, "m.mlir")

@@ -1,0 +1,165 @@
+//===- ConvGeometry.h - Index math of convolutions, shared -------*- C++ -*-===//
+//
+// Header-only and dependency-free: the CPU kernels (runtime/cpu) and the
+// device functors (runtime/device, host and CUDA) lower fsdp.conv and its
+// gradients to im2col, GEMMs and col2im with this one set of index rules,
+// and the planners size the column buffer with convColumnElements.
+//
+// A 1-D convolution is a 2-D one of height 1. Column rows r run over a
+// group's input channels and kernel positions (c·KH·KW + kh·KW + kw),
+// columns over output positions p = oh·OW + ow.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
+#define FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#ifdef __CUDACC__
+#define FSDP_CONV_HD __host__ __device__
+#else
+#define FSDP_CONV_HD
+#endif
+
+namespace fsdp {
+
+struct ConvGeometry {
+  int64_t n = 0, c = 0, h = 1, w = 1; // input [N, C, H, W]
+  int64_t oc = 0, kh = 1, kw = 1;     // weight [OC, C / groups, KH, KW]
+  int64_t oh = 1, ow = 1;             // output [N, OC, OH, OW]
+  int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+
+  FSDP_CONV_HD int64_t cg() const { return c / groups; }
+  FSDP_CONV_HD int64_t ocg() const { return oc / groups; }
+  /// Column rows of a group: its input channels times kernel positions.
+  FSDP_CONV_HD int64_t rows() const { return cg() * kh * kw; }
+  /// Output positions of one image.
+  FSDP_CONV_HD int64_t positions() const { return oh * ow; }
+
+  /// The input element that column row `r` of group `g` reads at output
+  /// position `p` of image `img` (an offset into x), or -1 in the padding.
+  FSDP_CONV_HD int64_t source(int64_t img, int64_t g, int64_t r,
+                              int64_t p) const {
+    int64_t ch = g * cg() + r / (kh * kw), k = r % (kh * kw);
+    int64_t ih = (p / ow) * sh - ph + (k / kw) * dh;
+    int64_t iw = (p % ow) * sw - pw + (k % kw) * dw;
+    if (ih < 0 || ih >= h || iw < 0 || iw >= w)
+      return -1;
+    return ((img * c + ch) * h + ih) * w + iw;
+  }
+
+  /// Calls f(g, r, p) for every column entry that reads input element
+  /// (img, ch, ih, iw): col2im gathers a gradient from them, kernel rows
+  /// then columns in order, so both backends sum in one order.
+  template <typename F>
+  FSDP_CONV_HD void forEachReader(int64_t ch, int64_t ih, int64_t iw,
+                                  F f) const {
+    int64_t g = ch / cg(), base = (ch % cg()) * kh * kw;
+    for (int64_t i = 0; i < kh; ++i) {
+      int64_t th = ih + ph - i * dh;
+      if (th < 0 || th % sh != 0 || th / sh >= oh)
+        continue;
+      for (int64_t j = 0; j < kw; ++j) {
+        int64_t tw = iw + pw - j * dw;
+        if (tw < 0 || tw % sw != 0 || tw / sw >= ow)
+          continue;
+        f(g, base + i * kw + j, (th / sh) * ow + tw / sw);
+      }
+    }
+  }
+};
+
+/// The geometry of a convolution from its input, weight and output shapes
+/// and attributes (any sequences with size() and [], so a kernel inside a
+/// step allocates nothing); false when they do not fit together.
+template <typename S, typename A>
+bool convGeometry(const S &x, const S &wt, const S &y, const A &strides,
+                  const A &pads, const A &dilations, int64_t groups,
+                  ConvGeometry &g) {
+  size_t r = x.size();
+  if ((r != 3 && r != 4) || wt.size() != r || y.size() != r)
+    return false;
+  size_t s = r - 2;
+  if (strides.size() != s || dilations.size() != s || pads.size() != 2 * s)
+    return false;
+  for (size_t d = 0; d < r; ++d)
+    if (x[d] < 0 || wt[d] < 0 || y[d] < 0)
+      return false;
+  g = ConvGeometry();
+  g.n = x[0];
+  g.c = x[1];
+  g.oc = wt[0];
+  g.groups = groups;
+  if (groups < 1 || g.c % groups || g.oc % groups || wt[1] * groups != g.c ||
+      y[0] != g.n || y[1] != g.oc)
+    return false;
+  int64_t *in[2] = {&g.h, &g.w}, *k[2] = {&g.kh, &g.kw},
+          *out[2] = {&g.oh, &g.ow};
+  int64_t *st[2] = {&g.sh, &g.sw}, *pd[2] = {&g.ph, &g.pw},
+          *dl[2] = {&g.dh, &g.dw};
+  size_t first = 2 - s; // 1-D: height 1, the one axis is the width
+  for (size_t d = 0; d < s; ++d) {
+    size_t a = first + d;
+    int64_t end = pads[d + s];
+    if (strides[d] < 1 || dilations[d] < 1 || pads[d] < 0 || end < 0 ||
+        wt[2 + d] < 1)
+      return false;
+    int64_t span =
+        x[2 + d] + pads[d] + end - dilations[d] * (wt[2 + d] - 1) - 1;
+    if (span < 0 || span / strides[d] + 1 != y[2 + d])
+      return false;
+    *in[a] = x[2 + d];
+    *k[a] = wt[2 + d];
+    *out[a] = y[2 + d];
+    *st[a] = strides[d];
+    *pd[a] = pads[d];
+    *dl[a] = dilations[d];
+  }
+  return true;
+}
+
+/// Elements of the column buffer of a whole batch (C·KH·KW rows by N·OH·OW
+/// columns) of conv, conv_grad_input or conv_grad_weight, from its operand
+/// and result shapes; 0 for other ops.
+inline int64_t convColumnElements(const std::string_view op,
+                                  const std::vector<std::vector<int64_t>> &in,
+                                  const std::vector<std::vector<int64_t>> &out) {
+  auto numel = [](const std::vector<int64_t> &s, size_t from) {
+    int64_t n = 1;
+    for (size_t d = from; d < s.size(); ++d)
+      n *= s[d];
+    return n;
+  };
+  if (in.size() < 2 || out.empty() || in[0].size() < 3 || in[1].size() < 3 ||
+      out[0].size() < 3)
+    return 0;
+  // channels · kernel positions, and the gradient's (or output's) N · P.
+  const std::vector<int64_t> *x, *k, *y;
+  if (op == "conv") {
+    x = &in[0], k = &in[1], y = &out[0];
+  } else if (op == "conv_grad_input") {
+    x = &out[0], k = &in[1], y = &in[0];
+  } else if (op == "conv_grad_weight") {
+    x = &in[0], k = &out[0], y = &in[1];
+  } else {
+    return 0;
+  }
+  return (*x)[1] * numel(*k, 2) * (*y)[0] * numel(*y, 2);
+}
+
+/// The column buffer of one image (the CPU kernels convolve image by
+/// image): convColumnElements / N.
+inline int64_t convImageColumnElements(
+    const std::string_view op, const std::vector<std::vector<int64_t>> &in,
+    const std::vector<std::vector<int64_t>> &out) {
+  int64_t all = convColumnElements(op, in, out);
+  // The batch is the first extent of every one's first operand.
+  int64_t n = all ? in[0][0] : 0;
+  return n > 0 ? all / n : 0;
+}
+
+} // namespace fsdp
+
+#endif // FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
