@@ -22,8 +22,9 @@ double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
 }
 
 double DeviceModel::efficiency(llvm::StringRef op) const {
-  if (op == "matmul" || op == "gemm")
-    return gemmEfficiency;
+  if (op == "matmul" || op == "gemm" || op == "conv" ||
+      op == "conv_grad_input" || op == "conv_grad_weight")
+    return gemmEfficiency; // convolutions run as GEMMs (im2col)
   if (op == "attention" || op == "attention_grad")
     return attentionEfficiency;
   return 1.0;

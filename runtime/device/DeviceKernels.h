@@ -23,6 +23,8 @@
 #ifndef FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
 #define FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
 
+#include "runtime/plan/ConvGeometry.h"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -949,6 +951,45 @@ struct LossGradRows {
       storeFloat(l.type, y, at,
                  (float)(w * scale * (prob - (j == cls ? 1.0 : 0.0))));
     }
+  }
+};
+
+/// im2col of a whole batch into `col`, laid out [groups][rows][N][P]
+/// (runtime/plan/ConvGeometry.h): a group's columns for every image side
+/// by side, so one GEMM per group covers the batch. Zeros in the padding.
+struct Im2Col {
+  ConvGeometry g;
+  ElemType t;
+  const void *x;
+  void *col;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t p = g.positions(), q = i % p, rest = i / p;
+    int64_t img = rest % g.n;
+    rest /= g.n;
+    int64_t s = g.source(img, rest / g.rows(), rest % g.rows(), q);
+    storeFloat(t, col, i, s < 0 ? 0.0f : loadFloat(t, x, s));
+  }
+};
+
+/// col2im: each input element of dx the sum of the column entries (`col`
+/// as Im2Col lays it out) that read it, in ConvGeometry's order, as the
+/// CPU kernel sums.
+struct Col2Im {
+  ConvGeometry g;
+  ElemType tcol, tx;
+  const void *col;
+  void *dx;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t plane = g.h * g.w, pixels = g.c * plane;
+    int64_t img = i / pixels, j = i % pixels;
+    int64_t rows = g.rows(), p = g.positions();
+    float sum = 0.0f;
+    g.forEachReader(j / plane, (j / g.w) % g.h, j % g.w,
+                    [&](int64_t gi, int64_t r, int64_t q) {
+                      sum += loadFloat(tcol, col,
+                                       ((gi * rows + r) * g.n + img) * p + q);
+                    });
+    storeFloat(tx, dx, i, sum);
   }
 };
 

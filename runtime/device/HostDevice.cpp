@@ -87,10 +87,15 @@ private:
     // bf16/f16, as a GPU's tensor cores compute them: exact products of
     // the narrow values summed in f32, C rounded once (C is read first
     // when beta is not zero). The f32 copies grow on the first run only.
-    int64_t rowsA = g.ta ? g.k : g.m, rowsB = g.tb ? g.n : g.k;
-    int64_t na = (g.batch - 1) * g.strideA + rowsA * g.lda,
-            nb = (g.batch - 1) * g.strideB + rowsB * g.ldb,
-            nc = (g.batch - 1) * g.strideC + g.m * g.ldc;
+    // Each operand's extent: one past the last element any product reads
+    // (a matrix whose leading dimension is longer than its rows, as a
+    // convolution's batched column blocks, ends with its last row).
+    auto extent = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+      return (g.batch - 1) * stride + (rows - 1) * ld + cols;
+    };
+    int64_t na = extent(g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda, g.strideA),
+            nb = extent(g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb, g.strideB),
+            nc = extent(g.m, g.n, g.ldc, g.strideC);
     auto widen = [&](const void *p, int64_t n, std::vector<float> &out) {
       if ((int64_t)out.size() < n)
         out.resize(n);

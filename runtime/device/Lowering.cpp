@@ -280,6 +280,134 @@ Status lowerGemm(Ctx &c) {
 }
 
 //===----------------------------------------------------------------------===//
+// Convolution: im2col of the whole batch into scratch, a GEMM per group
+// batched over the images, col2im (runtime/plan/ConvGeometry.h; scratch
+// sized by ComputeOps.h's deviceScratchBytes)
+//===----------------------------------------------------------------------===//
+
+/// Checks a convolution's operands (one GEMM dtype) and its geometry.
+Status convLayout(Ctx &c, const TensorRef &x, const TensorRef &w,
+                  const TensorRef &y, ConvGeometry &g) {
+  FSDP_RETURN_IF_ERROR(convGeometryOf(c.in, x, w, y, g));
+  if (!gemmType(y.dtype))
+    return Status::error("expects f32, bf16 or f16 operands");
+  return Status::ok();
+}
+
+void gatherCopy(Ctx &c, const TensorRef &x, const TensorRef &y,
+                const Dims &srcStrides, int64_t base);
+
+/// A GEMM of one group (operands and strides set by the caller).
+Gemm groupGemm(ElemType type, bool ta, bool tb, int64_t m, int64_t n,
+               int64_t k) {
+  Gemm gm;
+  gm.type = type;
+  gm.ta = ta;
+  gm.tb = tb;
+  gm.m = m;
+  gm.n = n;
+  gm.k = k;
+  return gm;
+}
+
+Status lowerConv(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &w = c.in.in[1], &y = c.in.out[0];
+  ConvGeometry g;
+  FSDP_RETURN_IF_ERROR(convLayout(c, x, w, y, g));
+  int64_t es = dtypeSize(y.dtype), r = g.rows(), p = g.positions(),
+          ocg = g.ocg();
+  uint8_t *col = c.mem.scratch;
+  c.emit(g.groups * r * g.n * p, Im2Col{g, elemOf(x.dtype), c.at(x), col});
+  bool bias = c.in.in.size() == 3;
+  if (bias) { // y = bias per channel first; the GEMMs add to it
+    const TensorRef &b = c.in.in[2];
+    if (b.dtype != y.dtype || b.rank() != 1 || b.shape[0] != g.oc)
+      return Status::error("bias " + shapeString(b.shape) +
+                           " is not one value per output channel");
+    Dims src(y.rank(), 0);
+    src[1] = 1;
+    gatherCopy(c, b, y, src, 0);
+  }
+  for (int64_t gi = 0; gi < g.groups; ++gi) {
+    Gemm gm = groupGemm(elemOf(y.dtype), false, false, ocg, p, r);
+    gm.beta = bias ? 1.0f : 0.0f;
+    gm.a = c.at<uint8_t>(w) + gi * ocg * r * es;
+    gm.lda = r;
+    gm.b = col + gi * r * g.n * p * es;
+    gm.ldb = g.n * p;
+    gm.strideB = p;
+    gm.c = c.at<uint8_t>(y) + gi * ocg * p * es;
+    gm.ldc = p;
+    gm.strideC = g.oc * p;
+    gm.batch = g.n;
+    c.emit(1, gm);
+  }
+  return Status::ok();
+}
+
+Status lowerConvGradInput(Ctx &c) {
+  const TensorRef &dy = c.in.in[0], &w = c.in.in[1], &dx = c.in.out[0];
+  ConvGeometry g;
+  FSDP_RETURN_IF_ERROR(convLayout(c, dx, w, dy, g));
+  int64_t es = dtypeSize(dy.dtype), r = g.rows(), p = g.positions(),
+          ocg = g.ocg();
+  uint8_t *col = c.mem.scratch;
+  for (int64_t gi = 0; gi < g.groups; ++gi) { // columns = wᵀ · dy
+    Gemm gm = groupGemm(elemOf(dy.dtype), true, false, r, p, ocg);
+    gm.a = c.at<uint8_t>(w) + gi * ocg * r * es;
+    gm.lda = r;
+    gm.b = c.at<uint8_t>(dy) + gi * ocg * p * es;
+    gm.ldb = p;
+    gm.strideB = g.oc * p;
+    gm.c = col + gi * r * g.n * p * es;
+    gm.ldc = g.n * p;
+    gm.strideC = p;
+    gm.batch = g.n;
+    c.emit(1, gm);
+  }
+  c.emit(dx.numel(),
+         Col2Im{g, elemOf(dy.dtype), elemOf(dx.dtype), col, c.at(dx)});
+  return Status::ok();
+}
+
+Status lowerConvGradWeight(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &dy = c.in.in[1], &dw = c.in.out[0];
+  ConvGeometry g;
+  FSDP_RETURN_IF_ERROR(convLayout(c, x, dw, dy, g));
+  int64_t es = dtypeSize(dy.dtype), r = g.rows(), p = g.positions(),
+          ocg = g.ocg(), np = g.n * p;
+  uint8_t *col = c.mem.scratch;
+  // dy regrouped [OC][N][P] after the columns: per group one GEMM whose
+  // inner dimension runs over every image's positions.
+  uint8_t *regrouped = col + (g.groups * r * np * es + 15) / 16 * 16;
+  c.emit(g.groups * r * np, Im2Col{g, elemOf(x.dtype), c.at(x), col});
+  StridedCopy s{};
+  s.index.rank = 3;
+  int64_t dims[3] = {g.oc, g.n, p}, from[3] = {p, g.oc * p, 1},
+          to[3] = {np, p, 1};
+  for (int d = 0; d < 3; ++d) {
+    s.index.dims[d] = dims[d];
+    s.index.strides[0][d] = from[d];
+    s.index.strides[1][d] = to[d];
+  }
+  s.elemBytes = es;
+  s.x = c.at<uint8_t>(dy);
+  s.y = regrouped;
+  c.emit(dy.numel(), s);
+  for (int64_t gi = 0; gi < g.groups; ++gi) { // dw = dy · columnsᵀ
+    Gemm gm = groupGemm(elemOf(dy.dtype), false, true, ocg, r, np);
+    gm.a = regrouped + gi * ocg * np * es;
+    gm.lda = np;
+    gm.b = col + gi * r * np * es;
+    gm.ldb = np;
+    gm.c = c.at<uint8_t>(dw) + gi * ocg * r * es;
+    gm.ldc = r;
+    c.emit(1, gm);
+  }
+  return Status::ok();
+}
+
+//===----------------------------------------------------------------------===//
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
@@ -993,6 +1121,9 @@ const std::map<std::string, Lowerer> &table() {
       {"sigmoid", un<UnaryKind::Sigmoid>},
       {"silu", un<UnaryKind::Silu>},
       {"gelu", lowerGelu},
+      {"conv", lowerConv},
+      {"conv_grad_input", lowerConvGradInput},
+      {"conv_grad_weight", lowerConvGradWeight},
       {"gelu_grad", lowerGeluGrad},
       {"not", lowerNot},
       {"add", bin<BinaryKind::Add>},

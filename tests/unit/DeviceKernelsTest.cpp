@@ -527,6 +527,55 @@ TEST(DeviceKernels, TransposeMatchesCpu) {
   expectClose(a.at<float>(y), got.data(), y.numel(), "transpose");
 }
 
+// Convolutions as lowered (im2col, a GEMM per group batched over the
+// images, col2im) against the CPU kernels (image by image): 2-D with
+// padding, stride and bias; groups with dilation and unequal pads; 1-D.
+// The GEMMs sum in another order, so the tolerance is 1e-5.
+TEST(DeviceKernels, ConvolutionsMatchCpu) {
+  struct Case {
+    Dims x, w, y;
+    nlohmann::json attrs;
+    bool bias;
+  };
+  std::vector<Case> cases = {
+      {{2, 3, 6, 5}, {4, 3, 3, 3}, {2, 4, 3, 3},
+       {{"strides", {2, 2}}, {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
+        {"groups", 1}},
+       true},
+      {{3, 4, 7, 6}, {6, 2, 2, 3}, {3, 6, 6, 2},
+       {{"strides", {1, 2}}, {"pads", {1, 0, 0, 1}}, {"dilations", {2, 2}},
+        {"groups", 2}},
+       false},
+      {{2, 3, 7}, {3, 1, 4}, {2, 3, 4},
+       {{"strides", {2}}, {"pads", {1, 2}}, {"dilations", {1}}, {"groups", 3}},
+       true}};
+  for (const Case &k : cases) {
+    Arena a;
+    TensorRef x = a.add(k.x), w = a.add(k.w), b = a.add({k.w[0]}),
+              dy = a.add(k.y), y = a.add(k.y), gotY = a.add(k.y),
+              dx = a.add(k.x), gotDx = a.add(k.x), dw = a.add(k.w),
+              gotDw = a.add(k.w);
+    a.fill(x, -1.0f, 1.0f);
+    a.fill(w, -1.0f, 1.0f);
+    a.fill(b, -1.0f, 1.0f);
+    a.fill(dy, -1.0f, 1.0f);
+    std::vector<TensorRef> in = {x, w};
+    if (k.bias)
+      in.push_back(b);
+    runCpu(a, instr("conv", in, {y}, k.attrs));
+    runLowered(a, instr("conv", in, {gotY}, k.attrs));
+    expectClose(a.at<float>(y), a.at<float>(gotY), y.numel(), "conv", 1e-5f);
+    runCpu(a, instr("conv_grad_input", {dy, w}, {dx}, k.attrs));
+    runLowered(a, instr("conv_grad_input", {dy, w}, {gotDx}, k.attrs));
+    expectClose(a.at<float>(dx), a.at<float>(gotDx), dx.numel(),
+                "conv_grad_input", 1e-5f);
+    runCpu(a, instr("conv_grad_weight", {x, dy}, {dw}, k.attrs));
+    runLowered(a, instr("conv_grad_weight", {x, dy}, {gotDw}, k.attrs));
+    expectClose(a.at<float>(dw), a.at<float>(gotDw), dw.numel(),
+                "conv_grad_weight", 1e-5f);
+  }
+}
+
 TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
   Arena a;
   TensorRef g = a.add({37});

@@ -474,3 +474,47 @@ func.func @attention_grad(%q: tensor<2x8x16xf32>, %g: tensor<2x8x8xf32>) {
   %dq, %dk, %dv = fsdp.attention_grad %q, %q, %q, %g {scale = 1.0 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   return
 }
+
+// -----
+
+func.func @conv_channels(%x: tensor<2x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{conv weight 'tensor<4x2x3x3xf32>' takes 2 input channels, the input 'tensor<2x3x8x8xf32>' has 3}}
+  %0 = fsdp.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_groups(%x: tensor<2x3x8x8xf32>, %w: tensor<4x1x3x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{conv group 3 does not divide the channels 3 and 4}}
+  %0 = fsdp.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 3 : i64} : (tensor<2x3x8x8xf32>, tensor<4x1x3x3xf32>) -> tensor<2x4x6x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_pads(%x: tensor<2x3x8xf32>, %w: tensor<4x3x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{conv needs 1 strides and dilations and 2 pads, got 1, 1 and 4}}
+  %0 = fsdp.conv %x, %w {strides = array<i64: 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1>, groups = 1 : i64} : (tensor<2x3x8xf32>, tensor<4x3x3xf32>) -> tensor<2x4x6xf32>
+  return
+}
+
+// -----
+
+func.func @conv_kernel(%x: tensor<1x1x2x2xf32>, %w: tensor<1x1x3x3xf32>) {
+  // expected-error @+2 {{failed to infer returned types}}
+  // expected-error @+1 {{conv kernel [1, 1, 3, 3] is larger than the padded input 'tensor<1x1x2x2xf32>'}}
+  %0 = fsdp.conv %x, %w {strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<1x1x2x2xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x1x1xf32>
+  return
+}
+
+// -----
+
+func.func @conv_grad_input(%g: tensor<2x4x6x6xf32>, %w: tensor<4x3x3x3xf32>) {
+  // expected-error @+1 {{gradient 'tensor<2x4x6x6xf32>' does not match the convolution's output 'tensor<2x4x3x3xf32>'}}
+  %0 = fsdp.conv_grad_input %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  return
+}
