@@ -445,6 +445,23 @@ LogicalResult ConvOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult PoolOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                               SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.push_back(Value());
+    return success();
+  }
+  // One fused backward op (a max window's winner recomputed from x).
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute a : (*this)->getAttrs())
+    attrs.push_back(a);
+  operandGrads.push_back(PoolGradOp::create(builder, getLoc(),
+                                            getX().getType(),
+                                            ValueRange{getX(), dy}, attrs));
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//

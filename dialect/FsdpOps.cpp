@@ -233,6 +233,16 @@ int64_t ConvOp::getFlops() {
          (getBias() ? y : 0);
 }
 
+LogicalResult PoolOp::inferReturnTypes(MLIRContext *, Loc location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &out) {
+  return push(shape::pool(location, tensorOf(adaptor.getX()),
+                          {adaptor.getMode(), adaptor.getKernel(),
+                           adaptor.getStrides(), adaptor.getPads(),
+                           adaptor.getDilations(), adaptor.getCeilMode()}),
+              out);
+}
+
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, Loc location,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &out) {

@@ -367,6 +367,34 @@ def Fsdp_ConvOp : Fsdp_Op<"conv", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Fsdp_PoolOp : Fsdp_Op<"pool", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "1-D or 2-D max or average pooling, NCHW";
+  let description = [{
+    Over windows of `kernel` positions (with `strides`, `dilations`, and
+    `pads` before then after each spatial axis, as ONNX gives them):
+    `mode = "max"` takes each window's maximum (padding never wins; the
+    first maximum in scan order, a NaN propagating, as PyTorch); `"avg"` its
+    mean over the positions inside the input, or inside the padded input
+    with `count_include_pad`. `ceil_mode` rounds the window count up,
+    dropping a last window that would start in the end padding.
+
+    ```mlir
+    %y = fsdp.pool %x {mode = "max", kernel = array<i64: 3, 3>,
+                       strides = array<i64: 2, 2>, pads = array<i64: 1, 1, 1, 1>,
+                       dilations = array<i64: 1, 1>}
+        : tensor<2x4x8x8xf32> -> tensor<2x4x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, StrAttr:$mode,
+                   DenseI64ArrayAttr:$kernel, DenseI64ArrayAttr:$strides,
+                   DenseI64ArrayAttr:$pads, DenseI64ArrayAttr:$dilations,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Indexing and losses
 //===----------------------------------------------------------------------===//

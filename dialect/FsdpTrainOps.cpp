@@ -242,3 +242,19 @@ LogicalResult ConvGradWeightOp::verify() {
 int64_t ConvGradWeightOp::getFlops() {
   return convFlops(tensorOf(getGrad()), getType());
 }
+
+LogicalResult PoolGradOp::verify() {
+  auto y = shape::pool(getLoc(), tensorOf(getX()),
+                       {getMode(), getKernel(), getStrides(), getPads(),
+                        getDilations(), getCeilMode()});
+  if (failed(y))
+    return failure();
+  if (*y != getGrad().getType())
+    return emitOpError("gradient ")
+           << getGrad().getType() << " does not match the pooling's output "
+           << *y;
+  if (getType() != getX().getType())
+    return emitOpError("result type ")
+           << getType() << " differs from the input's " << getX().getType();
+  return success();
+}

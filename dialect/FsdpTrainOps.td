@@ -167,6 +167,32 @@ def Fsdp_ConvGradWeightOp : Fsdp_Op<"conv_grad_weight", [Pure,
   let hasVerifier = 1;
 }
 
+def Fsdp_PoolGradOp : Fsdp_Op<"pool_grad", [Pure]> {
+  let summary = "Gradient of fsdp.pool with respect to its input";
+  let description = [{
+    Given the pooling's input `x` and the gradient `grad` of its output,
+    returns the gradient of `x`: each input element gathers the output
+    gradients of the windows that take it (`max`: those whose maximum it
+    is, recomputed from `x`; `avg`: divided by each window's divisor).
+    Attributes as the forward's.
+
+```mlir
+%dx = fsdp.pool_grad %x, %dy {mode = "max", kernel = array<i64: 2, 2>,
+        strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>}
+    : (tensor<2x4x8x8xf32>, tensor<2x4x4x4xf32>) -> tensor<2x4x8x8xf32>
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$grad,
+                   StrAttr:$mode, DenseI64ArrayAttr:$kernel,
+                   DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                   DenseI64ArrayAttr:$dilations,
+                   DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                   DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
   let summary = "Gradients of fsdp.layer_norm (fused backward)";

@@ -1,5 +1,6 @@
 //===- ShapeInference.cpp - Shape rules of fsdp tensor ops ----------------===//
 #include "dialect/ShapeInference.h"
+#include "runtime/plan/ConvGeometry.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/TypeRange.h"
@@ -323,6 +324,39 @@ FailureOr<RankedTensorType> shape::conv(Loc loc, RankedTensorType x,
       return emitOptionalError(loc, "conv kernel ", str(w.getShape()),
                                " is larger than the padded input ", x);
     out.push_back(span / s + 1);
+  }
+  return RankedTensorType::get(out, x.getElementType());
+}
+
+FailureOr<RankedTensorType> shape::pool(Loc loc, RankedTensorType x,
+                                        const PoolAttrs &a) {
+  if (a.mode != "max" && a.mode != "avg")
+    return emitOptionalError(loc, "pool mode must be \"max\" or \"avg\", got \"",
+                             a.mode, "\"");
+  int64_t r = x.getRank();
+  if (r != 3 && r != 4)
+    return emitOptionalError(loc, "pool input must be [N, C, L] or "
+                                  "[N, C, H, W], got ", x);
+  size_t spatial = r - 2;
+  if (a.kernel.size() != spatial || a.strides.size() != spatial ||
+      a.dilations.size() != spatial || a.pads.size() != 2 * spatial)
+    return emitOptionalError(loc, "pool needs ", spatial,
+                             " kernel extents, strides and dilations and ",
+                             2 * spatial, " pads");
+  SmallVector<int64_t> out{x.getDimSize(0), x.getDimSize(1)};
+  for (size_t d = 0; d < spatial; ++d) {
+    if (a.kernel[d] < 1 || a.strides[d] < 1 || a.dilations[d] < 1 ||
+        a.pads[d] < 0 || a.pads[d + spatial] < 0)
+      return emitOptionalError(loc, "pool kernel, strides and dilations must "
+                                    "be positive and pads non-negative");
+    int64_t o = ::fsdp::poolExtent(x.getDimSize(2 + d), a.kernel[d],
+                                   a.strides[d], a.pads[d],
+                                   a.pads[d + spatial], a.dilations[d],
+                                   a.ceilMode);
+    if (o < 1)
+      return emitOptionalError(loc, "pool window ", str(a.kernel),
+                               " is larger than the padded input ", x);
+    out.push_back(o);
   }
   return RankedTensorType::get(out, x.getElementType());
 }

@@ -79,6 +79,17 @@ FailureOr<RankedTensorType> conv(Loc loc, RankedTensorType x,
                                  RankedTensorType w, RankedTensorType bias,
                                  const ConvAttrs &attrs);
 
+/// A pooling's attributes (fsdp.pool and its gradient).
+struct PoolAttrs {
+  StringRef mode;
+  ArrayRef<int64_t> kernel, strides, pads, dilations;
+  bool ceilMode = false;
+};
+
+/// fsdp.pool: x [N, C, *S] (one or two spatial axes).
+FailureOr<RankedTensorType> pool(Loc loc, RankedTensorType x,
+                                 const PoolAttrs &attrs);
+
 /// Cross-entropy and NLL: `weight` may be null.
 FailureOr<RankedTensorType> classificationLoss(Loc loc, RankedTensorType input,
                                                RankedTensorType target,

@@ -343,24 +343,31 @@ class VisionClassifier(nn.Module):
 
 
 class ConvNet(nn.Module):
-    """Convolutions in the forms torchvision's models do not use: 1-D with
-    groups and dilation, 2-D with unequal strides, padding and dilation,
-    depthwise (groups = channels)."""
+    """Convolutions and pools in the forms torchvision's models do not use:
+    1-D with groups and dilation, 2-D with unequal strides, padding and
+    dilation, depthwise (groups = channels); max pooling 1-D and 2-D with
+    padding, average pooling with ceil_mode and without the padding in the
+    divisor, adaptive average pooling to 1 (GlobalAveragePool)."""
 
     def __init__(self, classes):
         super().__init__()
         self.conv1d = nn.Conv1d(3, 6, 3, stride=2, padding=2, dilation=2, groups=3)
+        self.pool1d = nn.MaxPool1d(3, stride=1, padding=1)
         self.conv2d = nn.Conv2d(6, 8, (3, 2), stride=(1, 2), padding=(1, 0), dilation=(2, 1))
+        self.maxpool = nn.MaxPool2d(3, stride=2, padding=1)
         self.depthwise = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)
+        self.avgpool = nn.AvgPool2d(2, stride=2, padding=1, ceil_mode=True,
+                                    count_include_pad=False)
+        self.gap = nn.AdaptiveAvgPool2d(1)
         self.head = nn.Linear(8, classes)
 
     def forward(self, x):
         b, c, h, w = x.shape
-        y = self.conv1d(x.reshape(b, c, h * w))             # [b, 6, L]
+        y = self.pool1d(self.conv1d(x.reshape(b, c, h * w)))  # [b, 6, L]
         y = y.reshape(b, 6, 4, -1)
-        y = F.relu(self.conv2d(y))
-        y = self.depthwise(y)
-        return self.head(y.mean(dim=(2, 3)))
+        y = self.maxpool(F.relu(self.conv2d(y)))
+        y = self.avgpool(self.depthwise(y))
+        return self.head(torch.flatten(self.gap(y), 1))
 
 
 def vision_net(args):

@@ -881,6 +881,39 @@ LogicalResult lowerLayerNorm(NodeContext &n) {
                                               "epsilon", 1e-5f)))}));
 }
 
+/// Explicit pads from ONNX's auto_pad (NOTSET: `pads` as given) for
+/// windows of `kernel` (dilated) along the spatial axes of `x`.
+FailureOr<SmallVector<int64_t>> windowPads(NodeContext &n, StringRef op,
+                                           RankedTensorType x,
+                                           ArrayRef<int64_t> kernel,
+                                           ArrayRef<int64_t> strides,
+                                           ArrayRef<int64_t> dilations) {
+  int64_t spatial = x.getRank() - 2;
+  SmallVector<int64_t> pads =
+      n.attrInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad == "VALID")
+    return SmallVector<int64_t>(2 * spatial, 0);
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // Output extent ceil(S / stride); the odd pad goes after (SAME_UPPER)
+    // or before (SAME_LOWER).
+    pads.assign(2 * spatial, 0);
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t in = x.getDimSize(2 + d), st = std::max<int64_t>(strides[d], 1);
+      int64_t k = (kernel[d] - 1) * dilations[d] + 1;
+      int64_t total =
+          std::max<int64_t>(((in + st - 1) / st - 1) * st + k - in, 0);
+      int64_t small = total / 2, large = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : large;
+      pads[d + spatial] = autoPad == "SAME_UPPER" ? large : small;
+    }
+    return pads;
+  }
+  if (autoPad != "NOTSET")
+    return n.error() << op << " auto_pad '" << autoPad << "' is not supported";
+  return pads;
+}
+
 LogicalResult lowerConv(NodeContext &n) {
   if (failed(expectInputs(n, 2, 3)))
     return failure();
@@ -894,33 +927,17 @@ LogicalResult lowerConv(NodeContext &n) {
   auto ones = SmallVector<int64_t>(spatial, 1);
   SmallVector<int64_t> strides = n.attrInts("strides").value_or(ones);
   SmallVector<int64_t> dilations = n.attrInts("dilations").value_or(ones);
-  SmallVector<int64_t> pads =
-      n.attrInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
   if (auto k = n.attrInts("kernel_shape");
       k && ArrayRef<int64_t>(*k) != w.getShape().drop_front(2))
     return n.error() << "Conv kernel_shape does not match the weight " << w;
   if ((int64_t)strides.size() != spatial ||
       (int64_t)dilations.size() != spatial)
     return n.error() << "Conv needs " << spatial << " strides and dilations";
-  std::string autoPad = n.attrString("auto_pad", "NOTSET");
-  if (autoPad == "VALID") {
-    pads.assign(2 * spatial, 0);
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    // Output extent ceil(S / stride); the odd pad goes after (SAME_UPPER)
-    // or before (SAME_LOWER).
-    pads.assign(2 * spatial, 0);
-    for (int64_t d = 0; d < spatial; ++d) {
-      int64_t in = x.getDimSize(2 + d), st = std::max<int64_t>(strides[d], 1);
-      int64_t k = (w.getDimSize(2 + d) - 1) * dilations[d] + 1;
-      int64_t total = std::max<int64_t>(((in + st - 1) / st - 1) * st + k - in,
-                                        0);
-      int64_t small = total / 2, large = total - small;
-      pads[d] = autoPad == "SAME_UPPER" ? small : large;
-      pads[d + spatial] = autoPad == "SAME_UPPER" ? large : small;
-    }
-  } else if (autoPad != "NOTSET") {
-    return n.error() << "Conv auto_pad '" << autoPad << "' is not supported";
-  }
+  SmallVector<int64_t> kernel(w.getShape().drop_front(2));
+  auto padded = windowPads(n, "Conv", x, kernel, strides, dilations);
+  if (failed(padded))
+    return failure();
+  SmallVector<int64_t> pads = *padded;
   int64_t group = n.attrInt("group", 1);
   RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
   auto type = shape::conv(n.loc, x, w, bias, {strides, pads, dilations, group});
@@ -937,6 +954,78 @@ LogicalResult lowerConv(NodeContext &n) {
               n.b.getNamedAttr("dilations",
                                n.b.getDenseI64ArrayAttr(dilations)),
               i64Attr(n, "groups", group)}));
+}
+
+/// MaxPool and AveragePool: fsdp.pool.
+LogicalResult lowerPool(NodeContext &n, StringRef mode) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  if (mode == "max" &&
+      failed(n.setUnsupported(1, "MaxPool's indices are not imported")))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  int64_t spatial = x.getRank() - 2;
+  StringRef op = mode == "max" ? "MaxPool" : "AveragePool";
+  if (!isa<FloatType>(x.getElementType()))
+    return n.error() << op << " of " << x
+                     << " is not supported (float tensors are)";
+  if (spatial != 1 && spatial != 2)
+    return n.error() << op << " of " << (spatial < 0 ? 0 : spatial)
+                     << " spatial axes is not supported (1-D and 2-D are)";
+  auto kernel = n.attrInts("kernel_shape");
+  if (!kernel || (int64_t)kernel->size() != spatial)
+    return n.error() << op << " needs kernel_shape with " << spatial
+                     << " extents";
+  auto ones = SmallVector<int64_t>(spatial, 1);
+  SmallVector<int64_t> strides = n.attrInts("strides").value_or(ones);
+  SmallVector<int64_t> dilations = n.attrInts("dilations").value_or(ones);
+  if ((int64_t)strides.size() != spatial ||
+      (int64_t)dilations.size() != spatial)
+    return n.error() << op << " needs " << spatial << " strides and dilations";
+  if (n.attrInt("storage_order", 0) != 0)
+    return n.error() << "MaxPool storage_order 1 (column-major indices) is "
+                        "not supported";
+  auto pads = windowPads(n, op, x, *kernel, strides, dilations);
+  if (failed(pads))
+    return failure();
+  bool ceil = n.attrInt("ceil_mode", 0), includePad =
+                                             n.attrInt("count_include_pad", 0);
+  auto type = shape::pool(n.loc, x,
+                          {mode, *kernel, strides, *pads, dilations, ceil});
+  if (failed(type))
+    return failure();
+  return n.setResult(
+      0, build<PoolOp>(
+             n, *type, {n.operand(0)},
+             {n.b.getNamedAttr("mode", n.b.getStringAttr(mode)),
+              n.b.getNamedAttr("kernel", n.b.getDenseI64ArrayAttr(*kernel)),
+              n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+              n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(*pads)),
+              n.b.getNamedAttr("dilations",
+                               n.b.getDenseI64ArrayAttr(dilations)),
+              n.b.getNamedAttr("ceil_mode", n.b.getBoolAttr(ceil)),
+              n.b.getNamedAttr("count_include_pad",
+                               n.b.getBoolAttr(includePad))}));
+}
+
+/// GlobalAveragePool / GlobalMaxPool: a mean or maximum over the spatial
+/// axes, keeping them as extents of 1.
+template <typename OpTy> LogicalResult lowerGlobalPool(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  if (x.getRank() < 3)
+    return n.error() << "global pooling needs [N, C, spatial...], got " << x;
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < x.getRank(); ++d)
+    axes.push_back(d);
+  auto type = shape::reduce(n.loc, x, axes, true);
+  if (failed(type))
+    return failure();
+  return n.setResult(
+      0, build<OpTy>(n, *type, {n.operand(0)},
+                     {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),
+                      n.b.getNamedAttr("keepdims", n.b.getBoolAttr(true))}));
 }
 
 template <typename OpTy> LogicalResult classificationLoss(NodeContext &n) {
@@ -1125,6 +1214,10 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
        [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
       {"LayerNormalization", lowerLayerNorm},
       {"Conv", lowerConv},
+      {"MaxPool", [](NodeContext &n) { return lowerPool(n, "max"); }},
+      {"AveragePool", [](NodeContext &n) { return lowerPool(n, "avg"); }},
+      {"GlobalAveragePool", lowerGlobalPool<ReduceMeanOp>},
+      {"GlobalMaxPool", lowerGlobalPool<ReduceMaxOp>},
       {"SoftmaxCrossEntropyLoss", classificationLoss<CrossEntropyOp>},
       {"NegativeLogLikelihoodLoss", classificationLoss<NllLossOp>},
   };

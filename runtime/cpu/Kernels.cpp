@@ -627,6 +627,44 @@ Status kConvGradWeight(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+Status kPool(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  ConvGeometry g;
+  bool max = false, includePad = false;
+  FSDP_RETURN_IF_ERROR(poolGeometryOf(in, x, y, g, max, includePad));
+  if (x.dtype != DType::F32)
+    return Status::error("expects f32 operands");
+  const float *px = c.get<float>(x);
+  float *py = c.get<float>(y);
+  int64_t p = g.positions(), planes = g.n * g.c;
+  auto load = [px](int64_t i) { return px[i]; };
+#pragma omp parallel for if (planes * p > (1 << 14))
+  for (int64_t i = 0; i < planes * p; ++i)
+    py[i] = poolWindow(g, max, includePad, i / p / g.c, (i / p) % g.c, i % p,
+                       load, nullptr);
+  return Status::ok();
+}
+
+Status kPoolGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &dy = in.in[1], &dx = in.out[0];
+  ConvGeometry g;
+  bool max = false, includePad = false;
+  FSDP_RETURN_IF_ERROR(poolGeometryOf(in, x, dy, g, max, includePad));
+  if (x.dtype != DType::F32 || dx.shape != x.shape || dx.dtype != x.dtype)
+    return Status::error("expects f32 operands, dx shaped as x");
+  const float *px = c.get<float>(x), *pdy = c.get<float>(dy);
+  float *pdx = c.get<float>(dx);
+  int64_t plane = g.h * g.w, total = g.n * g.c * plane;
+  auto loadX = [px](int64_t i) { return px[i]; };
+  auto loadDy = [pdy](int64_t i) { return pdy[i]; };
+#pragma omp parallel for if (total > (1 << 14))
+  for (int64_t i = 0; i < total; ++i)
+    pdx[i] = poolInputGrad(g, max, includePad, i / plane / g.c,
+                           (i / plane) % g.c, (i / g.w) % g.h, i % g.w, loadX,
+                           loadDy);
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
@@ -1636,6 +1674,8 @@ const std::map<std::string, OpInfo> &table() {
       {"conv", {kConv, 2, 3, 1}},
       {"conv_grad_input", {kConvGradInput, 2, 2, 1}},
       {"conv_grad_weight", {kConvGradWeight, 2, 2, 1}},
+      {"pool", {kPool, 1, 1, 1}},
+      {"pool_grad", {kPoolGrad, 2, 2, 1}},
       {"layer_norm", {kLayerNorm, 2, 3, 1}},
       {"layer_norm_grad", {kLayerNormGrad, 3, 3, 3}},
       {"attention", {kAttention, 3, 4, 1}},

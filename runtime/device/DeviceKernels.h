@@ -993,6 +993,44 @@ struct Col2Im {
   }
 };
 
+/// Pooling: one output element per index (ConvGeometry.h's poolWindow).
+struct PoolForward {
+  ConvGeometry g;
+  bool max, includePad;
+  ElemType t;
+  const void *x;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t p = g.positions();
+    ElemType tx = t;
+    const void *px = x;
+    float v = poolWindow(
+        g, max, includePad, i / p / g.c, (i / p) % g.c, i % p,
+        [tx, px](int64_t j) { return loadFloat(tx, px, j); }, nullptr);
+    storeFloat(t, y, i, v);
+  }
+};
+
+/// Pooling's input gradient: one input element per index (poolInputGrad).
+struct PoolBackward {
+  ConvGeometry g;
+  bool max, includePad;
+  ElemType t;
+  const void *x, *dy;
+  void *dx;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t plane = g.h * g.w;
+    ElemType tt = t;
+    const void *px = x, *pdy = dy;
+    float v = poolInputGrad(
+        g, max, includePad, i / plane / g.c, (i / plane) % g.c,
+        (i / g.w) % g.h, i % g.w,
+        [tt, px](int64_t j) { return loadFloat(tt, px, j); },
+        [tt, pdy](int64_t j) { return loadFloat(tt, pdy, j); });
+    storeFloat(t, dx, i, v);
+  }
+};
+
 /// y[dst] = x[src] over an index space (`index` dims): operand 0 gives
 /// the source offset, operand 1 the destination offset (both in elements
 /// of `elemBytes` bytes, after a base). Transpose, slice, broadcast,

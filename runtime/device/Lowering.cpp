@@ -407,6 +407,30 @@ Status lowerConvGradWeight(Ctx &c) {
   return Status::ok();
 }
 
+Status lowerPool(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  ConvGeometry g;
+  bool max = false, includePad = false;
+  FSDP_RETURN_IF_ERROR(poolGeometryOf(c.in, x, y, g, max, includePad));
+  if (!floating(x.dtype))
+    return Status::error("expects float operands");
+  c.emit(y.numel(),
+         PoolForward{g, max, includePad, elemOf(x.dtype), c.at(x), c.at(y)});
+  return Status::ok();
+}
+
+Status lowerPoolGrad(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &dy = c.in.in[1], &dx = c.in.out[0];
+  ConvGeometry g;
+  bool max = false, includePad = false;
+  FSDP_RETURN_IF_ERROR(poolGeometryOf(c.in, x, dy, g, max, includePad));
+  if (!floating(x.dtype) || dx.shape != x.shape || dx.dtype != x.dtype)
+    return Status::error("expects float operands, dx shaped as x");
+  c.emit(dx.numel(), PoolBackward{g, max, includePad, elemOf(x.dtype), c.at(x),
+                                  c.at(dy), c.at(dx)});
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
@@ -1122,6 +1146,8 @@ const std::map<std::string, Lowerer> &table() {
       {"silu", un<UnaryKind::Silu>},
       {"gelu", lowerGelu},
       {"conv", lowerConv},
+      {"pool", lowerPool},
+      {"pool_grad", lowerPoolGrad},
       {"conv_grad_input", lowerConvGradInput},
       {"conv_grad_weight", lowerConvGradWeight},
       {"gelu_grad", lowerGeluGrad},

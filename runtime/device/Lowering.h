@@ -82,7 +82,7 @@ using Kernel =
                  Scaled, Trilu, Reduce, ReduceCombine, SoftmaxRows,
                  LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
                  ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy,
-                 Im2Col, Col2Im,
+                 Im2Col, Col2Im, PoolForward, PoolBackward,
                  AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
                  AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
                  FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy,

@@ -36,7 +36,8 @@ inline bool computesInF32(std::string_view op) {
       "log_softmax",   "matmul",
       "max",           "min",
       "mul",           "neg",
-      "nll_loss",      "pow",
+      "nll_loss",      "pool",
+      "pool_grad",     "pow",
       "reciprocal",    "reduce_max",
       "reduce_mean",   "reduce_sum",
       "relu",          "rsqrt",
@@ -97,7 +98,8 @@ inline bool runsNarrowOnDevice(std::string_view op,
   return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
          op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
          op == "matmul" || op == "conv" || op == "conv_grad_input" ||
-         op == "conv_grad_weight" || op == "cross_entropy" ||
+         op == "conv_grad_weight" || op == "pool" || op == "pool_grad" ||
+         op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 

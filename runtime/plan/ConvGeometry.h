@@ -13,6 +13,7 @@
 #ifndef FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
 #define FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
 
+#include <cmath>
 #include <cstdint>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,7 @@ struct ConvGeometry {
   int64_t oc = 0, kh = 1, kw = 1;     // weight [OC, C / groups, KH, KW]
   int64_t oh = 1, ow = 1;             // output [N, OC, OH, OW]
   int64_t sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1, groups = 1;
+  int64_t phEnd = 0, pwEnd = 0; // pads after (average pooling's divisor)
 
   FSDP_CONV_HD int64_t cg() const { return c / groups; }
   FSDP_CONV_HD int64_t ocg() const { return oc / groups; }
@@ -116,8 +118,140 @@ bool convGeometry(const S &x, const S &wt, const S &y, const A &strides,
     *st[a] = strides[d];
     *pd[a] = pads[d];
     *dl[a] = dilations[d];
+    (a == 0 ? g.phEnd : g.pwEnd) = end;
   }
   return true;
+}
+
+/// A pooling window count along one axis: the output extent of input
+/// extent `in` (floor, or ceil with `ceilMode`, dropping a last window that
+/// would start in the end padding); -1 when the window does not fit.
+inline int64_t poolExtent(int64_t in, int64_t kernel, int64_t stride,
+                          int64_t padBegin, int64_t padEnd, int64_t dilation,
+                          bool ceilMode) {
+  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
+  if (span < 0 || stride < 1)
+    return -1;
+  int64_t o = span / stride + 1;
+  if (ceilMode && span % stride != 0) {
+    ++o;
+    if ((o - 1) * stride >= in + padBegin)
+      --o;
+  }
+  return o;
+}
+
+/// Pooling as a depthwise convolution of a kernel of ones: groups = C = OC,
+/// one column row per kernel position. `x` and `y` are [N, C, *S] and
+/// [N, C, *O]; the output extent rounds down, or up with `ceilMode` (a last
+/// window that would start in the end padding is dropped, as PyTorch and
+/// ONNX do).
+template <typename S, typename A>
+bool poolGeometry(const S &x, const S &y, const A &kernel, const A &strides,
+                  const A &pads, const A &dilations, bool ceilMode,
+                  ConvGeometry &g) {
+  size_t r = x.size(), s = r - 2;
+  if ((r != 3 && r != 4) || y.size() != r || kernel.size() != s ||
+      strides.size() != s || dilations.size() != s || pads.size() != 2 * s ||
+      y[0] != x[0] || y[1] != x[1] || x[0] < 0 || x[1] < 0)
+    return false;
+  g = ConvGeometry();
+  g.n = x[0];
+  g.c = g.oc = g.groups = x[1];
+  int64_t *in[2] = {&g.h, &g.w}, *k[2] = {&g.kh, &g.kw},
+          *out[2] = {&g.oh, &g.ow};
+  int64_t *st[2] = {&g.sh, &g.sw}, *pd[2] = {&g.ph, &g.pw},
+          *dl[2] = {&g.dh, &g.dw}, *pe[2] = {&g.phEnd, &g.pwEnd};
+  size_t first = 2 - s;
+  for (size_t d = 0; d < s; ++d) {
+    size_t a = first + d;
+    if (strides[d] < 1 || dilations[d] < 1 || pads[d] < 0 || pads[d + s] < 0 ||
+        kernel[d] < 1 || x[2 + d] < 0)
+      return false;
+    int64_t o = poolExtent(x[2 + d], kernel[d], strides[d], pads[d],
+                           pads[d + s], dilations[d], ceilMode);
+    if (o < 0 || o != y[2 + d])
+      return false;
+    *in[a] = x[2 + d];
+    *k[a] = kernel[d];
+    *out[a] = o;
+    *st[a] = strides[d];
+    *pd[a] = pads[d];
+    *dl[a] = dilations[d];
+    *pe[a] = pads[d + s];
+  }
+  return true;
+}
+
+/// The divisor of average pooling's window at output position `p`: its
+/// positions inside the input, or with `includePad` those inside the
+/// padded input (a ceil-mode window may reach past both).
+FSDP_CONV_HD inline int64_t poolCount(const ConvGeometry &g, bool includePad,
+                                      int64_t p) {
+  int64_t count = 0;
+  for (int64_t r = 0; r < g.kh * g.kw; ++r) {
+    int64_t ih = (p / g.ow) * g.sh - g.ph + (r / g.kw) * g.dh;
+    int64_t iw = (p % g.ow) * g.sw - g.pw + (r % g.kw) * g.dw;
+    bool inside = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+    bool padded = ih < g.h + g.phEnd && iw < g.w + g.pwEnd;
+    count += includePad ? padded : inside;
+  }
+  return count;
+}
+
+/// One pooling window's result: the maximum (the first in scan order; a
+/// NaN wins, as in PyTorch) with its kernel row in `*arg`, or the mean
+/// (poolCount's divisor). `load(offset)` reads x as float. The window of
+/// image `img`, channel `ch`, output position `p`.
+template <typename Load>
+FSDP_CONV_HD float poolWindow(const ConvGeometry &g, bool max, bool includePad,
+                              int64_t img, int64_t ch, int64_t p, Load load,
+                              int64_t *arg) {
+  int64_t best = -1;
+  float acc = 0.0f;
+  for (int64_t r = 0; r < g.kh * g.kw; ++r) {
+    int64_t s = g.source(img, ch, r, p);
+    if (s < 0)
+      continue; // padding: -inf for the maximum, 0 for the sum
+    float v = load(s);
+    if (!max) {
+      acc += v;
+    } else if (best < 0 || (acc == acc && (v > acc || v != v))) {
+      acc = v;
+      best = r;
+    }
+  }
+  if (arg)
+    *arg = best;
+  if (max)
+    return best < 0 ? -INFINITY : acc;
+  int64_t count = poolCount(g, includePad, p);
+  return count ? acc / (float)count : 0.0f;
+}
+
+/// d(input element (img, ch, ih, iw)) of a pooling: the output gradients
+/// of the windows that take it (max: whose maximum it is; average: over
+/// the window's divisor), summed in ConvGeometry::forEachReader's order.
+/// `loadX`, `loadDy`: readers of x and dy by offset.
+template <typename LoadX, typename LoadDy>
+FSDP_CONV_HD float poolInputGrad(const ConvGeometry &g, bool max,
+                                 bool includePad, int64_t img, int64_t ch,
+                                 int64_t ih, int64_t iw, LoadX loadX,
+                                 LoadDy loadDy) {
+  float sum = 0.0f;
+  int64_t plane = g.positions();
+  g.forEachReader(ch, ih, iw, [&](int64_t, int64_t r, int64_t p) {
+    float dy = loadDy((img * g.c + ch) * plane + p);
+    if (max) {
+      int64_t arg = -1;
+      poolWindow(g, true, false, img, ch, p, loadX, &arg);
+      if (arg == r)
+        sum += dy;
+    } else {
+      sum += dy / (float)poolCount(g, includePad, p);
+    }
+  });
+  return sum;
 }
 
 /// Elements of the column buffer of a whole batch (C·KH·KW rows by N·OH·OW

@@ -83,4 +83,24 @@ Status convGeometryOf(const Instruction &in, const TensorRef &x,
   return Status::ok();
 }
 
+Status poolGeometryOf(const Instruction &in, const TensorRef &x,
+                      const TensorRef &y, ConvGeometry &g, bool &max,
+                      bool &includePad) {
+  SmallInts kernel = smallInts(in, "kernel"), strides = smallInts(in, "strides"),
+            pads = smallInts(in, "pads"), dilations = smallInts(in, "dilations");
+  std::string mode = in.attrString("mode", "");
+  if (mode != "max" && mode != "avg")
+    return Status::error("pool mode must be max or avg");
+  max = mode == "max";
+  includePad = in.attrBool("count_include_pad", false);
+  if (!kernel.ok || !strides.ok || !pads.ok || !dilations.ok ||
+      x.dtype != y.dtype ||
+      !poolGeometry(x.shape, y.shape, kernel, strides, pads, dilations,
+                    in.attrBool("ceil_mode", false), g))
+    return Status::error("pooling of input " + shapeString(x.shape) +
+                         " does not give " + shapeString(y.shape) +
+                         " with its kernel, strides, pads and dilations");
+  return Status::ok();
+}
+
 } // namespace fsdp

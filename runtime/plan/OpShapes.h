@@ -58,6 +58,13 @@ Status convGeometryOf(const Instruction &in, const TensorRef &x,
                       const TensorRef &w, const TensorRef &y,
                       ConvGeometry &g);
 
+/// A pooling's geometry (poolGeometry) from the instruction's attributes
+/// and the shapes of its input `x` and output `y`, and its mode; allocates
+/// nothing.
+Status poolGeometryOf(const Instruction &in, const TensorRef &x,
+                      const TensorRef &y, ConvGeometry &g, bool &max,
+                      bool &includePad);
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_PLAN_OPSHAPES_H

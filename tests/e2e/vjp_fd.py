@@ -181,6 +181,22 @@ def cases():
                                         strides=[1, 2])
     c["Conv-1d-same"] = conv((2, 3, 7), (2, 3, 4), (2, 2, 4), auto_pad="SAME_UPPER",
                              strides=[2])
+    # Pools (a max window's inputs are kept apart by more than h: random
+    # normals 0.1 from zero are, but ties within h would break the test).
+    def pool(op, x_shape, out_shape, **attrs):
+        return model([helper.make_node(op, ["x"], ["y"], name="/op", **attrs)],
+                     [param("x", x_shape)], [("y", out_shape)])
+    c["MaxPool-2d-pads-strides"] = pool("MaxPool", (2, 3, 7, 6), (2, 3, 4, 3), kernel_shape=[3, 3],
+                                        strides=[2, 2], pads=[1, 1, 1, 1])
+    c["MaxPool-1d-dilation"] = pool("MaxPool", (2, 2, 9), (2, 2, 5), kernel_shape=[3],
+                                    dilations=[2])
+    c["AveragePool-ceil-exclude-pad"] = pool("AveragePool", (1, 2, 5, 5), (1, 2, 3, 3),
+                                             kernel_shape=[2, 2], strides=[2, 2],
+                                             pads=[1, 1, 1, 1], ceil_mode=1)
+    c["AveragePool-include-pad"] = pool("AveragePool", (1, 2, 5, 4), (1, 2, 5, 4),
+                                        kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                                        count_include_pad=1)
+    c["GlobalAveragePool"] = pool("GlobalAveragePool", (2, 3, 4, 5), (2, 3, 1, 1))
     c["LayerNormalization"] = model(
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="/op", axis=-1)],
         [param("x", (3, 6)), param("g", (6,)), param("b", (6,))], [("y", (3, 6))])

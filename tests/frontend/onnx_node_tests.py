@@ -65,8 +65,9 @@ ACCEPTED_REJECTIONS = re.compile(
 # Ops whose schema has not changed from this opset through opset 17: a
 # test written at an older opset (and IR version) is the same test at 17,
 # so it is promoted and imported rather than skipped (the Conv tests are
-# opset 11, IR 6).
-UNCHANGED_SINCE = {"Conv": 11}
+# opset 11, IR 6; the pools 11 and 12).
+UNCHANGED_SINCE = {"Conv": 11, "MaxPool": 12, "AveragePool": 11, "GlobalAveragePool": 1,
+                   "GlobalMaxPool": 1}
 
 
 def promoted(m):

@@ -576,6 +576,43 @@ TEST(DeviceKernels, ConvolutionsMatchCpu) {
   }
 }
 
+// Pools as lowered against the CPU kernels, forward and input gradient:
+// max with padding and strides, average with ceil_mode excluding padding,
+// average including it, 1-D max with dilation. Same float steps: exact.
+TEST(DeviceKernels, PoolsMatchCpu) {
+  struct Case {
+    Dims x, y;
+    nlohmann::json attrs;
+  };
+  std::vector<Case> cases = {
+      {{2, 3, 7, 6}, {2, 3, 4, 3},
+       {{"mode", "max"}, {"kernel", {3, 3}}, {"strides", {2, 2}},
+        {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}}}},
+      {{1, 2, 5, 5}, {1, 2, 3, 3},
+       {{"mode", "avg"}, {"kernel", {2, 2}}, {"strides", {2, 2}},
+        {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}}, {"ceil_mode", true}}},
+      {{1, 2, 5, 4}, {1, 2, 5, 4},
+       {{"mode", "avg"}, {"kernel", {3, 3}}, {"strides", {1, 1}},
+        {"pads", {1, 1, 1, 1}}, {"dilations", {1, 1}},
+        {"count_include_pad", true}}},
+      {{2, 2, 9}, {2, 2, 5},
+       {{"mode", "max"}, {"kernel", {3}}, {"strides", {1}}, {"pads", {0, 0}},
+        {"dilations", {2}}}}};
+  for (const Case &k : cases) {
+    Arena a;
+    TensorRef x = a.add(k.x), y = a.add(k.y), gotY = a.add(k.y),
+              dy = a.add(k.y), dx = a.add(k.x), gotDx = a.add(k.x);
+    a.fill(x, -1.0f, 1.0f);
+    a.fill(dy, -1.0f, 1.0f);
+    runCpu(a, instr("pool", {x}, {y}, k.attrs));
+    runLowered(a, instr("pool", {x}, {gotY}, k.attrs));
+    expectClose(a.at<float>(y), a.at<float>(gotY), y.numel(), "pool");
+    runCpu(a, instr("pool_grad", {x, dy}, {dx}, k.attrs));
+    runLowered(a, instr("pool_grad", {x, dy}, {gotDx}, k.attrs));
+    expectClose(a.at<float>(dx), a.at<float>(gotDx), dx.numel(), "pool_grad");
+  }
+}
+
 TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
   Arena a;
   TensorRef g = a.add({37});
