@@ -222,6 +222,7 @@ private:
                                   std::string &location);
   std::string modulePathOf(const std::string &name);
   void warnSharedAcrossBlocks();
+  void warnFoldedBatchNorm();
 
   MLIRContext *ctx;
   std::string displayName, baseDir;
@@ -377,6 +378,39 @@ void Importer::warnSharedAcrossBlocks() {
            "training=torch.onnx.TrainingMode.TRAINING or after training has "
            "made them differ";
   }
+}
+
+/// torch.onnx.export in eval mode folds each BatchNorm into the Conv
+/// before it (even with do_constant_folding=False): the weights and biases
+/// of the folded convolutions are new initializers named `onnx::Conv_N`.
+/// The graph then has no batch normalisation: it trains another model than
+/// the PyTorch module, under names its state_dict does not have. Warns,
+/// once, naming the first.
+void Importer::warnFoldedBatchNorm() {
+  llvm::StringSet<> initializers;
+  for (const auto &t : g.graph->initializer())
+    initializers.insert(t.name());
+  int64_t folded = 0;
+  const std::string *example = nullptr;
+  for (const auto &node : g.graph->node()) {
+    if (node.op_type() != "Conv" || node.input_size() < 2)
+      continue;
+    const std::string &w = node.input(1);
+    if (StringRef(w).starts_with("onnx::Conv_") && initializers.contains(w)) {
+      ++folded;
+      example = example ? example : &w;
+    }
+  }
+  if (folded)
+    emitWarning(fileLoc)
+        << folded << " Conv weight(s) have names the exporter made (e.g. '"
+        << *example << "'): torch.onnx.export folds each BatchNorm into the "
+        << "Conv before it when exporting in eval mode, so this graph has no "
+           "batch normalisation and trains another model than the PyTorch "
+           "module, under names its state_dict does not have. To train batch "
+           "normalisation, export with training=torch.onnx.TrainingMode."
+           "TRAINING (BatchNormalization in training mode is not imported "
+           "yet)";
 }
 
 LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,
@@ -555,6 +589,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   if (failed(checkSupported()))
     return nullptr;
   warnSharedAcrossBlocks();
+  warnFoldedBatchNorm();
 
   module = ModuleOp::create(fileLoc);
   builder.setInsertionPointToEnd(module->getBody());
