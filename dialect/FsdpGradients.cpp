@@ -462,6 +462,27 @@ LogicalResult PoolOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult BatchNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  // The statistics feed only the running statistics' update, which the
+  // loss never reads.
+  if (resultGrads[1] || resultGrads[2])
+    return emitOpError("the loss depends on the batch statistics, whose "
+                       "gradient is not implemented");
+  Value dy = resultGrads[0];
+  if (!dy) {
+    operandGrads.append(3, Value());
+    return success();
+  }
+  auto grad = BatchNormGradOp::create(
+      builder, getLoc(),
+      TypeRange{getX().getType(), getScale().getType(), getScale().getType()},
+      ValueRange{getX(), getScale(), dy},
+      {builder.getNamedAttr("epsilon", getEpsilonAttr())});
+  operandGrads.append({grad.getDx(), grad.getDscale(), grad.getDbias()});
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Attention
 //===----------------------------------------------------------------------===//

@@ -243,6 +243,18 @@ LogicalResult PoolOp::inferReturnTypes(MLIRContext *, Loc location,
               out);
 }
 
+LogicalResult BatchNormOp::inferReturnTypes(MLIRContext *, Loc location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &out) {
+  auto stats = shape::batchNormStats(location, tensorOf(adaptor.getX()),
+                                     tensorOf(adaptor.getScale()),
+                                     tensorOf(adaptor.getBias()));
+  if (failed(stats))
+    return failure();
+  out.append({adaptor.getX().getType(), *stats, *stats});
+  return success();
+}
+
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *, Loc location,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &out) {

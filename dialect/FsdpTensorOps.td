@@ -395,6 +395,30 @@ def Fsdp_PoolOp : Fsdp_Op<"pool", [Pure, InferTypeOpAdaptor,
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
+def Fsdp_BatchNormOp : Fsdp_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "Batch normalisation with the batch's statistics (training)";
+  let description = [{
+    For `x[N, C, ...]`, each channel normalised by the mean and biased
+    variance of its elements over the batch and spatial axes (`epsilon`
+    inside the square root), then scaled and shifted by `scale[C]` and
+    `bias[C]`, as `torch.nn.BatchNorm2d` computes in training mode. Also
+    returns those statistics (`mean`, `var`, biased), from which the
+    importer builds the running statistics' update.
+
+    ```mlir
+    %y, %mean, %var = fsdp.batch_norm %x, %g, %b {epsilon = 1.0e-05 : f32}
+        : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+        -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
+                   Fsdp_FloatTensor:$bias, F32Attr:$epsilon);
+  let results = (outs Fsdp_FloatTensor:$result, Fsdp_FloatTensor:$mean,
+                 Fsdp_FloatTensor:$var);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
 //===----------------------------------------------------------------------===//
 // Indexing and losses
 //===----------------------------------------------------------------------===//

@@ -258,3 +258,30 @@ LogicalResult PoolGradOp::verify() {
            << getType() << " differs from the input's " << getX().getType();
   return success();
 }
+
+LogicalResult BatchNormGradOp::verify() {
+  auto stats = shape::batchNormStats(getLoc(), tensorOf(getX()),
+                                     tensorOf(getScale()), nullptr);
+  if (failed(stats))
+    return failure();
+  if (getGrad().getType() != getX().getType() ||
+      getDx().getType() != getX().getType() || getDscale().getType() != *stats ||
+      getDbias().getType() != *stats)
+    return emitOpError("gradient and results must match x ")
+           << getX().getType() << " and the statistics " << *stats;
+  return success();
+}
+
+LogicalResult
+AssignBufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto param = dyn_cast_or_null<ParameterOp>(
+      symbolTable.lookupNearestSymbolFrom(*this, getParamAttr()));
+  if (!param)
+    return emitOpError("'") << getParam() << "' is not an fsdp.parameter";
+  if (cast<RankedTensorType>(param.getType()).getShape() !=
+      tensorOf(getValue()).getShape())
+    return emitOpError("value ")
+           << getValue().getType() << " does not match the buffer's "
+           << param.getType();
+  return success();
+}

@@ -193,6 +193,48 @@ def Fsdp_PoolGradOp : Fsdp_Op<"pool_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Fsdp_BatchNormGradOp : Fsdp_Op<"batch_norm_grad", [Pure]> {
+  let summary = "Gradients of fsdp.batch_norm (fused backward)";
+  let description = [{
+    Given the forward's input `x`, its `scale` and the gradient `grad` of its
+    output, returns the gradients of `x`, `scale` and `bias`, recomputing
+    each channel's statistics from `x`: with `x̂ = (x - μ)·rstd` and M
+    elements a channel, `dbias = Σ grad`, `dscale = Σ grad·x̂`,
+    `dx = scale·rstd·(grad - dbias/M - x̂·dscale/M)`.
+
+```mlir
+%dx, %dg, %db = fsdp.batch_norm_grad %x, %g, %dy {epsilon = 1.0e-05 : f32}
+    : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<2x4x8x8xf32>)
+    -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
+                   Fsdp_FloatTensor:$grad, F32Attr:$epsilon);
+  let results = (outs Fsdp_FloatTensor:$dx, Fsdp_FloatTensor:$dscale,
+                 Fsdp_FloatTensor:$dbias);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_AssignBufferOp : Fsdp_Op<"assign_buffer",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemWrite]>]> {
+  let summary = "Overwrites a buffer (batch norm's running statistics)";
+  let description = [{
+    Stores `value` (converted to the buffer's element type) into the
+    buffer `param`: a parameter that is never trained, kept whole on every
+    rank, as PyTorch updates `running_mean` in the forward pass. Each rank
+    writes its own (batch norm normalises each rank's batch on its own).
+
+```mlir
+fsdp.assign_buffer @bn.running_mean, %m : tensor<4xf32>
+```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$param,
+                   RankedTensorOf<[AnyFloat]>:$value);
+  let assemblyFormat = "$param `,` $value attr-dict `:` type($value)";
+}
+
 def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
   let summary = "Gradients of fsdp.layer_norm (fused backward)";

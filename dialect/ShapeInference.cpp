@@ -361,6 +361,20 @@ FailureOr<RankedTensorType> shape::pool(Loc loc, RankedTensorType x,
   return RankedTensorType::get(out, x.getElementType());
 }
 
+FailureOr<RankedTensorType> shape::batchNormStats(Loc loc, RankedTensorType x,
+                                                  RankedTensorType scale,
+                                                  RankedTensorType bias) {
+  if (x.getRank() < 2)
+    return emitOptionalError(loc, "batch norm input must be [N, C, ...], got ",
+                             x);
+  auto stats = RankedTensorType::get({x.getDimSize(1)}, x.getElementType());
+  if (scale != stats || (bias && bias != stats))
+    return emitOptionalError(loc, "batch norm scale and bias must be ",
+                             stats, ", got ", scale, (bias ? " and " : ""),
+                             bias ? Type(bias) : Type());
+  return stats;
+}
+
 FailureOr<RankedTensorType> shape::classificationLoss(Loc loc,
                                                       RankedTensorType input,
                                                       RankedTensorType target,

@@ -90,6 +90,12 @@ struct PoolAttrs {
 FailureOr<RankedTensorType> pool(Loc loc, RankedTensorType x,
                                  const PoolAttrs &attrs);
 
+/// fsdp.batch_norm: x [N, C, ...], scale and bias [C]: the statistics'
+/// type [C].
+FailureOr<RankedTensorType> batchNormStats(Loc loc, RankedTensorType x,
+                                           RankedTensorType scale,
+                                           RankedTensorType bias);
+
 /// Cross-entropy and NLL: `weight` may be null.
 FailureOr<RankedTensorType> classificationLoss(Loc loc, RankedTensorType input,
                                                RankedTensorType target,

@@ -408,9 +408,8 @@ void Importer::warnFoldedBatchNorm() {
         << "Conv before it when exporting in eval mode, so this graph has no "
            "batch normalisation and trains another model than the PyTorch "
            "module, under names its state_dict does not have. To train batch "
-           "normalisation, export with training=torch.onnx.TrainingMode."
-           "TRAINING (BatchNormalization in training mode is not imported "
-           "yet)";
+           "normalisation as model.train() does, export with "
+           "training=torch.onnx.TrainingMode.TRAINING";
 }
 
 LogicalResult Importer::checkExternalData(const onnx::TensorProto &t,

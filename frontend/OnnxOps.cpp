@@ -1028,6 +1028,88 @@ template <typename OpTy> LogicalResult lowerGlobalPool(NodeContext &n) {
                       n.b.getNamedAttr("keepdims", n.b.getBoolAttr(true))}));
 }
 
+/// BatchNormalization. In training mode (training_mode = 1, what
+/// torch.onnx.export writes with TrainingMode.TRAINING): fsdp.batch_norm
+/// with the batch's statistics, and the running statistics updated as
+/// PyTorch does, `running = momentum·running + (1 - momentum)·batch` with
+/// the unbiased variance, stored back into their buffers. Otherwise the
+/// running statistics normalise: elementwise ops.
+LogicalResult lowerBatchNorm(NodeContext &n) {
+  if (failed(expectInputs(n, 5, 5)))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  if (!isa<FloatType>(x.getElementType()) || x.getRank() < 2)
+    return n.error() << "BatchNormalization of " << x
+                     << " is not supported (float [N, C, ...] is)";
+  auto stats = shape::batchNormStats(n.loc, x, n.inputType(1), n.inputType(2));
+  if (failed(stats))
+    return failure();
+  for (int i : {3, 4})
+    if (n.inputType(i) != *stats)
+      return n.error() << "BatchNormalization running statistics must be "
+                       << *stats << ", got " << n.inputType(i);
+  float eps = n.attrFloat("epsilon", 1e-5f);
+  Type elem = x.getElementType();
+  auto scalar = [&](double v) -> Value {
+    auto t = RankedTensorType::get({}, elem);
+    return ConstantOp::create(n.b, n.loc,
+                              DenseElementsAttr::get(t, n.b.getFloatAttr(elem, v)));
+  };
+  auto binaryOp = [&](auto tag, Value a, Value b) -> Value {
+    using OpTy = decltype(tag);
+    auto t = shape::binary(n.loc, cast<RankedTensorType>(a.getType()),
+                           cast<RankedTensorType>(b.getType()), Type());
+    return build<OpTy>(n, *t, {a, b});
+  };
+  // [C] as [C, 1, ...]: broadcast against x's channel axis.
+  SmallVector<int64_t> channelShape(x.getRank() - 1, 1);
+  channelShape[0] = x.getDimSize(1);
+  auto perChannel = [&](Value v) -> Value {
+    return build<ReshapeOp>(n, RankedTensorType::get(channelShape, elem), {v});
+  };
+  if (!n.attrInt("training_mode", 0)) {
+    Value rstd = build<SqrtOp>(
+        n, *stats, {binaryOp(AddOp(), n.operand(4), scalar(eps))});
+    Value centred = binaryOp(SubOp(), n.operand(0), perChannel(n.operand(3)));
+    Value y = binaryOp(DivOp(), centred, perChannel(rstd));
+    y = binaryOp(MulOp(), y, perChannel(n.operand(1)));
+    y = binaryOp(AddOp(), y, perChannel(n.operand(2)));
+    if (failed(n.setUnsupported(1, "BatchNormalization's running mean output "
+                                   "exists in training mode only")) ||
+        failed(n.setUnsupported(2, "BatchNormalization's running variance "
+                                   "output exists in training mode only")))
+      return failure();
+    return n.setResult(0, y);
+  }
+  for (int i : {3, 4})
+    if (n.input(i).parameter.empty())
+      return n.error() << "BatchNormalization in training mode with running "
+                          "statistics that are not initializers (buffers the "
+                          "step updates) is not supported";
+  auto bn = BatchNormOp::create(
+      n.b, n.loc, TypeRange{x, *stats, *stats},
+      ValueRange{n.operand(0), n.operand(1), n.operand(2)},
+      {n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(eps))});
+  double momentum = n.attrFloat("momentum", 0.9f);
+  int64_t m = x.getNumElements() / std::max<int64_t>(x.getDimSize(1), 1);
+  double unbiased = m > 1 ? double(m) / double(m - 1) : 1.0;
+  auto update = [&](int input, Value batch, double factor) {
+    Value kept = binaryOp(MulOp(), n.operand(input), scalar(momentum));
+    Value added = binaryOp(MulOp(), batch, scalar((1 - momentum) * factor));
+    Value running = binaryOp(AddOp(), kept, added);
+    AssignBufferOp::create(
+        n.b, n.loc, FlatSymbolRefAttr::get(n.ctx(), n.input(input).parameter),
+        running);
+    return running;
+  };
+  Value mean = update(3, bn.getMean(), 1.0);
+  Value var = update(4, bn.getVar(), unbiased);
+  if ((n.numOutputs() > 1 && failed(n.setResult(1, mean))) ||
+      (n.numOutputs() > 2 && failed(n.setResult(2, var))))
+    return failure();
+  return n.setResult(0, bn.getResult());
+}
+
 template <typename OpTy> LogicalResult classificationLoss(NodeContext &n) {
   if (failed(expectInputs(n, 2, 3)))
     return failure();
@@ -1214,6 +1296,7 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
        [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
       {"LayerNormalization", lowerLayerNorm},
       {"Conv", lowerConv},
+      {"BatchNormalization", lowerBatchNorm},
       {"MaxPool", [](NodeContext &n) { return lowerPool(n, "max"); }},
       {"AveragePool", [](NodeContext &n) { return lowerPool(n, "avg"); }},
       {"GlobalAveragePool", lowerGlobalPool<ReduceMeanOp>},

@@ -298,6 +298,19 @@ void FsdpBuildTrainStep::runOnOperation() {
       return signalPassFailure();
   }
 
+  // What the forward overwrites (batch norm's running statistics) is a
+  // buffer: state the step updates itself, never trained.
+  for (auto assign : body.getOps<AssignBufferOp>())
+    if (auto param = dyn_cast_or_null<ParameterOp>(
+            SymbolTable::lookupSymbolIn(module, assign.getParamAttr())))
+      if (!param.getBuffer()) {
+        param.setBuffer(true);
+        param.emitRemark("'")
+            << param.getSymName()
+            << "' is a buffer: the forward overwrites it (never trained, "
+               "kept whole on every rank)";
+      }
+
   // Trained parameters and every read of them inside the step.
   SmallVector<ParameterOp> trained;
   SmallVector<Value> wrt;

@@ -665,6 +665,71 @@ Status kPoolGrad(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+Status kBatchNorm(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &w = in.in[1], &b = in.in[2], &y = in.out[0],
+                  &mean = in.out[1], &var = in.out[2];
+  BatchNormLayout l;
+  FSDP_RETURN_IF_ERROR(batchNormLayoutOf(x, {&w, &b, &mean, &var}, l));
+  if (x.dtype != DType::F32 || y.shape != x.shape || y.dtype != x.dtype)
+    return Status::error("expects f32 operands, y shaped as x");
+  const float *px = c.get<float>(x), *pw = c.get<float>(w),
+              *pb = c.get<float>(b);
+  float *py = c.get<float>(y), *pm = c.get<float>(mean),
+        *pv = c.get<float>(var);
+  double eps = attrFloat(in, "epsilon", 1e-5);
+  auto load = [px](int64_t i) { return (double)px[i]; };
+#pragma omp parallel for
+  for (int64_t ch = 0; ch < l.c; ++ch)
+    batchNormChannel(
+        l, ch, eps, pw[ch], pb[ch], load,
+        [py](int64_t i, float v) { py[i] = v; },
+        [&, ch](double m, double v) {
+          pm[ch] = (float)m;
+          pv[ch] = (float)v;
+        });
+  return Status::ok();
+}
+
+Status kBatchNormGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &w = in.in[1], &dy = in.in[2],
+                  &dx = in.out[0], &dw = in.out[1], &db = in.out[2];
+  BatchNormLayout l;
+  FSDP_RETURN_IF_ERROR(batchNormLayoutOf(x, {&w, &dw, &db}, l));
+  if (x.dtype != DType::F32 || dy.shape != x.shape || dx.shape != x.shape ||
+      dy.dtype != x.dtype || dx.dtype != x.dtype)
+    return Status::error("expects f32 operands, dy and dx shaped as x");
+  const float *px = c.get<float>(x), *pw = c.get<float>(w),
+              *pdy = c.get<float>(dy);
+  float *pdx = c.get<float>(dx), *pdw = c.get<float>(dw),
+        *pdb = c.get<float>(db);
+  double eps = attrFloat(in, "epsilon", 1e-5);
+#pragma omp parallel for
+  for (int64_t ch = 0; ch < l.c; ++ch)
+    batchNormGradChannel(
+        l, ch, eps, pw[ch], [px](int64_t i) { return (double)px[i]; },
+        [pdy](int64_t i) { return (double)pdy[i]; },
+        [pdx](int64_t i, float v) { pdx[i] = v; },
+        [&, ch](double dscale, double dbias) {
+          pdw[ch] = (float)dscale;
+          pdb[ch] = (float)dbias;
+        });
+  return Status::ok();
+}
+
+/// A buffer overwritten (batch norm's running statistics): the value,
+/// converted, into the buffer's f32 storage.
+Status kAssignBuffer(const Instruction &in, Context &c) {
+  const TensorRef &v = in.in[0];
+  int64_t slot = attrInt(in, "param", -1);
+  if (slot < 0 || slot >= (int64_t)c.params.size())
+    return Status::error("names no buffer");
+  float *dst = c.params[slot];
+  const void *src = c.data(v);
+  for (int64_t i = 0; i < v.numel(); ++i)
+    dst[i] = (float)loadAsDouble(v, src, i);
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
@@ -1676,6 +1741,9 @@ const std::map<std::string, OpInfo> &table() {
       {"conv_grad_weight", {kConvGradWeight, 2, 2, 1}},
       {"pool", {kPool, 1, 1, 1}},
       {"pool_grad", {kPoolGrad, 2, 2, 1}},
+      {"batch_norm", {kBatchNorm, 3, 3, 3}},
+      {"batch_norm_grad", {kBatchNormGrad, 3, 3, 3}},
+      {"assign_buffer", {kAssignBuffer, 1, 1, 0}},
       {"layer_norm", {kLayerNorm, 2, 3, 1}},
       {"layer_norm_grad", {kLayerNormGrad, 3, 3, 3}},
       {"attention", {kAttention, 3, 4, 1}},
@@ -1755,6 +1823,13 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   for (const TensorRef &t : instr.out)
     if (t.space != Space::Arena)
       return Status::error("writes outside the arena");
+  if (instr.op == "assign_buffer") {
+    int64_t p = attrInt(instr, "param", -1);
+    if (p < 0 || p >= (int64_t)plan.slotCount() ||
+        plan.slotNumel(p) != instr.in[0].numel() || plan.slotTrainable(p))
+      return Status::error("does not name a buffer matching its value");
+    return Status::ok();
+  }
   if (info.outs == 0 && instr.op != "free") {
     int64_t p = attrInt(instr, "param", -1);
     if (p < 0 || p >= (int64_t)plan.slotCount() ||

@@ -23,6 +23,7 @@
 #ifndef FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
 #define FSDP_RUNTIME_DEVICE_DEVICEKERNELS_H
 
+#include "runtime/plan/BatchNormMath.h"
 #include "runtime/plan/ConvGeometry.h"
 
 #include <cmath>
@@ -1028,6 +1029,52 @@ struct PoolBackward {
         [tt, px](int64_t j) { return loadFloat(tt, px, j); },
         [tt, pdy](int64_t j) { return loadFloat(tt, pdy, j); });
     storeFloat(t, dx, i, v);
+  }
+};
+
+/// Batch norm, one channel per index (BatchNormMath.h): y, and the
+/// channel's batch mean and biased variance.
+struct BatchNormChannels {
+  BatchNormLayout l;
+  double eps;
+  ElemType t;
+  const void *x, *scale, *bias;
+  void *y, *mean, *var;
+  FSDP_HD void operator()(int64_t ch) const {
+    ElemType tt = t;
+    const void *px = x;
+    void *py = y, *pm = mean, *pv = var;
+    batchNormChannel(
+        l, ch, eps, loadFloat(t, scale, ch), loadFloat(t, bias, ch),
+        [tt, px](int64_t i) { return (double)loadFloat(tt, px, i); },
+        [tt, py](int64_t i, float v) { storeFloat(tt, py, i, v); },
+        [tt, pm, pv, ch](double m, double v) {
+          storeFloat(tt, pm, ch, (float)m);
+          storeFloat(tt, pv, ch, (float)v);
+        });
+  }
+};
+
+/// Batch norm's backward, one channel per index: dx, dscale, dbias.
+struct BatchNormGradChannels {
+  BatchNormLayout l;
+  double eps;
+  ElemType t;
+  const void *x, *scale, *dy;
+  void *dx, *dscale, *dbias;
+  FSDP_HD void operator()(int64_t ch) const {
+    ElemType tt = t;
+    const void *px = x, *pdy = dy;
+    void *pdx = dx, *pdw = dscale, *pdb = dbias;
+    batchNormGradChannel(
+        l, ch, eps, loadFloat(t, scale, ch),
+        [tt, px](int64_t i) { return (double)loadFloat(tt, px, i); },
+        [tt, pdy](int64_t i) { return (double)loadFloat(tt, pdy, i); },
+        [tt, pdx](int64_t i, float v) { storeFloat(tt, pdx, i, v); },
+        [tt, pdw, pdb, ch](double dw, double db) {
+          storeFloat(tt, pdw, ch, (float)dw);
+          storeFloat(tt, pdb, ch, (float)db);
+        });
   }
 };
 

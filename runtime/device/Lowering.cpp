@@ -431,6 +431,46 @@ Status lowerPoolGrad(Ctx &c) {
   return Status::ok();
 }
 
+// Batch norm: a thread per channel walks the channel's elements (simple;
+// a block per channel would be faster on a GPU, as layer_norm's are).
+Status lowerBatchNorm(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &w = c.in.in[1], &b = c.in.in[2],
+                  &y = c.in.out[0], &mean = c.in.out[1], &var = c.in.out[2];
+  BatchNormLayout l;
+  FSDP_RETURN_IF_ERROR(batchNormLayoutOf(x, {&w, &b, &mean, &var}, l));
+  if (!floating(x.dtype) || y.shape != x.shape || y.dtype != x.dtype)
+    return Status::error("expects float operands, y shaped as x");
+  c.emit(l.c, BatchNormChannels{l, c.attrFloat("epsilon", 1e-5),
+                                elemOf(x.dtype), c.at(x), c.at(w), c.at(b),
+                                c.at(y), c.at(mean), c.at(var)});
+  return Status::ok();
+}
+
+Status lowerBatchNormGrad(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &w = c.in.in[1], &dy = c.in.in[2],
+                  &dx = c.in.out[0], &dw = c.in.out[1], &db = c.in.out[2];
+  BatchNormLayout l;
+  FSDP_RETURN_IF_ERROR(batchNormLayoutOf(x, {&w, &dw, &db}, l));
+  if (!floating(x.dtype) || dy.shape != x.shape || dx.shape != x.shape ||
+      dy.dtype != x.dtype || dx.dtype != x.dtype)
+    return Status::error("expects float operands, dy and dx shaped as x");
+  c.emit(l.c, BatchNormGradChannels{l, c.attrFloat("epsilon", 1e-5),
+                                    elemOf(x.dtype), c.at(x), c.at(w),
+                                    c.at(dy), c.at(dx), c.at(dw), c.at(db)});
+  return Status::ok();
+}
+
+/// A buffer overwritten: the value cast into the buffer's f32 storage.
+Status lowerAssignBuffer(Ctx &c) {
+  const TensorRef &v = c.in.in[0];
+  int64_t slot = c.attrInt("param", -1);
+  if (slot < 0 || slot >= (int64_t)c.mem.params.size() || !floating(v.dtype))
+    return Status::error("names no buffer");
+  c.emit(v.numel(),
+         Cast{elemOf(v.dtype), ElemType::F32, c.at(v), c.mem.params[slot]});
+  return Status::ok();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
@@ -1146,6 +1186,9 @@ const std::map<std::string, Lowerer> &table() {
       {"silu", un<UnaryKind::Silu>},
       {"gelu", lowerGelu},
       {"conv", lowerConv},
+      {"batch_norm", lowerBatchNorm},
+      {"batch_norm_grad", lowerBatchNormGrad},
+      {"assign_buffer", lowerAssignBuffer},
       {"pool", lowerPool},
       {"pool_grad", lowerPoolGrad},
       {"conv_grad_input", lowerConvGradInput},

@@ -24,6 +24,7 @@ inline bool computesInF32(std::string_view op) {
   static constexpr std::string_view ops[] = {
       "abs",           "add",
       "attention",     "attention_grad",
+      "batch_norm",    "batch_norm_grad",
       "conv",          "conv_grad_input",
       "conv_grad_weight", "cross_entropy",
       "cross_entropy_grad",
@@ -99,6 +100,7 @@ inline bool runsNarrowOnDevice(std::string_view op,
          op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
          op == "matmul" || op == "conv" || op == "conv_grad_input" ||
          op == "conv_grad_weight" || op == "pool" || op == "pool_grad" ||
+         op == "batch_norm" || op == "batch_norm_grad" ||
          op == "cross_entropy" ||
          op == "cross_entropy_grad" || op == "nll_loss";
 }

@@ -103,4 +103,20 @@ Status poolGeometryOf(const Instruction &in, const TensorRef &x,
   return Status::ok();
 }
 
+Status batchNormLayoutOf(const TensorRef &x,
+                         std::initializer_list<const TensorRef *> channel,
+                         BatchNormLayout &l) {
+  if (x.rank() < 2)
+    return Status::error("batch norm input " + shapeString(x.shape) +
+                         " is not [N, C, ...]");
+  l.n = x.shape[0];
+  l.c = x.shape[1];
+  l.s = product(x.shape, 2);
+  for (const TensorRef *t : channel)
+    if (t->rank() != 1 || t->shape[0] != l.c || t->dtype != x.dtype)
+      return Status::error("per-channel tensor " + shapeString(t->shape) +
+                           " does not match " + shapeString(x.shape));
+  return Status::ok();
+}
+
 } // namespace fsdp

@@ -8,6 +8,7 @@
 #ifndef FSDP_RUNTIME_PLAN_OPSHAPES_H
 #define FSDP_RUNTIME_PLAN_OPSHAPES_H
 
+#include "runtime/plan/BatchNormMath.h"
 #include "runtime/plan/ConvGeometry.h"
 #include "runtime/plan/Plan.h"
 
@@ -64,6 +65,13 @@ Status convGeometryOf(const Instruction &in, const TensorRef &x,
 Status poolGeometryOf(const Instruction &in, const TensorRef &x,
                       const TensorRef &y, ConvGeometry &g, bool &max,
                       bool &includePad);
+
+/// batch_norm's or batch_norm_grad's x [N, C, ...] and per-channel
+/// tensors `channel` (scale, statistics, their gradients), all of x's
+/// dtype; allocates nothing.
+Status batchNormLayoutOf(const TensorRef &x,
+                         std::initializer_list<const TensorRef *> channel,
+                         BatchNormLayout &l);
 
 } // namespace fsdp
 

