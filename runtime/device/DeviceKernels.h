@@ -994,6 +994,29 @@ struct Col2Im {
   }
 };
 
+/// Element readers and writers by offset for the shared math of
+/// ConvGeometry.h and BatchNormMath.h, whatever the dtype.
+struct ReadElems {
+  ElemType t;
+  const void *p;
+  FSDP_HD float operator()(int64_t i) const { return loadFloat(t, p, i); }
+};
+struct WriteElems {
+  ElemType t;
+  void *p;
+  FSDP_HD void operator()(int64_t i, float v) const { storeFloat(t, p, i, v); }
+};
+/// Two per-channel results (a channel's statistics or gradients).
+struct WriteChannel {
+  ElemType t;
+  void *first, *second;
+  int64_t ch;
+  FSDP_HD void operator()(double a, double b) const {
+    storeFloat(t, first, ch, (float)a);
+    storeFloat(t, second, ch, (float)b);
+  }
+};
+
 /// Pooling: one output element per index (ConvGeometry.h's poolWindow).
 struct PoolForward {
   ConvGeometry g;
@@ -1003,12 +1026,9 @@ struct PoolForward {
   void *y;
   FSDP_HD void operator()(int64_t i) const {
     int64_t p = g.positions();
-    ElemType tx = t;
-    const void *px = x;
-    float v = poolWindow(
-        g, max, includePad, i / p / g.c, (i / p) % g.c, i % p,
-        [tx, px](int64_t j) { return loadFloat(tx, px, j); }, nullptr);
-    storeFloat(t, y, i, v);
+    storeFloat(t, y, i,
+               poolWindow(g, max, includePad, i / p / g.c, (i / p) % g.c,
+                          i % p, ReadElems{t, x}, nullptr));
   }
 };
 
@@ -1021,14 +1041,10 @@ struct PoolBackward {
   void *dx;
   FSDP_HD void operator()(int64_t i) const {
     int64_t plane = g.h * g.w;
-    ElemType tt = t;
-    const void *px = x, *pdy = dy;
-    float v = poolInputGrad(
-        g, max, includePad, i / plane / g.c, (i / plane) % g.c,
-        (i / g.w) % g.h, i % g.w,
-        [tt, px](int64_t j) { return loadFloat(tt, px, j); },
-        [tt, pdy](int64_t j) { return loadFloat(tt, pdy, j); });
-    storeFloat(t, dx, i, v);
+    storeFloat(t, dx, i,
+               poolInputGrad(g, max, includePad, i / plane / g.c,
+                             (i / plane) % g.c, (i / g.w) % g.h, i % g.w,
+                             ReadElems{t, x}, ReadElems{t, dy}));
   }
 };
 
@@ -1041,17 +1057,9 @@ struct BatchNormChannels {
   const void *x, *scale, *bias;
   void *y, *mean, *var;
   FSDP_HD void operator()(int64_t ch) const {
-    ElemType tt = t;
-    const void *px = x;
-    void *py = y, *pm = mean, *pv = var;
-    batchNormChannel(
-        l, ch, eps, loadFloat(t, scale, ch), loadFloat(t, bias, ch),
-        [tt, px](int64_t i) { return (double)loadFloat(tt, px, i); },
-        [tt, py](int64_t i, float v) { storeFloat(tt, py, i, v); },
-        [tt, pm, pv, ch](double m, double v) {
-          storeFloat(tt, pm, ch, (float)m);
-          storeFloat(tt, pv, ch, (float)v);
-        });
+    batchNormChannel(l, ch, eps, loadFloat(t, scale, ch),
+                     loadFloat(t, bias, ch), ReadElems{t, x},
+                     WriteElems{t, y}, WriteChannel{t, mean, var, ch});
   }
 };
 
@@ -1063,18 +1071,9 @@ struct BatchNormGradChannels {
   const void *x, *scale, *dy;
   void *dx, *dscale, *dbias;
   FSDP_HD void operator()(int64_t ch) const {
-    ElemType tt = t;
-    const void *px = x, *pdy = dy;
-    void *pdx = dx, *pdw = dscale, *pdb = dbias;
-    batchNormGradChannel(
-        l, ch, eps, loadFloat(t, scale, ch),
-        [tt, px](int64_t i) { return (double)loadFloat(tt, px, i); },
-        [tt, pdy](int64_t i) { return (double)loadFloat(tt, pdy, i); },
-        [tt, pdx](int64_t i, float v) { storeFloat(tt, pdx, i, v); },
-        [tt, pdw, pdb, ch](double dw, double db) {
-          storeFloat(tt, pdw, ch, (float)dw);
-          storeFloat(tt, pdb, ch, (float)db);
-        });
+    batchNormGradChannel(l, ch, eps, loadFloat(t, scale, ch), ReadElems{t, x},
+                         ReadElems{t, dy}, WriteElems{t, dx},
+                         WriteChannel{t, dscale, dbias, ch});
   }
 };
 
