@@ -197,6 +197,15 @@ def cases():
                                         kernel_shape=[3, 3], pads=[1, 1, 1, 1],
                                         count_include_pad=1)
     c["GlobalAveragePool"] = pool("GlobalAveragePool", (2, 3, 4, 5), (2, 3, 1, 1))
+    # Batch norm in training mode: the batch's statistics (the running
+    # statistics, initializers named running_*, are buffers: no gradient).
+    bn_stats = [numpy_helper.from_array(np.zeros(3, np.float32), "running_mean"),
+                numpy_helper.from_array(np.ones(3, np.float32), "running_var")]
+    c["BatchNormalization-training"] = model(
+        [helper.make_node("BatchNormalization", ["x", "g", "b", "running_mean", "running_var"],
+                          ["y", "rm", "rv"], name="/op", training_mode=1, momentum=0.9)],
+        [param("x", (4, 3, 2, 3)), param("g", (3,), positive=True), param("b", (3,))] + bn_stats,
+        [("y", (4, 3, 2, 3))])
     c["LayerNormalization"] = model(
         [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], name="/op", axis=-1)],
         [param("x", (3, 6)), param("g", (6,)), param("b", (6,))], [("y", (3, 6))])
@@ -301,6 +310,8 @@ def main():
             grads = read_safetensors(grads_path)
             worst, problems = 0.0, []
             for pname, w in weights.items():
+                if pname.startswith("running_"):  # buffers: no gradient
+                    continue
                 g = grads.get(pname)
                 if g is None:
                     problems.append(f"no gradient for {pname}")
