@@ -103,23 +103,51 @@ struct FsdpInsertCollectives
 
   /// Unsharded parameters are read where they are stored (the runtime's
   /// f32 copy): a read in a mixed-precision compute dtype becomes a read
-  /// in the parameter's type and a cast.
+  /// in the parameter's type and a cast. With `fsdp.buffer_dtype`
+  /// (MixedPrecision.buffer_dtype) buffers are kept in that dtype: rounded
+  /// to it where read, and where the forward stores them (their f32
+  /// storage then holds exactly the narrow values).
   void castParameterReads(ModuleOp module, bool buffersOnly) {
     SymbolTable symbols(module);
-    for (auto func : module.getOps<func::FuncOp>())
+    Type bufferElem;
+    if (auto t = module->getAttrOfType<TypeAttr>("fsdp.buffer_dtype"))
+      bufferElem = t.getValue();
+    auto withElem = [](Type t, Type elem) {
+      return RankedTensorType::get(cast<RankedTensorType>(t).getShape(), elem);
+    };
+    for (auto func : module.getOps<func::FuncOp>()) {
       for (auto read :
            llvm::make_early_inc_range(func.getOps<GetParameterOp>())) {
         auto param = symbols.lookup<ParameterOp>(read.getParam());
-        if (!param || param.getTensorType() == read.getType() ||
-            (buffersOnly && !param.getBuffer()))
+        if (!param || (buffersOnly && !param.getBuffer()))
+          continue;
+        Type kept = param.getBuffer() && bufferElem
+                        ? withElem(param.getTensorType(), bufferElem)
+                        : param.getTensorType();
+        if (param.getTensorType() == read.getType() &&
+            kept == param.getTensorType())
           continue;
         OpBuilder b(read);
-        auto stored = GetParameterOp::create(
-            b, read.getLoc(), param.getTensorType(), read.getParamAttr());
-        auto cast = CastOp::create(b, read.getLoc(), read.getType(), stored);
-        read.replaceAllUsesWith(cast.getResult());
+        Value v = GetParameterOp::create(b, read.getLoc(),
+                                         param.getTensorType(),
+                                         read.getParamAttr());
+        for (Type t : {kept, (Type)read.getType()})
+          if (v.getType() != t)
+            v = CastOp::create(b, read.getLoc(), t, v);
+        read.replaceAllUsesWith(v);
         read.erase();
       }
+      if (!bufferElem)
+        continue;
+      for (auto assign : func.getOps<AssignBufferOp>()) {
+        Value v = assign.getValue();
+        if (cast<RankedTensorType>(v.getType()).getElementType() == bufferElem)
+          continue;
+        OpBuilder b(assign);
+        assign.getValueMutable().assign(CastOp::create(
+            b, assign.getLoc(), withElem(v.getType(), bufferElem), v));
+      }
+    }
   }
 
   /// no-shard: gradients are averaged where the update reads them.

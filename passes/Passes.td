@@ -199,6 +199,9 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     that dtype. `reduce-dtype` (MixedPrecision.reduce_dtype): the packed f32
     gradient is cast before the reduce-scatter (and the hybrid replica
     all-reduce), and the reduced shard cast back to f32 for the optimizer.
+    `buffer-dtype` (MixedPrecision.buffer_dtype): buffers are kept in that
+    dtype (fsdp-insert-collectives rounds them where they are read and
+    where the forward stores them).
     The strategy, world size,
     replica count and dtypes are recorded on the module for the passes that
     follow.
@@ -217,6 +220,8 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "dtype parameters are gathered and computed in: f32 | bf16 | f16">,
     Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",
            "dtype gradients are reduced in: f32 | bf16 | f16">,
+    Option<"bufferDtype", "buffer-dtype", "std::string", "\"\"",
+           "dtype buffers are kept in: f32 | bf16 | f16 (empty: as stored)">,
   ];
 }
 

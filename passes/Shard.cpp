@@ -97,6 +97,15 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
     }
     module->setAttr("fsdp.param_dtype", TypeAttr::get(paramType));
     module->setAttr("fsdp.reduce_dtype", TypeAttr::get(reduceType));
+    if (!bufferDtype.empty()) {
+      Type bufferType = dtype(bufferDtype);
+      if (!bufferType) {
+        module.emitError("--buffer-dtype must be f32, bf16 or f16, got '")
+            << bufferDtype << "'";
+        return signalPassFailure();
+      }
+      module->setAttr("fsdp.buffer_dtype", TypeAttr::get(bufferType));
+    }
     if (!isSharded(strategy))
       return;
 

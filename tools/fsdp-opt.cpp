@@ -135,6 +135,12 @@ static llvm::cl::opt<std::string>
     reduceDtypeOpt("reduce-dtype",
                    llvm::cl::desc("dtype of gradient reduction (f32)"),
                    llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> bufferDtypeOpt(
+    "buffer-dtype",
+    llvm::cl::desc("mixed precision: keep buffers (batch norm's running "
+                   "statistics, masks) in f32 | bf16 | f16, as "
+                   "MixedPrecision.buffer_dtype (default: as stored, f32)"),
+    llvm::cl::init(""), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
     llvm::cl::desc("default (every unit but the root) | true | false"),
@@ -208,6 +214,7 @@ static fsdp::PlanConfig planConfig() {
   c.shard.replicateGroups = replicateGroupsOpt;
   c.shard.paramDtype = paramDtypeOpt;
   c.shard.reduceDtype = reduceDtypeOpt;
+  c.shard.bufferDtype = bufferDtypeOpt;
   c.shard.reshardAfterForward = reshardOpt;
   c.schedule.forwardPrefetch = forwardPrefetchOpt;
   c.schedule.backwardPrefetch = backwardPrefetchOpt;
