@@ -181,11 +181,14 @@ def cases():
                                         strides=[1, 2])
     c["Conv-1d-same"] = conv((2, 3, 7), (2, 3, 4), (2, 2, 4), auto_pad="SAME_UPPER",
                              strides=[2])
-    # Pools (a max window's inputs are kept apart by more than h: random
-    # normals 0.1 from zero are, but ties within h would break the test).
+    # Pools. A max window's winner must not change within x ± h: the inputs
+    # are a shuffled ramp, every two values 0.05 (> 2h) apart.
     def pool(op, x_shape, out_shape, **attrs):
+        n = int(np.prod(x_shape))
+        ramp = (rng.permutation(n) * 0.05 - 0.025 * n).astype(np.float32)
+        x = numpy_helper.from_array(ramp.reshape(x_shape), "x")
         return model([helper.make_node(op, ["x"], ["y"], name="/op", **attrs)],
-                     [param("x", x_shape)], [("y", out_shape)])
+                     [x], [("y", out_shape)])
     c["MaxPool-2d-pads-strides"] = pool("MaxPool", (2, 3, 7, 6), (2, 3, 4, 3), kernel_shape=[3, 3],
                                         strides=[2, 2], pads=[1, 1, 1, 1])
     c["MaxPool-1d-dilation"] = pool("MaxPool", (2, 2, 9), (2, 2, 5), kernel_shape=[3],
