@@ -328,25 +328,6 @@ void FsdpBuildTrainStep::runOnOperation() {
       }
   }
 
-  // ONNX exports a module's buffers as initializers, like its parameters;
-  // one the step reads differentiably (a position table added to the
-  // embeddings) gets a gradient and would be trained, where PyTorch never
-  // trains a buffer. Parameters are named `...weight`/`...bias` by
-  // torch.nn's modules; any other trained name of an imported model (one
-  // with an ONNX opset) is said.
-  for (ParameterOp param : trained) {
-    if (!module->hasAttr("fsdp.opset"))
-      break;
-    StringRef leaf = param.getSymName().rsplit('.').second;
-    if (leaf.empty())
-      leaf = param.getSymName();
-    if (!leaf.ends_with("weight") && !leaf.ends_with("bias"))
-      param.emitRemark("'")
-          << param.getSymName()
-          << "' is trained as a parameter; if it is a buffer in PyTorch "
-             "(register_buffer), name it with --buffers";
-  }
-
   // A step that trains nothing is a mistake, not a plan (a --frozen that
   // matches every name; a model without float parameters).
   if (trained.empty()) {
@@ -409,6 +390,26 @@ void FsdpBuildTrainStep::runOnOperation() {
     } else {
       slot = g;
     }
+  }
+
+  // ONNX exports a module's buffers as initializers, like its parameters;
+  // one the step reads differentiably (a position table added to the
+  // embeddings) gets a gradient and would be trained, where PyTorch never
+  // trains a buffer. Parameters are named `...weight`/`...bias` by
+  // torch.nn's modules; any other name of an imported model (one with an
+  // ONNX opset) that gets a gradient is said (one that gets none becomes a
+  // buffer, and is said so by the update).
+  for (auto [param, g] : llvm::zip(trained, paramGrads)) {
+    if (!module->hasAttr("fsdp.opset"))
+      break;
+    StringRef leaf = param.getSymName().rsplit('.').second;
+    if (leaf.empty())
+      leaf = param.getSymName();
+    if (g && !leaf.ends_with("weight") && !leaf.ends_with("bias"))
+      ParameterOp(param).emitRemark("'")
+          << param.getSymName()
+          << "' is trained as a parameter; if it is a buffer in PyTorch "
+             "(register_buffer), name it with --buffers";
   }
 
   SmallVector<Type> argTypes(body.getArgumentTypes());
