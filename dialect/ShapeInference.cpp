@@ -314,16 +314,17 @@ FailureOr<RankedTensorType> shape::conv(Loc loc, RankedTensorType x,
     return emitOptionalError(loc, "conv bias ", bias, " must be [", oc, "]");
   SmallVector<int64_t> out{x.getDimSize(0), oc};
   for (size_t d = 0; d < spatial; ++d) {
-    int64_t s = a.strides[d], dil = a.dilations[d], k = w.getDimSize(2 + d);
-    int64_t p0 = a.pads[d], p1 = a.pads[d + spatial];
-    if (s < 1 || dil < 1 || p0 < 0 || p1 < 0 || k < 1)
+    if (a.strides[d] < 1 || a.dilations[d] < 1 || a.pads[d] < 0 ||
+        a.pads[d + spatial] < 0 || w.getDimSize(2 + d) < 1)
       return emitOptionalError(loc, "conv strides and dilations must be "
                                     "positive and pads non-negative");
-    int64_t span = x.getDimSize(2 + d) + p0 + p1 - dil * (k - 1) - 1;
-    if (span < 0)
+    int64_t o = ::fsdp::windowExtent(x.getDimSize(2 + d), w.getDimSize(2 + d),
+                                     a.strides[d], a.pads[d],
+                                     a.pads[d + spatial], a.dilations[d]);
+    if (o < 1)
       return emitOptionalError(loc, "conv kernel ", str(w.getShape()),
                                " is larger than the padded input ", x);
-    out.push_back(span / s + 1);
+    out.push_back(o);
   }
   return RankedTensorType::get(out, x.getElementType());
 }
@@ -349,10 +350,10 @@ FailureOr<RankedTensorType> shape::pool(Loc loc, RankedTensorType x,
         a.pads[d] < 0 || a.pads[d + spatial] < 0)
       return emitOptionalError(loc, "pool kernel, strides and dilations must "
                                     "be positive and pads non-negative");
-    int64_t o = ::fsdp::poolExtent(x.getDimSize(2 + d), a.kernel[d],
-                                   a.strides[d], a.pads[d],
-                                   a.pads[d + spatial], a.dilations[d],
-                                   a.ceilMode);
+    int64_t o = ::fsdp::windowExtent(x.getDimSize(2 + d), a.kernel[d],
+                                     a.strides[d], a.pads[d],
+                                     a.pads[d + spatial], a.dilations[d],
+                                     a.ceilMode);
     if (o < 1)
       return emitOptionalError(loc, "pool window ", str(a.kernel),
                                " is larger than the padded input ", x);

@@ -399,14 +399,14 @@ void FsdpBuildTrainStep::runOnOperation() {
   // torch.nn's modules; any other name of an imported model (one with an
   // ONNX opset) that gets a gradient is said (one that gets none becomes a
   // buffer, and is said so by the update).
-  for (auto [param, g] : llvm::zip(trained, paramGrads)) {
-    if (!module->hasAttr("fsdp.opset"))
-      break;
+  for (auto [constParam, g] : llvm::zip(trained, paramGrads)) {
+    ParameterOp param = constParam;
     StringRef leaf = param.getSymName().rsplit('.').second;
     if (leaf.empty())
       leaf = param.getSymName();
-    if (g && !leaf.ends_with("weight") && !leaf.ends_with("bias"))
-      ParameterOp(param).emitRemark("'")
+    if (g && module->hasAttr("fsdp.opset") && !leaf.ends_with("weight") &&
+        !leaf.ends_with("bias"))
+      param.emitRemark("'")
           << param.getSymName()
           << "' is trained as a parameter; if it is a buffer in PyTorch "
              "(register_buffer), name it with --buffers";

@@ -398,7 +398,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp") ||
           !::fsdp::computesInF32(name) ||
           (model.cores == 0 &&
-           ::fsdp::runsNarrowOnDevice(name, shapesOf(op->getOperandTypes()), causal(op))))
+           ::fsdp::runsNarrowOnDevice(name, shapesOf(op->getOperandTypes()),
+                                      causal(op))))
         return;
       int64_t bytes = 0;
       llvm::SmallPtrSet<Value, 4> seen;

@@ -73,6 +73,51 @@ struct ConvGeometry {
   }
 };
 
+/// The number of windows along one spatial axis: of `kernel` positions
+/// `dilation` apart, `stride` apart, over an input of extent `in` padded
+/// by `padBegin` and `padEnd`. It rounds down, or up with `ceilMode`
+/// (pooling), dropping a last window that would start in the end padding,
+/// as PyTorch and ONNX do. -1 when no window fits or a setting is invalid.
+inline int64_t windowExtent(int64_t in, int64_t kernel, int64_t stride,
+                            int64_t padBegin, int64_t padEnd, int64_t dilation,
+                            bool ceilMode = false) {
+  if (in < 0 || kernel < 1 || stride < 1 || dilation < 1 || padBegin < 0 ||
+      padEnd < 0)
+    return -1;
+  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
+  if (span < 0)
+    return -1;
+  int64_t o = span / stride + 1;
+  if (ceilMode && span % stride != 0) {
+    ++o;
+    if ((o - 1) * stride >= in + padBegin)
+      --o;
+  }
+  return o;
+}
+
+/// Spatial axis `d` of `s` (1 or 2) of x [N, C, *S]: a 1-D convolution is
+/// a 2-D one of height 1, its one axis the width. Checks that `y`'s
+/// extent is the window count and records the axis in `g`.
+template <typename S, typename A>
+bool setConvAxis(ConvGeometry &g, size_t d, size_t s, const S &x, int64_t k,
+                 const S &y, const A &strides, const A &pads,
+                 const A &dilations, bool ceilMode) {
+  int64_t o = windowExtent(x[2 + d], k, strides[d], pads[d], pads[d + s],
+                           dilations[d], ceilMode);
+  if (o < 0 || o != y[2 + d])
+    return false;
+  bool height = s == 2 && d == 0;
+  (height ? g.h : g.w) = x[2 + d];
+  (height ? g.kh : g.kw) = k;
+  (height ? g.oh : g.ow) = o;
+  (height ? g.sh : g.sw) = strides[d];
+  (height ? g.ph : g.pw) = pads[d];
+  (height ? g.phEnd : g.pwEnd) = pads[d + s];
+  (height ? g.dh : g.dw) = dilations[d];
+  return true;
+}
+
 /// The geometry of a convolution from its input, weight and output shapes
 /// and attributes (any sequences with size() and [], so a kernel inside a
 /// step allocates nothing); false when they do not fit together.
@@ -86,66 +131,24 @@ bool convGeometry(const S &x, const S &wt, const S &y, const A &strides,
   size_t s = r - 2;
   if (strides.size() != s || dilations.size() != s || pads.size() != 2 * s)
     return false;
-  for (size_t d = 0; d < r; ++d)
-    if (x[d] < 0 || wt[d] < 0 || y[d] < 0)
-      return false;
   g = ConvGeometry();
   g.n = x[0];
   g.c = x[1];
   g.oc = wt[0];
   g.groups = groups;
-  if (groups < 1 || g.c % groups || g.oc % groups || wt[1] * groups != g.c ||
-      y[0] != g.n || y[1] != g.oc)
+  if (g.n < 0 || g.c < 0 || g.oc < 0 || groups < 1 || g.c % groups ||
+      g.oc % groups || wt[1] * groups != g.c || y[0] != g.n || y[1] != g.oc)
     return false;
-  int64_t *in[2] = {&g.h, &g.w}, *k[2] = {&g.kh, &g.kw},
-          *out[2] = {&g.oh, &g.ow};
-  int64_t *st[2] = {&g.sh, &g.sw}, *pd[2] = {&g.ph, &g.pw},
-          *dl[2] = {&g.dh, &g.dw};
-  size_t first = 2 - s; // 1-D: height 1, the one axis is the width
-  for (size_t d = 0; d < s; ++d) {
-    size_t a = first + d;
-    int64_t end = pads[d + s];
-    if (strides[d] < 1 || dilations[d] < 1 || pads[d] < 0 || end < 0 ||
-        wt[2 + d] < 1)
+  for (size_t d = 0; d < s; ++d)
+    if (!setConvAxis(g, d, s, x, wt[2 + d], y, strides, pads, dilations,
+                     false))
       return false;
-    int64_t span =
-        x[2 + d] + pads[d] + end - dilations[d] * (wt[2 + d] - 1) - 1;
-    if (span < 0 || span / strides[d] + 1 != y[2 + d])
-      return false;
-    *in[a] = x[2 + d];
-    *k[a] = wt[2 + d];
-    *out[a] = y[2 + d];
-    *st[a] = strides[d];
-    *pd[a] = pads[d];
-    *dl[a] = dilations[d];
-    (a == 0 ? g.phEnd : g.pwEnd) = end;
-  }
   return true;
-}
-
-/// A pooling window count along one axis: the output extent of input
-/// extent `in` (floor, or ceil with `ceilMode`, dropping a last window that
-/// would start in the end padding); -1 when the window does not fit.
-inline int64_t poolExtent(int64_t in, int64_t kernel, int64_t stride,
-                          int64_t padBegin, int64_t padEnd, int64_t dilation,
-                          bool ceilMode) {
-  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
-  if (span < 0 || stride < 1)
-    return -1;
-  int64_t o = span / stride + 1;
-  if (ceilMode && span % stride != 0) {
-    ++o;
-    if ((o - 1) * stride >= in + padBegin)
-      --o;
-  }
-  return o;
 }
 
 /// Pooling as a depthwise convolution of a kernel of ones: groups = C = OC,
 /// one column row per kernel position. `x` and `y` are [N, C, *S] and
-/// [N, C, *O]; the output extent rounds down, or up with `ceilMode` (a last
-/// window that would start in the end padding is dropped, as PyTorch and
-/// ONNX do).
+/// [N, C, *O]; the output extent rounds up with `ceilMode`.
 template <typename S, typename A>
 bool poolGeometry(const S &x, const S &y, const A &kernel, const A &strides,
                   const A &pads, const A &dilations, bool ceilMode,
@@ -158,28 +161,10 @@ bool poolGeometry(const S &x, const S &y, const A &kernel, const A &strides,
   g = ConvGeometry();
   g.n = x[0];
   g.c = g.oc = g.groups = x[1];
-  int64_t *in[2] = {&g.h, &g.w}, *k[2] = {&g.kh, &g.kw},
-          *out[2] = {&g.oh, &g.ow};
-  int64_t *st[2] = {&g.sh, &g.sw}, *pd[2] = {&g.ph, &g.pw},
-          *dl[2] = {&g.dh, &g.dw}, *pe[2] = {&g.phEnd, &g.pwEnd};
-  size_t first = 2 - s;
-  for (size_t d = 0; d < s; ++d) {
-    size_t a = first + d;
-    if (strides[d] < 1 || dilations[d] < 1 || pads[d] < 0 || pads[d + s] < 0 ||
-        kernel[d] < 1 || x[2 + d] < 0)
+  for (size_t d = 0; d < s; ++d)
+    if (!setConvAxis(g, d, s, x, kernel[d], y, strides, pads, dilations,
+                     ceilMode))
       return false;
-    int64_t o = poolExtent(x[2 + d], kernel[d], strides[d], pads[d],
-                           pads[d + s], dilations[d], ceilMode);
-    if (o < 0 || o != y[2 + d])
-      return false;
-    *in[a] = x[2 + d];
-    *k[a] = kernel[d];
-    *out[a] = o;
-    *st[a] = strides[d];
-    *pd[a] = pads[d];
-    *dl[a] = dilations[d];
-    *pe[a] = pads[d + s];
-  }
   return true;
 }
 
@@ -289,7 +274,8 @@ inline int64_t convImageColumnElements(
     const std::string_view op, const std::vector<std::vector<int64_t>> &in,
     const std::vector<std::vector<int64_t>> &out) {
   int64_t all = convColumnElements(op, in, out);
-  // The batch is the first extent of every one's first operand.
+  // The batch: the first extent of the first operand (x, or the output
+  // gradient of conv_grad_input).
   int64_t n = all ? in[0][0] : 0;
   return n > 0 ? all / n : 0;
 }
