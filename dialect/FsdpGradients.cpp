@@ -413,6 +413,23 @@ LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult RmsNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // One fused backward op (recomputes each row's rstd from x).
+  Value dy = resultGrads[0], x = getX(), w = getScale();
+  if (!dy) {
+    operandGrads.append((*this)->getNumOperands(), Value());
+    return success();
+  }
+  auto grad = RmsNormGradOp::create(
+      builder, getLoc(), TypeRange{x.getType(), w.getType()},
+      ValueRange{x, w, dy},
+      {builder.getNamedAttr("axis", getAxisAttr()),
+       builder.getNamedAttr("epsilon", getEpsilonAttr())});
+  operandGrads.append({grad.getDx(), grad.getDscale()});
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Convolution
 //===----------------------------------------------------------------------===//

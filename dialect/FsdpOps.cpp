@@ -179,14 +179,30 @@ template <typename OpTy> static LogicalResult verifyAxis(OpTy op) {
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
+/// layer_norm and rms_norm: the result typed as x, a non-negative
+/// epsilon, scale (and bias) shaped like the normalised axes.
+static LogicalResult verifyNorm(Operation *op, Value x, Value scale,
+                                Value bias, int64_t axis, float epsilon,
+                                StringRef what) {
+  if (op->getResult(0).getType() != x.getType())
+    return op->emitOpError("result type ")
+           << op->getResult(0).getType() << " differs from the input's "
+           << x.getType();
+  if (epsilon < 0)
+    return op->emitOpError("epsilon must be non-negative");
+  return shape::checkLayerNorm(op->getLoc(), tensorOf(x), tensorOf(scale),
+                               tensorOf(bias), axis, what);
+}
+
 LogicalResult LayerNormOp::verify() {
-  if (getType() != getX().getType())
-    return emitOpError("result type ")
-           << getType() << " differs from the input's " << getX().getType();
-  if (getEpsilon().convertToFloat() < 0)
-    return emitOpError("epsilon must be non-negative");
-  return shape::checkLayerNorm(getLoc(), tensorOf(getX()), tensorOf(getScale()),
-                               tensorOf(getBias()), getAxisAttr().getInt());
+  return verifyNorm(*this, getX(), getScale(), getBias(),
+                    getAxisAttr().getInt(), getEpsilon().convertToFloat(),
+                    "layer_norm");
+}
+
+LogicalResult RmsNormOp::verify() {
+  return verifyNorm(*this, getX(), getScale(), Value(), getAxisAttr().getInt(),
+                    getEpsilon().convertToFloat(), "rms_norm");
 }
 
 //===----------------------------------------------------------------------===//

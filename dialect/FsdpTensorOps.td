@@ -304,6 +304,30 @@ def Fsdp_LayerNormOp : Fsdp_Op<"layer_norm", [Pure,
   let hasVerifier = 1;
 }
 
+def Fsdp_RmsNormOp : Fsdp_Op<"rms_norm", [Pure,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "Root-mean-square normalisation over the trailing axes";
+  let description = [{
+    `x · rsqrt(mean(x²) + epsilon) · scale` over axes `axis..rank-1`
+    (Zhang and Sennrich's RMSNorm, `torch.nn.RMSNorm`, Llama's norm):
+    layer normalisation without the mean subtracted and without a bias.
+    `scale` is shaped like the normalised axes. The importer recognises it
+    from the elementwise ops a Llama export writes (fsdp-fuse-rms-norm).
+    The row statistics are computed in f32 or wider and the result is
+    rounded once, as a fused kernel (and an eager `x.float()` norm) does.
+
+    ```mlir
+    %y = fsdp.rms_norm %x, %g {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+        : (tensor<2x4x8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
+                   I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 //===----------------------------------------------------------------------===//
 // Fused attention
 //===----------------------------------------------------------------------===//

@@ -178,22 +178,35 @@ int64_t GeluGradOp::getFlops() {
   return 20 * tensorOf(getX()).getNumElements();
 }
 
-LogicalResult LayerNormGradOp::verify() {
-  RankedTensorType x = tensorOf(getX());
-  int64_t axis = getAxisAttr().getInt();
+/// layer_norm_grad and rms_norm_grad: grad and dx typed as x, scale shaped
+/// like the normalised axes, and the scale-shaped gradients typed as it.
+static LogicalResult verifyNormGrad(Operation *op, Value xv, Value scalev,
+                                    Value gradv, int64_t axis) {
+  RankedTensorType x = tensorOf(xv);
   if (axis < 0 || axis >= x.getRank())
-    return emitOpError("axis ") << axis << " out of range for " << x;
+    return op->emitOpError("axis ") << axis << " out of range for " << x;
   auto normalised = x.getShape().drop_front(axis);
-  RankedTensorType scale = tensorOf(getScale());
+  RankedTensorType scale = tensorOf(scalev);
   if (scale.getShape() != normalised)
-    return emitOpError("scale ")
+    return op->emitOpError("scale ")
            << scale << " is not shaped like the normalised axes of " << x;
-  if (getGrad().getType() != x || getDx().getType() != x)
-    return emitOpError("grad and dx must have the type of x, ") << x;
-  if (getDscale().getType() != scale || getDbias().getType() != scale)
-    return emitOpError("dscale and dbias must have the type of scale, ")
-           << scale;
+  if (gradv.getType() != x || op->getResult(0).getType() != x)
+    return op->emitOpError("grad and dx must have the type of x, ") << x;
+  for (Value r : op->getResults().drop_front())
+    if (r.getType() != scale)
+      return op->emitOpError("the scale's gradients must have its type, ")
+             << scale;
   return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  return verifyNormGrad(*this, getX(), getScale(), getGrad(),
+                        getAxisAttr().getInt());
+}
+
+LogicalResult RmsNormGradOp::verify() {
+  return verifyNormGrad(*this, getX(), getScale(), getGrad(),
+                        getAxisAttr().getInt());
 }
 
 int64_t LayerNormGradOp::getFlops() {
@@ -201,6 +214,31 @@ int64_t LayerNormGradOp::getFlops() {
   // column sums: about a dozen operations per element.
   return 12 * tensorOf(getX()).getNumElements();
 }
+
+int64_t RmsNormGradOp::getFlops() {
+  // As layer_norm_grad's, less the mean and the bias's sum.
+  return 9 * tensorOf(getX()).getNumElements();
+}
+
+/// A norm's backward kernels read x and the output gradient twice: by rows
+/// for dx, then by columns for the scale's (and bias's) sums.
+static int64_t normGradBytes(Operation *op) {
+  int64_t bytes = 0;
+  auto count = [&](Type t) {
+    auto tt = cast<RankedTensorType>(t);
+    bytes += tt.getNumElements() * ((tt.getElementTypeBitWidth() + 7) / 8);
+  };
+  for (Type t : op->getOperandTypes())
+    count(t);
+  for (Type t : op->getResultTypes())
+    count(t);
+  count(op->getOperand(0).getType()); // x, again
+  count(op->getOperand(2).getType()); // grad, again
+  return bytes;
+}
+
+int64_t LayerNormGradOp::getBytesMoved() { return normGradBytes(*this); }
+int64_t RmsNormGradOp::getBytesMoved() { return normGradBytes(*this); }
 
 //===----------------------------------------------------------------------===//
 // Convolution gradients

@@ -236,7 +236,7 @@ fsdp.assign_buffer @bn.running_mean, %m : tensor<4xf32>
 }
 
 def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
-    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops", "getBytesMoved"]>], 0> {
   let summary = "Gradients of fsdp.layer_norm (fused backward)";
   let description = [{
     Given the forward's input `x`, its `scale` and the gradient `grad` of its
@@ -259,6 +259,30 @@ def Fsdp_LayerNormGradOp : Fsdp_Op<"layer_norm_grad", [Pure,
                    Fsdp_FloatTensor:$grad, I64Attr:$axis, F32Attr:$epsilon);
   let results = (outs Fsdp_FloatTensor:$dx, Fsdp_FloatTensor:$dscale,
                  Fsdp_FloatTensor:$dbias);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Fsdp_RmsNormGradOp : Fsdp_Op<"rms_norm_grad", [Pure,
+    DeclareOpInterfaceMethods<CostOpInterface, ["getFlops", "getBytesMoved"]>], 0> {
+  let summary = "Gradients of fsdp.rms_norm (fused backward)";
+  let description = [{
+    Given the forward's input `x`, its `scale` and the gradient `grad` of its
+    output, returns the gradients of `x` and `scale`. Each row's inverse
+    root mean square is recomputed from `x`, so the forward keeps nothing
+    but its input: `x̂ = x·rstd`, `g = grad·scale`,
+    `dx = rstd·(g - x̂·mean(g·x̂))`, `dscale = Σ grad·x̂` over the leading
+    axes.
+
+```mlir
+%dx, %dw = fsdp.rms_norm_grad %x, %w, %dy {axis = 2 : i64, epsilon = 1.0e-05 : f32}
+    : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>)
+    -> (tensor<2x4x8xf32>, tensor<8xf32>)
+```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
+                   Fsdp_FloatTensor:$grad, I64Attr:$axis, F32Attr:$epsilon);
+  let results = (outs Fsdp_FloatTensor:$dx, Fsdp_FloatTensor:$dscale);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }

@@ -425,16 +425,17 @@ LogicalResult shape::checkBroadcastTo(Loc loc, RankedTensorType from,
 
 LogicalResult shape::checkLayerNorm(Loc loc, RankedTensorType x,
                                     RankedTensorType scale,
-                                    RankedTensorType bias, int64_t axis) {
+                                    RankedTensorType bias, int64_t axis,
+                                    StringRef what) {
   if (axis < 0 || axis >= x.getRank())
-    return emitOptionalError(loc, "layer_norm axis ", axis,
+    return emitOptionalError(loc, what, " axis ", axis,
                              " is out of range for rank ", x.getRank());
   ArrayRef<int64_t> normalized = x.getShape().drop_front(axis);
   for (RankedTensorType t : {scale, bias}) {
     if (!t)
       continue;
     if (t.getShape() != normalized || t.getElementType() != x.getElementType())
-      return emitOptionalError(loc, "layer_norm scale/bias ", t,
+      return emitOptionalError(loc, what, " scale/bias ", t,
                                " must have shape ", str(normalized),
                                " and element type ", x.getElementType());
   }

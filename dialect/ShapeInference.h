@@ -106,10 +106,11 @@ FailureOr<RankedTensorType> classificationLoss(Loc loc, RankedTensorType input,
 LogicalResult checkBroadcastTo(Loc loc, RankedTensorType from,
                                RankedTensorType to);
 
-/// `scale` and the optional `bias` are shaped like x.shape[axis:].
+/// `scale` and the optional `bias` are shaped like x.shape[axis:]; `what`
+/// names the op in the message.
 LogicalResult checkLayerNorm(Loc loc, RankedTensorType x,
                              RankedTensorType scale, RankedTensorType bias,
-                             int64_t axis);
+                             int64_t axis, StringRef what = "layer_norm");
 
 } // namespace mlir::fsdp::shape
 

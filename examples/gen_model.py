@@ -215,9 +215,11 @@ class Llama(nn.Module):
         t = torch.arange(T).float()
         freqs = t[:, None] * inv_freq[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos()[None, None], emb.sin()[None, None]
-        mask = torch.full((T, T), float("-inf")).triu(1)
         x = self.embed_tokens(input_ids)
+        # In the model's dtype, as HuggingFace's rotary embedding returns
+        # them (a bf16 model then computes in bf16 throughout).
+        cos, sin = emb.cos()[None, None].to(x.dtype), emb.sin()[None, None].to(x.dtype)
+        mask = torch.full((T, T), float("-inf")).triu(1).to(x.dtype)
         for layer in self.layers:
             x = layer(x, cos, sin, mask)
         logits = self.lm_head(self.norm(x))

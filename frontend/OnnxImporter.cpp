@@ -662,6 +662,8 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
     pm.addPass(createFsdpFuseAttention());
   if (options.fuseGelu)
     pm.addPass(createFsdpFuseGelu());
+  if (options.fuseRmsNorm)
+    pm.addPass(createFsdpFuseRmsNorm());
   pm.addPass(createFsdpFoldTransposes());
   pm.addPass(createFsdpFuseMatmulBias());
   if (failed(pm.run(m)))

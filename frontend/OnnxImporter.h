@@ -19,6 +19,8 @@ struct ImportOptions {
   bool fuseAttention = true;
   /// Recognise GELU written as elementwise ops and import it as fsdp.gelu.
   bool fuseGelu = true;
+  /// Recognise RMSNorm written as elementwise ops: fsdp.rms_norm.
+  bool fuseRmsNorm = true;
 };
 
 /// Imports the model at `path`. External data is resolved relative to the

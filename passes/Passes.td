@@ -32,6 +32,23 @@ def FsdpFuseGelu : Pass<"fsdp-fuse-gelu", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpFuseRmsNorm : Pass<"fsdp-fuse-rms-norm", "::mlir::ModuleOp"> {
+  let summary = "Fuses the elementwise ops of an exported RMSNorm into fsdp.rms_norm";
+  let description = [{
+    `torch.onnx.export` writes Llama's RMSNorm,
+    `x · rsqrt(mean(x², -1) + ε) · w` (or `x / sqrt(…) · w`), as six
+    elementwise ops and a mean; under AC each is recomputed, and each keeps
+    its own activation for the backward. They become one `fsdp.rms_norm`
+    whose gradient is one `fsdp.rms_norm_grad`: one read and one write of
+    the activation forward instead of about seven, and only `x` saved.
+    Matched: the square as `pow(x, 2)` or `x · x`; a mean over the
+    trailing axes kept as size-1 dimensions; `rsqrt`, `1 / sqrt` or a
+    division by the `sqrt`; products in any order and association; `w`
+    shaped like the normalised axes. Anything else is left as it is.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+}
+
 def FsdpFuseMatmulBias : Pass<"fsdp-fuse-matmul-bias", "::mlir::ModuleOp"> {
   let summary = "Folds a bias added to a matmul's result into the matmul";
   let description = [{
@@ -320,6 +337,12 @@ def FsdpSimulate : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     `fsdp.sim` start and end; the module gets `fsdp.predicted` (step time,
     compute, communication, exposed communication, peak bytes). `device`:
     h100-sxm, h200, a100-80g, cpu, or a JSON description.
+
+    `runtime=fsdp2-eager` prices the same plan as PyTorch's eager FSDP2
+    would run it, for comparing against measurements of it (bench/scale.py's
+    FSDP2 cases): each all-gather's copy-out into per-parameter tensors on
+    the compute stream after its wait, and `rms_norm` and its gradient as
+    the unfused f32 kernels of torchtitan's `_norm(x.float()).type_as(x)`.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
@@ -330,6 +353,9 @@ def FsdpSimulate : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     Option<"annotate", "annotate", "bool", "true",
            "write fsdp.sim on every instruction (false: only the module's "
            "fsdp.predicted, all the autotuner's trials read)">,
+    Option<"runtime", "runtime", "std::string", "\"fsdp\"",
+           "the runtime priced: fsdp (fsdp-run) | fsdp2-eager (PyTorch "
+           "FSDP2 and an eager f32 RMSNorm, as torchtitan ran)">,
   ];
 }
 

@@ -55,6 +55,33 @@ Type elementOf(Operation *op) {
   return {};
 }
 
+/// What PyTorch's eager autograd runs for torchtitan's (and HuggingFace's)
+/// Llama RMSNorm, `_norm(x.float()).type_as(x) * weight` with `_norm(x) =
+/// x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)` (pytorch/torchtitan at
+/// 3bae958db, the commit of its 70B figure): one kernel per op, each
+/// reading and writing whole tensors, in f32 between the casts. For
+/// rms_norm, bytes per element of x (e bytes each) and kernels:
+///   x.float() e+4, pow 8, mean 4, add and rsqrt (per row), x * r 8,
+///   type_as 4+e, * weight 2e: 4e + 28 bytes, 8 kernels;
+/// for rms_norm_grad, autograd's backward of those ops:
+///   dy * weight 2e, dweight = sum(dy * out) 4e, type_as' cast e+4,
+///   g * r 8, dr = sum(g * x) 16, rsqrt and add (per row), the mean's
+///   expand 4, pow's 2x * g 12, the two paths' sum 12, x.float()'s cast
+///   4+e: 8e + 60 bytes, 12 kernels.
+struct EagerCost {
+  int64_t bytes = 0, kernels = 1;
+};
+std::optional<EagerCost> eagerNormCost(Operation *op) {
+  if (!isa<RmsNormOp, RmsNormGradOp>(op))
+    return std::nullopt;
+  auto x = cast<RankedTensorType>(op->getOperand(0).getType());
+  int64_t n = x.getNumElements(),
+          e = (x.getElementTypeBitWidth() + 7) / 8;
+  if (isa<RmsNormOp>(op))
+    return EagerCost{n * (4 * e + 28), 8};
+  return EagerCost{n * (8 * e + 60), 12};
+}
+
 struct Timing {
   double step = 0, compute = 0, comm = 0, exposed = 0;
 };
@@ -98,6 +125,11 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     }
     if (devicesPerNode > 0)
       model->devicesPerNode = devicesPerNode;
+    if (runtime != "fsdp" && runtime != "fsdp2-eager") {
+      module.emitError("--simulate-runtime must be fsdp or fsdp2-eager, not '")
+          << runtime << "'";
+      return signalPassFailure();
+    }
     Timing total;
     int64_t accum = 1;
     if (auto train = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
@@ -256,6 +288,21 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           t.exposed += done - compute;
         compute = std::max(compute, done);
         start = end = compute;
+        if (auto gather =
+                wait.getFuture().getDefiningOp<AllGatherStartOp>();
+            gather && runtime == "fsdp2-eager") {
+          // FSDP2 gathers into one flat buffer, then copies each parameter
+          // out of it on the compute stream (foreach_all_gather_copy_out):
+          // the gathered bytes read and written once more.
+          auto gathered =
+              cast<FutureType>(gather.getResult().getType()).getValueType();
+          double seconds = model.rankComputeSeconds(
+              0, 2 * bufferBytes(gathered), elementOf(gather), "copy",
+              ranksOnNode);
+          end = finishAround(compute, seconds, model.overlapRate(), busy);
+          t.compute += end - compute;
+          compute = end;
+        }
         ready[wait.getResult()] = compute;
       } else {
         int64_t flops = 0, bytes = 0;
@@ -265,9 +312,16 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         }
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
-        double seconds = model.rankComputeSeconds(
-            flops, bytes, elementOf(&op), op.getName().stripDialect(),
-            ranksOnNode);
+        double launches = 0;
+        if (runtime == "fsdp2-eager")
+          if (auto eager = eagerNormCost(&op)) {
+            bytes = eager->bytes;
+            launches = double(eager->kernels - 1) * model.launchOverhead;
+          }
+        double seconds =
+            model.rankComputeSeconds(flops, bytes, elementOf(&op),
+                                     op.getName().stripDialect(), ranksOnNode) +
+            launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
         compute = end;
         t.compute += end - start;
@@ -304,7 +358,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// Kernel scratch the backend sizes before the first step. On a GPU: the
   /// device kernels' and the widening buffer. On the CPU: the
   /// largest need of one instruction (a reduction's double accumulators;
-  /// layer_norm_grad's row statistics; attention's score rows, per thread,
+  /// layer_norm_grad's and rms_norm_grad's row statistics; attention's score rows, per thread,
   /// twice for its gradient; one image's convolution columns), and its
   /// buffer of widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
@@ -318,12 +372,13 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         floats = std::max<int64_t>(
             floats, 2 * cast<RankedTensorType>(op->getResult(0).getType())
                             .getNumElements());
-      if (auto ln = dyn_cast<LayerNormGradOp>(op)) // each row's mean, rstd
+      if (isa<LayerNormGradOp, RmsNormGradOp>(op)) // each row's mean, rstd
         floats = std::max<int64_t>(
             floats,
-            4 * (cast<RankedTensorType>(ln.getX().getType()).getNumElements() /
+            4 * (cast<RankedTensorType>(op->getOperand(0).getType())
+                     .getNumElements() /
                  std::max<int64_t>(
-                     cast<RankedTensorType>(ln.getScale().getType())
+                     cast<RankedTensorType>(op->getOperand(1).getType())
                          .getNumElements(),
                      1)));
       if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op)) // columns

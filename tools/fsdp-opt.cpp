@@ -44,6 +44,10 @@ static llvm::cl::opt<bool>
     noFuseGelu("no-fuse-gelu",
                llvm::cl::desc("Import GELU written as elementwise ops unfused"),
                llvm::cl::cat(onnxCategory));
+static llvm::cl::opt<bool> noFuseRmsNorm(
+    "no-fuse-rms-norm",
+    llvm::cl::desc("Import RMSNorm written as elementwise ops unfused"),
+    llvm::cl::cat(onnxCategory));
 static llvm::cl::opt<bool>
     summary("summary",
             llvm::cl::desc("Print what the model holds (inputs, outputs, "
@@ -179,6 +183,12 @@ static llvm::cl::opt<std::string> deviceOpt(
     llvm::cl::desc("device model the plan is simulated on: h100-sxm | h200 | "
                    "a100-80g | cpu | FILE.json"),
     llvm::cl::init("cpu"), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<std::string> simulateRuntimeOpt(
+    "simulate-runtime",
+    llvm::cl::desc("runtime the simulation prices: fsdp (fsdp-run's) | "
+                   "fsdp2-eager (PyTorch FSDP2's all-gather copy-out and an "
+                   "eager f32 RMSNorm, as torchtitan measured)"),
+    llvm::cl::init("fsdp"), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<int64_t>
     gpusPerNodeOpt("gpus-per-node",
                    llvm::cl::desc("devices per node (0: the device model's)"),
@@ -222,6 +232,7 @@ static fsdp::PlanConfig planConfig() {
   c.schedule.limitAllGathers = limitAllGathersOpt;
   c.simulate.device = deviceOpt;
   c.simulate.devicesPerNode = gpusPerNodeOpt;
+  c.simulate.runtime = simulateRuntimeOpt;
   return c;
 }
 
@@ -396,6 +407,7 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
     options.batchSize = batchSize;
   options.fuseAttention = !noFuseAttention;
   options.fuseGelu = !noFuseGelu;
+  options.fuseRmsNorm = !noFuseRmsNorm;
   OwningOpRef<ModuleOp> module = fsdp::importOnnxFile(&ctx, input, options);
   if (!module)
     return 1;

@@ -855,8 +855,27 @@ Status kLogSoftmax(const Instruction &in, Context &c) {
   return softmaxLike(in, c, true);
 }
 
+/// A row's mean (0 for rms_norm) and 1/sqrt(mean((x - mean)²) + eps), in
+/// double, two passes (DeviceKernels.h's rowStats).
+void rowMoments(const float *row, int64_t cols, double eps, bool centered,
+                double &mean, double &rstd) {
+  mean = 0;
+  if (centered) {
+    for (int64_t j = 0; j < cols; ++j)
+      mean += row[j];
+    mean /= (double)cols;
+  }
+  double var = 0;
+  for (int64_t j = 0; j < cols; ++j)
+    var += (row[j] - mean) * (row[j] - mean);
+  var /= (double)cols;
+  rstd = 1.0 / std::sqrt(var + eps);
+}
+
+/// layer_norm, and rms_norm: no mean subtracted, no bias.
 Status kLayerNorm(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &w = in.in[1], &y = in.out[0];
+  bool centered = in.op != "rms_norm";
   int64_t axis = attrInt(in, "axis", -1);
   double eps = attrFloat(in, "epsilon", 1e-5);
   if (axis < 0 || axis >= x.rank() || x.shape != y.shape)
@@ -870,14 +889,8 @@ Status kLayerNorm(const Instruction &in, Context &c) {
   float *py = c.get<float>(y);
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = px + r * cols;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      mean += row[j];
-    mean /= cols;
-    for (int64_t j = 0; j < cols; ++j)
-      var += (row[j] - mean) * (row[j] - mean);
-    var /= cols;
-    double rstd = 1.0 / std::sqrt(var + eps);
+    double mean, rstd;
+    rowMoments(row, cols, eps, centered, mean, rstd);
     for (int64_t j = 0; j < cols; ++j)
       py[r * cols + j] =
           (float)((row[j] - mean) * rstd * pw[j] + (pb ? pb[j] : 0.0));
@@ -887,10 +900,12 @@ Status kLayerNorm(const Instruction &in, Context &c) {
 
 /// Each row's statistics in scratch (mean and rstd, doubles), then dx by
 /// rows and dscale/dbias by columns: the steps of DeviceKernels.h's
-/// LayerNormGradRows and LayerNormGradCols.
+/// LayerNormGradRows and LayerNormGradCols. rms_norm_grad: no mean, no
+/// dbias.
 Status kLayerNormGrad(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &w = in.in[1], &g = in.in[2];
-  const TensorRef &dx = in.out[0], &dw = in.out[1], &db = in.out[2];
+  const TensorRef &dx = in.out[0], &dw = in.out[1];
+  bool centered = in.op != "rms_norm_grad";
   double eps = attrFloat(in, "epsilon", 1e-5);
   int64_t rows, cols;
   FSDP_RETURN_IF_ERROR(
@@ -898,19 +913,13 @@ Status kLayerNormGrad(const Instruction &in, Context &c) {
   const float *px = c.get<float>(x), *pw = c.get<float>(w),
               *pg = c.get<float>(g);
   float *pdx = c.get<float>(dx), *pdw = c.get<float>(dw),
-        *pdb = c.get<float>(db);
+        *pdb = centered ? c.get<float>(in.out[2]) : nullptr;
   double *stats = reinterpret_cast<double *>(c.scratch); // scratchFloats
 #pragma omp parallel for if (x.numel() > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = px + r * cols, *dy = pg + r * cols;
-    double mean = 0, var = 0;
-    for (int64_t j = 0; j < cols; ++j)
-      mean += row[j];
-    mean /= (double)cols;
-    for (int64_t j = 0; j < cols; ++j)
-      var += (row[j] - mean) * (row[j] - mean);
-    var /= (double)cols;
-    double rstd = 1.0 / std::sqrt(var + eps);
+    double mean, rstd;
+    rowMoments(row, cols, eps, centered, mean, rstd);
     stats[2 * r] = mean;
     stats[2 * r + 1] = rstd;
     double mg = 0, mgx = 0;
@@ -919,7 +928,7 @@ Status kLayerNormGrad(const Instruction &in, Context &c) {
       mg += gj;
       mgx += gj * ((row[j] - mean) * rstd);
     }
-    mg /= (double)cols;
+    mg = centered ? mg / (double)cols : 0.0;
     mgx /= (double)cols;
     for (int64_t j = 0; j < cols; ++j) {
       double xhat = (row[j] - mean) * rstd;
@@ -936,7 +945,8 @@ Status kLayerNormGrad(const Instruction &in, Context &c) {
       sb += dy;
     }
     pdw[j] = (float)sw;
-    pdb[j] = (float)sb;
+    if (pdb)
+      pdb[j] = (float)sb;
   }
   return Status::ok();
 }
@@ -1746,6 +1756,8 @@ const std::map<std::string, OpInfo> &table() {
       {"assign_buffer", {kAssignBuffer, 1, 1, 0}},
       {"layer_norm", {kLayerNorm, 2, 3, 1}},
       {"layer_norm_grad", {kLayerNormGrad, 3, 3, 3}},
+      {"rms_norm", {kLayerNorm, 2, 2, 1}},
+      {"rms_norm_grad", {kLayerNormGrad, 3, 3, 2}},
       {"attention", {kAttention, 3, 4, 1}},
       {"attention_grad", {kAttentionGrad, 4, 5, 3}},
       {"gather", {kGather, 2, 2, 1}},
@@ -1852,7 +1864,8 @@ int64_t scratchFloats(const Instruction &instr) {
        instr.op == "reduce_max") &&
       !instr.out.empty())
     return 2 * instr.out[0].numel();
-  if (instr.op == "layer_norm_grad" && instr.in.size() == 3 &&
+  if ((instr.op == "layer_norm_grad" || instr.op == "rms_norm_grad") &&
+      instr.in.size() == 3 &&
       !instr.in[1].shape.empty()) // each row's mean and rstd (doubles)
     return 4 *
            (instr.in[0].numel() / std::max<int64_t>(instr.in[1].numel(), 1));

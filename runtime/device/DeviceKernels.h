@@ -648,14 +648,19 @@ struct SoftmaxRows {
 
 /// Mean and 1/sqrt(biased variance + eps) of the `cols` elements of `x`
 /// from `base`, in double (two passes, as the CPU backend); every thread
-/// of the block gets them.
+/// of the block gets them. Not `centered` (rms_norm): mean 0, and rstd
+/// 1/sqrt(mean(x²) + eps).
 FSDP_HD inline void rowStats(const Block &blk, ElemType t, const void *x,
                              int64_t base, int64_t cols, double eps,
-                             double *scratch, double &mean, double &rstd) {
-  double s = 0;
-  for (int64_t j = blk.thread(); j < cols; j += blk.threads())
-    s += loadFloat(t, x, base + j);
-  mean = blk.sum(s, scratch) / (double)cols;
+                             double *scratch, double &mean, double &rstd,
+                             bool centered) {
+  mean = 0;
+  if (centered) {
+    double s = 0;
+    for (int64_t j = blk.thread(); j < cols; j += blk.threads())
+      s += loadFloat(t, x, base + j);
+    mean = blk.sum(s, scratch) / (double)cols;
+  }
   double var = 0;
   for (int64_t j = blk.thread(); j < cols; j += blk.threads()) {
     double d = loadFloat(t, x, base + j) - mean;
@@ -667,7 +672,7 @@ FSDP_HD inline void rowStats(const Block &blk, ElemType t, const void *x,
 
 /// Layer normalisation of row r (`cols` elements; a block each), scaled by
 /// w and shifted by b (optional). x and y of types tx and ty, w and b of tw
-/// (f32, bf16 or f16).
+/// (f32, bf16 or f16). Not `centered`: rms_norm.
 struct LayerNormRows {
   static constexpr int kThreads = kRowThreads;
   int64_t cols;
@@ -675,12 +680,13 @@ struct LayerNormRows {
   const void *x, *w, *b;
   void *y;
   ElemType tx = ElemType::F32, tw = ElemType::F32, ty = ElemType::F32;
+  bool centered = true;
   size_t smemBytes() const { return kReduceScratch; }
   FSDP_HD void operator()(const Block &blk, int64_t r,
                           unsigned char *smem) const {
     double mean, rstd;
     rowStats(blk, tx, x, r * cols, cols, eps, reinterpret_cast<double *>(smem),
-             mean, rstd);
+             mean, rstd, centered);
     for (int64_t j = blk.thread(); j < cols; j += blk.threads())
       storeFloat(ty, y, r * cols + j,
                  (float)((loadFloat(tx, x, r * cols + j) - mean) * rstd *
@@ -692,7 +698,8 @@ struct LayerNormRows {
 /// Layer norm's backward, one row a block: the row's mean and rstd (kept in
 /// `stats` for LayerNormGradCols) and
 /// dx = rstd (g - mean(g) - x̂ mean(g x̂)), g = dy * w. x, dy and dx of
-/// types tx, tdy and tdx; w of tw.
+/// types tx, tdy and tdx; w of tw. Not `centered` (rms_norm_grad): no
+/// mean, dx = rstd (g - x̂ mean(g x̂)).
 struct LayerNormGradRows {
   static constexpr int kThreads = kRowThreads;
   int64_t cols;
@@ -702,13 +709,14 @@ struct LayerNormGradRows {
   double *stats; // [rows, 2]: mean, rstd
   ElemType tx = ElemType::F32, tw = ElemType::F32, tdy = ElemType::F32,
            tdx = ElemType::F32;
+  bool centered = true;
   size_t smemBytes() const { return kReduceScratch; }
   FSDP_HD void operator()(const Block &blk, int64_t r,
                           unsigned char *smem) const {
     double *scratch = reinterpret_cast<double *>(smem);
     int64_t base = r * cols;
     double mean, rstd;
-    rowStats(blk, tx, x, base, cols, eps, scratch, mean, rstd);
+    rowStats(blk, tx, x, base, cols, eps, scratch, mean, rstd, centered);
     if (blk.thread() == 0) {
       stats[2 * r] = mean;
       stats[2 * r + 1] = rstd;
@@ -721,6 +729,8 @@ struct LayerNormGradRows {
     }
     mg = blk.sum(mg, scratch) / (double)cols;
     mgx = blk.sum(mgx, scratch) / (double)cols;
+    if (!centered)
+      mg = 0;
     for (int64_t j = blk.thread(); j < cols; j += blk.threads()) {
       double xhat = (loadFloat(tx, x, base + j) - mean) * rstd;
       double gj = (double)loadFloat(tdy, dy, base + j) * loadFloat(tw, w, j);
@@ -730,7 +740,8 @@ struct LayerNormGradRows {
 };
 
 /// Layer norm's scale and bias gradients, one column each: sums over the
-/// rows of dy x̂ and dy (after LayerNormGradRows has written `stats`).
+/// rows of dy x̂ and dy (after LayerNormGradRows has written `stats`); no
+/// bias gradient where `db` is null (rms_norm_grad).
 /// Split over rows as a Reduce is (`chunks` > 1): index i = c * cols + j
 /// sums chunk c's rows into partial[i] (dw's) and partial[chunks * cols +
 /// i] (db's), and two ReduceCombines finish.
@@ -760,7 +771,8 @@ struct LayerNormGradCols {
       return;
     }
     storeFloat(tdw, dw, j, (float)sw);
-    storeFloat(tdw, db, j, (float)sb);
+    if (db)
+      storeFloat(tdw, db, j, (float)sb);
   }
 };
 

@@ -529,7 +529,7 @@ Status lowerLayerNorm(Ctx &c) {
     return Status::error("bad axis or shapes");
   int64_t cols = product(x.shape, axis),
           rows = x.numel() / std::max<int64_t>(cols, 1);
-  bool bias = c.in.in.size() == 3;
+  bool bias = c.in.in.size() == 3, centered = c.in.op != "rms_norm";
   if (w.numel() != cols || (bias && c.in.in[2].numel() != cols))
     return Status::error("scale/bias do not match the normalised size");
   if (!floating(x.dtype) || !floating(w.dtype) || !floating(y.dtype) ||
@@ -538,30 +538,33 @@ Status lowerLayerNorm(Ctx &c) {
   c.emit(rows,
          LayerNormRows{cols, eps, c.at(x), c.at(w),
                        bias ? c.at(c.in.in[2]) : nullptr, c.at(y),
-                       elemOf(x.dtype), elemOf(w.dtype), elemOf(y.dtype)});
+                       elemOf(x.dtype), elemOf(w.dtype), elemOf(y.dtype),
+                       centered});
   return Status::ok();
 }
 
 Status lowerLayerNormGrad(Ctx &c) {
   const TensorRef &x = c.in.in[0], &w = c.in.in[1], &g = c.in.in[2];
-  const TensorRef &dx = c.in.out[0], &dw = c.in.out[1], &db = c.in.out[2];
+  const TensorRef &dx = c.in.out[0], &dw = c.in.out[1];
+  bool centered = c.in.op != "rms_norm_grad"; // rms_norm_grad: no dbias
+  const TensorRef *db = centered ? &c.in.out[2] : nullptr;
   double eps = c.attrFloat("epsilon", 1e-5);
   int64_t rows, cols;
   FSDP_RETURN_IF_ERROR(
       layerNormGradLayout(c.in, c.attrInt("axis", -1), rows, cols));
-  for (const TensorRef *t : {&x, &w, &g, &dx, &dw, &db})
+  for (const TensorRef *t : {&x, &w, &g, &dx, &dw})
     if (!floating(t->dtype))
       return Status::error("expects float tensors");
-  if (db.dtype != dw.dtype)
+  if (db && db->dtype != dw.dtype)
     return Status::error("expects one type for the scale's and the bias's "
                          "gradients");
   double *stats = reinterpret_cast<double *>(c.mem.scratch);
   c.emit(rows, LayerNormGradRows{cols, eps, c.at(x), c.at(w), c.at(g), c.at(dx),
                                  stats, elemOf(x.dtype), elemOf(w.dtype),
-                                 elemOf(g.dtype), elemOf(dx.dtype)});
+                                 elemOf(g.dtype), elemOf(dx.dtype), centered});
   c.emit(cols, LayerNormGradCols{rows, cols, c.at(x), c.at(g), stats, c.at(dw),
-                                 c.at(db), elemOf(x.dtype), elemOf(g.dtype),
-                                 elemOf(dw.dtype)});
+                                 db ? c.at(*db) : nullptr, elemOf(x.dtype),
+                                 elemOf(g.dtype), elemOf(dw.dtype)});
   return Status::ok();
 }
 
@@ -1218,6 +1221,8 @@ const std::map<std::string, Lowerer> &table() {
       {"log_softmax", lowerLogSoftmax},
       {"layer_norm", lowerLayerNorm},
       {"layer_norm_grad", lowerLayerNormGrad},
+      {"rms_norm", lowerLayerNorm},
+      {"rms_norm_grad", lowerLayerNormGrad},
       {"attention", lowerAttention},
       {"attention_grad", lowerAttentionGrad},
       {"gather", lowerGather},
@@ -1263,7 +1268,8 @@ bool nativeNarrow(const Instruction &in) {
   if (in.op == "attention" || in.op == "attention_grad")
     return narrow(in.in[0].dtype) && same(in.in, in.in[0].dtype) &&
            same(in.out, in.in[0].dtype);
-  if (in.op == "layer_norm" || in.op == "layer_norm_grad")
+  if (in.op == "layer_norm" || in.op == "layer_norm_grad" ||
+      in.op == "rms_norm" || in.op == "rms_norm_grad")
     return std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&
            std::all_of(in.out.begin(), in.out.end(),

@@ -41,7 +41,8 @@ inline bool computesInF32(std::string_view op) {
       "pool_grad",     "pow",
       "reciprocal",    "reduce_max",
       "reduce_mean",   "reduce_sum",
-      "relu",          "rsqrt",
+      "relu",          "rms_norm",
+      "rms_norm_grad", "rsqrt",
       "scatter_add",   "sigmoid",
       "silu",          "softmax",
       "sqrt",          "sub",
@@ -97,6 +98,7 @@ inline bool runsNarrowOnDevice(std::string_view op,
   if (op == "attention" || op == "attention_grad")
     return flashAttentionShapes(op, in, causal);
   return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
+         op == "rms_norm" || op == "rms_norm_grad" ||
          op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
          op == "matmul" || op == "conv" || op == "conv_grad_input" ||
          op == "conv_grad_weight" || op == "pool" || op == "pool_grad" ||
@@ -149,7 +151,7 @@ inline int64_t deviceScratchBytes(std::string_view op,
   // (reduceChunks' chunks are 32 elements or longer).
   int64_t partials =
       in.empty() ? 0 : std::min(numel(in[0]) / 32, kSplitReduceThreads);
-  if (op == "layer_norm_grad" && in.size() == 3)
+  if ((op == "layer_norm_grad" || op == "rms_norm_grad") && in.size() == 3)
     return 16 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1)) +
            16 * partials;
   if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max")

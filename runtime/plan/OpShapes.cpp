@@ -33,8 +33,10 @@ Status layerNormGradLayout(const Instruction &in, int64_t axis, int64_t &rows,
     return Status::error("bad axis or shapes");
   cols = product(x.shape, axis);
   rows = x.numel() / std::max<int64_t>(cols, 1);
-  if (w.numel() != cols || in.out[1].numel() != cols ||
-      in.out[2].numel() != cols)
+  bool mismatch = w.numel() != cols;
+  for (size_t i = 1; i < in.out.size(); ++i)
+    mismatch |= in.out[i].numel() != cols;
+  if (mismatch)
     return Status::error("scale and its gradients do not match the "
                          "normalised size");
   return Status::ok();

@@ -48,7 +48,8 @@ Status concatLayout(const std::vector<TensorRef> &parts, const TensorRef &whole,
                     int64_t axis, bool split, int64_t &outer, int64_t &inner);
 
 /// layer_norm_grad's operands (x, scale, grad) and results (dx, dscale,
-/// dbias) normalising axes `axis..`: `rows` rows of `cols` elements.
+/// dbias; rms_norm_grad's have no dbias) normalising axes `axis..`: `rows`
+/// rows of `cols` elements.
 Status layerNormGradLayout(const Instruction &in, int64_t axis, int64_t &rows,
                            int64_t &cols);
 

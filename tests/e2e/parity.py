@@ -372,6 +372,9 @@ CASES = {
     "bert": (["bert"], {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "nesterov": True}),
     "gpt2-bf16": (["gpt2"], {"compute_dtype": "bf16"}),
     "mlp-bf16": (["mlp", "--loss", "mse"], {"compute_dtype": "bf16"}),
+    # Llama in bf16: its RMSNorm fused (rounded once, as torchtitan's and
+    # HuggingFace's f32 norm is), PyTorch's eager one rounded op by op.
+    "llama-bf16": (["llama"], {"compute_dtype": "bf16"}),
 }
 
 

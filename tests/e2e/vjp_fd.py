@@ -215,6 +215,17 @@ def cases():
     c["LayerNormalization-nobias-2axes"] = model(
         [helper.make_node("LayerNormalization", ["x", "g"], ["y"], name="/op", axis=1)],
         [param("x", (2, 3, 4)), param("g", (3, 4))], [("y", (2, 3, 4))])
+    # Llama's RMSNorm as exported (Pow/ReduceMean/Add/Sqrt/Div/Mul): the
+    # importer fuses it into fsdp.rms_norm, whose gradient is rms_norm_grad.
+    c["RMSNorm-fused"] = model(
+        [const("two", np.float32(2.0)), const("eps", np.float32(1e-6)),
+         helper.make_node("Pow", ["x", "two"], ["sq"], name="/pow"),
+         helper.make_node("ReduceMean", ["sq"], ["m"], name="/mean", axes=[-1], keepdims=1),
+         helper.make_node("Add", ["m", "eps"], ["a"], name="/add"),
+         helper.make_node("Sqrt", ["a"], ["s"], name="/sqrt"),
+         helper.make_node("Div", ["x", "s"], ["n"], name="/div"),
+         helper.make_node("Mul", ["n", "g"], ["y"], name="/op")],
+        [param("x", (2, 3, 6)), param("g", (6,))], [("y", (2, 3, 6))])
     c["Gather-embedding"] = model(
         [const("ids", np.array([[1, 3, 1], [0, 2, 3]], np.int64)),
          helper.make_node("Gather", ["w", "ids"], ["y"], name="/op")],

@@ -399,6 +399,39 @@ TEST(DeviceKernels, SplitLayerNormGradMatchesCpu) {
   expectClose(a.at<float>(db), a.at<float>(gotDb), 48, "dbias");
 }
 
+// rms_norm and its gradient, lowered, against the CPU kernels, and the
+// forward against x / sqrt(mean(x²) + eps) · w written out here; enough
+// rows (256) that dscale's sums split into chunks.
+TEST(DeviceKernels, RmsNormMatchesCpu) {
+  Arena a;
+  Dims shape = {8, 32, 48}, norm = {48};
+  TensorRef x = a.add(shape), w = a.add(norm), g = a.add(shape),
+            y = a.add(shape), gotY = a.add(shape), dx = a.add(shape),
+            dw = a.add(norm), gotDx = a.add(shape), gotDw = a.add(norm);
+  a.fill(x, -2.0f, 3.0f);
+  a.fill(w, 0.5f, 1.5f);
+  a.fill(g, -1.0f, 1.0f);
+  nlohmann::json attrs = {{"axis", 2}, {"epsilon", 1e-5}};
+  runLowered(a, instr("rms_norm", {x, w}, {gotY}, attrs));
+  runCpu(a, instr("rms_norm", {x, w}, {y}, attrs));
+  expectClose(a.at<float>(y), a.at<float>(gotY), y.numel(), "rms_norm");
+  std::vector<float> want(y.numel());
+  const float *px = a.at<float>(x), *pw = a.at<float>(w);
+  for (int64_t r = 0; r < 256; ++r) {
+    double ms = 0;
+    for (int64_t j = 0; j < 48; ++j)
+      ms += double(px[r * 48 + j]) * px[r * 48 + j];
+    double scale = 1.0 / std::sqrt(ms / 48 + 1e-5);
+    for (int64_t j = 0; j < 48; ++j)
+      want[r * 48 + j] = float(px[r * 48 + j] * scale * pw[j]);
+  }
+  expectClose(a.at<float>(y), want.data(), y.numel(), "rms_norm (formula)");
+  runLowered(a, instr("rms_norm_grad", {x, w, g}, {gotDx, gotDw}, attrs));
+  runCpu(a, instr("rms_norm_grad", {x, w, g}, {dx, dw}, attrs));
+  expectClose(a.at<float>(dx), a.at<float>(gotDx), x.numel(), "dx");
+  expectClose(a.at<float>(dw), a.at<float>(gotDw), 48, "dscale");
+}
+
 TEST(DeviceKernels, GatherAndScatterAddMatchCpu) {
   Arena a;
   TensorRef table = a.add({10, 4}), idx = a.add({5}, DType::I64),
