@@ -4,17 +4,22 @@
 Shape-only Llama models (bench/make_shape_model.py: no weight is ever
 written), bf16 compute and gathers with f32 master weights and AdamW
 (`--compute-dtype=bf16 --param-dtype=bf16`), micro-batch 1,
-`--loss=cross-entropy`, 8 GPUs a node:
+`--loss=cross-entropy`, gradients clipped to norm 1 (torchtitan's
+max_norm), 8 GPUs a node:
 
   A    Llama-3-8B, T=2048, 8 x h100-sxm, full-shard, full activation
        checkpointing (`--activation-checkpointing=units`): fsdp's defaults.
   A'   the same job planned the way FSDP2 runs it (below).
+  A'f  A' priced as fsdp-run runs it (the FSDP2 schedule without eager
+       PyTorch's extra kernels): separates the runtime's share of A*'s
+       gain from the schedule's.
   A*   fsdp-opt --autotune on A (the device's 80 GB budget).
   B    Llama-3-70B, T=8192, 64 x a100-80g, as A.
   B'   the same job planned the way FSDP2 runs it. torchtitan trains exactly
        this (docs/performance.md: Llama 3 70B, 64 A100 80GB, local batch 1,
        full AC, FSDP2) at 331 tokens/s/GPU, MFU 51.7%: the anchor the
        simulator is calibrated against (goal: within +-15%).
+  B'f  B' priced as fsdp-run runs it (as A'f).
   B*   fsdp-opt --autotune on B (goal: >= 1.10 x B').
   C    Llama-3-70B, T=2048, 1024 x h100-sxm, --autotune (goal: a plan in the
        80 GB card, found in under 10 s).
@@ -22,7 +27,11 @@ written), bf16 compute and gathers with f32 master weights and AdamW
 "The way FSDP2 runs it" (torchtitan's parallelize_llama): fully_shard per
 transformer block, reshard after forward except the last block, the next
 unit's all-gather prefetched (one in flight beside the current), f32
-gradient reduction, full activation checkpointing, causal (flash) attention.
+gradient reduction, full activation checkpointing, causal (flash) attention;
+priced as eager PyTorch ran it at the anchor (pytorch/torchtitan 1ea476e9f,
+compile = false): `--simulate-runtime=fsdp2-eager` adds FSDP2's all-gather
+copy-out on the compute stream, prices RMSNorm as torchtitan's unfused f32
+`_norm(x.float()).type_as(x)` and AdamW as its foreach=True passes.
 
 Lower bound (per GPU, written out in lower_bound()): what must be resident
 at the busiest moment of any schedule for the job:
@@ -45,7 +54,7 @@ process peak (arena + state + kernel scratch, plus the runtime's own
 resident bytes from the device model and MPI's reduction temporaries)
 against the peak RSS the run measures (goal: within 3%).
 
-    bench/scale.py [--build build] [--cases A,A',A*,B,B',B*,C,gpt2]
+    bench/scale.py [--build build] [--cases A,A',A'f,A*,B,B',B'f,B*,C,gpt2]
 """
 import argparse
 import json
@@ -70,20 +79,25 @@ PEAK_BF16 = {"h100-sxm": 989e12, "a100-80g": 312e12}
 CARD = {"h100-sxm": 80e9, "a100-80g": 80e9}
 
 COMMON = ["--compute-dtype=bf16", "--param-dtype=bf16", "--batch-size=1",
-          "--loss=cross-entropy", "--gpus-per-node=8"]
-FSDP2 = ["--activation-checkpointing=units", "--forward-prefetch=true",
-         "--backward-prefetch=pre", "--prefetch-depth=1", "--limit-all-gathers=2",
-         "--reduce-dtype=f32"]
+          "--loss=cross-entropy", "--gpus-per-node=8", "--grad-clip=1.0"]
+FSDP2_SCHEDULE = ["--activation-checkpointing=units", "--forward-prefetch=true",
+                  "--backward-prefetch=pre", "--prefetch-depth=1",
+                  "--limit-all-gathers=2", "--reduce-dtype=f32"]
+FSDP2 = FSDP2_SCHEDULE + ["--simulate-runtime=fsdp2-eager"]
 
 # name: (model, T, world, device, flags, anchor)
 CASES = {
     "A": ("llama3-8b", 2048, 8, "h100-sxm", ["--activation-checkpointing=units"], None),
     "A'": ("llama3-8b", 2048, 8, "h100-sxm",
            FSDP2 + ["--reshard-after-forward=default,layers.31=false"], None),
+    "A'f": ("llama3-8b", 2048, 8, "h100-sxm",
+            FSDP2_SCHEDULE + ["--reshard-after-forward=default,layers.31=false"], None),
     "A*": ("llama3-8b", 2048, 8, "h100-sxm", ["--autotune"], None),
     "B": ("llama3-70b", 8192, 64, "a100-80g", ["--activation-checkpointing=units"], None),
     "B'": ("llama3-70b", 8192, 64, "a100-80g",
            FSDP2 + ["--reshard-after-forward=default,layers.79=false"], 331.0),
+    "B'f": ("llama3-70b", 8192, 64, "a100-80g",
+            FSDP2_SCHEDULE + ["--reshard-after-forward=default,layers.79=false"], None),
     "B*": ("llama3-70b", 8192, 64, "a100-80g", ["--autotune"], None),
     "C": ("llama3-70b", 2048, 1024, "h100-sxm", ["--autotune"], None),
 }
@@ -197,6 +211,12 @@ def print_scale(rows):
         if tuned in by and fsdp2 in by:
             print(f"{tuned} against {fsdp2} (FSDP2's schedule, same simulator): "
                   f"{by[tuned]['tok'] / by[fsdp2]['tok']:.3f}x tokens/s")
+        ran = fsdp2 + "f"
+        if tuned in by and fsdp2 in by and ran in by:
+            print(f"  of which fsdp-run's kernels and copies ({ran} against "
+                  f"{fsdp2}): {by[ran]['tok'] / by[fsdp2]['tok']:.3f}x; the "
+                  f"tuned schedule ({tuned} against {ran}): "
+                  f"{by[tuned]['tok'] / by[ran]['tok']:.3f}x")
 
 
 def gpt2_memory(opt, run, worlds=(1, 2)):

@@ -394,40 +394,39 @@ LogicalResult LogSoftmaxOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
-LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
-                                    SmallVectorImpl<Value> &operandGrads) {
-  // One fused backward op (recomputes each row's statistics from x).
-  Value dy = resultGrads[0], x = getX(), w = getScale();
+/// A norm's VJP: one fused backward op `GradOp` (it recomputes each row's
+/// statistics from x), whose results are dx then the gradients of the
+/// norm's remaining operands (scale, and layer_norm's bias when present).
+template <typename NormOp, typename GradOp>
+static LogicalResult normVJP(NormOp op, OpBuilder &builder,
+                             ValueRange resultGrads, unsigned gradResults,
+                             SmallVectorImpl<Value> &operandGrads) {
+  Value dy = resultGrads[0], x = op.getX(), w = op.getScale();
   if (!dy) {
-    operandGrads.append((*this)->getNumOperands(), Value());
+    operandGrads.append(op->getNumOperands(), Value());
     return success();
   }
-  auto grad = LayerNormGradOp::create(
-      builder, getLoc(), TypeRange{x.getType(), w.getType(), w.getType()},
-      ValueRange{x, w, dy},
-      {builder.getNamedAttr("axis", getAxisAttr()),
-       builder.getNamedAttr("epsilon", getEpsilonAttr())});
-  operandGrads.append({grad.getDx(), grad.getDscale()});
-  if (getBias())
-    operandGrads.push_back(grad.getDbias());
+  SmallVector<Type> types(gradResults, w.getType());
+  types.front() = x.getType();
+  auto grad = GradOp::create(
+      builder, op.getLoc(), types, ValueRange{x, w, dy},
+      {builder.getNamedAttr("axis", op.getAxisAttr()),
+       builder.getNamedAttr("epsilon", op.getEpsilonAttr())});
+  for (unsigned i = 0; i < op->getNumOperands(); ++i)
+    operandGrads.push_back(grad->getResult(i));
   return success();
+}
+
+LogicalResult LayerNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                    SmallVectorImpl<Value> &operandGrads) {
+  return normVJP<LayerNormOp, LayerNormGradOp>(*this, builder, resultGrads, 3,
+                                               operandGrads);
 }
 
 LogicalResult RmsNormOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                   SmallVectorImpl<Value> &operandGrads) {
-  // One fused backward op (recomputes each row's rstd from x).
-  Value dy = resultGrads[0], x = getX(), w = getScale();
-  if (!dy) {
-    operandGrads.append((*this)->getNumOperands(), Value());
-    return success();
-  }
-  auto grad = RmsNormGradOp::create(
-      builder, getLoc(), TypeRange{x.getType(), w.getType()},
-      ValueRange{x, w, dy},
-      {builder.getNamedAttr("axis", getAxisAttr()),
-       builder.getNamedAttr("epsilon", getEpsilonAttr())});
-  operandGrads.append({grad.getDx(), grad.getDscale()});
-  return success();
+  return normVJP<RmsNormOp, RmsNormGradOp>(*this, builder, resultGrads, 2,
+                                           operandGrads);
 }
 
 //===----------------------------------------------------------------------===//

@@ -341,8 +341,11 @@ def FsdpSimulate : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
     `runtime=fsdp2-eager` prices the same plan as PyTorch's eager FSDP2
     would run it, for comparing against measurements of it (bench/scale.py's
     FSDP2 cases): each all-gather's copy-out into per-parameter tensors on
-    the compute stream after its wait, and `rms_norm` and its gradient as
-    the unfused f32 kernels of torchtitan's `_norm(x.float()).type_as(x)`.
+    the compute stream after its wait, the in-place pre-divide of each
+    reduce-scatter's input before it (the compute stream waits for it),
+    `rms_norm` and its gradient as the
+    unfused f32 kernels of torchtitan's `_norm(x.float()).type_as(x)`, and
+    AdamW as `torch.optim.AdamW(foreach=True)`'s eight passes.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [

@@ -55,12 +55,14 @@ Type elementOf(Operation *op) {
   return {};
 }
 
-/// What PyTorch's eager autograd runs for torchtitan's (and HuggingFace's)
-/// Llama RMSNorm, `_norm(x.float()).type_as(x) * weight` with `_norm(x) =
-/// x * rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)` (pytorch/torchtitan at
-/// 3bae958db, the commit of its 70B figure): one kernel per op, each
-/// reading and writing whole tensors, in f32 between the casts. For
-/// rms_norm, bytes per element of x (e bytes each) and kernels:
+/// What eager PyTorch runs where torchtitan measured its Llama 3 figures
+/// (pytorch/torchtitan at 1ea476e9f, docs/performance.md: compile = false):
+/// one kernel per op, each reading and writing whole tensors.
+///
+/// Its RMSNorm (torchtitan/models/norms.py), `_norm(x.float()).type_as(x) *
+/// weight` with `_norm(x) = x * rsqrt(x.pow(2).mean(-1, keepdim=True) +
+/// eps)`, in f32 between the casts. For rms_norm, bytes per element of x
+/// (e bytes each) and kernels:
 ///   x.float() e+4, pow 8, mean 4, add and rsqrt (per row), x * r 8,
 ///   type_as 4+e, * weight 2e: 4e + 28 bytes, 8 kernels;
 /// for rms_norm_grad, autograd's backward of those ops:
@@ -68,10 +70,24 @@ Type elementOf(Operation *op) {
 ///   g * r 8, dr = sum(g * x) 16, rsqrt and add (per row), the mean's
 ///   expand 4, pow's 2x * g 12, the two paths' sum 12, x.float()'s cast
 ///   4+e: 8e + 60 bytes, 12 kernels.
+///
+/// (FSDP2's own copies, torch/distributed/_composable/fsdp/
+/// _fsdp_collectives.py of that time, are priced where its collectives are:
+/// foreach_all_gather_copy_out after each all-gather, and
+/// foreach_reduce_scatter's in-place pre-divide before each reduce-scatter.)
+///
+/// Its optimizer (train.py), torch.optim.AdamW(foreach=True): per f32
+/// parameter, weight decay p *= 1 - lr·wd 8, m.lerp_(g) 12, v *= β2 8,
+/// v.addcmul_(g, g) 12, sqrt(v) 8, / bias correction 8, + eps 8,
+/// p.addcdiv_(m, denom) 16: 80 bytes (the fused kernel's 28), 8 kernels.
 struct EagerCost {
   int64_t bytes = 0, kernels = 1;
 };
-std::optional<EagerCost> eagerNormCost(Operation *op) {
+std::optional<EagerCost> eagerCost(Operation *op) {
+  if (auto adamw = dyn_cast<AdamWOp>(op)) {
+    auto g = cast<RankedTensorType>(adamw.getGrad().getType());
+    return EagerCost{g.getNumElements() * 80, 8};
+  }
   if (!isa<RmsNormOp, RmsNormGradOp>(op))
     return std::nullopt;
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
@@ -248,6 +264,21 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             group && group.getValue() == "replicate" ? world / ranks : 1;
         double seconds = model.collectiveSeconds(bytes, ranks,
                                                  isa<AllReduceOp>(op), stride);
+        if (isa<ReduceScatterStartOp>(op) && ranks > 1 &&
+            runtime == "fsdp2-eager") {
+          // FSDP2's foreach_reduce_scatter divides its input by the
+          // pre-divide factor in place (tensor.div_, a factor > 1 for any
+          // group of 2 or more) before the reduce-scatter, and the compute
+          // stream waits for that copy-in to finish: the reduced bytes
+          // read and written once more, in line with compute.
+          double div = model.rankComputeSeconds(
+              0, 2 * bufferBytes(inType), inType.getElementType(), "div",
+              ranksOnNode);
+          double from = std::max(compute, readyOf(in));
+          compute = finishAround(from, div, model.overlapRate(), busy);
+          t.compute += compute - from;
+          ready[in] = compute;
+        }
         bool net = model.crossesNodes(ranks, stride);
         bool bus = !net || stride < model.devicesPerNode;
         t.comm += seconds;
@@ -314,7 +345,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           start = std::max(start, readyOf(v));
         double launches = 0;
         if (runtime == "fsdp2-eager")
-          if (auto eager = eagerNormCost(&op)) {
+          if (auto eager = eagerCost(&op)) {
             bytes = eager->bytes;
             launches = double(eager->kernels - 1) * model.launchOverhead;
           }
