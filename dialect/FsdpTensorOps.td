@@ -427,8 +427,14 @@ def Fsdp_BatchNormOp : Fsdp_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
     variance of its elements over the batch and spatial axes (`epsilon`
     inside the square root), then scaled and shifted by `scale[C]` and
     `bias[C]`, as `torch.nn.BatchNorm2d` computes in training mode. Also
-    returns those statistics (`mean`, `var`, biased), from which the
-    importer builds the running statistics' update.
+    returns the mean and the unbiased variance (the biased one times
+    M/(M-1), M the values normalised together), from which the importer
+    builds the running statistics' update.
+
+    `sync_group_size` (set by fsdp-shard's `sync-batch-norm`, as
+    `torch.nn.SyncBatchNorm`): the statistics are those of the whole
+    batch, every one of the group's ranks (the world) contributing its
+    slice; the per-channel sums are all-reduced between the kernel's steps.
 
     ```mlir
     %y, %mean, %var = fsdp.batch_norm %x, %g, %b {epsilon = 1.0e-05 : f32}
@@ -437,7 +443,8 @@ def Fsdp_BatchNormOp : Fsdp_Op<"batch_norm", [Pure, InferTypeOpAdaptor,
     ```
   }];
   let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
-                   Fsdp_FloatTensor:$bias, F32Attr:$epsilon);
+                   Fsdp_FloatTensor:$bias, F32Attr:$epsilon,
+                   OptionalAttr<I64Attr>:$sync_group_size);
   let results = (outs Fsdp_FloatTensor:$result, Fsdp_FloatTensor:$mean,
                  Fsdp_FloatTensor:$var);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

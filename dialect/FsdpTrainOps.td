@@ -200,7 +200,10 @@ def Fsdp_BatchNormGradOp : Fsdp_Op<"batch_norm_grad", [Pure]> {
     output, returns the gradients of `x`, `scale` and `bias`, recomputing
     each channel's statistics from `x`: with `x̂ = (x - μ)·rstd` and M
     elements a channel, `dbias = Σ grad`, `dscale = Σ grad·x̂`,
-    `dx = scale·rstd·(grad - dbias/M - x̂·dscale/M)`.
+    `dx = scale·rstd·(grad - dbias/M - x̂·dscale/M)`. With
+    `sync_group_size` (SyncBatchNorm): μ, rstd, M and the two sums in dx
+    are over every rank's slice (all-reduced); `dscale` and `dbias` stay
+    this rank's, to be averaged with the other gradients.
 
 ```mlir
 %dx, %dg, %db = fsdp.batch_norm_grad %x, %g, %dy {epsilon = 1.0e-05 : f32}
@@ -209,7 +212,8 @@ def Fsdp_BatchNormGradOp : Fsdp_Op<"batch_norm_grad", [Pure]> {
 ```
   }];
   let arguments = (ins Fsdp_FloatTensor:$x, Fsdp_FloatTensor:$scale,
-                   Fsdp_FloatTensor:$grad, F32Attr:$epsilon);
+                   Fsdp_FloatTensor:$grad, F32Attr:$epsilon,
+                   OptionalAttr<I64Attr>:$sync_group_size);
   let results = (outs Fsdp_FloatTensor:$dx, Fsdp_FloatTensor:$dscale,
                  Fsdp_FloatTensor:$dbias);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

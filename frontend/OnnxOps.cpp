@@ -1091,8 +1091,6 @@ LogicalResult lowerBatchNorm(NodeContext &n) {
       ValueRange{n.operand(0), n.operand(1), n.operand(2)},
       {n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(eps))});
   double momentum = n.attrFloat("momentum", 0.9f);
-  int64_t m = x.getNumElements() / std::max<int64_t>(x.getDimSize(1), 1);
-  double unbiased = m > 1 ? double(m) / double(m - 1) : 1.0;
   auto update = [&](int input, Value batch, double factor) {
     Value kept = binaryOp(MulOp(), n.operand(input), scalar(momentum));
     Value added = binaryOp(MulOp(), batch, scalar((1 - momentum) * factor));
@@ -1103,7 +1101,7 @@ LogicalResult lowerBatchNorm(NodeContext &n) {
     return running;
   };
   Value mean = update(3, bn.getMean(), 1.0);
-  Value var = update(4, bn.getVar(), unbiased);
+  Value var = update(4, bn.getVar(), 1.0); // unbiased already
   if ((n.numOutputs() > 1 && failed(n.setResult(1, mean))) ||
       (n.numOutputs() > 2 && failed(n.setResult(2, var))))
     return failure();

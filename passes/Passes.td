@@ -218,7 +218,10 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
     all-reduce), and the reduced shard cast back to f32 for the optimizer.
     `buffer-dtype` (MixedPrecision.buffer_dtype): buffers are kept in that
     dtype (fsdp-insert-collectives rounds them where they are read and
-    where the forward stores them).
+    where the forward stores them). `sync-batch-norm`
+    (torch.nn.SyncBatchNorm): every batch norm and its gradient get
+    `sync_group_size` = the world size, so they normalise the whole batch;
+    an error for a model without batch norm.
     The strategy, world size,
     replica count and dtypes are recorded on the module for the passes that
     follow.
@@ -239,6 +242,8 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "dtype gradients are reduced in: f32 | bf16 | f16">,
     Option<"bufferDtype", "buffer-dtype", "std::string", "\"\"",
            "dtype buffers are kept in: f32 | bf16 | f16 (empty: as stored)">,
+    Option<"syncBatchNorm", "sync-batch-norm", "bool", "false",
+           "batch norm statistics over every rank's slice (SyncBatchNorm)">,
   ];
 }
 

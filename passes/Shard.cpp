@@ -106,6 +106,24 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       }
       module->setAttr("fsdp.buffer_dtype", TypeAttr::get(bufferType));
     }
+    if (syncBatchNorm) {
+      // SyncBatchNorm: the kernels all-reduce their per-channel sums over
+      // the world (every rank holds a slice of the one batch).
+      bool any = false;
+      auto size = IntegerAttr::get(IntegerType::get(ctx, 64), worldSize);
+      module.walk([&](Operation *op) {
+        if (isa<BatchNormOp, BatchNormGradOp>(op)) {
+          any = true;
+          if (worldSize > 1)
+            op->setAttr("sync_group_size", size);
+        }
+      });
+      if (!any) {
+        module.emitError("--sync-batch-norm: the model has no batch "
+                         "normalisation in training mode to synchronise");
+        return signalPassFailure();
+      }
+    }
     if (!isSharded(strategy))
       return;
 

@@ -354,8 +354,23 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                                      op.getName().stripDialect(), ranksOnNode) +
             launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
-        compute = end;
         t.compute += end - start;
+        // SyncBatchNorm: the kernel waits on its all-reduces of per-channel
+        // sums (two of C floats forward; backward those and one of 2C).
+        auto sync = op.getAttrOfType<IntegerAttr>("sync_group_size");
+        if (sync && sync.getInt() > 1 && isa<BatchNormOp, BatchNormGradOp>(op)) {
+          int64_t c = cast<RankedTensorType>(op.getOperand(0).getType())
+                          .getDimSize(1);
+          double wait =
+              2 * model.collectiveSeconds(4 * c, sync.getInt(), true) +
+              (isa<BatchNormGradOp>(op)
+                   ? model.collectiveSeconds(8 * c, sync.getInt(), true)
+                   : 0.0);
+          end += wait;
+          t.comm += wait;
+          t.exposed += wait;
+        }
+        compute = end;
         for (Value r : op.getResults())
           ready[r] = end;
       }

@@ -145,6 +145,12 @@ static llvm::cl::opt<std::string> bufferDtypeOpt(
                    "statistics, masks) in f32 | bf16 | f16, as "
                    "MixedPrecision.buffer_dtype (default: as stored, f32)"),
     llvm::cl::init(""), llvm::cl::cat(trainCategory));
+static llvm::cl::opt<bool> syncBatchNormOpt(
+    "sync-batch-norm",
+    llvm::cl::desc("batch norm normalises the whole batch, every rank's "
+                   "slice together (torch.nn.SyncBatchNorm; default: each "
+                   "rank its own slice, as PyTorch's BatchNorm)"),
+    llvm::cl::init(false), llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
     llvm::cl::desc("default (every unit but the root) | true | false"),
@@ -225,6 +231,7 @@ static fsdp::PlanConfig planConfig() {
   c.shard.paramDtype = paramDtypeOpt;
   c.shard.reduceDtype = reduceDtypeOpt;
   c.shard.bufferDtype = bufferDtypeOpt;
+  c.shard.syncBatchNorm = syncBatchNormOpt;
   c.shard.reshardAfterForward = reshardOpt;
   c.schedule.forwardPrefetch = forwardPrefetchOpt;
   c.schedule.backwardPrefetch = backwardPrefetchOpt;

@@ -665,6 +665,48 @@ Status kPoolGrad(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+/// The ranks a synchronised batch norm (sync_group_size) normalises over:
+/// 0 for none, else the world, which must have that many ranks.
+Status batchNormGroup(const Instruction &in, Context &c, int64_t &group) {
+  group = attrInt(in, "sync_group_size", 0);
+  if (group == 0)
+    return Status::ok();
+  if (group < 0 || !c.comm || c.comm->size(Group::World) != group)
+    return Status::error("sync_group_size " + std::to_string(group) +
+                         " differs from the " +
+                         std::to_string(c.comm ? c.comm->size(Group::World)
+                                               : 0) +
+                         " ranks of the world");
+  return Status::ok();
+}
+
+/// SyncBatchNorm's steps (BatchNormMath.h) over every channel, `red` [4, C]
+/// in scratch: `count` of its floats from `first` all-reduced (sum over the
+/// world, by this instruction's slot) after each step that has them.
+template <typename Step>
+Status batchNormSynced(const Instruction &in, Context &c,
+                       const BatchNormLayout &l,
+                       std::initializer_list<BatchNormStep> steps, Step run) {
+  float *red = c.scratch; // scratchFloats: 4 C
+  for (BatchNormStep step : steps) {
+#pragma omp parallel for
+    for (int64_t ch = 0; ch < l.c; ++ch)
+      run(step, ch, red);
+    int64_t first = step == BatchNormStep::Sum       ? 0
+                    : step == BatchNormStep::Squares ? l.c
+                    : step == BatchNormStep::GradSums ? 2 * l.c
+                                                      : -1;
+    if (first < 0)
+      continue;
+    int64_t count = step == BatchNormStep::GradSums ? 2 * l.c : l.c;
+    FSDP_RETURN_IF_ERROR(c.comm->allReduceStart(red + first, red + first,
+                                                count, Elem::F32, false,
+                                                in.index, Group::World));
+    FSDP_RETURN_IF_ERROR(c.comm->wait(in.index));
+  }
+  return Status::ok();
+}
+
 Status kBatchNorm(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &w = in.in[1], &b = in.in[2], &y = in.out[0],
                   &mean = in.out[1], &var = in.out[2];
@@ -678,6 +720,22 @@ Status kBatchNorm(const Instruction &in, Context &c) {
         *pv = c.get<float>(var);
   double eps = attrFloat(in, "epsilon", 1e-5);
   auto load = [px](int64_t i) { return (double)px[i]; };
+  int64_t group;
+  FSDP_RETURN_IF_ERROR(batchNormGroup(in, c, group));
+  if (group > 0)
+    return batchNormSynced(
+        in, c, l,
+        {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::Apply},
+        [&](BatchNormStep step, int64_t ch, float *red) {
+          batchNormSyncedStep(
+              step, l, ch, eps, l.count() * group, pw[ch], pb[ch], load, load,
+              [py](int64_t i, float v) { py[i] = v; },
+              [&, ch](double m, double v) {
+                pm[ch] = (float)m;
+                pv[ch] = (float)v;
+              },
+              red);
+        });
 #pragma omp parallel for
   for (int64_t ch = 0; ch < l.c; ++ch)
     batchNormChannel(
@@ -703,6 +761,25 @@ Status kBatchNormGrad(const Instruction &in, Context &c) {
   float *pdx = c.get<float>(dx), *pdw = c.get<float>(dw),
         *pdb = c.get<float>(db);
   double eps = attrFloat(in, "epsilon", 1e-5);
+  int64_t group;
+  FSDP_RETURN_IF_ERROR(batchNormGroup(in, c, group));
+  if (group > 0)
+    return batchNormSynced(
+        in, c, l,
+        {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::GradSums,
+         BatchNormStep::GradApply},
+        [&](BatchNormStep step, int64_t ch, float *red) {
+          batchNormSyncedStep(
+              step, l, ch, eps, l.count() * group, pw[ch], 0.0f,
+              [px](int64_t i) { return (double)px[i]; },
+              [pdy](int64_t i) { return (double)pdy[i]; },
+              [pdx](int64_t i, float v) { pdx[i] = v; },
+              [&, ch](double dscale, double dbias) {
+                pdw[ch] = (float)dscale;
+                pdb[ch] = (float)dbias;
+              },
+              red);
+        });
 #pragma omp parallel for
   for (int64_t ch = 0; ch < l.c; ++ch)
     batchNormGradChannel(
@@ -1864,6 +1941,10 @@ int64_t scratchFloats(const Instruction &instr) {
        instr.op == "reduce_max") &&
       !instr.out.empty())
     return 2 * instr.out[0].numel();
+  if ((instr.op == "batch_norm" || instr.op == "batch_norm_grad") &&
+      attrInt(instr, "sync_group_size", 0) > 0 && !instr.in.empty() &&
+      instr.in[0].rank() >= 2) // SyncBatchNorm's [4, C] sums
+    return 4 * instr.in[0].shape[1];
   if ((instr.op == "layer_norm_grad" || instr.op == "rms_norm_grad") &&
       instr.in.size() == 3 &&
       !instr.in[1].shape.empty()) // each row's mean and rstd (doubles)

@@ -1089,6 +1089,27 @@ struct BatchNormGradChannels {
   }
 };
 
+/// One step of a synchronised batch norm (BatchNormMath.h's
+/// batchNormSyncedStep), one channel per index; the lowering all-reduces
+/// `red` between the steps. `out`: y (Apply) or dx (GradApply); `first`,
+/// `second`: mean and variance (Apply) or dscale and dbias (GradSums).
+struct BatchNormSyncedChannels {
+  BatchNormStep step;
+  BatchNormLayout l;
+  double eps;
+  int64_t total;
+  ElemType t;
+  const void *x, *scale, *bias, *dy; // bias forward only, dy backward only
+  void *out, *first, *second;
+  float *red;
+  FSDP_HD void operator()(int64_t ch) const {
+    batchNormSyncedStep(step, l, ch, eps, total, loadFloat(t, scale, ch),
+                        bias ? loadFloat(t, bias, ch) : 0.0f, ReadElems{t, x},
+                        ReadElems{t, dy ? dy : x}, WriteElems{t, out},
+                        WriteChannel{t, first, second, ch}, red);
+  }
+};
+
 /// y[dst] = x[src] over an index space (`index` dims): operand 0 gives
 /// the source offset, operand 1 the destination offset (both in elements
 /// of `elemBytes` bytes, after a base). Transpose, slice, broadcast,

@@ -433,6 +433,37 @@ Status lowerPoolGrad(Ctx &c) {
 
 // Batch norm: a thread per channel walks the channel's elements (simple;
 // a block per channel would be faster on a GPU, as layer_norm's are).
+/// SyncBatchNorm (sync_group_size): its steps, each followed by the
+/// all-reduce (in place, over the world, by the instruction's slot) of the
+/// [4, C] sums in scratch it wrote.
+Status lowerBatchNormSynced(Ctx &c, BatchNormSyncedChannels k,
+                            std::initializer_list<BatchNormStep> steps) {
+  int64_t group = c.attrInt("sync_group_size", 0);
+  if (group <= 0 || c.comm.size(Group::World) != group)
+    return Status::error("sync_group_size " + std::to_string(group) +
+                         " differs from the " +
+                         std::to_string(c.comm.size(Group::World)) +
+                         " ranks of the world");
+  k.total = k.l.count() * group;
+  k.red = reinterpret_cast<float *>(c.mem.scratch); // deviceScratchBytes
+  for (BatchNormStep step : steps) {
+    k.step = step;
+    c.emit(k.l.c, k);
+    if (step == BatchNormStep::Apply || step == BatchNormStep::GradApply)
+      continue;
+    int64_t first = step == BatchNormStep::Sum       ? 0
+                    : step == BatchNormStep::Squares ? k.l.c
+                                                     : 2 * k.l.c;
+    Collective op;
+    op.in = op.out = k.red + first;
+    op.count = step == BatchNormStep::GradSums ? 2 * k.l.c : k.l.c;
+    op.slot = c.in.index;
+    c.emit(1, op);
+    c.emit(1, Wait{c.in.index});
+  }
+  return Status::ok();
+}
+
 Status lowerBatchNorm(Ctx &c) {
   const TensorRef &x = c.in.in[0], &w = c.in.in[1], &b = c.in.in[2],
                   &y = c.in.out[0], &mean = c.in.out[1], &var = c.in.out[2];
@@ -440,6 +471,13 @@ Status lowerBatchNorm(Ctx &c) {
   FSDP_RETURN_IF_ERROR(batchNormLayoutOf(x, {&w, &b, &mean, &var}, l));
   if (!floating(x.dtype) || y.shape != x.shape || y.dtype != x.dtype)
     return Status::error("expects float operands, y shaped as x");
+  if (c.attrInt("sync_group_size", 0) != 0)
+    return lowerBatchNormSynced(
+        c,
+        BatchNormSyncedChannels{BatchNormStep::Sum, l, c.attrFloat("epsilon", 1e-5),
+                                0, elemOf(x.dtype), c.at(x), c.at(w), c.at(b),
+                                nullptr, c.at(y), c.at(mean), c.at(var)},
+        {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::Apply});
   c.emit(l.c, BatchNormChannels{l, c.attrFloat("epsilon", 1e-5),
                                 elemOf(x.dtype), c.at(x), c.at(w), c.at(b),
                                 c.at(y), c.at(mean), c.at(var)});
@@ -454,6 +492,14 @@ Status lowerBatchNormGrad(Ctx &c) {
   if (!floating(x.dtype) || dy.shape != x.shape || dx.shape != x.shape ||
       dy.dtype != x.dtype || dx.dtype != x.dtype)
     return Status::error("expects float operands, dy and dx shaped as x");
+  if (c.attrInt("sync_group_size", 0) != 0)
+    return lowerBatchNormSynced(
+        c,
+        BatchNormSyncedChannels{BatchNormStep::Sum, l, c.attrFloat("epsilon", 1e-5),
+                                0, elemOf(x.dtype), c.at(x), c.at(w), nullptr,
+                                c.at(dy), c.at(dx), c.at(dw), c.at(db)},
+        {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::GradSums,
+         BatchNormStep::GradApply});
   c.emit(l.c, BatchNormGradChannels{l, c.attrFloat("epsilon", 1e-5),
                                     elemOf(x.dtype), c.at(x), c.at(w),
                                     c.at(dy), c.at(dx), c.at(dw), c.at(db)});

@@ -83,7 +83,7 @@ using Kernel =
                  LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
                  ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy,
                  Im2Col, Col2Im, PoolForward, PoolBackward, BatchNormChannels,
-                 BatchNormGradChannels,
+                 BatchNormGradChannels, BatchNormSyncedChannels,
                  AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
                  AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
                  FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy,

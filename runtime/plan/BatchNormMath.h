@@ -3,6 +3,9 @@
 // Header-only and dependency-free: the CPU kernels and the device functors
 // of fsdp.batch_norm and fsdp.batch_norm_grad run these same steps, one
 // channel of x [N, C, S...] per call (statistics in double, two passes).
+// Synchronised (SyncBatchNorm): the per-channel sums of batchNormSum,
+// batchNormSquares and batchNormGradSums are summed over the ranks between
+// the steps, and M counts every rank's values.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_PLAN_BATCHNORMMATH_H
@@ -28,66 +31,151 @@ struct BatchNormLayout {
   }
 };
 
-/// The channel's mean and 1 / sqrt(biased variance + eps), from `load`,
-/// and the biased variance in `*var`.
-template <typename Load>
-FSDP_BN_HD void batchNormStats(const BatchNormLayout &l, int64_t ch, double eps,
-                               Load load, double *mean, double *invstd,
-                               double *var) {
-  int64_t m = l.count();
-  double sum = 0;
-  for (int64_t k = 0; k < m; ++k)
-    sum += load(l.at(ch, k));
-  double mu = m ? sum / m : 0.0, sq = 0;
-  for (int64_t k = 0; k < m; ++k) {
-    double d = load(l.at(ch, k)) - mu;
-    sq += d * d;
-  }
-  double v = m ? sq / m : 0.0;
-  *mean = mu;
-  *var = v;
-  *invstd = 1.0 / sqrt(v + eps);
+/// The unbiased variance the running statistics take, from the sum of
+/// squared deviations of `total` values (with one value, that sum: 0).
+FSDP_BN_HD inline double batchNormUnbiased(double sq, int64_t total) {
+  return total > 1 ? sq / double(total - 1) : sq;
 }
 
-/// Forward of one channel: y = (x - mean) · invstd · scale + bias; the
-/// batch mean and biased variance into `stats(mean, var)`.
-template <typename Load, typename Store, typename Stats>
-FSDP_BN_HD void batchNormChannel(const BatchNormLayout &l, int64_t ch,
-                                 double eps, float scale, float bias, Load load,
-                                 Store store, Stats stats) {
-  double mean, invstd, var;
-  batchNormStats(l, ch, eps, load, &mean, &invstd, &var);
+/// One channel's sum of x.
+template <typename Load>
+FSDP_BN_HD double batchNormSum(const BatchNormLayout &l, int64_t ch,
+                               Load load) {
+  double sum = 0;
+  for (int64_t k = 0; k < l.count(); ++k)
+    sum += load(l.at(ch, k));
+  return sum;
+}
+
+/// One channel's sum of (x - mean)².
+template <typename Load>
+FSDP_BN_HD double batchNormSquares(const BatchNormLayout &l, int64_t ch,
+                                   double mean, Load load) {
+  double sq = 0;
+  for (int64_t k = 0; k < l.count(); ++k) {
+    double d = load(l.at(ch, k)) - mean;
+    sq += d * d;
+  }
+  return sq;
+}
+
+/// y = (x - mean) · invstd · scale + bias over one channel.
+template <typename Load, typename Store>
+FSDP_BN_HD void batchNormApply(const BatchNormLayout &l, int64_t ch,
+                               double mean, double invstd, float scale,
+                               float bias, Load load, Store store) {
   for (int64_t k = 0; k < l.count(); ++k) {
     int64_t i = l.at(ch, k);
     store(i, (float)((load(i) - mean) * invstd * scale + bias));
   }
-  stats(mean, var);
 }
 
-/// Backward of one channel: with x̂ = (x - mean)·invstd, dbias = Σ dy,
-/// dscale = Σ dy·x̂, dx = scale·invstd·(dy - dbias/M - x̂·dscale/M).
+/// One channel's Σ dy and Σ dy·x̂, x̂ = (x - mean)·invstd.
+template <typename LoadX, typename LoadDy>
+FSDP_BN_HD void batchNormGradSums(const BatchNormLayout &l, int64_t ch,
+                                  double mean, double invstd, LoadX loadX,
+                                  LoadDy loadDy, double *sumDy,
+                                  double *sumDyXhat) {
+  double a = 0, b = 0;
+  for (int64_t k = 0; k < l.count(); ++k) {
+    int64_t i = l.at(ch, k);
+    double dy = loadDy(i);
+    a += dy;
+    b += dy * (loadX(i) - mean) * invstd;
+  }
+  *sumDy = a;
+  *sumDyXhat = b;
+}
+
+/// dx = scale·invstd·(dy - Σdy/M - x̂·Σdy·x̂/M) over one channel, the sums
+/// and M = `total` over every value normalised together.
+template <typename LoadX, typename LoadDy, typename Store>
+FSDP_BN_HD void batchNormGradApply(const BatchNormLayout &l, int64_t ch,
+                                   double mean, double invstd, float scale,
+                                   double sumDy, double sumDyXhat,
+                                   int64_t total, LoadX loadX, LoadDy loadDy,
+                                   Store storeDx) {
+  for (int64_t k = 0; k < l.count(); ++k) {
+    int64_t i = l.at(ch, k);
+    double xhat = (loadX(i) - mean) * invstd;
+    storeDx(i, (float)(scale * invstd *
+                       (loadDy(i) - sumDy / total - xhat * sumDyXhat / total)));
+  }
+}
+
+/// Forward of one channel normalised on its own: y = (x - mean) · invstd ·
+/// scale + bias; the batch mean and unbiased variance into
+/// `stats(mean, var)`.
+template <typename Load, typename Store, typename Stats>
+FSDP_BN_HD void batchNormChannel(const BatchNormLayout &l, int64_t ch,
+                                 double eps, float scale, float bias, Load load,
+                                 Store store, Stats stats) {
+  int64_t m = l.count();
+  double mean = m ? batchNormSum(l, ch, load) / m : 0.0;
+  double sq = batchNormSquares(l, ch, mean, load);
+  double invstd = 1.0 / sqrt((m ? sq / m : 0.0) + eps);
+  batchNormApply(l, ch, mean, invstd, scale, bias, load, store);
+  stats(mean, batchNormUnbiased(sq, m));
+}
+
+/// Backward of one channel normalised on its own: dbias = Σ dy, dscale =
+/// Σ dy·x̂, dx as batchNormGradApply.
 template <typename LoadX, typename LoadDy, typename Store, typename Params>
 FSDP_BN_HD void batchNormGradChannel(const BatchNormLayout &l, int64_t ch,
                                      double eps, float scale, LoadX loadX,
                                      LoadDy loadDy, Store storeDx,
                                      Params grads) {
-  double mean, invstd, var;
-  batchNormStats(l, ch, eps, loadX, &mean, &invstd, &var);
   int64_t m = l.count();
-  double sumDy = 0, sumDyXhat = 0;
-  for (int64_t k = 0; k < m; ++k) {
-    int64_t i = l.at(ch, k);
-    double dy = loadDy(i);
-    sumDy += dy;
-    sumDyXhat += dy * (loadX(i) - mean) * invstd;
-  }
-  for (int64_t k = 0; k < m; ++k) {
-    int64_t i = l.at(ch, k);
-    double xhat = (loadX(i) - mean) * invstd;
-    storeDx(i, (float)(scale * invstd *
-                       (loadDy(i) - sumDy / m - xhat * sumDyXhat / m)));
-  }
+  double mean = m ? batchNormSum(l, ch, loadX) / m : 0.0;
+  double sq = batchNormSquares(l, ch, mean, loadX);
+  double invstd = 1.0 / sqrt((m ? sq / m : 0.0) + eps);
+  double sumDy, sumDyXhat;
+  batchNormGradSums(l, ch, mean, invstd, loadX, loadDy, &sumDy, &sumDyXhat);
+  batchNormGradApply(l, ch, mean, invstd, scale, sumDy, sumDyXhat, m, loadX,
+                     loadDy, storeDx);
   grads(sumDyXhat, sumDy); // dscale, dbias
+}
+
+/// The steps of a synchronised batch norm (SyncBatchNorm), each run for
+/// every channel, with `red` [4, C] floats all-reduced over the ranks
+/// between them: Sum (red[0] = Σx), Squares (red[1] = Σ(x - mean)²),
+/// Apply (y; `stats(mean, unbiased variance)`) forward; Sum, Squares,
+/// GradSums (`stats(dscale, dbias)`, this rank's; red[2], red[3] = Σdy,
+/// Σdy·x̂), GradApply (dx) backward. `total` counts a channel's values
+/// over every rank.
+enum class BatchNormStep { Sum, Squares, Apply, GradSums, GradApply };
+
+template <typename LoadX, typename LoadDy, typename Store, typename Stats>
+FSDP_BN_HD void batchNormSyncedStep(BatchNormStep step,
+                                    const BatchNormLayout &l, int64_t ch,
+                                    double eps, int64_t total, float scale,
+                                    float bias, LoadX loadX, LoadDy loadDy,
+                                    Store store, Stats stats, float *red) {
+  int64_t c = l.c;
+  if (step == BatchNormStep::Sum) {
+    red[ch] = (float)batchNormSum(l, ch, loadX);
+    return;
+  }
+  double mean = (double)red[ch] / (double)total;
+  if (step == BatchNormStep::Squares) {
+    red[c + ch] = (float)batchNormSquares(l, ch, mean, loadX);
+    return;
+  }
+  double sq = red[c + ch];
+  double invstd = 1.0 / sqrt(sq / (double)total + eps);
+  if (step == BatchNormStep::Apply) {
+    batchNormApply(l, ch, mean, invstd, scale, bias, loadX, store);
+    stats(mean, batchNormUnbiased(sq, total));
+  } else if (step == BatchNormStep::GradSums) {
+    double sumDy, sumDyXhat;
+    batchNormGradSums(l, ch, mean, invstd, loadX, loadDy, &sumDy, &sumDyXhat);
+    stats(sumDyXhat, sumDy);
+    red[2 * c + ch] = (float)sumDy;
+    red[3 * c + ch] = (float)sumDyXhat;
+  } else {
+    batchNormGradApply(l, ch, mean, invstd, scale, red[2 * c + ch],
+                       red[3 * c + ch], total, loadX, loadDy, store);
+  }
 }
 
 } // namespace fsdp

@@ -138,8 +138,9 @@ def train_torch(torch_model, batches, opts, steps, low):
         """The mean loss of `ranks` ranks, each on its slice of the batch:
         PyTorch FSDP's default batch norm normalises each slice on its own
         and each rank updates its own running statistics; rank 0's are
-        kept (the ones a checkpoint saves)."""
-        if ranks == 1:
+        kept (the ones a checkpoint saves). With SyncBatchNorm the slices
+        are normalised together: the whole batch at once."""
+        if ranks == 1 or opts.get("sync_batch_norm"):
             return forward(batch), None
         total, kept = 0, None
         for r in range(ranks):
@@ -208,7 +209,7 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     plan = os.path.join(tmp, name + ".plan")
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()
              if not isinstance(v, bool) and k not in HARNESS_OPTS] + \
-        [f"--{k}" for k, v in opts.items() if v is True and k not in HARNESS_OPTS]
+        [f"--{k.replace('_', '-')}" for k, v in opts.items() if v is True and k not in HARNESS_OPTS]
     subprocess.run([tools["opt"], onnx_path, "-o", plan] + flags, check=True)
     log, grads, weights = (os.path.join(tmp, name + s) for s in
                            (".jsonl", ".grads.safetensors", ".weights.safetensors"))
@@ -364,6 +365,13 @@ CASES = {
                                      "--training-mode", "--seed", "1"],
                                     {"optimizer": "sgd", "lr": 0.0005, "momentum": 0.9,
                                      "torch_f64": True, "world_size": 2}),
+    # SyncBatchNorm (--sync-batch-norm) on 2 ranks: the 8 images
+    # normalised together, as one process normalising the whole batch.
+    "torchvision-resnet18-2ranks-sync": (["resnet18", "--image", "64", "--batch", "8",
+                                          "--training-mode", "--seed", "1"],
+                                         {"optimizer": "sgd", "lr": 0.0005, "momentum": 0.9,
+                                          "torch_f64": True, "world_size": 2,
+                                          "sync_batch_norm": True}),
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
     "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),

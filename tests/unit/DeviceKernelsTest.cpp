@@ -62,6 +62,9 @@ void runCpu(Arena &a, const Instruction &in, cpu::OptimizerState *opt = nullptr,
   c.scratch = reinterpret_cast<float *>(scratch.data());
   c.optimizer = opt;
   c.params = std::move(params);
+  std::unique_ptr<Comm> comm = localComm(); // one rank
+  comm->reserve(in.index + 1);
+  c.comm = comm.get();
   Status s = cpu::kernelFor(in.op)(in, c);
   ASSERT_TRUE(s) << in.op << ": " << s.message();
 }
@@ -77,6 +80,7 @@ template <typename F> void runHost(int64_t n, const F &f) {
 /// choices (split reductions, narrow operands) are what is tested.
 void runLowered(Arena &a, const Instruction &in) {
   std::unique_ptr<Comm> comm = localComm();
+  comm->reserve(in.index + 1);
   std::unique_ptr<Device> device = hostDevice(*comm);
   std::vector<double> scratch(scratchBytes(in) / 8 + 1),
       widened(widenedBytes(in) / 8 + 1);
@@ -647,13 +651,16 @@ TEST(DeviceKernels, PoolsMatchCpu) {
 }
 
 // Batch norm, forward (y, batch mean and variance) and backward, as
-// lowered against the CPU kernels: one set of float steps, so exact.
+// lowered against the CPU kernels: one set of float steps, so exact. And
+// synchronised (SyncBatchNorm's steps, on one rank: the all-reduces sum
+// one slice), lowered against the CPU, and both against the unsynchronised
+// results (the same statistics, its per-channel sums rounded to f32).
 TEST(DeviceKernels, BatchNormMatchesCpu) {
   for (Dims shape : {Dims{4, 3, 5, 2}, Dims{6, 5}}) {
     Arena a;
     Dims ch = {shape[1]};
     TensorRef x = a.add(shape), w = a.add(ch), b = a.add(ch), dy = a.add(shape);
-    TensorRef outs[2][6];
+    TensorRef outs[4][6];
     for (auto &o : outs)
       o[0] = a.add(shape), o[1] = a.add(ch), o[2] = a.add(ch),
       o[3] = a.add(shape), o[4] = a.add(ch), o[5] = a.add(ch);
@@ -661,13 +668,15 @@ TEST(DeviceKernels, BatchNormMatchesCpu) {
     a.fill(w, 0.5f, 1.5f);
     a.fill(b, -1.0f, 1.0f);
     a.fill(dy, -1.0f, 1.0f);
-    nlohmann::json attrs = {{"epsilon", 1e-5}};
-    for (int k = 0; k < 2; ++k) {
+    for (int k = 0; k < 4; ++k) {
+      nlohmann::json attrs = {{"epsilon", 1e-5}};
+      if (k >= 2)
+        attrs["sync_group_size"] = 1;
       const TensorRef *o = outs[k];
       Instruction fwd = instr("batch_norm", {x, w, b}, {o[0], o[1], o[2]}, attrs),
                   bwd = instr("batch_norm_grad", {x, w, dy}, {o[3], o[4], o[5]},
                               attrs);
-      if (k == 0) {
+      if (k % 2 == 0) {
         runCpu(a, fwd);
         runCpu(a, bwd);
       } else {
@@ -676,9 +685,10 @@ TEST(DeviceKernels, BatchNormMatchesCpu) {
       }
     }
     const char *what[6] = {"y", "mean", "var", "dx", "dscale", "dbias"};
-    for (int i = 0; i < 6; ++i)
-      expectClose(a.at<float>(outs[0][i]), a.at<float>(outs[1][i]),
-                  outs[0][i].numel(), what[i]);
+    for (int k : {1, 2, 3})
+      for (int i = 0; i < 6; ++i)
+        expectClose(a.at<float>(outs[0][i]), a.at<float>(outs[k][i]),
+                    outs[0][i].numel(), what[i]);
   }
 }
 
