@@ -681,8 +681,8 @@ Status batchNormGroup(const Instruction &in, Context &c, int64_t &group) {
 }
 
 /// SyncBatchNorm's steps (BatchNormMath.h) over every channel, `red` [4, C]
-/// in scratch: `count` of its floats from `first` all-reduced (sum over the
-/// world, by this instruction's slot) after each step that has them.
+/// in scratch, the sums each step writes all-reduced after it (over the
+/// world, by this instruction's slot).
 template <typename Step>
 Status batchNormSynced(const Instruction &in, Context &c,
                        const BatchNormLayout &l,
@@ -692,13 +692,10 @@ Status batchNormSynced(const Instruction &in, Context &c,
 #pragma omp parallel for
     for (int64_t ch = 0; ch < l.c; ++ch)
       run(step, ch, red);
-    int64_t first = step == BatchNormStep::Sum       ? 0
-                    : step == BatchNormStep::Squares ? l.c
-                    : step == BatchNormStep::GradSums ? 2 * l.c
-                                                      : -1;
-    if (first < 0)
+    int64_t first, count;
+    batchNormStepSums(step, l.c, &first, &count);
+    if (count == 0)
       continue;
-    int64_t count = step == BatchNormStep::GradSums ? 2 * l.c : l.c;
     FSDP_RETURN_IF_ERROR(c.comm->allReduceStart(red + first, red + first,
                                                 count, Elem::F32, false,
                                                 in.index, Group::World));

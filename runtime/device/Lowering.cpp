@@ -449,14 +449,13 @@ Status lowerBatchNormSynced(Ctx &c, BatchNormSyncedChannels k,
   for (BatchNormStep step : steps) {
     k.step = step;
     c.emit(k.l.c, k);
-    if (step == BatchNormStep::Apply || step == BatchNormStep::GradApply)
+    int64_t first, count;
+    batchNormStepSums(step, k.l.c, &first, &count);
+    if (count == 0)
       continue;
-    int64_t first = step == BatchNormStep::Sum       ? 0
-                    : step == BatchNormStep::Squares ? k.l.c
-                                                     : 2 * k.l.c;
     Collective op;
     op.in = op.out = k.red + first;
-    op.count = step == BatchNormStep::GradSums ? 2 * k.l.c : k.l.c;
+    op.count = count;
     op.slot = c.in.index;
     c.emit(1, op);
     c.emit(1, Wait{c.in.index});

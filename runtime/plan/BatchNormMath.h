@@ -145,6 +145,19 @@ FSDP_BN_HD void batchNormGradChannel(const BatchNormLayout &l, int64_t ch,
 /// over every rank.
 enum class BatchNormStep { Sum, Squares, Apply, GradSums, GradApply };
 
+/// The floats of `red` that `step` writes, all-reduced after it: `*count`
+/// of them from `*first` (0: none).
+inline void batchNormStepSums(BatchNormStep step, int64_t c, int64_t *first,
+                              int64_t *count) {
+  *first = step == BatchNormStep::Sum       ? 0
+           : step == BatchNormStep::Squares ? c
+                                            : 2 * c;
+  *count = step == BatchNormStep::GradSums ? 2 * c
+           : step == BatchNormStep::Sum || step == BatchNormStep::Squares
+               ? c
+               : 0;
+}
+
 template <typename LoadX, typename LoadDy, typename Store, typename Stats>
 FSDP_BN_HD void batchNormSyncedStep(BatchNormStep step,
                                     const BatchNormLayout &l, int64_t ch,
