@@ -95,6 +95,21 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           << "shard-grad-op or hybrid-shard): it is applied at the all-gather";
       return signalPassFailure();
     }
+    if (worldSize == 1 && isSharded(strategy) && paramType.isF32() &&
+        reduceType.isF32() && reshardAfterForward == "default") {
+      // One rank holds every shard whole: gathering and reduce-scattering
+      // would copy the model twice a step for nothing. Parameters are used
+      // where they live, as no-shard does (with a 16-bit parameter or
+      // reduce dtype the gather and reduce-scatter are where the casts
+      // happen, and an explicit --reshard-after-forward asks for the
+      // sharded schedule itself, so those plans keep them).
+      emitRemark(module.getLoc())
+          << "--strategy=" << strategy
+          << " on one rank: parameters used in place, no gathers or "
+             "reduce-scatters (as no-shard)";
+      strategy = "no-shard";
+      module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
+    }
     module->setAttr("fsdp.param_dtype", TypeAttr::get(paramType));
     module->setAttr("fsdp.reduce_dtype", TypeAttr::get(reduceType));
     if (!bufferDtype.empty()) {

@@ -142,6 +142,13 @@ struct Reader : JsonReader {
                                std::to_string(t.offset + t.bytes()) +
                                ") lie outside the arena of " +
                                std::to_string(plan.arenaBytes) + " bytes");
+      // Every offset the planner writes is a whole number of elements
+      // (kernels read them as their type; a misaligned one is undefined).
+      if (t.offset % dtypeSize(t.dtype) != 0)
+        return fail(where, "offset " + std::to_string(t.offset) +
+                               " is not a multiple of its " +
+                               std::to_string(dtypeSize(t.dtype)) +
+                               "-byte elements");
     } else if (space == "param" || space == "const" || space == "grad") {
       t.space = space == "param"  ? Space::Param
                 : space == "grad" ? Space::Grad

@@ -12,6 +12,16 @@
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse '-fsdp-shard=world-size=2' 2>&1 | FileCheck %s --check-prefix=NOUNITS
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=strategy=zero-4' 2>&1 | FileCheck %s --check-prefix=UNKNOWN
 // RUN: not fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=reshard-after-forward=sometimes' 2>&1 | FileCheck %s --check-prefix=RESHARD
+// One rank: full-shard and shard-grad-op use parameters in place, as
+// no-shard (nothing to gather); a 16-bit gather keeps the sharded schedule.
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-shard -fsdp-insert-collectives 2>&1 | FileCheck %s --check-prefix=ONERANK
+// ONERANK: remark: --strategy=full-shard on one rank: parameters used in place, no gathers or reduce-scatters (as no-shard)
+// ONERANK: fsdp.strategy = "no-shard"
+// ONERANK-NOT: fsdp.all_gather_start
+// ONERANK-NOT: fsdp.reduce_scatter_start
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=param-dtype=bf16' -fsdp-insert-collectives 2>/dev/null | FileCheck %s --check-prefix=ONERANKBF16
+// ONERANKBF16: fsdp.strategy = "full-shard"
+// ONERANKBF16: fsdp.all_gather_start
 
 // Trained parameters are laid end to end in the unit's order and padded to a
 // multiple of the 4 ranks (15 elements -> 4 per rank); the frozen bias gets
