@@ -233,6 +233,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             "fsdp.world_size"))
       world = std::max<int64_t>(w.getInt(), 1);
     llvm::DenseMap<Value, double> ready;
+    bool eager = runtime == "fsdp2-eager";
     // Without asynchronous progress: each started collective's stream and
     // duration, until its wait.
     llvm::DenseMap<Value, std::pair<std::string, double>> deferred;
@@ -264,8 +265,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             group && group.getValue() == "replicate" ? world / ranks : 1;
         double seconds = model.collectiveSeconds(bytes, ranks,
                                                  isa<AllReduceOp>(op), stride);
-        if (isa<ReduceScatterStartOp>(op) && ranks > 1 &&
-            runtime == "fsdp2-eager") {
+        if (eager && ranks > 1 && isa<ReduceScatterStartOp>(op)) {
           // FSDP2's foreach_reduce_scatter divides its input by the
           // pre-divide factor in place (tensor.div_, a factor > 1 for any
           // group of 2 or more) before the reduce-scatter, and the compute
@@ -319,9 +319,10 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           t.exposed += done - compute;
         compute = std::max(compute, done);
         start = end = compute;
-        if (auto gather =
-                wait.getFuture().getDefiningOp<AllGatherStartOp>();
-            gather && runtime == "fsdp2-eager") {
+        if (auto gather = eager ? wait.getFuture()
+                                          .getDefiningOp<AllGatherStartOp>()
+                                    : AllGatherStartOp();
+            gather) {
           // FSDP2 gathers into one flat buffer, then copies each parameter
           // out of it on the compute stream (foreach_all_gather_copy_out):
           // the gathered bytes read and written once more.
@@ -344,10 +345,10 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
         double launches = 0;
-        if (runtime == "fsdp2-eager")
-          if (auto eager = eagerCost(&op)) {
-            bytes = eager->bytes;
-            launches = double(eager->kernels - 1) * model.launchOverhead;
+        if (eager)
+          if (auto cost = eagerCost(&op)) {
+            bytes = cost->bytes;
+            launches = double(cost->kernels - 1) * model.launchOverhead;
           }
         double seconds =
             model.rankComputeSeconds(flops, bytes, elementOf(&op),
@@ -357,8 +358,10 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         t.compute += end - start;
         // SyncBatchNorm: the kernel waits on its all-reduces of per-channel
         // sums (two of C floats forward; backward those and one of 2C).
-        auto sync = op.getAttrOfType<IntegerAttr>("sync_group_size");
-        if (sync && sync.getInt() > 1 && isa<BatchNormOp, BatchNormGradOp>(op)) {
+        auto sync = isa<BatchNormOp, BatchNormGradOp>(op)
+                        ? op.getAttrOfType<IntegerAttr>("sync_group_size")
+                        : IntegerAttr();
+        if (sync && sync.getInt() > 1) {
           int64_t c = cast<RankedTensorType>(op.getOperand(0).getType())
                           .getDimSize(1);
           double wait =

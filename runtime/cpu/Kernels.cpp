@@ -717,6 +717,13 @@ Status kBatchNorm(const Instruction &in, Context &c) {
         *pv = c.get<float>(var);
   double eps = attrFloat(in, "epsilon", 1e-5);
   auto load = [px](int64_t i) { return (double)px[i]; };
+  auto store = [py](int64_t i, float v) { py[i] = v; };
+  auto stats = [pm, pv](int64_t ch) {
+    return [pm, pv, ch](double m, double v) {
+      pm[ch] = (float)m;
+      pv[ch] = (float)v;
+    };
+  };
   int64_t group;
   FSDP_RETURN_IF_ERROR(batchNormGroup(in, c, group));
   if (group > 0)
@@ -724,24 +731,12 @@ Status kBatchNorm(const Instruction &in, Context &c) {
         in, c, l,
         {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::Apply},
         [&](BatchNormStep step, int64_t ch, float *red) {
-          batchNormSyncedStep(
-              step, l, ch, eps, l.count() * group, pw[ch], pb[ch], load, load,
-              [py](int64_t i, float v) { py[i] = v; },
-              [&, ch](double m, double v) {
-                pm[ch] = (float)m;
-                pv[ch] = (float)v;
-              },
-              red);
+          batchNormSyncedStep(step, l, ch, eps, l.count() * group, pw[ch],
+                              pb[ch], load, load, store, stats(ch), red);
         });
 #pragma omp parallel for
   for (int64_t ch = 0; ch < l.c; ++ch)
-    batchNormChannel(
-        l, ch, eps, pw[ch], pb[ch], load,
-        [py](int64_t i, float v) { py[i] = v; },
-        [&, ch](double m, double v) {
-          pm[ch] = (float)m;
-          pv[ch] = (float)v;
-        });
+    batchNormChannel(l, ch, eps, pw[ch], pb[ch], load, store, stats(ch));
   return Status::ok();
 }
 
@@ -758,6 +753,15 @@ Status kBatchNormGrad(const Instruction &in, Context &c) {
   float *pdx = c.get<float>(dx), *pdw = c.get<float>(dw),
         *pdb = c.get<float>(db);
   double eps = attrFloat(in, "epsilon", 1e-5);
+  auto loadX = [px](int64_t i) { return (double)px[i]; };
+  auto loadDy = [pdy](int64_t i) { return (double)pdy[i]; };
+  auto storeDx = [pdx](int64_t i, float v) { pdx[i] = v; };
+  auto grads = [pdw, pdb](int64_t ch) {
+    return [pdw, pdb, ch](double dscale, double dbias) {
+      pdw[ch] = (float)dscale;
+      pdb[ch] = (float)dbias;
+    };
+  };
   int64_t group;
   FSDP_RETURN_IF_ERROR(batchNormGroup(in, c, group));
   if (group > 0)
@@ -766,27 +770,13 @@ Status kBatchNormGrad(const Instruction &in, Context &c) {
         {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::GradSums,
          BatchNormStep::GradApply},
         [&](BatchNormStep step, int64_t ch, float *red) {
-          batchNormSyncedStep(
-              step, l, ch, eps, l.count() * group, pw[ch], 0.0f,
-              [px](int64_t i) { return (double)px[i]; },
-              [pdy](int64_t i) { return (double)pdy[i]; },
-              [pdx](int64_t i, float v) { pdx[i] = v; },
-              [&, ch](double dscale, double dbias) {
-                pdw[ch] = (float)dscale;
-                pdb[ch] = (float)dbias;
-              },
-              red);
+          batchNormSyncedStep(step, l, ch, eps, l.count() * group, pw[ch],
+                              0.0f, loadX, loadDy, storeDx, grads(ch), red);
         });
 #pragma omp parallel for
   for (int64_t ch = 0; ch < l.c; ++ch)
-    batchNormGradChannel(
-        l, ch, eps, pw[ch], [px](int64_t i) { return (double)px[i]; },
-        [pdy](int64_t i) { return (double)pdy[i]; },
-        [pdx](int64_t i, float v) { pdx[i] = v; },
-        [&, ch](double dscale, double dbias) {
-          pdw[ch] = (float)dscale;
-          pdb[ch] = (float)dbias;
-        });
+    batchNormGradChannel(l, ch, eps, pw[ch], loadX, loadDy, storeDx,
+                         grads(ch));
   return Status::ok();
 }
 

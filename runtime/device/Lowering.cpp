@@ -433,6 +433,7 @@ Status lowerPoolGrad(Ctx &c) {
 
 // Batch norm: a thread per channel walks the channel's elements (simple;
 // a block per channel would be faster on a GPU, as layer_norm's are).
+
 /// SyncBatchNorm (sync_group_size): its steps, each followed by the
 /// all-reduce (in place, over the world, by the instruction's slot) of the
 /// [4, C] sums in scratch it wrote.
