@@ -28,12 +28,20 @@ def Fsdp_ParameterOp : Fsdp_Op<"parameter",
     `buffer` marks a tensor the step reads but never trains (a mask, a RoPE
     table, a `--buffers` match, anything that gets no gradient): as PyTorch
     FSDP treats module buffers, it is kept whole on every rank, never
-    sharded or gathered, and has no optimizer state.
+    sharded or gathered, and has no optimizer state. `module_classes` (from
+    a traced PyTorch module; ONNX cannot carry it) names the class of every
+    module from the root down to the owner, one more than `module_path` has
+    components: `--wrap=class:NAME` makes a unit of each module of a class
+    it names. The weights of a traced module are in the safetensors file the
+    module's `fsdp.source` names.
 
     ```mlir
     fsdp.parameter @"h.0.mlp.fc.weight" : tensor<64x16xf32>
         {module_path = "h.0.mlp.fc", source = "external",
          location = "model.onnx.data", offset = 0 : i64, length = 4096 : i64}
+    fsdp.parameter @"h.0.mlp.fc.bias" : tensor<64xf32>
+        {module_path = "h.0.mlp.fc",
+         module_classes = ["GPT2", "ModuleList", "Block", "MLP", "Linear"]}
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
@@ -43,7 +51,8 @@ def Fsdp_ParameterOp : Fsdp_Op<"parameter",
                    OptionalAttr<StrAttr>:$location,
                    OptionalAttr<I64Attr>:$offset,
                    OptionalAttr<I64Attr>:$length,
-                   UnitAttr:$buffer);
+                   UnitAttr:$buffer,
+                   OptionalAttr<StrArrayAttr>:$module_classes);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -360,6 +360,15 @@ LogicalResult TriluOp::verify() {
 //===----------------------------------------------------------------------===//
 
 LogicalResult ParameterOp::verify() {
+  if (std::optional<ArrayAttr> classes = getModuleClasses()) {
+    size_t depth = getModulePath().empty()
+                       ? 1
+                       : 2 + (size_t)llvm::count(getModulePath(), '.');
+    if (classes->size() != depth)
+      return emitOpError("module_classes has ")
+             << classes->size() << " classes; module path '" << getModulePath()
+             << "' needs " << depth << " (the root's, then one per component)";
+  }
   bool external = getSource() == "external";
   if (!external && getSource() != "initializer")
     return emitOpError("source must be \"initializer\" or \"external\", got \"")

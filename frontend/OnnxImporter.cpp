@@ -483,7 +483,7 @@ LogicalResult Importer::importParameter(const onnx::TensorProto &t) {
       builder.getStringAttr(t.name()), TypeAttr::get(type),
       builder.getStringAttr(modulePathOf(t.name())),
       builder.getStringAttr("initializer"), StringAttr(), IntegerAttr(),
-      IntegerAttr());
+      IntegerAttr(), /*buffer=*/UnitAttr(), /*module_classes=*/ArrayAttr());
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     int64_t offset, length;
     std::string location;
@@ -658,14 +658,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
     return nullptr;
 
   PassManager pm(ctx);
-  if (options.fuseAttention)
-    pm.addPass(createFsdpFuseAttention());
-  if (options.fuseGelu)
-    pm.addPass(createFsdpFuseGelu());
-  if (options.fuseRmsNorm)
-    pm.addPass(createFsdpFuseRmsNorm());
-  pm.addPass(createFsdpFoldTransposes());
-  pm.addPass(createFsdpFuseMatmulBias());
+  addFrontendPasses(pm, options.fusions);
   if (failed(pm.run(m)))
     return nullptr;
   return std::move(module);

@@ -2,6 +2,8 @@
 #ifndef FSDP_FRONTEND_ONNXIMPORTER_H
 #define FSDP_FRONTEND_ONNXIMPORTER_H
 
+#include "passes/Pipeline.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -15,12 +17,9 @@ namespace mlir::fsdp {
 struct ImportOptions {
   /// Replaces the leading dimension of every graph input, symbolic or not.
   std::optional<int64_t> batchSize;
-  /// Recognise attention subgraphs and import them as fsdp.attention.
-  bool fuseAttention = true;
-  /// Recognise GELU written as elementwise ops and import it as fsdp.gelu.
-  bool fuseGelu = true;
-  /// Recognise RMSNorm written as elementwise ops: fsdp.rms_norm.
-  bool fuseRmsNorm = true;
+  /// Attention, GELU and RMSNorm recognised from the ops they are written
+  /// as (fsdp.attention, fsdp.gelu, fsdp.rms_norm).
+  FrontendFusions fusions;
 };
 
 /// Imports the model at `path`. External data is resolved relative to the

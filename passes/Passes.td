@@ -138,7 +138,14 @@ def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
       largest family of modules `<prefix>.<index>` whose parameters have the
       same structure (relative names and shapes) — `layers.N`, `h.N`,
       `encoder.layer.N`; `transformer:PATTERN` names the prefix (or a regular
-      expression matching it) explicitly;
+      expression matching it) explicitly. When the parameters carry their
+      modules' classes (a traced PyTorch module), the units are the modules
+      of the classes those blocks are (so an instance outside the numbered
+      family, `block_a`/`block_b`, is a unit too);
+    - `class:NAME[,NAME...]`: transformer_auto_wrap_policy / FSDP2's
+      `fully_shard` on each module of those classes (traced modules only:
+      ONNX keeps no classes); a module nested in another of the classes is
+      its own unit, the outer one keeping the rest;
     - `size:MIN_PARAMS`: size_based_auto_wrap_policy — walk the module tree
       bottom-up and close a unit once it holds MIN_PARAMS elements;
     - `regex:R1,R2,...`: a unit per module whose path matches one of them;
@@ -150,7 +157,8 @@ def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"wrap", "wrap", "std::string", "\"transformer\"",
-           "transformer[:PATTERN] | size:MIN_PARAMS | regex:R1,R2,... | none">,
+           "transformer[:PATTERN] | class:NAME,... | size:MIN_PARAMS | "
+           "regex:R1,R2,... | none">,
   ];
 }
 

@@ -5,6 +5,18 @@
 
 using namespace mlir;
 
+void mlir::fsdp::addFrontendPasses(PassManager &pm,
+                                   const FrontendFusions &fusions) {
+  if (fusions.attention)
+    pm.addPass(createFsdpFuseAttention());
+  if (fusions.gelu)
+    pm.addPass(createFsdpFuseGelu());
+  if (fusions.rmsNorm)
+    pm.addPass(createFsdpFuseRmsNorm());
+  pm.addPass(createFsdpFoldTransposes());
+  pm.addPass(createFsdpFuseMatmulBias());
+}
+
 void mlir::fsdp::addPlanPasses(PassManager &pm, const PlanConfig &config,
                                bool verify) {
   pm.addPass(createFsdpWrapUnits(config.wrap));

@@ -24,6 +24,19 @@ struct PlanConfig {
 
 /// Units → checkpointing → sharding → collectives → schedule → memory plan
 /// (→ verification) → simulation, on a module fsdp-build-train-step made.
+/// Which patterns a front end's graph is cleaned of (all by default).
+struct FrontendFusions {
+  bool attention = true;
+  bool gelu = true;
+  bool rmsNorm = true;
+};
+
+/// The passes every imported graph goes through before the training step
+/// is built (ONNX and traced PyTorch alike): attention, GELU and RMSNorm
+/// recognised from the ops they were written as, transposes folded into
+/// their matmuls, bias adds into the matmul before them.
+void addFrontendPasses(PassManager &pm, const FrontendFusions &fusions);
+
 void addPlanPasses(PassManager &pm, const PlanConfig &config, bool verify);
 
 } // namespace mlir::fsdp

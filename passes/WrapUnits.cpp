@@ -264,6 +264,75 @@ SmallVector<Group> regexGroups(ArrayRef<ParameterOp> params,
   return groups;
 }
 
+/// The class of the module `depth` components down a parameter's path (0:
+/// the root), or "" when the parameter carries no classes.
+StringRef classAt(ParameterOp p, size_t depth) {
+  std::optional<ArrayAttr> classes = p.getModuleClasses();
+  if (!classes || depth >= classes->size())
+    return "";
+  return cast<StringAttr>((*classes)[depth]).getValue();
+}
+
+/// `path`'s first `depth` components.
+StringRef prefixOf(StringRef path, size_t depth) {
+  if (depth == 0)
+    return "";
+  size_t end = 0;
+  for (size_t i = 0; i < depth; ++i) {
+    end = path.find('.', end + (i ? 1 : 0));
+    if (end == StringRef::npos)
+      return path;
+  }
+  return path.take_front(end);
+}
+
+/// class:NAMES: a unit per module of one of the classes, each holding the
+/// parameters below it that no module of those classes nested in it holds
+/// (PyTorch's transformer_auto_wrap_policy). The root module is never one
+/// (its parameters form the root unit as always).
+SmallVector<Group> classGroups(ArrayRef<ParameterOp> params,
+                               const std::set<std::string> &classes) {
+  llvm::MapVector<StringRef, Group> byModule;
+  for (ParameterOp p : params) {
+    std::optional<ArrayAttr> chain = p.getModuleClasses();
+    if (!chain)
+      continue;
+    for (size_t depth = chain->size() - 1; depth >= 1; --depth) {
+      if (!classes.count(classAt(p, depth).str()))
+        continue;
+      StringRef module = prefixOf(p.getModulePath(), depth);
+      Group &g = byModule[module];
+      g.name = module.str();
+      g.params.push_back(p);
+      break;
+    }
+  }
+  SmallVector<Group> groups;
+  for (auto &kv : byModule)
+    groups.push_back(std::move(kv.second));
+  return groups;
+}
+
+/// The classes of the modules holding parameters (what --wrap=class: can
+/// name), most instances first.
+std::string classesHeld(ArrayRef<ParameterOp> params) {
+  std::map<std::string, std::set<std::string>> instances;
+  for (ParameterOp p : params)
+    if (std::optional<ArrayAttr> chain = p.getModuleClasses())
+      for (size_t depth = 1; depth < chain->size(); ++depth)
+        instances[classAt(p, depth).str()].insert(
+            prefixOf(p.getModulePath(), depth).str());
+  std::vector<std::pair<size_t, std::string>> order;
+  for (auto &[name, modules] : instances)
+    order.push_back({modules.size(), name});
+  llvm::stable_sort(order, [](auto &a, auto &b) { return a.first > b.first; });
+  std::string out;
+  for (auto &[count, name] : order)
+    out += (out.empty() ? "" : ", ") + name + " (" + std::to_string(count) +
+           ")";
+  return out;
+}
+
 struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
   using Base::Base;
 
@@ -278,8 +347,49 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
     std::tie(policy, arg) = StringRef(wrap).split(':');
 
     FailureOr<SmallVector<Group>> groups = SmallVector<Group>();
+    bool classesKnown =
+        !params.empty() && llvm::all_of(params, [](ParameterOp p) {
+          return p.getModuleClasses().has_value();
+        });
     if (policy == "transformer") {
       groups = transformerGroups(module, params, arg);
+      if (succeeded(groups) && classesKnown && !groups->empty()) {
+        // The classes of the blocks found, then every module of them.
+        std::set<std::string> classes;
+        for (Group &g : *groups)
+          classes.insert(
+              classAt(g.params.front(), 1 + llvm::count(g.name, '.')).str());
+        groups = classGroups(params, classes);
+        emitRemark(module.getLoc())
+            << "transformer policy: a unit per module of class "
+            << llvm::join(classes, ", ");
+      }
+    } else if (policy == "class") {
+      SmallVector<StringRef> parts;
+      arg.split(parts, ',', -1, /*KeepEmpty=*/false);
+      std::set<std::string> classes;
+      for (StringRef part : parts)
+        classes.insert(part.trim().str());
+      if (classes.empty()) {
+        module.emitError("--wrap=class needs at least one class name");
+        return signalPassFailure();
+      }
+      if (!classesKnown) {
+        module.emitError("--wrap=class:")
+            << arg
+            << " needs the module classes a traced model carries "
+               "(python3 -m fsdp_trace); this model's parameters have none "
+               "(ONNX keeps no classes): use --wrap=transformer or "
+               "--wrap=regex:";
+        return signalPassFailure();
+      }
+      groups = classGroups(params, classes);
+      if (groups->empty()) {
+        module.emitError("--wrap=class:")
+            << arg << " names no class of a module holding parameters; "
+            << "the model's are: " << classesHeld(params);
+        return signalPassFailure();
+      }
     } else if (policy == "size") {
       int64_t minParams = 0;
       if (arg.getAsInteger(10, minParams) || minParams <= 0) {
@@ -308,7 +418,9 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
       groups = regexGroups(params, res);
     } else if (policy != "none") {
       module.emitError("unknown --wrap policy '")
-          << wrap << "' (transformer[:PATTERN], size:N, regex:R1,R2,..., none)";
+          << wrap
+          << "' (transformer[:PATTERN], class:NAME,..., size:N, "
+             "regex:R1,R2,..., none)";
       return signalPassFailure();
     }
     if (failed(groups))

@@ -9,6 +9,7 @@
 #include "passes/Autotune.h"
 #include "passes/DeviceModel.h"
 #include "passes/Passes.h"
+#include "passes/Pipeline.h"
 #include "passes/UnitTable.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -402,6 +403,15 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   return success();
 }
 
+/// The --no-fuse-* flags.
+static fsdp::FrontendFusions frontendFusions() {
+  fsdp::FrontendFusions fusions;
+  fusions.attention = !noFuseAttention;
+  fusions.gelu = !noFuseGelu;
+  fusions.rmsNorm = !noFuseRmsNorm;
+  return fusions;
+}
+
 static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
                    bool plan, const MlirOptMainConfig &config) {
   MLIRContext ctx(registry);
@@ -412,9 +422,7 @@ static int runOnnx(DialectRegistry &registry, StringRef input, StringRef output,
   fsdp::ImportOptions options;
   if (batchSize.getNumOccurrences())
     options.batchSize = batchSize;
-  options.fuseAttention = !noFuseAttention;
-  options.fuseGelu = !noFuseGelu;
-  options.fuseRmsNorm = !noFuseRmsNorm;
+  options.fusions = frontendFusions();
   OwningOpRef<ModuleOp> module = fsdp::importOnnxFile(&ctx, input, options);
   if (!module)
     return 1;
@@ -463,6 +471,14 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &ctx);
   if (!module)
     return 1;
+  // A traced PyTorch module (python/fsdp_trace) is cleaned as an imported
+  // ONNX graph is; a hand-written module is taken as it is.
+  if ((*module)->hasAttr("fsdp.frontend")) {
+    PassManager frontend(&ctx);
+    fsdp::addFrontendPasses(frontend, frontendFusions());
+    if (failed(frontend.run(*module)))
+      return 1;
+  }
   PassManager pm(&ctx);
   if (failed(applyPassManagerCLOptions(pm)) ||
       failed(config.setupPassPipeline(pm)))

@@ -45,6 +45,9 @@ import numpy as np
 import torch
 from torch.nn.utils.stateless import functional_call
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
+import fsdp_trace  # noqa: E402
+
 TOL = 1e-4
 LOW_DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16}
 # Computing in bf16 (8 significant bits): each op rounds its result to 2^-9
@@ -194,10 +197,16 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         args.batch //= world
         model, inputs = gen.build(args)
         torch_model = copy.deepcopy(model)
-    torch.onnx.export(model, tuple(inputs.values()), onnx_path, input_names=names,
-                      output_names=["loss"], opset_version=17,
-                      do_constant_folding=False,
-                      **({"training": torch.onnx.TrainingMode.TRAINING} if training else {}))
+    if opts.get("traced"):
+        # The traced path (python/fsdp_trace): the module itself, no ONNX;
+        # its weights are written beside the MLIR, which names them.
+        onnx_path = os.path.join(tmp, name + ".mlir")
+        fsdp_trace.trace(model, inputs).save(onnx_path)
+    else:
+        torch.onnx.export(model, tuple(inputs.values()), onnx_path, input_names=names,
+                          output_names=["loss"], opset_version=17,
+                          do_constant_folding=False,
+                          **({"training": torch.onnx.TrainingMode.TRAINING} if training else {}))
     if training:
         # Exported in training mode (batch norm with the batch's statistics):
         # the trace ran one forward, which moved the running statistics the
@@ -331,7 +340,7 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
 # float64, the exact reference, for a model whose float32 gradients PyTorch
 # itself gets only to ~1e-3 (resnet18: its 7x7 stride-2 stem convolution's
 # weight gradient, measured 1.0e-3 from float64; ours 2.4e-6).
-HARNESS_OPTS = {"torch_f64"}
+HARNESS_OPTS = {"torch_f64", "traced"}
 
 CASES = {
     "mlp-mse": (["mlp", "--loss", "mse"], {}),
@@ -383,6 +392,17 @@ CASES = {
     # Llama in bf16: its RMSNorm fused (rounded once, as torchtitan's and
     # HuggingFace's f32 norm is), PyTorch's eager one rounded op by op.
     "llama-bf16": (["llama"], {"compute_dtype": "bf16"}),
+    # Traced with python/fsdp_trace instead of exported to ONNX.
+    "traced-mlp-mse": (["mlp", "--loss", "mse"], {"traced": True}),
+    "traced-gpt2": (["gpt2"], {"traced": True}),
+    "traced-gpt2-2ranks": (["gpt2"], {"traced": True, "world_size": 2}),
+    "traced-llama": (["llama"], {"traced": True}),
+    "traced-llama-2ranks": (["llama"], {"traced": True, "world_size": 2,
+                                        "wrap": "class:LlamaBlock"}),
+    "traced-bert": (["bert"], {"traced": True, "optimizer": "sgd", "lr": 0.01,
+                               "momentum": 0.9}),
+    "traced-torch-encoder": (["encoder"], {"traced": True}),
+    "traced-torch-encoder-2ranks": (["encoder"], {"traced": True, "world_size": 2}),
 }
 
 

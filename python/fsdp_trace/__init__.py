@@ -1,0 +1,169 @@
+"""fsdp_trace: a PyTorch module, traced, as the fsdp dialect's MLIR text.
+
+    import fsdp_trace
+    traced = fsdp_trace.trace(model, {"input_ids": ids, "targets": targets},
+                              loss_fn=lambda logits, t: F.cross_entropy(
+                                  logits.flatten(0, 1), t.flatten()))
+    traced.save("model.mlir")        # and model.safetensors, the weights
+    # fsdp-opt model.mlir --world-size=8 --wrap=class:Block -o model.plan
+
+The module is traced in training mode (restored afterwards) to ATen ops with
+torch.fx, forward and loss together. Each parameter is an `fsdp.parameter`
+named by its fully qualified name (the state_dict key), with its module path
+and the class of every enclosing module (for `--wrap=class:NAME`); buffers
+are marked as buffers; tied parameters are one symbol. A model built inside
+`with fsdp_trace.meta_device():` is traced from shapes alone and no weights
+are written.
+"""
+import os
+
+import torch
+
+from .capture import capture, meta_device  # noqa: F401 (public)
+from .lower import LOWERINGS, Context, op_name
+from .patterns import fold_batched_products
+from .mlir import TraceError, Value, Writer, string, symbol, tensor_type  # noqa: F401
+from .safetensors import write_safetensors
+
+__all__ = ["trace", "meta_device", "Traced", "TraceError"]
+
+
+class Traced:
+    """The result of trace(): MLIR text, and the weights to write beside it."""
+
+    def __init__(self, body, header, tensors, used):
+        self._body = body
+        self._header = header
+        self.tensors = tensors
+        self.used = used
+        self.meta = any(t.tensor.is_meta for t in tensors)
+
+    def text(self, weights_path=None):
+        attrs = ['fsdp.frontend = "torch.fx"']
+        if weights_path:
+            attrs.insert(0, f"fsdp.source = {string(os.path.abspath(weights_path))}")
+        return (f"module attributes {{{', '.join(attrs)}}} {{\n" + self._header +
+                self._body + "}\n")
+
+    def save(self, path, weights=None):
+        """Writes the MLIR text to `path` and, unless the model is on the
+        meta device, its parameters and buffers (those the step reads) as
+        safetensors to `weights` (default: beside it, `.safetensors`)."""
+        if weights is None and not self.meta:
+            weights = os.path.splitext(path)[0] + ".safetensors"
+        if weights:
+            if self.meta:
+                raise TraceError("the model is on the meta device: it has no weights to write")
+            write_safetensors(weights, {t.name: t.tensor for t in self.tensors
+                                        if t.name in self.used})
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(self.text(weights))
+        os.replace(tmp, path)
+        return weights
+
+
+def _unsupported(gm, constant_nodes):
+    """Every op the lowering lacks, with the module paths that use it."""
+    missing = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or node in constant_nodes:
+            continue
+        name = op_name(node.target)
+        if name not in LOWERINGS:
+            missing.setdefault(name, [])
+            path = node.meta.get("module_path", "") or "<root>"
+            if path not in missing[name]:
+                missing[name].append(path)
+    return missing
+
+
+def trace(module, example_inputs, loss_fn=None, train=True):
+    """Traces `module` on `example_inputs` (a dict name -> tensor, or a tuple
+    in forward's order); with `loss_fn`, the step's output is
+    `loss_fn(output, *rest)`, `rest` being the inputs forward does not take
+    (e.g. the targets). Returns a Traced; raises TraceError listing every
+    ATen op that has no fsdp lowering, with the module each comes from."""
+    was = module.training
+    module.train(train)
+    try:
+        gm, tensors, inputs = capture(module, example_inputs, loss_fn)
+    finally:
+        module.train(was)
+    fold_batched_products(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != len(tensors) + len(inputs):
+        raise TraceError(f"the trace has {len(placeholders)} inputs, expected "
+                         f"{len(tensors)} parameters and buffers and {len(inputs)} inputs")
+
+    # Constants: values that depend on no placeholder.
+    constant_nodes = set()
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            constant_nodes.add(node)
+        elif node.op == "call_function":
+            deps = node.all_input_nodes
+            if all(d in constant_nodes for d in deps) and "rand" not in op_name(node.target):
+                constant_nodes.add(node)
+    missing = _unsupported(gm, constant_nodes)
+    if missing:
+        lines = [f"  {name}  (in {', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})"
+                 for name, paths in sorted(missing.items())]
+        raise TraceError(f"{len(missing)} ATen op(s) of {type(module).__name__} have no "
+                         f"fsdp lowering:\n" + "\n".join(lines))
+
+    w = Writer()
+    env = {}
+    used = set()
+    header = []
+    for entry, node in zip(tensors, placeholders):
+        if not node.users:
+            continue
+        shape, dtype = tuple(entry.tensor.shape), entry.tensor.dtype
+        if not dtype.is_floating_point:
+            raise TraceError(f"'{entry.name}' is {dtype}: the step reads integer "
+                             f"buffers only as constants (not supported)")
+        attrs = [f"module_path = {string(entry.module_path)}",
+                 "module_classes = [" + ", ".join(string(c) for c in entry.classes) + "]"]
+        if entry.buffer:
+            attrs.append("buffer")
+        header.append(f"  fsdp.parameter {symbol(entry.name)} : "
+                      f"{tensor_type(shape, dtype)} {{{', '.join(attrs)}}}\n")
+        used.add(entry.name)
+
+        def read(entry=entry, shape=shape, dtype=dtype):
+            return w.op("fsdp.get_parameter", [], [(shape, dtype)],
+                        {"param": symbol(entry.name)})[0]
+        env[node] = read
+    args = []
+    for (name, t), node in zip(inputs, placeholders[len(tensors):]):
+        v = Value(f"%arg{len(args)}", t.shape, t.dtype)
+        args.append(f"{v.name}: {v.type} {{fsdp.name = {string(name)}}}")
+        env[node] = v
+
+    c = Context(gm, w, env)
+    c.constant_nodes = constant_nodes
+    outputs = []
+    for node in gm.graph.nodes:
+        c.node = node
+        if node.op == "call_function" and node not in constant_nodes:
+            name = op_name(node.target)
+            try:
+                env[node] = LOWERINGS[name](c, node, node.args, node.kwargs)
+            except TraceError as e:
+                where = node.meta.get("module_path") or "<root>"
+                raise TraceError(f"{name} in {where}: {e}") from None
+        elif node.op == "output":
+            outputs = torch.utils._pytree.tree_flatten(node.args[0])[0]
+    c.node = None
+    results = [c.v(o) for o in outputs]
+    if len(results) == 1 and results[0].rank == 0:
+        names = ["loss"]
+    else:
+        names = ["output"] if len(results) == 1 else [f"output{i}" for i in range(len(results))]
+    sig = ", ".join(f"{v.type} {{fsdp.name = {string(n)}}}" for v, n in zip(results, names))
+    body = (f"  func.func @forward({', '.join(args)}) -> ({sig}) {{\n" +
+            "\n".join(w.lines) + "\n" +
+            f"    func.return {', '.join(v.name for v in results)} : "
+            f"{', '.join(v.type for v in results)}\n  }}\n")
+    return Traced(body, "".join(header), tensors, used)

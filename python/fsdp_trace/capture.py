@@ -1,0 +1,190 @@
+"""Tracing an nn.Module (forward plus loss) to an ATen-level torch.fx graph.
+
+PyTorch 1.13 (Debian's): `make_fx` over `functionalize` (no in-place ops, no
+views: `view_copy`, `t_copy`, ...), with the parameters and buffers passed in
+through `functional_call`, so each is a graph input (a placeholder) rather
+than a constant captured by value. A newer PyTorch's `torch.export` gives the
+same kind of graph; `make_fx` is what both have.
+
+What ONNX loses is kept here: each parameter's fully qualified name, the
+module that owns it and the class of every module on the way down from the
+root, which tensors are buffers, and which names share one tensor (tied
+weights). Each node of the graph records the module path it was traced in.
+"""
+import contextlib
+import inspect
+
+import torch
+import torch.fx
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils import stateless
+from torch.utils._python_dispatch import TorchDispatchMode
+
+try:  # torch 1.13's functorch; newer PyTorch has torch.func.functionalize
+    from torch.func import functionalize
+except ImportError:  # pragma: no cover - depends on the PyTorch version
+    from functorch.experimental import functionalize
+
+from .mlir import TraceError
+
+
+class Tensor:
+    """One parameter or buffer as the module holds it."""
+
+    def __init__(self, name, tensor, module_path, classes, buffer):
+        self.name = name            # the first FQN (the symbol)
+        self.aliases = [name]       # every FQN naming this tensor (tied)
+        self.tensor = tensor
+        self.module_path = module_path
+        self.classes = classes      # root's class first, the owner's last
+        self.buffer = buffer
+
+
+def module_tensors(module):
+    """The module's parameters and buffers, one entry per distinct tensor, in
+    state_dict order, each with every name it has."""
+    classes = {}
+    for path, m in module.named_modules(remove_duplicate=False):
+        classes.setdefault(path, type(m).__name__)
+    out, seen = [], {}
+    for path, m in module.named_modules(remove_duplicate=False):
+        chain = [classes[""]]
+        parts = path.split(".") if path else []
+        for i in range(len(parts)):
+            chain.append(classes[".".join(parts[:i + 1])])
+        for kind, table in (("param", m._parameters), ("buffer", m._buffers)):
+            for local, t in table.items():
+                if t is None:
+                    continue
+                fqn = f"{path}.{local}" if path else local
+                if id(t) in seen:
+                    if fqn not in seen[id(t)].aliases:
+                        seen[id(t)].aliases.append(fqn)
+                    continue
+                entry = Tensor(fqn, t, path, chain, kind == "buffer")
+                seen[id(t)] = entry
+                out.append(entry)
+    return out
+
+
+class _OnMeta(TorchDispatchMode):
+    """Every tensor created while active is made on the meta device (no
+    storage): a module built or traced under it holds shapes only."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = dict(kwargs or {})
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type == "cpu":
+            kwargs["device"] = torch.device("meta")
+        return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def meta_device():
+    """Build a model inside `with fsdp_trace.meta_device():` and its weights
+    are never allocated (a 70B-parameter model on a laptop):
+
+        with fsdp_trace.meta_device():
+            model = Transformer(config)
+    """
+    with _OnMeta():
+        yield
+
+
+@contextlib.contextmanager
+def _module_paths(module):
+    """Records in each fx node created meanwhile the module path it was
+    created in (`node.meta["module_path"]`)."""
+    names = {id(m): p for p, m in module.named_modules(remove_duplicate=False)}
+    stack = [""]
+    handles = []
+    def enter(mod, _inputs):
+        stack.append(names.get(id(mod), stack[-1]))
+
+    def leave(mod, _inputs, _output):
+        stack.pop()
+    for m in module.modules():
+        handles.append(m.register_forward_pre_hook(enter))
+        handles.append(m.register_forward_hook(leave))
+    original = torch.fx.Graph.create_node
+
+    def create_node(graph, *args, **kwargs):
+        node = original(graph, *args, **kwargs)
+        node.meta["module_path"] = stack[-1]
+        return node
+    torch.fx.Graph.create_node = create_node
+    try:
+        yield
+    finally:
+        torch.fx.Graph.create_node = original
+        for h in handles:
+            h.remove()
+
+
+def input_names(module, example_inputs):
+    """Names and tensors of the example inputs: a dict as given, or a tuple
+    named after forward's parameters."""
+    if isinstance(example_inputs, dict):
+        return list(example_inputs.items())
+    if isinstance(example_inputs, torch.Tensor):
+        example_inputs = (example_inputs,)
+    params = [p.name for p in inspect.signature(module.forward).parameters.values()
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = []
+    for i, t in enumerate(example_inputs):
+        names.append(params[i] if i < len(params) else f"input{i}")
+    return list(zip(names, example_inputs))
+
+
+def capture(module, example_inputs, loss_fn=None):
+    """Traces `module` (forward, then `loss_fn(output, *rest)` on the inputs
+    forward does not take) into an ATen graph.
+
+    Returns (graph_module, tensors, inputs): `tensors` the parameters and
+    buffers in placeholder order, `inputs` the (name, tensor) pairs of the
+    data inputs in placeholder order after them."""
+    tensors = module_tensors(module)
+    inputs = input_names(module, example_inputs)
+    for name, t in inputs:
+        if not isinstance(t, torch.Tensor):
+            raise TraceError(f"input '{name}' is a {type(t).__name__}, not a tensor")
+    sig = inspect.signature(module.forward).parameters
+    takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.values())
+    forward_args = [n for n, _ in inputs if n in sig or takes_kwargs]
+    rest = [n for n, _ in inputs if n not in forward_args]
+    if isinstance(example_inputs, (tuple, list)) and loss_fn is None:
+        forward_args, rest = [n for n, _ in inputs], []
+    if rest and loss_fn is None:
+        raise TraceError(f"inputs {rest} are not parameters of "
+                         f"{type(module).__name__}.forward and no loss_fn takes them")
+    names = [n for n, _ in inputs]
+    positional = isinstance(example_inputs, (tuple, list, torch.Tensor))
+
+    def step(params, *data):
+        state = {}
+        for entry, value in zip(tensors, params):
+            for alias in entry.aliases:
+                state[alias] = value
+        values = dict(zip(names, data))
+        if positional:
+            out = stateless.functional_call(
+                module, state, tuple(values[n] for n in forward_args))
+        else:
+            out = stateless.functional_call(
+                module, state, (), {n: values[n] for n in forward_args})
+        if loss_fn is not None:
+            out = loss_fn(out, *(values[n] for n in rest))
+        return out
+
+    meta = any(e.tensor.is_meta for e in tensors)
+    data = [t.to("meta") if meta else t for _, t in inputs]
+    context = _OnMeta() if meta else contextlib.nullcontext()
+    was_training = module.training
+    try:
+        with _module_paths(module), context:
+            gm = make_fx(functionalize(step, remove="mutations_and_views"))(
+                [e.tensor for e in tensors], *data)
+    finally:
+        module.train(was_training)
+    gm.graph.eliminate_dead_code()
+    return gm, tensors, inputs

@@ -1,0 +1,615 @@
+"""ATen ops of a traced graph, written as fsdp dialect ops.
+
+One function per ATen op (or family), registered in LOWERINGS under the op's
+name without its overload (`aten.add`) and without functionalization's
+`_copy` suffix (`view_copy` is `view`). Each receives the lowering context,
+the fx node and its arguments, and returns the result Value (or a list for
+ops with several results, None for a result nothing may use).
+
+Values that depend on no input and no parameter (a causal mask, position
+indices, RoPE tables) are evaluated here, on the CPU, and written as
+constants; a large one that is one value repeated is written as a splat,
+and a large one built from a splat (tril/triu of ones) keeps the op that
+builds it, so fsdp-opt still recognises a causal mask at T = 8192.
+"""
+import math
+import operator
+
+import torch
+
+from .mlir import TraceError, Value, bool_attr, f32_attr, i64_array, i64_attr, string
+
+LOWERINGS = {}
+
+# Constants up to this many elements are written as dense literals; larger
+# ones are a splat or the ops that build them (or, failing both, dense up to
+# LARGEST_CONSTANT).
+SMALL_CONSTANT = 1 << 16
+LARGEST_CONSTANT = 1 << 24
+
+
+def lowers(*names):
+    def register(fn):
+        for n in names:
+            LOWERINGS[n] = fn
+        return fn
+    return register
+
+
+def op_name(target):
+    """`aten.view_copy.default` -> `aten.view`."""
+    if target is operator.getitem:
+        return "getitem"
+    name = getattr(target, "_schema", None)
+    name = str(target.overloadpacket) if hasattr(target, "overloadpacket") else str(target)
+    name = name.replace("torch.ops.", "")
+    if name.endswith("_copy") and name != "aten._to_copy" and name != "aten.lift_fresh_copy":
+        name = name[:-len("_copy")]
+    return name
+
+
+class Context:
+    """Lowers one captured graph into a Writer."""
+
+    def __init__(self, gm, writer, placeholders):
+        self.gm = gm
+        self.w = writer
+        self.env = placeholders   # node -> Value (inputs), or callable (params)
+        self.const = {}                 # node -> torch.Tensor or python value
+        self.materialized = {}
+        self.constant_nodes = set()
+        self.node = None
+
+    # -- values ------------------------------------------------------------
+    def meta(self, node):
+        m = node.meta.get("tensor_meta")
+        if m is None or not hasattr(m, "shape"):
+            raise TraceError(f"{op_name(node.target)}: no shape recorded for {node.name}")
+        return tuple(m.shape), m.dtype
+
+    def out(self):
+        return self.meta(self.node)
+
+    def is_const(self, a):
+        return not isinstance(a, torch.fx.Node) or a in self.constant_nodes
+
+    def const_value(self, a):
+        """The value of a constant argument (evaluated on the CPU)."""
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.const_value(x) for x in a)
+        if not isinstance(a, torch.fx.Node):
+            return a
+        if a not in self.const:
+            if a.op == "get_attr":
+                self.const[a] = getattr(self.gm, a.target).detach().to("cpu")
+            else:
+                args = [self.const_value(x) for x in a.args]
+                kwargs = {k: self.const_value(v) for k, v in a.kwargs.items()}
+                if "device" in kwargs:
+                    kwargs["device"] = torch.device("cpu")
+                self.const[a] = a.target(*args, **kwargs)
+        return self.const[a]
+
+    def v(self, a):
+        """The Value of a tensor argument."""
+        if isinstance(a, torch.fx.Node):
+            if a in self.constant_nodes:
+                return self.materialize(a)
+            value = self.env.get(a)
+            if callable(value):          # a parameter: read where first used
+                value = self.env[a] = value()
+            if value is None:
+                raise TraceError(f"{a.name}: a result the fsdp lowering does not produce "
+                                 f"(used by {self.node.name if self.node else '?'})")
+            return value
+        raise TraceError(f"expected a tensor, got {a!r}")
+
+    def materialize(self, node):
+        if node in self.materialized:
+            return self.materialized[node]
+        shape, dtype = self.meta(node)
+        n = math.prod(shape)
+        name = op_name(node.target) if node.op == "call_function" else node.op
+        loc = node.meta.get("module_path")
+        if n <= SMALL_CONSTANT or node.op == "get_attr":
+            if n > LARGEST_CONSTANT:
+                raise TraceError(f"constant {node.name}: {n} elements")
+            value = self.w.constant(torch.as_tensor(self.const_value(node)).to(dtype), loc)
+        elif name in SPLATS:
+            value = self.w.splat(SPLATS[name](node), shape, dtype, loc)
+        elif name in LOWERINGS and name not in ("aten.arange",):
+            saved, self.node = self.node, node
+            try:
+                value = LOWERINGS[name](self, node, node.args, node.kwargs)
+            finally:
+                self.node = saved
+        elif n <= LARGEST_CONSTANT:
+            value = self.w.constant(torch.as_tensor(self.const_value(node)).to(dtype), loc)
+        else:
+            raise TraceError(f"constant {node.name} ({name}): {n} elements, too many "
+                             f"to write and not built by an op fsdp has")
+        self.materialized[node] = value
+        return value
+
+    # -- writing -----------------------------------------------------------
+    def emit(self, name, operands, results=None, props=None):
+        results = results if results is not None else [self.out()]
+        outs = self.w.op(name, operands, results, props,
+                         self.node.meta.get("module_path") if self.node else None)
+        return outs[0] if len(outs) == 1 else outs
+
+    def cast(self, v, dtype):
+        if v.dtype == dtype:
+            return v
+        return self.emit("fsdp.cast", [v], [(v.shape, dtype)])
+
+    def scalar(self, x, dtype):
+        return self.w.splat(x, (), dtype)
+
+    def operand(self, a, dtype):
+        """A tensor or Python scalar argument as a Value of `dtype`."""
+        if isinstance(a, torch.fx.Node):
+            return self.cast(self.v(a), dtype)
+        if isinstance(a, bool) and dtype != torch.bool:
+            a = int(a)
+        return self.scalar(a, dtype)
+
+    def reshape(self, v, shape):
+        shape = tuple(int(d) for d in shape)
+        if v.shape == shape:
+            return v
+        return self.emit("fsdp.reshape", [v], [(shape, v.dtype)])
+
+    def transpose(self, v, perm):
+        perm = [int(p) for p in perm]
+        if perm == list(range(v.rank)):
+            return v
+        shape = tuple(v.shape[p] for p in perm)
+        return self.emit("fsdp.transpose", [v], [(shape, v.dtype)],
+                         {"perm": i64_array(perm)})
+
+
+def dim(d, rank):
+    d = int(d)
+    if not -max(rank, 1) <= d < max(rank, 1):
+        raise TraceError(f"dimension {d} out of range for rank {rank}")
+    return d % max(rank, 1)
+
+
+def fill_value(node):
+    name = op_name(node.target)
+    if name in ("aten.ones", "aten.new_ones", "aten.ones_like"):
+        return 1
+    if name in ("aten.zeros", "aten.new_zeros", "aten.zeros_like"):
+        return 0
+    if name in ("aten.full", "aten.full_like"):
+        return node.args[1]
+    if name == "aten.new_full":
+        return node.args[2]
+    return node.args[0]  # scalar_tensor
+
+
+SPLATS = {n: fill_value for n in (
+    "aten.ones", "aten.new_ones", "aten.ones_like", "aten.zeros", "aten.new_zeros",
+    "aten.zeros_like", "aten.full", "aten.full_like", "aten.new_full",
+    "aten.scalar_tensor")}
+
+
+# -- identities, shapes, layouts ---------------------------------------------
+@lowers("aten.clone", "aten.alias", "aten.contiguous", "aten.lift_fresh_copy",
+        "aten.lift_fresh", "aten.lift")
+def _identity(c, node, args, kwargs):
+    return c.v(args[0])
+
+
+@lowers("aten.view", "aten._unsafe_view", "aten._reshape_alias", "aten.reshape",
+        "aten.unsqueeze", "aten.squeeze", "aten.flatten", "aten.unflatten")
+def _reshape(c, node, args, kwargs):
+    return c.reshape(c.v(args[0]), c.out()[0])
+
+
+@lowers("aten.expand")
+def _expand(c, node, args, kwargs):
+    x = c.v(args[0])
+    shape = c.out()[0]
+    if x.shape == shape:
+        return x
+    return c.emit("fsdp.broadcast", [x], [(shape, x.dtype)])
+
+
+@lowers("aten.permute")
+def _permute(c, node, args, kwargs):
+    x = c.v(args[0])
+    return c.transpose(x, [dim(d, x.rank) for d in args[1]])
+
+
+@lowers("aten.transpose")
+def _transpose(c, node, args, kwargs):
+    x = c.v(args[0])
+    a, b = dim(args[1], x.rank), dim(args[2], x.rank)
+    perm = list(range(x.rank))
+    perm[a], perm[b] = perm[b], perm[a]
+    return c.transpose(x, perm)
+
+
+@lowers("aten.t")
+def _t(c, node, args, kwargs):
+    x = c.v(args[0])
+    return c.transpose(x, [1, 0]) if x.rank == 2 else x
+
+
+@lowers("aten.slice")
+def _slice(c, node, args, kwargs):
+    x = c.v(args[0])
+    d = dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), x.rank)
+    size = x.shape[d]
+    start = args[2] if len(args) > 2 else kwargs.get("start")
+    end = args[3] if len(args) > 3 else kwargs.get("end")
+    step = args[4] if len(args) > 4 else kwargs.get("step", 1)
+    start, end, step = slice(start, end, step).indices(size)
+    if step <= 0:
+        raise TraceError("aten.slice: a non-positive step")
+    end = max(end, start)
+    if (start, end, step) == (0, size, 1):
+        return x
+    starts = [0] * x.rank
+    limits = list(x.shape)
+    strides = [1] * x.rank
+    starts[d], limits[d], strides[d] = start, end, step
+    return c.emit("fsdp.slice", [x], None,
+                  {"starts": i64_array(starts), "limits": i64_array(limits),
+                   "strides": i64_array(strides)})
+
+
+@lowers("aten.select")
+def _select(c, node, args, kwargs):
+    x = c.v(args[0])
+    d = dim(args[1], x.rank)
+    i = int(args[2]) % x.shape[d]
+    starts, limits = [0] * x.rank, list(x.shape)
+    starts[d], limits[d] = i, i + 1
+    shape = list(x.shape)
+    shape[d] = 1
+    y = c.emit("fsdp.slice", [x], [(tuple(shape), x.dtype)],
+               {"starts": i64_array(starts), "limits": i64_array(limits),
+                "strides": i64_array([1] * x.rank)})
+    return c.reshape(y, c.out()[0])
+
+
+@lowers("aten.split", "aten.split_with_sizes", "aten.unbind")
+def _split(c, node, args, kwargs):
+    x = c.v(args[0])
+    name = op_name(node.target)
+    if name == "aten.unbind":
+        d = dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), x.rank)
+        sizes = [1] * x.shape[d]
+    else:
+        d = dim(args[2] if len(args) > 2 else kwargs.get("dim", 0), x.rank)
+        if name == "aten.split_with_sizes":
+            sizes = [int(s) for s in args[1]]
+        else:
+            step = int(args[1])
+            sizes = [min(step, x.shape[d] - o) for o in range(0, x.shape[d], step)]
+    shapes = []
+    for s in sizes:
+        shape = list(x.shape)
+        shape[d] = s
+        shapes.append((tuple(shape), x.dtype))
+    outs = c.emit("fsdp.split", [x], shapes,
+                  {"axis": i64_attr(d), "sizes": i64_array(sizes)})
+    outs = outs if isinstance(outs, list) else [outs]
+    if name == "aten.unbind":
+        outs = [c.reshape(o, o.shape[:d] + o.shape[d + 1:]) for o in outs]
+    return outs
+
+
+@lowers("aten.cat")
+def _cat(c, node, args, kwargs):
+    shape, dtype = c.out()
+    parts = [c.cast(c.v(a), dtype) for a in args[0]]
+    parts = [p for p in parts if p.numel > 0 or p.rank != 1]
+    d = dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), len(shape))
+    if len(parts) == 1:
+        return parts[0]
+    return c.emit("fsdp.concat", parts, None, {"axis": i64_attr(d)})
+
+
+@lowers("getitem")
+def _getitem(c, node, args, kwargs):
+    value = c.env.get(args[0])
+    if value is None and args[0] in c.constant_nodes:
+        raise TraceError(f"{node.name}: an element of a constant tuple")
+    return value[args[1]]
+
+
+@lowers("aten._to_copy", "aten.to", "aten.type_as")
+def _to(c, node, args, kwargs):
+    return c.cast(c.v(args[0]), c.out()[1])
+
+
+# -- elementwise ---------------------------------------------------------------
+UNARY = {"aten.neg": "fsdp.neg", "aten.exp": "fsdp.exp", "aten.log": "fsdp.log",
+         "aten.sqrt": "fsdp.sqrt", "aten.rsqrt": "fsdp.rsqrt",
+         "aten.reciprocal": "fsdp.reciprocal", "aten.tanh": "fsdp.tanh",
+         "aten.erf": "fsdp.erf", "aten.relu": "fsdp.relu", "aten.sigmoid": "fsdp.sigmoid",
+         "aten.silu": "fsdp.silu", "aten.abs": "fsdp.abs",
+         "aten.logical_not": "fsdp.not", "aten.bitwise_not": "fsdp.not"}
+
+
+@lowers(*UNARY)
+def _unary(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    return c.emit(UNARY[op_name(node.target)], [x], [(shape, dtype)])
+
+
+@lowers("aten.gelu")
+def _gelu(c, node, args, kwargs):
+    approximate = kwargs.get("approximate", args[1] if len(args) > 1 else "none")
+    return c.emit("fsdp.gelu", [c.v(args[0])], None, {"approximate": string(approximate)})
+
+
+ARITH = {"aten.add": "fsdp.add", "aten.sub": "fsdp.sub", "aten.mul": "fsdp.mul",
+         "aten.div": "fsdp.div", "aten.pow": "fsdp.pow", "aten.maximum": "fsdp.max",
+         "aten.minimum": "fsdp.min", "aten.rsub": "fsdp.sub",
+         "aten.clamp_min": "fsdp.max", "aten.clamp_max": "fsdp.min"}
+
+
+@lowers(*ARITH)
+def _arith(c, node, args, kwargs):
+    name = op_name(node.target)
+    shape, dtype = c.out()
+    a, b = args[0], args[1]
+    if name == "aten.rsub":
+        a, b = b, a
+    if name == "aten.div" and kwargs.get("rounding_mode") is not None:
+        raise TraceError("aten.div with rounding_mode=" + str(kwargs["rounding_mode"]))
+    alpha = kwargs.get("alpha", args[2] if len(args) > 2 and name != "aten.div" else 1)
+    lhs, rhs = c.operand(a, dtype), c.operand(b, dtype)
+    if alpha != 1:
+        rhs = c.emit("fsdp.mul", [rhs, c.scalar(alpha, dtype)], [(rhs.shape, dtype)])
+    return c.emit(ARITH[name], [lhs, rhs], [(shape, dtype)])
+
+
+COMPARE = {"aten.eq": ("fsdp.equal", False, False), "aten.ne": ("fsdp.equal", False, True),
+           "aten.lt": ("fsdp.less", False, False), "aten.gt": ("fsdp.greater", False, False),
+           "aten.le": ("fsdp.greater", False, True), "aten.ge": ("fsdp.less", False, True)}
+
+
+@lowers(*COMPARE)
+def _compare(c, node, args, kwargs):
+    op, _, negate = COMPARE[op_name(node.target)]
+    shape, _ = c.out()
+    a, b = args[0], args[1]
+    ta = c.v(a)
+    other = c.v(b).dtype if isinstance(b, torch.fx.Node) else None
+    common = torch.promote_types(ta.dtype, other) if other is not None else ta.dtype
+    if other is None and isinstance(b, float) and not common.is_floating_point:
+        common = torch.float32
+    y = c.emit(op, [c.operand(a, common), c.operand(b, common)], [(shape, torch.bool)])
+    return c.emit("fsdp.not", [y], [(shape, torch.bool)]) if negate else y
+
+
+@lowers("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
+def _logical(c, node, args, kwargs):
+    shape, dtype = c.out()
+    if dtype != torch.bool:
+        raise TraceError(op_name(node.target) + " on integers")
+    op = "fsdp.and" if "and" in op_name(node.target) else "fsdp.or"
+    return c.emit(op, [c.operand(args[0], torch.bool), c.operand(args[1], torch.bool)])
+
+
+@lowers("aten.where")
+def _where(c, node, args, kwargs):
+    shape, dtype = c.out()
+    return c.emit("fsdp.where", [c.operand(args[0], torch.bool), c.operand(args[1], dtype),
+                                 c.operand(args[2], dtype)])
+
+
+@lowers("aten.masked_fill")
+def _masked_fill(c, node, args, kwargs):
+    shape, dtype = c.out()
+    return c.emit("fsdp.where", [c.operand(args[1], torch.bool), c.operand(args[2], dtype),
+                                 c.v(args[0])])
+
+
+@lowers("aten.tril", "aten.triu")
+def _trilu(c, node, args, kwargs):
+    k = args[1] if len(args) > 1 else kwargs.get("diagonal", 0)
+    return c.emit("fsdp.trilu", [c.v(args[0])], None,
+                  {"k": i64_attr(k), "upper": bool_attr(op_name(node.target) == "aten.triu")})
+
+
+# -- products --------------------------------------------------------------------
+def _scaled(c, v, factor):
+    if factor == 1:
+        return v
+    return c.emit("fsdp.mul", [v, c.scalar(factor, v.dtype)], [(v.shape, v.dtype)])
+
+
+@lowers("aten.mm", "aten.bmm", "aten.matmul")
+def _mm(c, node, args, kwargs):
+    return c.emit("fsdp.matmul", [c.v(args[0]), c.v(args[1])])
+
+
+@lowers("aten.addmm", "aten.baddbmm")
+def _addmm(c, node, args, kwargs):
+    shape, dtype = c.out()
+    bias, a, b = c.v(args[0]), c.v(args[1]), c.v(args[2])
+    beta = kwargs.get("beta", 1)
+    alpha = kwargs.get("alpha", 1)
+    if (beta == 1 and alpha == 1 and bias.rank == 1 and bias.shape[0] == shape[-1]
+            and bias.dtype == dtype):
+        return c.emit("fsdp.matmul", [a, b, bias])  # nn.Linear's bias epilogue
+    y = _scaled(c, c.emit("fsdp.matmul", [a, b]), alpha)
+    return c.emit("fsdp.add", [y, _scaled(c, bias, beta)])
+
+
+@lowers("aten.convolution")
+def _convolution(c, node, args, kwargs):
+    x, w = c.v(args[0]), c.v(args[1])
+    bias = args[2]
+    stride, padding, dilation, transposed, _, groups = args[3:9]
+    if transposed:
+        raise TraceError("aten.convolution: transposed convolution")
+    spatial = x.rank - 2
+    expand = (lambda v: [int(v[0])] * spatial if len(v) == 1 else [int(i) for i in v])
+    pads = expand(padding)
+    operands = [x, w] + ([c.v(bias)] if bias is not None else [])
+    return c.emit("fsdp.conv", operands, None,
+                  {"strides": i64_array(expand(stride)), "pads": i64_array(pads + pads),
+                   "dilations": i64_array(expand(dilation)), "groups": i64_attr(groups)})
+
+
+# -- reductions, normalisations, losses -------------------------------------------
+def _axes(dims, rank):
+    if dims is None or (isinstance(dims, (list, tuple)) and len(dims) == 0):
+        return list(range(rank))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({dim(d, rank) for d in dims})
+
+
+@lowers("aten.sum", "aten.mean", "aten.amax")
+def _reduce(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    name = op_name(node.target)
+    all_dims = len(args) < 2 or args[1] is None or isinstance(args[1], torch.dtype)
+    axes = _axes(None if all_dims else args[1], x.rank)
+    keep = kwargs.get("keepdim", args[2] if len(args) > 2 and not all_dims else False)
+    op = {"aten.sum": "fsdp.reduce_sum", "aten.mean": "fsdp.reduce_mean",
+          "aten.amax": "fsdp.reduce_max"}[name]
+    return c.emit(op, [x], [(shape, dtype)],
+                  {"axes": i64_array(axes), "keepdims": bool_attr(bool(keep))})
+
+
+@lowers("aten._softmax", "aten._log_softmax", "aten.softmax", "aten.log_softmax")
+def _softmax(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    op = "fsdp.log_softmax" if "log" in op_name(node.target) else "fsdp.softmax"
+    return c.emit(op, [x], [(shape, dtype)], {"axis": i64_attr(dim(args[1], x.rank))})
+
+
+@lowers("aten.native_layer_norm")
+def _layer_norm(c, node, args, kwargs):
+    x = c.v(args[0])
+    normalized, weight, bias, eps = args[1], args[2], args[3], args[4]
+    axis = x.rank - len(normalized)
+    scale = c.v(weight) if weight is not None else c.w.splat(1.0, x.shape[axis:], x.dtype)
+    operands = [x, scale] + ([c.v(bias)] if bias is not None else [])
+    y = c.emit("fsdp.layer_norm", operands, [(x.shape, x.dtype)],
+               {"axis": i64_attr(axis), "epsilon": f32_attr(eps)})
+    return [y, None, None]
+
+
+@lowers("aten.embedding")
+def _embedding(c, node, args, kwargs):
+    w, ids = c.v(args[0]), c.v(args[1])
+    padding_idx = args[2] if len(args) > 2 else kwargs.get("padding_idx", -1)
+    y = c.emit("fsdp.gather", [w, ids], None, {"axis": i64_attr(0)})
+    if padding_idx is not None and padding_idx >= 0:
+        # PyTorch never trains the padding row (its gradient is zero) and
+        # nn.Embedding initialises it to zeros: its lookups are zeros, with
+        # no gradient reaching the weight.
+        pad = c.emit("fsdp.equal", [ids, c.scalar(padding_idx, ids.dtype)],
+                     [(ids.shape, torch.bool)])
+        pad = c.reshape(pad, ids.shape + (1,))
+        y = c.emit("fsdp.where", [pad, c.scalar(0.0, y.dtype), y], [(y.shape, y.dtype)])
+    return y
+
+
+REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+@lowers("aten.nll_loss_forward", "aten.nll_loss2d_forward")
+def _nll_loss(c, node, args, kwargs):
+    x, target, weight, reduction, ignore = args[:5]
+    shape, dtype = c.meta(next(iter(node.users))) if node.users else ((), x.dtype)
+    operands = [c.v(x), c.v(target)] + ([c.v(weight)] if weight is not None else [])
+    props = {"reduction": string(REDUCTIONS[int(reduction)])}
+    if ignore is not None and ignore >= -(1 << 62):
+        props["ignore_index"] = i64_attr(ignore)
+    loss = c.emit("fsdp.nll_loss", operands, [(shape, dtype)], props)
+    return [loss, None]
+
+
+@lowers("aten.mse_loss")
+def _mse(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x, t = c.v(args[0]), c.operand(args[1], c.v(args[0]).dtype)
+    reduction = REDUCTIONS[int(args[2] if len(args) > 2 else kwargs.get("reduction", 1))]
+    d = c.emit("fsdp.sub", [x, t], [(x.shape, x.dtype)])
+    sq = c.emit("fsdp.mul", [d, d], [(x.shape, x.dtype)])
+    if reduction == "none":
+        return sq
+    op = "fsdp.reduce_mean" if reduction == "mean" else "fsdp.reduce_sum"
+    return c.emit(op, [sq], [(shape, dtype)],
+                  {"axes": i64_array(range(x.rank)), "keepdims": bool_attr(False)})
+
+
+@lowers("aten.native_dropout", "aten.dropout")
+def _dropout(c, node, args, kwargs):
+    p, train = args[1], args[2]
+    if train and p > 0:
+        raise TraceError(f"dropout with p={p} in training (the plan draws no random "
+                         f"numbers; use p=0 or trace in eval mode)")
+    x = c.v(args[0])
+    return [x, None] if op_name(node.target) == "aten.native_dropout" else x
+
+
+# -- vision --------------------------------------------------------------------------
+def _pool_pads(padding, spatial):
+    pads = [int(padding[0])] * spatial if len(padding) == 1 else [int(p) for p in padding]
+    return pads + pads
+
+
+@lowers("aten.max_pool2d_with_indices", "aten.max_pool1d_with_indices")
+def _max_pool(c, node, args, kwargs):
+    x = c.v(args[0])
+    spatial = x.rank - 2
+    kernel = list(args[1]) * (spatial if len(args[1]) == 1 else 1)
+    stride = list(args[2]) if len(args) > 2 and args[2] else kernel
+    stride = stride * (spatial if len(stride) == 1 else 1)
+    padding = args[3] if len(args) > 3 else [0]
+    dilation = list(args[4]) if len(args) > 4 else [1]
+    dilation = dilation * (spatial if len(dilation) == 1 else 1)
+    ceil = args[5] if len(args) > 5 else False
+    shape, dtype = c.meta(next(u for u in node.users if u.args[1] == 0))
+    y = c.emit("fsdp.pool", [x], [(shape, dtype)],
+               {"mode": string("max"), "kernel": i64_array(kernel), "strides": i64_array(stride),
+                "pads": i64_array(_pool_pads(padding, spatial)),
+                "dilations": i64_array(dilation), "ceil_mode": bool_attr(ceil)})
+    return [y, None]
+
+
+@lowers("aten.avg_pool2d")
+def _avg_pool(c, node, args, kwargs):
+    x = c.v(args[0])
+    kernel = list(args[1]) * (2 if len(args[1]) == 1 else 1)
+    stride = list(args[2]) if len(args) > 2 and args[2] else kernel
+    stride = stride * (2 if len(stride) == 1 else 1)
+    padding = args[3] if len(args) > 3 else [0]
+    ceil = args[4] if len(args) > 4 else False
+    include = args[5] if len(args) > 5 else True
+    if len(args) > 6 and args[6] is not None:
+        raise TraceError("aten.avg_pool2d with divisor_override")
+    return c.emit("fsdp.pool", [x], None,
+                  {"mode": string("avg"), "kernel": i64_array(kernel), "strides": i64_array(stride),
+                   "pads": i64_array(_pool_pads(padding, 2)), "dilations": i64_array([1, 1]),
+                   "ceil_mode": bool_attr(ceil), "count_include_pad": bool_attr(include)})
+
+
+@lowers("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d")
+def _adaptive_avg_pool(c, node, args, kwargs):
+    x = c.v(args[0])
+    out = [int(s) for s in args[1]]
+    h, w = x.shape[2:]
+    if h % out[0] or w % out[1]:
+        raise TraceError(f"adaptive average pooling of {h}x{w} to {out[0]}x{out[1]} "
+                         f"(only whole windows)")
+    kernel = [h // out[0], w // out[1]]
+    return c.emit("fsdp.pool", [x], None,
+                  {"mode": string("avg"), "kernel": i64_array(kernel), "strides": i64_array(kernel),
+                   "pads": i64_array([0, 0, 0, 0]), "dilations": i64_array([1, 1])})
