@@ -488,6 +488,25 @@ def parse_args(argv):
     return args
 
 
+def factory(model="gpt2", **options):
+    """The model and example inputs for python/fsdp_trace (loss inside):
+
+        python3 -m fsdp_trace examples/gen_model.py:factory \\
+            --args model=llama dim=64 layers=4 -o llama.mlir
+
+    options are the command line's, as keywords (kv_heads=2, seq=128)."""
+    argv = [model]
+    for k, v in options.items():
+        flag = "--" + k.replace("_", "-")
+        if v is True:
+            argv.append(flag)
+        elif v is not False:
+            argv += [flag, str(v)]
+    if model != "mlp" and "loss" not in options:
+        argv.append("--loss")
+    return build(parse_args(argv))
+
+
 def export(argv):
     """Exports one model as the command line says; returns its shapes."""
     args = parse_args(argv)

@@ -333,6 +333,44 @@ std::string classesHeld(ArrayRef<ParameterOp> params) {
   return out;
 }
 
+/// The class of repeated blocks when no numbered family exists (`block_a`,
+/// `block_b`): among classes with two or more instances of one structure
+/// (relative names and shapes), the one whose instances hold the most
+/// elements together (a block over the layers inside it). "" if none.
+std::string repeatedClass(ArrayRef<ParameterOp> params) {
+  struct Instances {
+    std::map<std::string, std::set<std::string>> structure; // module -> keys
+    int64_t elements = 0;
+  };
+  std::map<std::string, Instances> byClass;
+  for (ParameterOp p : params) {
+    std::optional<ArrayAttr> chain = p.getModuleClasses();
+    if (!chain)
+      return "";
+    for (size_t depth = 1; depth < chain->size(); ++depth) {
+      Instances &c = byClass[classAt(p, depth).str()];
+      StringRef module = prefixOf(p.getModulePath(), depth);
+      c.structure[module.str()].insert(structureKey(p, module));
+      c.elements += elements(p);
+    }
+  }
+  std::string best;
+  int64_t bestElements = 0;
+  for (auto &[name, c] : byClass) {
+    if (c.structure.size() < 2)
+      continue;
+    const auto &first = c.structure.begin()->second;
+    if (!llvm::all_of(c.structure,
+                      [&](auto &kv) { return kv.second == first; }))
+      continue;
+    if (c.elements > bestElements) {
+      best = name;
+      bestElements = c.elements;
+    }
+  }
+  return best;
+}
+
 struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
   using Base::Base;
 
@@ -363,6 +401,15 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
         emitRemark(module.getLoc())
             << "transformer policy: a unit per module of class "
             << llvm::join(classes, ", ");
+      } else if (succeeded(groups) && classesKnown && arg.empty()) {
+        std::string repeated = repeatedClass(params);
+        if (!repeated.empty()) {
+          groups = classGroups(params, {repeated});
+          emitRemark(module.getLoc())
+              << "transformer policy: no numbered blocks; a unit per module "
+                 "of class "
+              << repeated << ", the repeated block holding the most elements";
+        }
       }
     } else if (policy == "class") {
       SmallVector<StringRef> parts;

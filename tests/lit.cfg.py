@@ -20,6 +20,10 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 config.substitutions.append(
     ("%gen", "/usr/bin/python3 " + os.path.join(config.fsdp_src_root,
                                                 "examples", "gen_model.py")))
+# The tracer (python/fsdp_trace) as a user runs it.
+config.substitutions.append(
+    ("%trace", "env PYTHONPATH=" + os.path.join(config.fsdp_src_root, "python") +
+     " /usr/bin/python3 -m fsdp_trace"))
 config.substitutions.append(
     ("%fitcheck", "/usr/bin/python3 " + os.path.join(
         config.test_source_root, "runtime", "Inputs", "fit_check.py")))

@@ -547,13 +547,14 @@ int main(int argc, char **argv) {
                     "--emit=plan)\n";
   if (StringRef(input).ends_with(".onnx"))
     return runOnnx(registry, input, output, plan, config);
-  if (plan)
-    return runMlirToPlan(registry, input, output, config);
+  // (A traced module's batch is its example inputs'.)
   if (batchSize.getNumOccurrences() || summary) {
     llvm::errs() << "fsdp-opt: --batch-size and --summary apply to .onnx "
                     "input only\n";
     return 1;
   }
+  if (plan)
+    return runMlirToPlan(registry, input, output, config);
 
   std::string error;
   auto file = openInputFile(input, &error);

@@ -21,7 +21,7 @@ import torch
 
 from .capture import capture, meta_device  # noqa: F401 (public)
 from .lower import LOWERINGS, Context, op_name
-from .patterns import fold_batched_products
+from .patterns import fold_batched_products, fold_cross_entropy
 from .mlir import TraceError, Value, Writer, string, symbol, tensor_type  # noqa: F401
 from .safetensors import write_safetensors
 
@@ -91,6 +91,7 @@ def trace(module, example_inputs, loss_fn=None, train=True):
     finally:
         module.train(was)
     fold_batched_products(gm)
+    fold_cross_entropy(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     if len(placeholders) != len(tensors) + len(inputs):
         raise TraceError(f"the trace has {len(placeholders)} inputs, expected "
@@ -143,6 +144,7 @@ def trace(module, example_inputs, loss_fn=None, train=True):
 
     c = Context(gm, w, env)
     c.constant_nodes = constant_nodes
+    c.symbols = {node: entry.name for entry, node in zip(tensors, placeholders)}
     outputs = []
     for node in gm.graph.nodes:
         c.node = node

@@ -69,14 +69,48 @@ def module_tensors(module):
 
 class _OnMeta(TorchDispatchMode):
     """Every tensor created while active is made on the meta device (no
-    storage): a module built or traced under it holds shapes only."""
+    storage): a module built or traced under it holds shapes only. While
+    tracing (`mixed`), a CPU tensor an op meets beside meta ones (a constant
+    with data, see _constants_with_data) is taken to meta for that op only:
+    the graph still records the constant."""
+
+    def __init__(self, mixed=False):
+        super().__init__()
+        self.mixed = mixed
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
         device = kwargs.get("device")
         if device is not None and torch.device(device).type == "cpu":
             kwargs["device"] = torch.device("meta")
+        if self.mixed:
+            flat, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+            if any(isinstance(a, torch.Tensor) and a.is_meta for a in flat):
+                flat = [a.to("meta") if isinstance(a, torch.Tensor) and not a.is_meta
+                        else a for a in flat]
+                args, kwargs = torch.utils._pytree.tree_unflatten(flat, spec)
         return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _constants_with_data():
+    """torch.tensor(data, device=meta) (Tensor.__rpow__ makes one for
+    `10000 ** x`) made on the CPU instead, so the traced graph keeps its
+    value."""
+    originals = torch.tensor, torch.as_tensor
+
+    def on_cpu(make):
+        def wrapped(data, *args, **kwargs):
+            device = kwargs.get("device")
+            if device is not None and torch.device(device).type == "meta":
+                kwargs["device"] = "cpu"
+            return make(data, *args, **kwargs)
+        return wrapped
+    torch.tensor, torch.as_tensor = on_cpu(originals[0]), on_cpu(originals[1])
+    try:
+        yield
+    finally:
+        torch.tensor, torch.as_tensor = originals
 
 
 @contextlib.contextmanager
@@ -178,12 +212,17 @@ def capture(module, example_inputs, loss_fn=None):
 
     meta = any(e.tensor.is_meta for e in tensors)
     data = [t.to("meta") if meta else t for _, t in inputs]
-    context = _OnMeta() if meta else contextlib.nullcontext()
+    context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     was_training = module.training
     try:
-        with _module_paths(module), context:
+        with _module_paths(module), context, \
+                (_constants_with_data() if meta else contextlib.nullcontext()):
+            # Fresh tensor objects: the trace leaves nothing on the module's
+            # own, and buffers are copies, so the forward traced (batch
+            # norm's running statistics) does not move the module's state.
             gm = make_fx(functionalize(step, remove="mutations_and_views"))(
-                [e.tensor for e in tensors], *data)
+                [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
+                 for e in tensors], *data)
     finally:
         module.train(was_training)
     gm.graph.eliminate_dead_code()

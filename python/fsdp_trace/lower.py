@@ -17,7 +17,7 @@ import operator
 
 import torch
 
-from .mlir import TraceError, Value, bool_attr, f32_attr, i64_array, i64_attr, string
+from .mlir import TraceError, bool_attr, f32_attr, i64_array, i64_attr, string, symbol
 
 LOWERINGS = {}
 
@@ -40,7 +40,8 @@ def op_name(target):
     """`aten.view_copy.default` -> `aten.view`."""
     if target is operator.getitem:
         return "getitem"
-    name = getattr(target, "_schema", None)
+    if hasattr(target, "fsdp_name"):
+        return target.fsdp_name
     name = str(target.overloadpacket) if hasattr(target, "overloadpacket") else str(target)
     name = name.replace("torch.ops.", "")
     if name.endswith("_copy") and name != "aten._to_copy" and name != "aten.lift_fresh_copy":
@@ -58,6 +59,7 @@ class Context:
         self.const = {}                 # node -> torch.Tensor or python value
         self.materialized = {}
         self.constant_nodes = set()
+        self.symbols = {}               # parameter placeholder -> its symbol
         self.node = None
 
     # -- values ------------------------------------------------------------
@@ -523,7 +525,15 @@ def _embedding(c, node, args, kwargs):
 REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
 
 
-@lowers("aten.nll_loss_forward", "aten.nll_loss2d_forward")
+def cross_entropy(logits, target, weight, reduction, ignore_index):
+    """What patterns.py makes of nll_loss(log_softmax(logits, 1)): one op."""
+    raise NotImplementedError  # a marker in the graph, never called
+
+
+cross_entropy.fsdp_name = "fsdp.cross_entropy"
+
+
+@lowers("aten.nll_loss_forward", "aten.nll_loss2d_forward", "fsdp.cross_entropy")
 def _nll_loss(c, node, args, kwargs):
     x, target, weight, reduction, ignore = args[:5]
     shape, dtype = c.meta(next(iter(node.users))) if node.users else ((), x.dtype)
@@ -531,7 +541,8 @@ def _nll_loss(c, node, args, kwargs):
     props = {"reduction": string(REDUCTIONS[int(reduction)])}
     if ignore is not None and ignore >= -(1 << 62):
         props["ignore_index"] = i64_attr(ignore)
-    loss = c.emit("fsdp.nll_loss", operands, [(shape, dtype)], props)
+    op = "fsdp.cross_entropy" if op_name(node.target) == "fsdp.cross_entropy" else "fsdp.nll_loss"
+    loss = c.emit(op, operands, [(shape, dtype)], props)
     return [loss, None]
 
 
@@ -613,3 +624,45 @@ def _adaptive_avg_pool(c, node, args, kwargs):
     return c.emit("fsdp.pool", [x], None,
                   {"mode": string("avg"), "kernel": i64_array(kernel), "strides": i64_array(kernel),
                    "pads": i64_array([0, 0, 0, 0]), "dilations": i64_array([1, 1])})
+
+
+@lowers("aten.native_batch_norm", "aten._native_batch_norm_legit_functional")
+def _batch_norm(c, node, args, kwargs):
+    """Training: fsdp.batch_norm with the batch's statistics, and the running
+    statistics updated as PyTorch does (`running = (1 - momentum)·running +
+    momentum·batch`, the unbiased variance) and stored back into their
+    buffers. Eval: the running statistics normalise, as elementwise ops."""
+    x = c.v(args[0])
+    channels = x.shape[1]
+    weight, bias, rmean, rvar, training, momentum, eps = args[1:8]
+    scale = c.v(weight) if weight is not None else c.w.splat(1.0, (channels,), x.dtype)
+    shift = c.v(bias) if bias is not None else c.w.splat(0.0, (channels,), x.dtype)
+    stats = ((channels,), x.dtype)
+    if not training:
+        if rmean is None or rvar is None:
+            raise TraceError("batch norm in eval mode without running statistics")
+        per = (channels,) + (1,) * (x.rank - 2)
+        binary = (lambda op, a, b: c.emit(op, [a, b], [(_bshape(a, b), x.dtype)]))
+        rstd = c.emit("fsdp.sqrt", [binary("fsdp.add", c.v(rvar), c.scalar(eps, x.dtype))],
+                      [stats])
+        y = binary("fsdp.sub", x, c.reshape(c.v(rmean), per))
+        y = binary("fsdp.div", y, c.reshape(rstd, per))
+        y = binary("fsdp.mul", y, c.reshape(scale, per))
+        y = binary("fsdp.add", y, c.reshape(shift, per))
+        return [y, None, None]
+    y, mean, var = c.emit("fsdp.batch_norm", [x, scale, shift], [(x.shape, x.dtype), stats, stats],
+                          {"epsilon": f32_attr(eps)})
+    for running, batch in ((rmean, mean), (rvar, var)):
+        if running is None:
+            continue
+        if running not in c.symbols:
+            raise TraceError("batch norm running statistics that are not module buffers")
+        kept = c.emit("fsdp.mul", [c.v(running), c.scalar(1 - momentum, x.dtype)], [stats])
+        added = c.emit("fsdp.mul", [batch, c.scalar(momentum, x.dtype)], [stats])
+        new = c.emit("fsdp.add", [kept, added], [stats])
+        c.w.op("fsdp.assign_buffer", [new], [], {"param": symbol(c.symbols[running])})
+    return [y, None, None]
+
+
+def _bshape(a, b):
+    return tuple(torch.broadcast_shapes(torch.Size(a.shape), torch.Size(b.shape)))

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from .lower import op_name
+from .lower import cross_entropy, op_name
 
 VIEWS = {"aten.view", "aten._unsafe_view", "aten._reshape_alias", "aten.reshape"}
 
@@ -107,6 +107,48 @@ def fold_batched_products(gm):
             continue
         with graph.inserting_before(node):
             new = graph.call_function(target, tuple(args))
+        new.meta = dict(node.meta)
+        node.replace_all_uses_with(new)
+        changed = True
+    if changed:
+        graph.eliminate_dead_code()
+    return changed
+
+
+def fold_cross_entropy(gm):
+    """nll_loss(log_softmax(z, class axis)) -> cross_entropy(z): F.cross_entropy
+    as ATen writes it, one pass over the logits forward and backward. Also
+    through a view that flattens the leading axes of log_softmax(z, -1)
+    (`log_softmax(logits, -1).view(-1, V)`): cross_entropy(view(z))."""
+    graph = gm.graph
+    changed = False
+    for node in list(graph.nodes):
+        if node.op != "call_function" or op_name(node.target) not in (
+                "aten.nll_loss_forward", "aten.nll_loss2d_forward"):
+            continue
+        lsm, view = node.args[0], None
+        if isinstance(lsm, torch.fx.Node) and op_name(lsm.target) in VIEWS and \
+                len(lsm.users) == 1:
+            view, lsm = lsm, lsm.args[0]
+        if not isinstance(lsm, torch.fx.Node) or len(lsm.users) != 1 or \
+                op_name(lsm.target) != "aten._log_softmax" or lsm.args[2]:
+            continue
+        shape = _shape(lsm)
+        if shape is None or len(shape) < 2:
+            continue
+        axis = lsm.args[1] % len(shape)
+        logits = lsm.args[0]
+        with graph.inserting_before(node):
+            if view is not None:
+                flat = _shape(view)
+                if axis != len(shape) - 1 or len(flat) != 2 or flat[1] != shape[-1]:
+                    continue
+                logits = graph.call_function(torch.ops.aten.view.default,
+                                             (logits, list(flat)))
+                logits.meta = dict(view.meta)
+            elif axis != 1:
+                continue
+            new = graph.call_function(cross_entropy, (logits,) + tuple(node.args[1:5]))
         new.meta = dict(node.meta)
         node.replace_all_uses_with(new)
         changed = True

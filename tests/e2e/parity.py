@@ -394,15 +394,30 @@ CASES = {
     "llama-bf16": (["llama"], {"compute_dtype": "bf16"}),
     # Traced with python/fsdp_trace instead of exported to ONNX.
     "traced-mlp-mse": (["mlp", "--loss", "mse"], {"traced": True}),
+    "traced-mlp-nll-2ranks": (["mlp", "--loss", "nll"], {"traced": True, "world_size": 2}),
+    # The buffers are known as buffers (no --buffers needed): a causal-mask
+    # buffer per block, a position table added to the embeddings.
+    "traced-gpt2-buffers": (["gpt2", "--mask-buffer", "--pe-buffer"], {"traced": True}),
     "traced-gpt2": (["gpt2"], {"traced": True}),
     "traced-gpt2-2ranks": (["gpt2"], {"traced": True, "world_size": 2}),
     "traced-llama": (["llama"], {"traced": True}),
     "traced-llama-2ranks": (["llama"], {"traced": True, "world_size": 2,
                                         "wrap": "class:LlamaBlock"}),
-    "traced-bert": (["bert"], {"traced": True, "optimizer": "sgd", "lr": 0.01,
-                               "momentum": 0.9}),
+    "traced-bert-2ranks": (["bert"], {"traced": True, "optimizer": "sgd", "lr": 0.01,
+                                      "momentum": 0.9, "world_size": 2}),
     "traced-torch-encoder": (["encoder"], {"traced": True}),
     "traced-torch-encoder-2ranks": (["encoder"], {"traced": True, "world_size": 2}),
+    # torchvision's VisionTransformer traced: a unit per EncoderBlock.
+    "traced-torchvision-vit-2ranks": (["vit"], {"traced": True, "world_size": 2,
+                                                "wrap": "class:EncoderBlock"}),
+    "traced-convnet": (["convnet"], {"traced": True}),
+    # torchvision's resnet18 traced in training mode: batch norm with the
+    # batch's statistics, its running statistics updated (the in-place
+    # updates functionalised), ReLU(inplace=True).
+    "traced-torchvision-resnet18": (["resnet18", "--image", "64", "--batch", "8",
+                                     "--training-mode"],
+                                    {"traced": True, "optimizer": "sgd", "lr": 0.0005,
+                                     "momentum": 0.9, "torch_f64": True}),
 }
 
 
