@@ -39,3 +39,15 @@ measure import 2 500 "$out/llama3-70b.onnx" --batch-size=1 -o /dev/null
 # ranks, collectives, schedule, memory plan, verification, the JSON plan.
 measure plan 5 1000 "$out/llama3-70b.onnx" --batch-size=1 --loss=cross-entropy \
   --world-size=1024 --strategy=full-shard -o "$out/llama3-70b-1024.plan"
+# The same shape from PyTorch: examples/gen_model.py's Llama built on the
+# meta device and traced by python/fsdp_trace (no ONNX, no weights), then
+# the same plan from its MLIR.
+line=$(/usr/bin/time -f "%e %M" env PYTHONPATH="$root/python" /usr/bin/python3 -m fsdp_trace \
+  "$root/examples/gen_model.py:factory" --args model=llama vocab=128256 dim=8192 \
+  layers=80 heads=64 kv_heads=8 ffn=28672 seq=8192 batch=1 --meta \
+  -o "$out/llama3-70b-traced.mlir" 2>&1 >/dev/null | tail -1)
+echo "trace llama-3-70b shape (python3 -m fsdp_trace --meta): ${line% *} s," \
+     "$((${line#* } / 1024)) MiB max RSS, $(du -h --apparent-size \
+     "$out/llama3-70b-traced.mlir" | cut -f1) of MLIR"
+measure traced-plan 5 1000 "$out/llama3-70b-traced.mlir" \
+  --world-size=1024 --strategy=full-shard -o "$out/llama3-70b-traced-1024.plan"

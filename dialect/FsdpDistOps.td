@@ -28,7 +28,10 @@ def Fsdp_ParameterOp : Fsdp_Op<"parameter",
     `buffer` marks a tensor the step reads but never trains (a mask, a RoPE
     table, a `--buffers` match, anything that gets no gradient): as PyTorch
     FSDP treats module buffers, it is kept whole on every rank, never
-    sharded or gathered, and has no optimizer state. `module_classes` (from
+    sharded or gathered, and has no optimizer state. `frozen` marks a
+    parameter that is not trained (`requires_grad=False` in a traced module,
+    as `--frozen` does by name): sharded like the others, with no gradient
+    and no optimizer state. `module_classes` (from
     a traced PyTorch module; ONNX cannot carry it) names the class of every
     module from the root down to the owner, one more than `module_path` has
     components: `--wrap=class:NAME` makes a unit of each module of a class
@@ -52,7 +55,8 @@ def Fsdp_ParameterOp : Fsdp_Op<"parameter",
                    OptionalAttr<I64Attr>:$offset,
                    OptionalAttr<I64Attr>:$length,
                    UnitAttr:$buffer,
-                   OptionalAttr<StrArrayAttr>:$module_classes);
+                   OptionalAttr<StrArrayAttr>:$module_classes,
+                   UnitAttr:$frozen);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

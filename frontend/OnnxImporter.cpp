@@ -483,7 +483,8 @@ LogicalResult Importer::importParameter(const onnx::TensorProto &t) {
       builder.getStringAttr(t.name()), TypeAttr::get(type),
       builder.getStringAttr(modulePathOf(t.name())),
       builder.getStringAttr("initializer"), StringAttr(), IntegerAttr(),
-      IntegerAttr(), /*buffer=*/UnitAttr(), /*module_classes=*/ArrayAttr());
+      IntegerAttr(), /*buffer=*/UnitAttr(), /*module_classes=*/ArrayAttr(),
+      /*frozen=*/UnitAttr());
   if (t.data_location() == onnx::TensorProto::EXTERNAL) {
     int64_t offset, length;
     std::string location;

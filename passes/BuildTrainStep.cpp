@@ -317,7 +317,7 @@ void FsdpBuildTrainStep::runOnOperation() {
   SmallVector<unsigned> owner; // wrt index -> trained index
   for (auto param : module.getOps<ParameterOp>()) {
     if (!isa<FloatType>(param.getTensorType().getElementType()) ||
-        param.getBuffer() ||
+        param.getBuffer() || param.getFrozen() ||
         (!frozen.empty() && frozenRe.match(param.getSymName())))
       continue;
     trained.push_back(param);
@@ -332,7 +332,8 @@ void FsdpBuildTrainStep::runOnOperation() {
   // matches every name; a model without float parameters).
   if (trained.empty()) {
     if (frozen.empty())
-      module.emitError("the model has no floating-point parameter to train");
+      module.emitError("the model has no floating-point parameter to train "
+                       "(none that is not frozen or a buffer)");
     else
       module.emitError("--frozen '")
           << frozen << "' matches every parameter: nothing to train";

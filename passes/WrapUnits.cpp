@@ -201,6 +201,22 @@ FailureOr<SmallVector<Group>> transformerGroups(ModuleOp module,
   return groups;
 }
 
+/// Groups named by their module, in the order modules are first seen.
+struct ModuleGroups {
+  llvm::MapVector<StringRef, Group> byModule;
+  void add(StringRef module, ParameterOp p) {
+    Group &g = byModule[module];
+    g.name = module.str();
+    g.params.push_back(p);
+  }
+  SmallVector<Group> take() {
+    SmallVector<Group> groups;
+    for (auto &kv : byModule)
+      groups.push_back(std::move(kv.second));
+    return groups;
+  }
+};
+
 /// size_based_auto_wrap_policy over the module tree, bottom-up.
 SmallVector<Group> sizeGroups(ArrayRef<ParameterOp> params, int64_t minParams) {
   // Module paths, deepest first; each closes a unit once what it holds (its
@@ -240,7 +256,7 @@ SmallVector<Group> sizeGroups(ArrayRef<ParameterOp> params, int64_t minParams) {
 
 SmallVector<Group> regexGroups(ArrayRef<ParameterOp> params,
                                ArrayRef<llvm::Regex> res) {
-  llvm::MapVector<StringRef, Group> byModule;
+  ModuleGroups byModule;
   std::set<Operation *> taken;
   for (ParameterOp p : params) {
     // The outermost module on the parameter's path that matches.
@@ -251,17 +267,12 @@ SmallVector<Group> regexGroups(ArrayRef<ParameterOp> params,
       StringRef module = path.take_front(end);
       if (llvm::any_of(
               res, [&](const llvm::Regex &re) { return re.match(module); })) {
-        auto &g = byModule[module];
-        g.name = module.str();
-        g.params.push_back(p);
+        byModule.add(module, p);
         break;
       }
     }
   }
-  SmallVector<Group> groups;
-  for (auto &kv : byModule)
-    groups.push_back(std::move(kv.second));
-  return groups;
+  return byModule.take();
 }
 
 /// The class of the module `depth` components down a parameter's path (0:
@@ -292,7 +303,7 @@ StringRef prefixOf(StringRef path, size_t depth) {
 /// (its parameters form the root unit as always).
 SmallVector<Group> classGroups(ArrayRef<ParameterOp> params,
                                const std::set<std::string> &classes) {
-  llvm::MapVector<StringRef, Group> byModule;
+  ModuleGroups byModule;
   for (ParameterOp p : params) {
     std::optional<ArrayAttr> chain = p.getModuleClasses();
     if (!chain)
@@ -300,17 +311,11 @@ SmallVector<Group> classGroups(ArrayRef<ParameterOp> params,
     for (size_t depth = chain->size() - 1; depth >= 1; --depth) {
       if (!classes.count(classAt(p, depth).str()))
         continue;
-      StringRef module = prefixOf(p.getModulePath(), depth);
-      Group &g = byModule[module];
-      g.name = module.str();
-      g.params.push_back(p);
+      byModule.add(prefixOf(p.getModulePath(), depth), p);
       break;
     }
   }
-  SmallVector<Group> groups;
-  for (auto &kv : byModule)
-    groups.push_back(std::move(kv.second));
-  return groups;
+  return byModule.take();
 }
 
 /// The classes of the modules holding parameters (what --wrap=class: can

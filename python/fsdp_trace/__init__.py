@@ -128,6 +128,8 @@ def trace(module, example_inputs, loss_fn=None, train=True):
                  "module_classes = [" + ", ".join(string(c) for c in entry.classes) + "]"]
         if entry.buffer:
             attrs.append("buffer")
+        elif not entry.tensor.requires_grad:
+            attrs.append("frozen")
         header.append(f"  fsdp.parameter {symbol(entry.name)} : "
                       f"{tensor_type(shape, dtype)} {{{', '.join(attrs)}}}\n")
         used.add(entry.name)

@@ -63,6 +63,13 @@ def _broadcast(a, b):
         return None
 
 
+def _replace(node, new):
+    """`new` computes what `node` did: it takes its shape, module path and
+    uses."""
+    new.meta = dict(node.meta)
+    node.replace_all_uses_with(new)
+
+
 def fold_batched_products(gm):
     """Rewrites view(bmm(view(a), view(b))) into matmul(a, b) and
     view(mm|addmm(view(x), w)) into the product of x (rank 3+) and w."""
@@ -106,9 +113,7 @@ def fold_batched_products(gm):
         else:
             continue
         with graph.inserting_before(node):
-            new = graph.call_function(target, tuple(args))
-        new.meta = dict(node.meta)
-        node.replace_all_uses_with(new)
+            _replace(node, graph.call_function(target, tuple(args)))
         changed = True
     if changed:
         graph.eliminate_dead_code()
@@ -148,9 +153,8 @@ def fold_cross_entropy(gm):
                 logits.meta = dict(view.meta)
             elif axis != 1:
                 continue
-            new = graph.call_function(cross_entropy, (logits,) + tuple(node.args[1:5]))
-        new.meta = dict(node.meta)
-        node.replace_all_uses_with(new)
+            _replace(node, graph.call_function(cross_entropy,
+                                               (logits,) + tuple(node.args[1:5])))
         changed = True
     if changed:
         graph.eliminate_dead_code()

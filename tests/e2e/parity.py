@@ -201,6 +201,11 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         # The traced path (python/fsdp_trace): the module itself, no ONNX;
         # its weights are written beside the MLIR, which names them.
         onnx_path = os.path.join(tmp, name + ".mlir")
+        if opts.get("frozen"):
+            # Frozen in the module (requires_grad=False), not by --frozen.
+            for n, prm in model.named_parameters():
+                if re.search(opts["frozen"], n):
+                    prm.requires_grad_(False)
         fsdp_trace.trace(model, inputs).save(onnx_path)
     else:
         torch.onnx.export(model, tuple(inputs.values()), onnx_path, input_names=names,
@@ -216,8 +221,9 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     np.savez(npz, **{n: np.concatenate([b[n].numpy() for b in batches]) for n in names})
 
     plan = os.path.join(tmp, name + ".plan")
+    skip = HARNESS_OPTS | ({"frozen"} if opts.get("traced") else set())
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()
-             if not isinstance(v, bool) and k not in HARNESS_OPTS] + \
+             if not isinstance(v, bool) and k not in skip] + \
         [f"--{k.replace('_', '-')}" for k, v in opts.items() if v is True and k not in HARNESS_OPTS]
     subprocess.run([tools["opt"], onnx_path, "-o", plan] + flags, check=True)
     log, grads, weights = (os.path.join(tmp, name + s) for s in
@@ -397,6 +403,8 @@ CASES = {
     "traced-mlp-nll-2ranks": (["mlp", "--loss", "nll"], {"traced": True, "world_size": 2}),
     # The buffers are known as buffers (no --buffers needed): a causal-mask
     # buffer per block, a position table added to the embeddings.
+    "traced-gpt2-clip-frozen": (["gpt2", "--untied"], {"traced": True, "grad_clip": 0.5,
+                                                       "frozen": "^wpe"}),
     "traced-gpt2-buffers": (["gpt2", "--mask-buffer", "--pe-buffer"], {"traced": True}),
     "traced-gpt2": (["gpt2"], {"traced": True}),
     "traced-gpt2-2ranks": (["gpt2"], {"traced": True, "world_size": 2}),
