@@ -32,3 +32,12 @@ echo "== fsdp-inspect: the plan's prediction against the measured last step"
   --html "$out/plan.html" --compare "$out/measured.json" --ranks 2 | sed -n '/== memory/,/== schedule/p;/== predicted against/,$p'
 echo "== traces (open in ui.perfetto.dev): $out/predicted.json $out/measured.json"
 echo "== timeline and memory page: $out/plan.html"
+echo "== from PyTorch without ONNX: the same GPT-2 module traced (python3 -m fsdp_trace),"
+echo "   a unit per GPT2Block by class, 2 ranks"
+PYTHONPATH=python /usr/bin/python3 -m fsdp_trace examples/gen_model.py:factory \
+  --args model=gpt2 layers=4 dim=64 heads=4 seq=32 vocab=256 batch=4 -o "$out/gpt2-traced.mlir"
+"$build/tools/fsdp-opt" "$out/gpt2-traced.mlir" --lr=3e-3 --world-size=2 \
+  --wrap=class:GPT2Block --units -o "$out/gpt2-traced.plan" 2>/dev/null
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
+  "$build/tools/fsdp-run" "$out/gpt2-traced.plan" --data "$out/count.npz" --steps 20 \
+  --log "$out/train-traced.jsonl" | cat
