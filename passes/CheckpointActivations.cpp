@@ -120,7 +120,7 @@ struct FsdpCheckpointActivations
       if (every ? name == "root" : !chosen.contains(name))
         continue;
       bool selective = every ? mode == "ops" : chosen.lookup(name);
-      recomputed += checkpoint(body, loss, region.ops, selective);
+      recomputed += checkpoint(body, loss, region.ops, selective, name);
     }
     if (recomputed == 0)
       step.emitRemark("--activation-checkpointing=units found nothing to "
@@ -136,7 +136,7 @@ struct FsdpCheckpointActivations
   /// (`selective`: but matmuls and attention); returns how many ops were
   /// cloned.
   int64_t checkpoint(Block &body, Operation *loss, ArrayRef<Operation *> ops,
-                     bool selective) {
+                     bool selective, StringRef unit) {
     llvm::SmallPtrSet<Operation *, 32> inRegion(ops.begin(), ops.end());
     auto isBackward = [&](Operation *user) {
       Operation *op = body.findAncestorOpInBlock(*user);
@@ -210,6 +210,8 @@ struct FsdpCheckpointActivations
         continue;
       Operation *copy = b.clone(op, map);
       copy->removeAttr(kLossAttr);
+      // For reports: which unit's forward this recomputes.
+      copy->setAttr(kRecomputeAttr, b.getStringAttr(unit));
       ++cloned;
     }
     for (Value v : dropped)

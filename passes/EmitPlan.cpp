@@ -234,6 +234,45 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     return success();
   }
 
+  /// Forward (through the loss), backward (to the first optimizer update)
+  /// and optimizer, as [name, start, end] in predicted seconds.
+  static json::Array phases(Block &body) {
+    double lossEnd = -1, updateStart = -1, end = 0;
+    for (Operation &op : body) {
+      auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim");
+      if (!sim)
+        continue;
+      end = std::max(end, sim[1]);
+      if (op.hasAttr(kLossAttr))
+        lossEnd = sim[1];
+      if (isa<AdamWOp, SgdOp>(op) && updateStart < 0)
+        updateStart = sim[0];
+    }
+    json::Array out;
+    if (lossEnd < 0)
+      return out;
+    if (updateStart < 0)
+      updateStart = end;
+    out.push_back(json::Array{"forward", 0.0, lossEnd});
+    out.push_back(json::Array{"backward", lossEnd, updateStart});
+    if (updateStart < end)
+      out.push_back(json::Array{"optimizer", updateStart, end});
+    return out;
+  }
+
+  /// Per unit, the predicted seconds its recomputed forward takes.
+  static json::Object recomputeSeconds(Block &body) {
+    std::map<std::string, double> seconds;
+    for (Operation &op : body)
+      if (auto unit = op.getAttrOfType<StringAttr>(kRecomputeAttr))
+        if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim"))
+          seconds[unit.str()] += sim[1] - sim[0];
+    json::Object out;
+    for (auto &[unit, s] : seconds)
+      out[unit] = s;
+    return out;
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>(function);
@@ -392,6 +431,21 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         }
       }
       predicted["memory"] = std::move(memory);
+      // The same by what the buffers hold (fsdp-plan-memory's categories,
+      // which add up to the arena in use at every point).
+      json::Object byCategory;
+      if (auto cats = func->getAttrOfType<DictionaryAttr>(
+              "fsdp.live_bytes_by_category"))
+        for (const char *name : kMemoryCategories)
+          if (auto held = cats.getAs<DenseI64ArrayAttr>(name)) {
+            json::Array points;
+            for (int64_t b : held.asArrayRef())
+              points.push_back(b);
+            byCategory[name] = std::move(points);
+          }
+      predicted["memory_by_category"] = std::move(byCategory);
+      predicted["phases"] = phases(body);
+      predicted["recompute_seconds"] = recomputeSeconds(body);
       plan["predicted"] = std::move(predicted);
     }
 

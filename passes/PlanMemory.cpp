@@ -114,10 +114,15 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     // its inputs: both are live at that op.
     std::vector<Value> values;
     std::vector<Lifetime> lifetimes;
+    std::vector<int> categories;
+    Operation *loss = lossOp(func);
+    int64_t lossAt = loss ? index.lookup(loss) : -1;
+    llvm::DenseSet<Value> gradients = gradientStorage(body);
     auto add = [&](Value v, int64_t first) {
       values.push_back(v);
       lifetimes.push_back({bufferBytes(v.getType()), first,
                            std::max(lastUse.lookup(v), first)});
+      categories.push_back(category(v, gradients, lossAt, lifetimes.back()));
     };
     for (BlockArgument arg : body.getArguments())
       add(arg, -1);
@@ -129,7 +134,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
                                : packArena(lifetimes, kAlign);
     if (!estimate)
       assignOffsets(func, body, values, packing);
-    timeline(func, n, lifetimes);
+    timeline(func, n, lifetimes, categories);
     livePeak = std::max(livePeak, packing.liveBytes);
     return packing.arenaBytes;
   }
@@ -165,24 +170,75 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     }
   }
 
-  /// The memory timeline the simulator and fsdp-inspect draw: bytes held
-  /// after each op (its dead inputs and unread outputs released).
-  void timeline(func::FuncOp func, int64_t n,
-                const std::vector<Lifetime> &lifetimes) {
-    std::vector<int64_t> delta(n + 2, 0);
-    for (const Lifetime &l : lifetimes) {
-      int64_t bytes = (l.bytes + kAlign - 1) / kAlign * kAlign;
-      delta[l.first + 1] += bytes;
-      delta[l.last + 1] -= bytes;
+  /// Storage the gradients live in: what reduce-scatters, all-reduces,
+  /// packs into a flat gradient, accumulates or applies read or write.
+  static llvm::DenseSet<Value> gradientStorage(Block &body) {
+    llvm::DenseSet<Value> out;
+    for (Operation &op : body) {
+      if (!isa<ReduceScatterStartOp, AllReduceOp, PackOp, AccumulateGradOp,
+               AdamWOp, SgdOp>(op))
+        continue;
+      for (Value v : op.getOperands())
+        out.insert(storageOf(v));
+      if (!isa<AdamWOp, SgdOp>(op))
+        for (Value v : op.getResults())
+          out.insert(storageOf(v));
     }
-    SmallVector<int64_t> live;
-    int64_t held = delta[0];
-    for (int64_t i = 0; i < n; ++i) {
-      held += delta[i + 1];
-      live.push_back(held);
+    return out;
+  }
+
+  /// The kMemoryCategories index of the buffer `v`.
+  static int category(Value v, const llvm::DenseSet<Value> &gradients,
+                      int64_t lossAt, const Lifetime &life) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return 0;
+    if (isa<AllGatherStartOp>(def))
+      return 1;
+    if (gradients.contains(v))
+      return 5;
+    if (def->hasAttr(kRecomputeAttr))
+      return 4;
+    if (lossAt >= 0 && life.first <= lossAt)
+      return life.last > lossAt ? 2 : 3;
+    return 6;
+  }
+
+  /// The memory timeline the simulator and fsdp-inspect draw: bytes held
+  /// after each op (its dead inputs and unread outputs released), in all
+  /// and by what the buffers hold (kMemoryCategories).
+  void timeline(func::FuncOp func, int64_t n,
+                const std::vector<Lifetime> &lifetimes,
+                const std::vector<int> &categories) {
+    constexpr size_t kinds = std::size(kMemoryCategories);
+    std::vector<std::vector<int64_t>> delta(kinds,
+                                            std::vector<int64_t>(n + 2, 0));
+    for (auto [l, c] : llvm::zip(lifetimes, categories)) {
+      int64_t bytes = (l.bytes + kAlign - 1) / kAlign * kAlign;
+      delta[c][l.first + 1] += bytes;
+      delta[c][l.last + 1] -= bytes;
+    }
+    SmallVector<int64_t> live(n, 0);
+    SmallVector<NamedAttribute> byCategory;
+    for (size_t c = 0; c < kinds; ++c) {
+      SmallVector<int64_t> held(n, 0);
+      int64_t h = delta[c][0];
+      bool any = h != 0;
+      for (int64_t i = 0; i < n; ++i) {
+        h += delta[c][i + 1];
+        held[i] = h;
+        live[i] += h;
+        any |= h != 0;
+      }
+      if (any)
+        byCategory.push_back(
+            NamedAttribute(StringAttr::get(&getContext(), kMemoryCategories[c]),
+                           DenseI64ArrayAttr::get(&getContext(), held)));
     }
     func->setAttr("fsdp.live_bytes",
                   DenseI64ArrayAttr::get(&getContext(), live));
+    func->setAttr("fsdp.live_bytes_by_category",
+                  DictionaryAttr::get(&getContext(), byCategory));
   }
 };
 

@@ -10,16 +10,20 @@ using namespace fsdp;
 
 int main(int argc, char **argv) {
   CLI::App app{"fsdp-inspect: units, schedule and memory of an fsdp plan"};
-  std::string planPath, tracePath;
+  std::string planPath, otherPath, tracePath;
   int64_t ranks = 4;
   app.add_option("plan", planPath, "the plan (fsdp-opt ... -o FILE.plan)")
       ->required();
+  app.add_option("other", otherPath,
+                 "a second plan of the same model: --html shows the two "
+                 "side by side with what differs");
   app.add_option("--trace", tracePath,
                  "write the predicted timeline as a Chrome trace (JSON)");
   app.add_option("--ranks", ranks, "ranks (processes) in the trace");
   std::string comparePath, htmlPath;
   app.add_option("--html", htmlPath,
-                 "write one self-contained page: timeline and memory plot");
+                 "write one self-contained page: the step's timeline, memory "
+                 "by category, the units (with --compare: measured too)");
   app.add_option("--compare", comparePath,
                  "a measured trace (fsdp-run --trace): predicted against "
                  "measured");
@@ -64,8 +68,35 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  if (!otherPath.empty()) {
+    Plan other;
+    if (Status s = loadPlan(otherPath, other); !s) {
+      std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    if (htmlPath.empty()) {
+      std::fprintf(stderr, "fsdp-inspect: error: a second plan is compared "
+                           "on a page: give --html FILE\n");
+      return 1;
+    }
+    if (Status s = writeDiffHtml(plan, planPath, other, otherPath, htmlPath);
+        !s) {
+      std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+      return 1;
+    }
+    std::cout << "page: " << htmlPath << "\n";
+    htmlPath.clear();
+  }
   if (!htmlPath.empty()) {
-    if (Status s = writeHtml(plan, htmlPath); !s) {
+    nlohmann::json measured;
+    if (!comparePath.empty())
+      if (Status s = loadMeasuredTrace(plan, comparePath, measured); !s) {
+        std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+        return 1;
+      }
+    if (Status s = writeHtml(plan, htmlPath,
+                             comparePath.empty() ? nullptr : &measured);
+        !s) {
       std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
       return 1;
     }

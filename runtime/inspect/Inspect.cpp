@@ -130,21 +130,30 @@ void printSchedule(const Plan &plan, std::ostream &os) {
   flush();
 }
 
-void printMemory(const Plan &plan, std::ostream &os) {
-  int64_t params = 0, optimizer = 0, constants = 0;
+MemoryBreakdown memoryBreakdown(const Plan &plan) {
+  MemoryBreakdown m;
   bool adam = plan.train.optimizer == "adamw";
   for (size_t s = 0; s < plan.slotCount(); ++s) {
-    params += storedBytes(plan, s);
+    m.params += storedBytes(plan, s);
     if (plan.slotTrainable(s))
-      optimizer += storedBytes(plan, s) * (adam ? 2 : 1);
+      m.optimizer += storedBytes(plan, s) * (adam ? 2 : 1);
   }
   for (const ConstantInfo &c : plan.constants) {
     int64_t n = 1;
     for (int64_t d : c.shape)
       n *= d;
-    constants += n * dtypeSize(c.dtype);
+    m.constants += n * dtypeSize(c.dtype);
   }
-  int64_t peak = plan.arenaBytes + params + optimizer + constants;
+  m.arena = plan.arenaBytes;
+  m.sharded = !plan.flats.empty();
+  if (plan.predicted.is_object()) {
+    m.scratch = plan.predicted.value("scratch_bytes", (int64_t)0);
+    m.liveDuring = plan.predicted.value("live_peak_bytes", (int64_t)0);
+  }
+  return m;
+}
+
+void printMemory(const Plan &plan, std::ostream &os) {
   if (!plan.predicted.is_null()) {
     const nlohmann::json &p = plan.predicted;
     auto num = [&](const char *k) {
@@ -156,16 +165,27 @@ void printMemory(const Plan &plan, std::ostream &os) {
        << us(num("comm_seconds")) << ", exposed "
        << us(num("exposed_comm_seconds")) << ")\n";
   }
-  int64_t scratch = plan.predicted.is_object()
-                        ? plan.predicted.value("scratch_bytes", (int64_t)0)
-                        : 0;
-  peak += scratch;
-  os << "peak memory per rank " << mib((double)peak) << ":\n"
-     << "  activations and buffers (arena) " << mib((double)plan.arenaBytes)
-     << "\n  parameters (" << (plan.flats.empty() ? "whole" : "shards") << ") "
-     << mib((double)params) << "\n  optimizer state " << mib((double)optimizer)
-     << "\n  constants " << mib((double)constants) << "\n  kernel scratch "
-     << mib((double)scratch) << "\n";
+  MemoryBreakdown m = memoryBreakdown(plan);
+  os << "peak memory per rank " << mib((double)m.total()) << " ("
+     << m.total() << " bytes):\n"
+     << "  activations and buffers (arena) " << mib((double)m.arena)
+     << "\n  parameters (" << (m.sharded ? "shards" : "whole") << ") "
+     << mib((double)m.params) << "\n  optimizer state "
+     << mib((double)m.optimizer) << "\n  constants " << mib((double)m.constants)
+     << "\n  kernel scratch " << mib((double)m.scratch) << "\n";
+  // The arena in use: held after an instruction; live during one; planned.
+  int64_t held = 0;
+  if (plan.predicted.is_object() && plan.predicted.contains("memory") &&
+      plan.predicted["memory"].is_array())
+    for (const nlohmann::json &pt : plan.predicted["memory"])
+      if (pt.is_array() && pt.size() == 2 && pt[1].is_number_integer())
+        held = std::max(held, pt[1].get<int64_t>());
+  if (held > 0)
+    os << "  the arena holds at most " << mib((double)held) << " after an "
+       << "instruction, " << mib((double)m.liveDuring)
+       << " during one (its inputs and outputs live together); packing the "
+          "buffers into one arena takes "
+       << mib((double)m.arena) << "\n";
 }
 
 namespace {
@@ -177,8 +197,10 @@ using TimesFn =
     std::function<bool(int64_t rank, size_t i, double &begin, double &end)>;
 
 json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
-                 const json *memory) {
+                 const json *memory, const json *byCategory = nullptr) {
   json events = json::array();
+  // Instruction index of a collective -> (thread, begin) on this rank.
+  std::map<size_t, std::pair<int, double>> collectiveAt;
   std::map<std::string, int> tids{{"compute", 0},
                                   {"all_gather", 1},
                                   {"reduce_scatter", 2},
@@ -202,7 +224,12 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
       std::string stream = isCollective(in.op) ? streamOf(in) : "compute";
       if (!tids.count(stream))
         tids[stream] = (int)tids.size();
-      json ev = {{"name", in.op},
+      // A collective's slice names its unit ("all_gather_start h.0").
+      std::string unit = attrText(in, "unit");
+      std::string name = in.op;
+      if (isCollective(in.op) && !unit.empty())
+        name += " " + unit;
+      json ev = {{"name", name},
                  {"ph", "X"},
                  {"pid", r},
                  {"tid", tids[stream]},
@@ -219,7 +246,47 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
                       {"group_size", attrText(in, "group_size")},
                       {"unit", attrText(in, "unit")}};
       events.push_back(std::move(ev));
+      if (isCollective(in.op))
+        collectiveAt[i] = {tids[stream], begin};
     }
+    // Flow arrows from each collective's start to the wait that needs it.
+    for (size_t i = 0; i < plan.program.size(); ++i) {
+      const Instruction &w = plan.program[i];
+      double begin, end;
+      if (w.op != "wait" || w.start < 0 || !times(r, i, begin, end))
+        continue;
+      size_t c = 0;
+      for (; c < plan.program.size(); ++c)
+        if (plan.program[c].index == w.start && isCollective(plan.program[c].op))
+          break;
+      auto it = collectiveAt.find(c);
+      if (it == collectiveAt.end())
+        continue;
+      int64_t id = r * (int64_t)plan.program.size() + (int64_t)i;
+      events.push_back({{"name", "wait"}, {"cat", "collective"}, {"ph", "s"},
+                        {"id", id}, {"pid", r}, {"tid", it->second.first},
+                        {"ts", it->second.second * 1e6}});
+      events.push_back({{"name", "wait"}, {"cat", "collective"}, {"ph", "f"},
+                        {"bp", "e"}, {"id", id}, {"pid", r}, {"tid", 0},
+                        {"ts", begin * 1e6}});
+    }
+    collectiveAt.clear();
+    // The arena by category (fsdp-plan-memory's), beside the total.
+    if (byCategory && byCategory->is_object() && memory && memory->is_array())
+      for (size_t k = 0; k < memory->size(); ++k) {
+        const json &point = (*memory)[k];
+        if (!point.is_array() || point.size() != 2 || !point[0].is_number())
+          continue;
+        json args = json::object();
+        for (auto &[cat, pts] : byCategory->items())
+          if (pts.is_array() && k < pts.size())
+            args[cat] = pts[k];
+        events.push_back({{"name", "arena by category"},
+                          {"ph", "C"},
+                          {"pid", r},
+                          {"ts", point[0].get<double>() * 1e6},
+                          {"args", args}});
+      }
     if (memory && memory->is_array())
       for (const json &point : *memory)
         if (point.is_array() && point.size() == 2)
@@ -253,9 +320,13 @@ Status writeTrace(const Plan &plan, const std::string &path, int64_t ranks) {
         e = plan.program[i].predictedEnd;
         return b >= 0;
       },
-      memory);
+      memory,
+      plan.predicted.contains("memory_by_category")
+          ? &plan.predicted["memory_by_category"]
+          : nullptr);
   json other = plan.predicted;
   other.erase("memory");
+  other.erase("memory_by_category");
   return writeJson(path, {{"traceEvents", events},
                           {"displayTimeUnit", "ms"},
                           {"otherData", other}});
@@ -327,85 +398,6 @@ Status writeMeasuredTrace(const Plan &plan, const std::string &path,
   return writeJson(path, {{"traceEvents", events},
                           {"displayTimeUnit", "ms"},
                           {"otherData", other}});
-}
-
-Status writeHtml(const Plan &plan, const std::string &path) {
-  if (plan.predicted.is_null())
-    return Status::error("the plan has no prediction to draw (fsdp-opt "
-                         "--device=...)");
-  const double width = 1100, lane = 28, left = 120;
-  double step = 0;
-  for (const Instruction &in : plan.program)
-    step = std::max(step, in.predictedEnd);
-  step = std::max(step, 1e-12);
-  std::vector<std::string> lanes{"compute", "all_gather", "reduce_scatter",
-                                 "all_reduce"};
-  std::map<std::string, std::string> colour{{"compute", "#4e79a7"},
-                                            {"all_gather", "#f28e2b"},
-                                            {"reduce_scatter", "#59a14f"},
-                                            {"all_reduce", "#e15759"}};
-  auto x = [&](double t) { return left + (width - left - 20) * t / step; };
-  std::string svg;
-  char buf[512];
-  double timelineHeight = lanes.size() * lane + 40;
-  for (size_t l = 0; l < lanes.size(); ++l) {
-    std::snprintf(buf, sizeof buf,
-                  "<text x='8' y='%.1f' font-size='13'>%s</text>\n",
-                  30 + l * lane + lane * 0.6, lanes[l].c_str());
-    svg += buf;
-  }
-  for (const Instruction &in : plan.program) {
-    if (in.predictedStart < 0 || in.op == "wait" || in.op == "free")
-      continue;
-    std::string stream = isCollective(in.op) ? streamOf(in) : "compute";
-    auto it = std::find(lanes.begin(), lanes.end(), stream);
-    size_t l = it == lanes.end() ? 0 : (size_t)(it - lanes.begin());
-    double x0 = x(in.predictedStart),
-           w = std::max(0.5, x(in.predictedEnd) - x0);
-    std::snprintf(buf, sizeof buf,
-                  "<rect x='%.2f' y='%.1f' width='%.2f' height='%.1f' "
-                  "fill='%s'><title>%s %s us</title></rect>\n",
-                  x0, 30 + l * lane + 3, w, lane - 6,
-                  colour.count(stream) ? colour[stream].c_str() : "#999",
-                  in.op.c_str(),
-                  us(in.predictedEnd - in.predictedStart).c_str());
-    svg += buf;
-  }
-  // The memory plot below the lanes.
-  double top = timelineHeight + 30, height = 220, peak = 1;
-  const nlohmann::json &memory = plan.predicted.contains("memory")
-                                     ? plan.predicted["memory"]
-                                     : nlohmann::json::array();
-  for (const auto &p : memory)
-    peak = std::max(peak, p[1].get<double>());
-  std::string points;
-  for (const auto &p : memory) {
-    std::snprintf(buf, sizeof buf, "%.2f,%.2f ", x(p[0].get<double>()),
-                  top + height - height * p[1].get<double>() / peak);
-    points += buf;
-  }
-  std::snprintf(buf, sizeof buf,
-                "<text x='8' y='%.1f' font-size='13'>arena in use</text>\n"
-                "<text x='8' y='%.1f' font-size='11'>peak %s</text>\n"
-                "<line x1='%.1f' y1='%.1f' x2='%.1f' y2='%.1f' "
-                "stroke='#333'/>\n",
-                top + 14, top + 30, mib(peak).c_str(), left, top + height,
-                width - 20, top + height);
-  svg += buf;
-  svg += "<polyline points='" + points +
-         "' fill='none' stroke='#b07aa1' stroke-width='2'/>\n";
-  std::ofstream out(path);
-  out << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>fsdp "
-         "plan</title></head><body style='font-family:sans-serif'>\n"
-      << "<h3>Predicted step on " << plan.predicted.value("device", "?") << ": "
-      << us(step) << " us, " << plan.worldSize << " ranks (" << plan.strategy
-      << ")</h3>\n"
-      << "<svg xmlns='http://www.w3.org/2000/svg' width='" << width
-      << "' height='" << top + height + 20 << "'>\n"
-      << svg << "</svg></body></html>\n";
-  if (!out)
-    return Status::error(path + ": cannot write the page");
-  return Status::ok();
 }
 
 Status loadMeasuredTrace(const Plan &plan, const std::string &path,

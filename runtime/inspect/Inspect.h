@@ -45,9 +45,32 @@ std::vector<double> instructionDurations(const std::vector<double> &timeline);
 std::vector<double>
 steadyMedians(const std::vector<std::vector<double>> &stepDurations);
 
-/// One self-contained HTML page (inline SVG, no scripts): the predicted
-/// timeline, one lane per stream, and the arena in use over the step.
-Status writeHtml(const Plan &plan, const std::string &path);
+/// A rank's memory at the plan's peak, as the text report and the page
+/// give it: the state held all step, the kernels' scratch and the arena
+/// (its planned size: the buffers' offsets and sizes).
+struct MemoryBreakdown {
+  int64_t arena = 0, params = 0, optimizer = 0, constants = 0, scratch = 0;
+  /// The most bytes live during one instruction (its inputs and outputs
+  /// together): the arena's lower bound.
+  int64_t liveDuring = 0;
+  bool sharded = false;
+  int64_t total() const {
+    return arena + params + optimizer + constants + scratch;
+  }
+};
+MemoryBreakdown memoryBreakdown(const Plan &plan);
+
+/// One self-contained HTML page (inline SVG and CSS, no script; Page.cpp):
+/// the step's timeline with phases, labelled collectives and exposed
+/// communication; memory over the step stacked by category with the peak's
+/// parts; the unit table. With `measured` (a checked fsdp-run --trace),
+/// measured durations beside the predicted ones.
+Status writeHtml(const Plan &plan, const std::string &path,
+                 const nlohmann::json *measured = nullptr);
+/// Two plans of one model on one page: what differs (step, exposed
+/// communication, peak and its parts, unit choices), then each plan's page.
+Status writeDiffHtml(const Plan &a, const std::string &nameA, const Plan &b,
+                     const std::string &nameB, const std::string &path);
 
 /// Predicted against measured (a --trace written by fsdp-run): step time
 /// and peak memory with their errors, and the instructions that took the
