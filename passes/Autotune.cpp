@@ -55,6 +55,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <atomic>
+#include <mutex>
 #include <map>
 #include <memory>
 
@@ -139,8 +140,10 @@ struct Move {
 class Tuner {
 public:
   Tuner(ModuleOp trained, const PlanConfig &base, int64_t budget,
-        llvm::raw_ostream &os)
+        llvm::raw_ostream &os, std::vector<AutotuneCandidate> *candidates)
       : trained(trained), base(base), budget(budget), os(os) {
+    if (candidates)
+      log = std::make_shared<Log>(candidates);
     // Trials of a small step pack their arenas (exact, and cheap there);
     // a large step's trials take the live peak as the arena (packing a
     // 70B step's 15,000 buffers is most of a trial, and the live peak is
@@ -167,6 +170,14 @@ private:
   /// Simulations run, by this tuner and the copies searching beside it.
   std::shared_ptr<std::atomic<int>> simulations =
       std::make_shared<std::atomic<int>>(0);
+  /// Every trial, for --autotune-candidates (shared by the strategies'
+  /// searches, which run on threads).
+  struct Log {
+    explicit Log(std::vector<AutotuneCandidate> *out) : out(out) {}
+    std::vector<AutotuneCandidate> *out;
+    std::mutex mutex;
+  };
+  std::shared_ptr<Log> log;
   /// Steps with fewer ops than this are packed in every trial.
   static constexpr int64_t kPackTrialsBelow = 2000;
   bool packTrials = true;
@@ -257,8 +268,13 @@ private:
     trialError = &t.error; // diagnostics of this thread's trial go there
     bool failedRun = failed(pm.run(*copy));
     trialError = nullptr;
-    if (failedRun)
+    if (failedRun) {
+      if (log) {
+        std::lock_guard<std::mutex> lock(log->mutex);
+        log->out->push_back(describeCandidate(config));
+      }
       return t;
+    }
     auto predicted = (*copy)->getAttrOfType<DictionaryAttr>("fsdp.predicted");
     if (!predicted)
       return t;
@@ -272,6 +288,15 @@ private:
     t.arena = integer("arena_bytes");
     t.state = integer("state_bytes");
     t.scratch = integer("scratch_bytes");
+    if (log) {
+      AutotuneCandidate c = describeCandidate(config);
+      c.ok = true;
+      c.stepSeconds = t.step;
+      c.peakBytes = t.peak;
+      c.estimated = !pack;
+      std::lock_guard<std::mutex> lock(log->mutex);
+      log->out->push_back(std::move(c));
+    }
     SymbolTable symbols(*copy);
     for (UnitOp unit : copy->getOps<UnitOp>()) {
       UnitInfo info{unit.getSymName().str(), 0, unit.getParams().size()};
@@ -729,10 +754,21 @@ FailureOr<PlanConfig> Tuner::run() {
 
 } // namespace
 
-FailureOr<PlanConfig> mlir::fsdp::autotunePlan(ModuleOp trained,
-                                               const PlanConfig &base,
-                                               int64_t budget,
-                                               llvm::raw_ostream &os) {
+AutotuneCandidate mlir::fsdp::describeCandidate(const PlanConfig &config) {
+  AutotuneCandidate c;
+  c.strategy = config.shard.strategy;
+  c.replicateGroups = std::max<int64_t>(1, config.shard.replicateGroups);
+  c.reshard = config.shard.reshardAfterForward;
+  c.recompute = config.checkpointing.mode;
+  c.merge = config.merge.group;
+  c.prefetchDepth = config.schedule.prefetchDepth;
+  return c;
+}
+
+FailureOr<PlanConfig>
+mlir::fsdp::autotunePlan(ModuleOp trained, const PlanConfig &base,
+                         int64_t budget, llvm::raw_ostream &os,
+                         std::vector<AutotuneCandidate> *candidates) {
   // A trial's errors are kept with the trial (the first one says why its
   // plan failed); everything else goes on to the tool's handler.
   ScopedDiagnosticHandler route(trained.getContext(), [](Diagnostic &d) {
@@ -742,5 +778,5 @@ FailureOr<PlanConfig> mlir::fsdp::autotunePlan(ModuleOp trained,
       *trialError = d.str();
     return success();
   });
-  return Tuner(trained, base, budget, os).run();
+  return Tuner(trained, base, budget, os, candidates).run();
 }

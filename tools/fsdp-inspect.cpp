@@ -27,6 +27,10 @@ int main(int argc, char **argv) {
   app.add_option("--compare", comparePath,
                  "a measured trace (fsdp-run --trace): predicted against "
                  "measured");
+  std::string candidatesPath;
+  app.add_option("--candidates", candidatesPath,
+                 "with --html: fsdp-opt --autotune-candidates' file; the page "
+                 "shows the plans autotune weighed and why the chosen won");
   std::string fitBase, fitOut;
   app.add_option("--fit-device", fitBase,
                  "with --compare: the device JSON the plan was simulated on; "
@@ -68,6 +72,11 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+  if (!candidatesPath.empty() && htmlPath.empty()) {
+    std::fprintf(stderr, "fsdp-inspect: error: --candidates is shown on the "
+                         "page: give --html FILE\n");
+    return 1;
+  }
   if (!otherPath.empty()) {
     Plan other;
     if (Status s = loadPlan(otherPath, other); !s) {
@@ -94,8 +103,15 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
         return 1;
       }
+    nlohmann::json candidates;
+    if (!candidatesPath.empty())
+      if (Status s = loadCandidates(candidatesPath, candidates); !s) {
+        std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
+        return 1;
+      }
     if (Status s = writeHtml(plan, htmlPath,
-                             comparePath.empty() ? nullptr : &measured);
+                             comparePath.empty() ? nullptr : &measured,
+                             candidatesPath.empty() ? nullptr : &candidates);
         !s) {
       std::fprintf(stderr, "fsdp-inspect: error: %s\n", s.message().c_str());
       return 1;

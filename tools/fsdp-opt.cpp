@@ -21,7 +21,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -220,6 +222,53 @@ static llvm::cl::opt<bool> autotuneOpt(
                    "step within the memory budget"),
     llvm::cl::init(false), llvm::cl::cat(trainCategory));
 
+static llvm::cl::opt<std::string> autotuneCandidatesOpt(
+    "autotune-candidates",
+    llvm::cl::desc("with --autotune: write every plan it simulated (choices, "
+                   "predicted step and peak, the chosen one marked) as JSON, "
+                   "for fsdp-inspect --candidates"),
+    llvm::cl::cat(trainCategory));
+
+/// Autotune's candidates as JSON, the chosen configuration marked.
+static LogicalResult
+writeCandidates(StringRef path, int64_t budget,
+                const std::vector<fsdp::AutotuneCandidate> &candidates,
+                const fsdp::AutotuneCandidate &chosen) {
+  llvm::json::Array list;
+  for (const fsdp::AutotuneCandidate &c : candidates) {
+    bool isChosen = c.strategy == chosen.strategy &&
+                    c.replicateGroups == chosen.replicateGroups &&
+                    c.reshard == chosen.reshard &&
+                    c.recompute == chosen.recompute && c.merge == chosen.merge &&
+                    c.prefetchDepth == chosen.prefetchDepth;
+    list.push_back(llvm::json::Object{
+        {"strategy", c.strategy},
+        {"replicate_groups", c.replicateGroups},
+        {"reshard_after_forward", c.reshard},
+        {"activation_checkpointing", c.recompute},
+        {"merge_units", c.merge},
+        {"prefetch_depth", c.prefetchDepth},
+        {"ok", c.ok},
+        {"step_seconds", c.stepSeconds},
+        {"peak_bytes", c.peakBytes},
+        {"arena_estimated", c.estimated},
+        {"chosen", isChosen}});
+  }
+  std::string error;
+  auto out = openOutputFile(path, &error);
+  if (!out) {
+    llvm::errs() << "fsdp-opt: " << error << "\n";
+    return failure();
+  }
+  out->os() << llvm::formatv(
+      "{0:2}\n", llvm::json::Value(llvm::json::Object{
+                     {"format", "fsdp-autotune-candidates"},
+                     {"budget_bytes", budget},
+                     {"candidates", std::move(list)}}));
+  out->keep();
+  return success();
+}
+
 /// The plan pipeline's options, from the command line.
 static fsdp::PlanConfig planConfig() {
   fsdp::PlanConfig c;
@@ -365,10 +414,22 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
         return failure();
       }
     }
-    auto tuned = fsdp::autotunePlan(module, config, budget, llvm::outs());
+    std::vector<fsdp::AutotuneCandidate> candidates;
+    auto tuned = fsdp::autotunePlan(
+        module, config, budget, llvm::outs(),
+        autotuneCandidatesOpt.empty() ? nullptr : &candidates);
+    if (!autotuneCandidatesOpt.empty() &&
+        failed(writeCandidates(
+            autotuneCandidatesOpt, budget, candidates,
+            succeeded(tuned) ? fsdp::describeCandidate(*tuned)
+                             : fsdp::AutotuneCandidate())))
+      return failure();
     if (failed(tuned))
       return failure();
     config = *tuned;
+  } else if (!autotuneCandidatesOpt.empty()) {
+    llvm::errs() << "fsdp-opt: --autotune-candidates needs --autotune\n";
+    return failure();
   }
 
   PassManager plan(module.getContext());

@@ -64,9 +64,15 @@ MemoryBreakdown memoryBreakdown(const Plan &plan);
 /// the step's timeline with phases, labelled collectives and exposed
 /// communication; memory over the step stacked by category with the peak's
 /// parts; the unit table. With `measured` (a checked fsdp-run --trace),
-/// measured durations beside the predicted ones.
+/// measured durations beside the predicted ones; with `candidates`
+/// (loadCandidates), autotune's candidates against the budget.
 Status writeHtml(const Plan &plan, const std::string &path,
-                 const nlohmann::json *measured = nullptr);
+                 const nlohmann::json *measured = nullptr,
+                 const nlohmann::json *candidates = nullptr);
+/// fsdp-opt --autotune-candidates' file, read and checked (every field
+/// typed): the page then shows the plans autotune weighed and why the
+/// chosen one won.
+Status loadCandidates(const std::string &path, nlohmann::json &doc);
 /// Two plans of one model on one page: what differs (step, exposed
 /// communication, peak and its parts, unit choices), then each plan's page.
 Status writeDiffHtml(const Plan &a, const std::string &nameA, const Plan &b,

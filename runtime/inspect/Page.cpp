@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/inspect/Inspect.h"
+#include "runtime/support/File.h"
 
 #include <algorithm>
 #include <cmath>
@@ -865,6 +866,26 @@ void measuredTables(std::ostream &os, const Plan &plan,
        << fmt("%+.1f%%", pm.second > 0 ? 100 * (pm.first - pm.second) / pm.second : 0.0)
        << "</td></tr>\n";
   os << "</table>\n";
+  // Per unit: its collectives, predicted and measured.
+  std::map<std::string, std::pair<double, double>> byUnit;
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    const Instruction &in = plan.program[i];
+    if (collective(in.op) && measured[i] > 0 && in.predictedStart >= 0) {
+      byUnit[unitOf(in)].first += in.predictedEnd - in.predictedStart;
+      byUnit[unitOf(in)].second += measured[i];
+    }
+  }
+  if (!byUnit.empty()) {
+    os << "<table class='measured-units'><tr><th>unit</th><th>collectives "
+          "predicted</th><th>measured</th><th>error</th></tr>\n";
+    for (auto &[unit, pm] : byUnit)
+      os << "<tr><td>" << escape(unit) << "</td><td class='num'>"
+         << timeText(pm.first) << "</td><td class='num'>" << timeText(pm.second)
+         << "</td><td class='num'>"
+         << fmt("%+.1f%%", pm.second > 0 ? 100 * (pm.first - pm.second) / pm.second : 0.0)
+         << "</td></tr>\n";
+    os << "</table>\n";
+  }
   std::sort(misses.rbegin(), misses.rend());
   os << "<table class='measured-top'><tr><th>instruction</th><th>op</th><th>"
         "unit</th><th>predicted</th><th>measured</th></tr>\n";
@@ -911,8 +932,145 @@ Status writeFile(const std::string &path, const std::string &text) {
 
 } // namespace
 
+Status loadCandidates(const std::string &path, nlohmann::json &doc) {
+  std::string text;
+  FSDP_RETURN_IF_ERROR(readFile(path, text, "the autotune candidates"));
+  doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!doc.is_object() || doc.value("format", std::string()) !=
+                              "fsdp-autotune-candidates")
+    return Status::error(path + ": not a file written by fsdp-opt "
+                                "--autotune-candidates");
+  if (!doc.contains("budget_bytes") || !doc["budget_bytes"].is_number() ||
+      !doc.contains("candidates") || !doc["candidates"].is_array())
+    return Status::error(path + ": budget_bytes (a number) and candidates (a "
+                                "list) are required");
+  size_t i = 0;
+  for (const json &c : doc["candidates"]) {
+    std::string where = path + ": candidates[" + std::to_string(i++) + "]";
+    if (!c.is_object())
+      return Status::error(where + ": expected an object");
+    for (const char *k : {"strategy", "reshard_after_forward",
+                          "activation_checkpointing"})
+      if (!c.contains(k) || !c[k].is_string())
+        return Status::error(where + "." + k + ": expected a string");
+    for (const char *k : {"step_seconds", "peak_bytes", "merge_units",
+                          "prefetch_depth"})
+      if (!c.contains(k) || !c[k].is_number() || !std::isfinite(c[k].get<double>()) ||
+          c[k].get<double>() < 0)
+        return Status::error(where + "." + k + ": expected a number >= 0");
+    for (const char *k : {"ok", "chosen"})
+      if (!c.contains(k) || !c[k].is_boolean())
+        return Status::error(where + "." + k + ": expected true or false");
+  }
+  return Status::ok();
+}
+
+/// Autotune's candidates: step against peak, the budget, the chosen plan,
+/// and the fastest that fit.
+static void candidatesSection(std::ostream &os, const json &doc) {
+  const json &list = doc["candidates"];
+  double budget = doc["budget_bytes"].get<double>();
+  double maxPeak = budget, minPeak = budget, maxStep = 0, minStep = 1e300;
+  for (const json &c : list)
+    if (c["ok"].get<bool>()) {
+      maxPeak = std::max(maxPeak, c["peak_bytes"].get<double>());
+      minPeak = std::min(minPeak, c["peak_bytes"].get<double>());
+      maxStep = std::max(maxStep, c["step_seconds"].get<double>());
+      minStep = std::min(minStep, c["step_seconds"].get<double>());
+    }
+  if (maxStep <= 0)
+    return;
+  minStep = std::min(minStep, maxStep);
+  double lo = minStep * 0.98, hi = maxStep * 1.02 + 1e-12;
+  const double width = 640, height = 300, left = 90, top = 16;
+  double from = minPeak * 0.97, to = maxPeak * 1.03 + 1;
+  auto x = [&](double b) {
+    return left + (width - left - 20) * (b - from) / (to - from);
+  };
+  auto y = [&](double t) { return top + height - height * (t - lo) / (hi - lo); };
+  os << "<svg class='candidates' xmlns='http://www.w3.org/2000/svg' width='"
+     << width << "' height='" << top + height + 40 << "'>\n"
+     << "<line x1='" << left << "' y1='" << top + height << "' x2='" << width - 20
+     << "' y2='" << top + height << "' stroke='#333'/><line x1='" << left
+     << "' y1='" << top << "' x2='" << left << "' y2='" << top + height
+     << "' stroke='#333'/>\n"
+     << "<line x1='" << x(budget) << "' y1='" << top << "' x2='" << x(budget)
+     << "' y2='" << top + height << "' stroke='#e15759' stroke-dasharray='5 3'/>"
+     << "<text class='tick' x='" << x(budget) - 4 << "' y='" << top + 10
+     << "' text-anchor='end' fill='#e15759'>budget " << bytesText(budget)
+     << "</text>\n"
+     << "<text class='axis' x='" << (left + width) / 2 << "' y='" << top + height + 32
+     << "' text-anchor='middle'>predicted peak per rank</text>"
+     << "<text class='axis' x='14' y='" << top + height / 2 << "' transform='rotate(-90 14 "
+     << top + height / 2 << ")' text-anchor='middle'>predicted step</text>\n"
+     << "<text class='tick' x='" << left - 6 << "' y='" << y(lo) << "' text-anchor='end'>"
+     << timeText(lo) << "</text><text class='tick' x='" << left - 6 << "' y='"
+     << y(hi) + 8 << "' text-anchor='end'>" << timeText(hi) << "</text>"
+     << "<text class='tick' x='" << left << "' y='" << top + height + 14
+     << "'>" << bytesText(from) << "</text><text class='tick' x='" << x(maxPeak) << "' y='"
+     << top + height + 14 << "' text-anchor='middle'>" << bytesText(maxPeak)
+     << "</text>\n";
+  auto describe = [](const json &c) {
+    return c["strategy"].get<std::string>() + ", units merged by " +
+           std::to_string(c["merge_units"].get<int64_t>()) + ", prefetch depth " +
+           std::to_string(c["prefetch_depth"].get<int64_t>()) + ", reshard " +
+           c["reshard_after_forward"].get<std::string>() + ", recompute " +
+           c["activation_checkpointing"].get<std::string>();
+  };
+  const json *chosen = nullptr;
+  for (const json &c : list) {
+    if (!c["ok"].get<bool>())
+      continue;
+    bool fits = c["peak_bytes"].get<double>() <= budget;
+    bool isChosen = c["chosen"].get<bool>();
+    if (isChosen)
+      chosen = &c;
+    os << "<circle class='" << (isChosen ? "chosen" : fits ? "fits" : "over")
+       << "' cx='" << x(c["peak_bytes"].get<double>()) << "' cy='"
+       << y(c["step_seconds"].get<double>()) << "' r='" << (isChosen ? 6 : 3.5)
+       << "' fill='" << (isChosen ? "#e15759" : fits ? "#4e79a7" : "#bab0ac")
+       << "'><title>" << escape(describe(c)) << ": step "
+       << timeText(c["step_seconds"].get<double>()) << ", peak "
+       << bytesText(c["peak_bytes"].get<double>())
+       << (fits ? "" : " (over the budget)") << "</title></circle>\n";
+  }
+  os << "</svg>\n";
+  int64_t fit = 0, over = 0, failed = 0;
+  for (const json &c : list)
+    (c["ok"].get<bool>() ? (c["peak_bytes"].get<double>() <= budget ? fit : over)
+                         : failed)++;
+  os << "<p>" << list.size() << " plans simulated: " << fit << " fit the budget, "
+     << over << " do not, " << failed << " failed to build.";
+  if (chosen)
+    os << " Chosen (red): the fastest that fits, " << escape(describe(*chosen))
+       << ": step " << timeText((*chosen)["step_seconds"].get<double>())
+       << ", peak " << bytesText((*chosen)["peak_bytes"].get<double>()) << ".";
+  os << "</p>\n";
+  // The fitting plans, each once (the chosen one is simulated again packed).
+  std::vector<const json *> fitting;
+  std::set<std::string> seen;
+  for (const json &c : list)
+    if (c["ok"].get<bool>() && c["peak_bytes"].get<double>() <= budget &&
+        seen.insert(describe(c) + fmt("%.9g", c["step_seconds"].get<double>()) +
+                    fmt("%.0f", c["peak_bytes"].get<double>()))
+            .second)
+      fitting.push_back(&c);
+  std::stable_sort(fitting.begin(), fitting.end(), [](const json *a, const json *b) {
+    return (*a)["step_seconds"].get<double>() < (*b)["step_seconds"].get<double>();
+  });
+  os << "<table class='candidate-table'><tr><th>step</th><th>peak</th><th>"
+        "choices</th><th></th></tr>\n";
+  for (size_t k = 0; k < std::min<size_t>(fitting.size(), 10); ++k)
+    os << "<tr><td class='num'>" << timeText((*fitting[k])["step_seconds"].get<double>())
+       << "</td><td class='num'>" << bytesText((*fitting[k])["peak_bytes"].get<double>())
+       << "</td><td>" << escape(describe(*fitting[k])) << "</td><td>"
+       << ((*fitting[k])["chosen"].get<bool>() ? "chosen" : "") << "</td></tr>\n";
+  os << "</table>\n";
+}
+
 Status writeHtml(const Plan &plan, const std::string &path,
-                 const nlohmann::json *measured) {
+                 const nlohmann::json *measured,
+                 const nlohmann::json *candidates) {
   if (plan.predicted.is_null())
     return Status::error("the plan has no prediction to draw (fsdp-opt "
                          "--device=...)");
@@ -922,6 +1080,10 @@ Status writeHtml(const Plan &plan, const std::string &path,
         "</title>\n"
      << kStyle << "</head><body>\n";
   planSections(os, plan, s, measured);
+  if (candidates) {
+    os << "<h2>Autotune: the plans it weighed</h2>\n";
+    candidatesSection(os, *candidates);
+  }
   os << "</body></html>\n";
   return writeFile(path, os.str());
 }

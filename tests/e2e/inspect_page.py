@@ -173,6 +173,29 @@ def main():
               "measured" in text and "Predicted against measured" in text and
               re.search(r"<td>matmul</td><td class=\"num\">[^<]+</td><td class=\"num\">[^<]+"
                         r"</td><td class=\"num\">[-+][0-9.]+%</td>", dom) is not None)
+        # Autotune's candidates: why the chosen plan won.
+        tuned, cands = os.path.join(tmp, "tuned.plan"), os.path.join(tmp, "cands.json")
+        subprocess.run([a.fsdp_opt] + common + ["-o", tuned, "--autotune",
+                        "--memory-budget=500KiB", "--autotune-candidates=" + cands],
+                       check=True, capture_output=True)
+        tuned_page = os.path.join(tmp, "tuned.html")
+        subprocess.run([a.fsdp_inspect, tuned, "--candidates", cands, "--html", tuned_page],
+                       check=True, capture_output=True)
+        dom = render(browser, tuned_page, os.path.join(tmp, "tuned.png"), 1200)
+        text = re.sub(r"<[^>]+>", " ", dom)
+        m = re.search(r"(\d+) plans simulated: (\d+) fit the budget", text)
+        check("candidates: the plans autotune weighed, against the budget",
+              m is not None and int(m.group(1)) >= 2 and "budget 500.00 KiB" in text
+              and "Chosen (red): the fastest that fits" in text
+              and dom.count('class="chosen"') >= 1)
+        bad = os.path.join(tmp, "bad.json")
+        with open(bad, "w") as f:
+            f.write('{"format": "fsdp-autotune-candidates", "budget_bytes": 1, '
+                    '"candidates": [{"strategy": 3}]}')
+        r = subprocess.run([a.fsdp_inspect, tuned, "--candidates", bad, "--html", tuned_page],
+                           capture_output=True, text=True)
+        check("candidates: a bad file is an error naming the field",
+              r.returncode == 1 and "candidates[0].strategy: expected a string" in r.stderr)
         if os.environ.get("INSPECT_PAGE_KEEP"):
             keep = os.environ["INSPECT_PAGE_KEEP"]
             os.makedirs(keep, exist_ok=True)
