@@ -51,3 +51,9 @@ echo "trace llama-3-70b shape (python3 -m fsdp_trace --meta): ${line% *} s," \
      "$out/llama3-70b-traced.mlir" | cut -f1) of MLIR"
 measure traced-plan 5 1000 "$out/llama3-70b-traced.mlir" \
   --world-size=1024 --strategy=full-shard -o "$out/llama3-70b-traced-1024.plan"
+# The tuning page of the 1024-rank plan: written in seconds, a few MB.
+line=$(/usr/bin/time -f "%e %M" "$build/tools/fsdp-inspect" "$out/llama3-70b-1024.plan" \
+  --html "$out/llama3-70b-1024.html" 2>&1 >/dev/null | tail -1)
+echo "page llama-3-70b 1024 ranks (fsdp-inspect --html): ${line% *} s," \
+     "$((${line#* } / 1024)) MiB max RSS, $(du -h --apparent-size \
+     "$out/llama3-70b-1024.html" | cut -f1)"
