@@ -211,6 +211,9 @@ struct Summary {
   int64_t peakHeld = 0;
   double peakTime = 0;
   std::vector<int64_t> atPeak; // [category] at the peak
+  /// Gathered parameters held at the peak, by unit: each all-gather's
+  /// buffer from the gather's start to the free of it.
+  std::vector<std::pair<std::string, int64_t>> gatheredAtPeak;
 };
 
 Summary summarize(const Plan &plan) {
@@ -351,6 +354,32 @@ Summary summarize(const Plan &plan) {
   s.atPeak.clear();
   for (auto &v : s.held)
     s.atPeak.push_back(s.times.empty() ? 0 : v[s.peakPoint]);
+  // Which units' gathered parameters the peak holds.
+  for (size_t i = 0; i < plan.program.size(); ++i) {
+    const Instruction &g = plan.program[i];
+    if (g.op != "all_gather_start" || g.out.empty() || g.predictedStart < 0 ||
+        g.predictedStart > s.peakTime)
+      continue;
+    double freed = s.step;
+    for (size_t j = i + 1; j < plan.program.size(); ++j) {
+      const Instruction &f = plan.program[j];
+      if (f.op == "free" && !f.in.empty() && f.in[0].space == g.out[0].space &&
+          f.in[0].offset == g.out[0].offset) {
+        // A free is not simulated: it happens when the compute stream
+        // reaches it.
+        freed = 0;
+        for (size_t k = j + 1; k-- > 0;)
+          if (plan.program[k].predictedEnd >= 0 &&
+              !collective(plan.program[k].op)) {
+            freed = plan.program[k].predictedEnd;
+            break;
+          }
+        break;
+      }
+    }
+    if (freed > s.peakTime)
+      s.gatheredAtPeak.push_back({unitOf(g), g.out[0].bytes()});
+  }
   // What is drawn: a point per 1/2000 of the step at most, the fullest
   // of each stretch (a 70B step has 11,000), the peak among them.
   std::vector<size_t> keep;
@@ -708,9 +737,16 @@ void peakTable(std::ostream &os, const Summary &s, const Plan &plan) {
         "point "
      << s.peakPoint << " (" << (s.times.empty() ? "" : timeText(s.peakTime))
      << ")</th></tr>\n";
+  std::string byUnit;
+  for (auto &[unit, bytes] : s.gatheredAtPeak)
+    byUnit += (byUnit.empty() ? "" : ", ") + escape(unit) + " " +
+              bytesText((double)bytes);
   for (size_t c = 0; c < s.categories.size(); ++c)
     if (s.atPeak[c] > 0)
-      row(escape(s.categories[c]), s.atPeak[c], "");
+      row(escape(s.categories[c]), s.atPeak[c],
+          s.categories[c] == "gathered parameters" && !byUnit.empty()
+              ? "units: " + byUnit
+              : std::string());
   row("arena in use", s.peakHeld,
       "held after an instruction; the arena is larger by " +
           bytesText((double)(m.arena - s.peakHeld)) +
