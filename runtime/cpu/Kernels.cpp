@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/VectorMath.h"
 #include "runtime/plan/OpShapes.h"
 #include "runtime/support/Half.h"
 
@@ -191,7 +192,7 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   const float *a = c.get<float>(x);
   float *o = c.get<float>(y);
   int64_t n = x.numel();
-#pragma omp parallel for if (n > kParallelMin)
+#pragma omp parallel for simd if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     o[i] = f(a[i]);
   return Status::ok();
@@ -203,42 +204,43 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   }
 UNARY(kNeg, -x)
 UNARY(kAbs, std::fabs(x))
-UNARY(kExp, std::exp(x))
-UNARY(kLog, std::log(x))
+UNARY(kExp, expf(x))
+UNARY(kLog, logf(x))
 UNARY(kSqrt, std::sqrt(x))
 UNARY(kRsqrt, 1.0f / std::sqrt(x))
 UNARY(kReciprocal, 1.0f / x)
-UNARY(kTanh, std::tanh(x))
-UNARY(kErf, std::erf(x))
+UNARY(kTanh, tanhf(x))
+UNARY(kErf, erff(x))
 // NaN propagates, as in torch (relu, maximum, minimum): a NaN input must
 // not come out as a finite loss.
 UNARY(kRelu, !(x <= 0) ? x : 0.0f)
-UNARY(kSigmoid, 1.0f / (1.0f + std::exp(-x)))
-UNARY(kSilu, x / (1.0f + std::exp(-x)))
+UNARY(kSigmoid, 1.0f / (1.0f + expf(-x)))
+UNARY(kSilu, x / (1.0f + expf(-x)))
 #undef UNARY
 
 Status kGelu(const Instruction &in, Context &c) {
   if (attrString(in, "approximate", "none") == "tanh")
     return unary(in, c, [](float x) -> float {
       const float k = 0.7978845608028654f; // sqrt(2/pi)
-      return 0.5f * x * (1.0f + std::tanh(k * (x + 0.044715f * x * x * x)));
+      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
     });
   return unary(in, c, [](float x) -> float {
-    return 0.5f * x * (1.0f + std::erf(x * 0.7071067811865476f));
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
   });
 }
 
 /// dy * gelu'(x), as DeviceKernels.h's geluGrad (the same float steps).
-float geluGrad(bool tanhApprox, float x, float dy) {
+#pragma omp declare simd uniform(tanhApprox) notinbranch
+inline float geluGrad(bool tanhApprox, float x, float dy) {
   if (tanhApprox) {
     const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
     float x2 = x * x;
-    float t = std::tanh(k * (x + c3 * x2 * x));
+    float t = tanhf(k * (x + c3 * x2 * x));
     float du = k * (1.0f + 3.0f * c3 * x2);
     return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
   }
-  float cdf = 0.5f * (1.0f + std::erf(x * 0.7071067811865476f));
-  float pdf = std::exp(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
+  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
   return dy * (cdf + x * pdf);
 }
 
@@ -251,9 +253,16 @@ Status kGeluGrad(const Instruction &in, Context &c) {
   const float *px = c.get<float>(x), *pg = c.get<float>(g);
   float *py = c.get<float>(y);
   int64_t n = y.numel();
-#pragma omp parallel for if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    py[i] = geluGrad(tanhApprox, px[i], pg[i]);
+  // One loop per form, so each vectorises without a branch per element.
+  if (tanhApprox) {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      py[i] = geluGrad(true, px[i], pg[i]);
+  } else {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      py[i] = geluGrad(false, px[i], pg[i]);
+  }
   return Status::ok();
 }
 
@@ -1287,6 +1296,35 @@ double logSumExp(const float *row, int64_t classes, int64_t stride) {
   return mx + std::log(sum);
 }
 
+/// log(sum(exp(row))) of a contiguous row, vectorised (libmvec's expf),
+/// the sum in float lanes then double.
+double rowLogSumExp(const float *row, int64_t classes) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < classes; ++j)
+    mx = row[j] > mx ? row[j] : mx;
+  float sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < classes; ++j)
+    sum += expf(row[j] - mx);
+  // A NaN logit makes the sum NaN (mx may have skipped it).
+  return (double)mx + std::log((double)sum);
+}
+
+/// The log-sum-exp of every row of an [N, C] input (the common layout:
+/// rows contiguous), the rows split over the threads; reused by the loss
+/// and its gradient so each row is read twice, not three times.
+const double *rowsLogSumExp(const float *x, int64_t rows, int64_t classes) {
+  static thread_local std::vector<double> lse; // grows once, then reused
+  if ((int64_t)lse.size() < rows)
+    lse.resize(rows);
+  double *out = lse.data();
+#pragma omp parallel for if (rows * classes > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r)
+    out[r] = rowLogSumExp(x + r * classes, classes);
+  return out;
+}
+
 Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
   const TensorRef &y = in.out[0];
   std::string reduction = attrString(in, "reduction", "mean");
@@ -1297,13 +1335,19 @@ Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
   if (reduction != "none" && y.numel() != 1)
     return Status::error("a reduced loss is a scalar");
   double sum = 0, total = 0;
+  const TensorRef &x = in.in[0];
+  bool rows = softmax && x.rank() == 2 && x.dtype == DType::F32;
+  const double *lse =
+      rows ? rowsLogSumExp(c.get<float>(x), x.shape[0], classes) : nullptr;
   FSDP_RETURN_IF_ERROR(lossTerms(
       in, c, softmax,
       [&](int64_t pos, int64_t cls, double w, const float *row,
           int64_t stride) {
         double term = 0;
         if (cls >= 0)
-          term = w * ((softmax ? logSumExp(row, classes, stride) : 0.0) -
+          term = w * ((lse       ? lse[pos]
+                       : softmax ? logSumExp(row, classes, stride)
+                                 : 0.0) -
                       row[cls * stride]);
         if (reduction == "none")
           py[pos] = (float)term;
@@ -1340,6 +1384,45 @@ Status kCrossEntropyGrad(const Instruction &in, Context &c) {
       in, c, softmax, [](int64_t, int64_t, double, const float *, int64_t) {},
       total));
   int64_t inner = product(x.shape, 2);
+  if (softmax && x.rank() == 2 && x.dtype == DType::F32 &&
+      in.in[1].dtype == DType::I64) {
+    // [N, C], rows contiguous (the common case): the rows split over the
+    // threads, softmax vectorised; the targets were checked by the pass
+    // above.
+    int64_t rows = x.shape[0];
+    const double *lse = rowsLogSumExp(px, rows, classes);
+    const int64_t *pt = c.get<int64_t>(in.in[1]);
+    size_t wi = 3;
+    const float *weight =
+        in.in.size() > wi ? c.get<float>(in.in[wi]) : nullptr;
+    bool hasIgnore = in.attrs.contains("ignore_index");
+    int64_t ignore = attrInt(in, "ignore_index", 0);
+#pragma omp parallel for if (rows * classes > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *row = px + r * classes;
+      float *out = py + r * classes;
+      int64_t cls = pt[r];
+      if (hasIgnore && cls == ignore) {
+#pragma omp simd
+        for (int64_t j = 0; j < classes; ++j)
+          out[j] = 0;
+        continue;
+      }
+      double w = weight ? weight[cls] : 1.0;
+      double scale = reduction == "none"   ? pg[r]
+                     : reduction == "mean" ? pg[0] / total
+                                           : pg[0];
+      // exp(x - lse) as expf(x - shift) * exp(shift - lse): the float
+      // shift's rounding goes into the double factor.
+      float shift = (float)lse[r];
+      float ws = (float)(w * scale * std::exp((double)shift - lse[r]));
+#pragma omp simd
+      for (int64_t j = 0; j < classes; ++j)
+        out[j] = ws * expf(row[j] - shift);
+      out[cls] = (float)(w * scale * (std::exp((double)row[cls] - lse[r]) - 1.0));
+    }
+    return Status::ok();
+  }
   double again = 0; // the second pass recounts; `total` must stay fixed
   return lossTerms(
       in, c, softmax,
