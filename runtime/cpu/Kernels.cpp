@@ -895,6 +895,36 @@ Status kReduceMax(const Instruction &in, Context &c) {
   return reduce(in, c, 2);
 }
 
+/// Softmax (or log-softmax) of a contiguous row into `out` (which may be
+/// `row`), vectorised: one expf a value (libmvec), sums in float lanes.
+/// A NaN in the row makes the whole row NaN, as in PyTorch.
+void softmaxRow(const float *row, float *out, int64_t n, bool log) {
+  float mx = -std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < n; ++j)
+    mx = row[j] > mx ? row[j] : mx;
+  float sum = 0;
+  if (log) {
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < n; ++j)
+      sum += expf(row[j] - mx);
+    double shift = (double)mx + std::log((double)sum);
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j)
+      out[j] = (float)((double)row[j] - shift);
+    return;
+  }
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; ++j) {
+    float e = expf(row[j] - mx);
+    out[j] = e;
+    sum += e;
+  }
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j)
+    out[j] = out[j] / sum;
+}
+
 Status softmaxLike(const Instruction &in, Context &c, bool log) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   int64_t axis = attrInt(in, "axis", -1);
@@ -904,6 +934,12 @@ Status softmaxLike(const Instruction &in, Context &c, bool log) {
           inner = product(x.shape, axis + 1);
   const float *px = c.get<float>(x);
   float *py = c.get<float>(y);
+  if (inner == 1) { // rows contiguous: vectorised, rows over the threads
+#pragma omp parallel for if (outer * len > kParallelMin)
+    for (int64_t o = 0; o < outer; ++o)
+      softmaxRow(px + o * len, py + o * len, len, log);
+    return Status::ok();
+  }
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       const float *row = px + o * len * inner + i;
@@ -1063,13 +1099,7 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
         }
       }
     }
-    double mx = -std::numeric_limits<double>::infinity(), sum = 0;
-    for (int64_t j = 0; j < a.tk; ++j)
-      mx = std::max(mx, (double)row[j]);
-    for (int64_t j = 0; j < a.tk; ++j)
-      sum += std::exp(row[j] - mx);
-    for (int64_t j = 0; j < a.tk; ++j)
-      row[j] = (float)(std::exp(row[j] - mx) / sum);
+    softmaxRow(row, row, a.tk, false);
   }
 }
 
