@@ -4,9 +4,15 @@
 The same GPT-2 (default d=256, 4 layers, 4 heads, T=128, vocab 512, batch
 8, tied embeddings, loss in the graph), the same batch, AdamW, the same
 thread count (OpenBLAS and torch both pinned to --threads). Reports the
-median step time of each over --steps steps after --warmup, and the ratio.
+median step time of each over --steps steps after --warmup, and the ratio;
+the model FLOP/s (6 x parameters x tokens a step) against this machine's
+sgemm peak and copy bandwidth, both measured in the same run (numpy on
+Debian's OpenBLAS, the same threads); and fsdp-run's compute stream by op
+class from its trace of the last step.
 
     bench/cpu_step.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
+    bench/cpu_step.py --dim 768 --layers 12 --heads 12 --seq 256 --vocab 50304 \
+        --batch 2 --steps 3 --warmup 1      # GPT-2 124M
 """
 import argparse
 import importlib.util
@@ -19,6 +25,51 @@ import time
 
 import numpy as np
 import torch
+
+
+# Op classes of the trace table.
+CLASSES = {
+    "GEMM": {"matmul", "gemm", "conv", "conv_grad_input", "conv_grad_weight"},
+    "attention": {"attention", "attention_grad"},
+    "losses": {"cross_entropy", "cross_entropy_grad", "nll_loss", "log_softmax", "softmax"},
+    "norms": {"layer_norm", "layer_norm_grad", "rms_norm", "rms_norm_grad",
+              "batch_norm", "batch_norm_grad"},
+    "optimizer": {"adamw", "sgd"},
+    "reductions": {"reduce_sum", "reduce_mean", "reduce_max"},
+    "data movement": {"transpose", "broadcast", "pack", "reshape", "slice", "concat",
+                      "split", "insert_slice", "gather", "scatter_add", "cast"},
+}
+
+
+def machine(threads):
+    """sgemm GFLOP/s (4096^2) and copy GB/s (256 MiB) with `threads`."""
+    code = ("import numpy as np, time\n"
+            "n = 4096; a = np.random.rand(n, n).astype(np.float32); b = a.copy(); a @ b\n"
+            "t = time.perf_counter(); r = 3\n"
+            "for _ in range(r): a @ b\n"
+            "gemm = 2 * n ** 3 * r / (time.perf_counter() - t) / 1e9\n"
+            "x = np.ones(1 << 26, np.float32); y = np.empty_like(x); np.copyto(y, x)\n"
+            "t = time.perf_counter()\n"
+            "for _ in range(5): np.copyto(y, x)\n"
+            "copy = 2 * x.nbytes * 5 / (time.perf_counter() - t) / 1e9\n"
+            "print(gemm, copy)\n")
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    out = subprocess.run(["/usr/bin/python3", "-c", code], check=True, env=env,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def op_shares(trace):
+    """Compute-stream milliseconds of the last step by op class."""
+    events = json.load(open(trace))["traceEvents"]
+    by = {}
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") != 0 or e.get("tid") != 0:
+            continue
+        name = e["name"].split(" ")[0]
+        cls = next((c for c, ops in CLASSES.items() if name in ops), "elementwise")
+        by[cls] = by.get(cls, 0.0) + e.get("dur", 0.0) / 1000
+    return by
 
 
 def main():
@@ -56,9 +107,12 @@ def main():
         subprocess.run([a.fsdp_opt, onnx, "-o", plan], check=True)
         log = os.path.join(tmp, "log.jsonl")
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads))
+        trace = os.path.join(tmp, "trace.json")
         subprocess.run([a.fsdp_run, plan, "--data", npz, "--steps", str(total), "--log", log,
-                        "--quiet"], check=True, env=env)
+                        "--trace", trace, "--quiet"], check=True, env=env)
         ours = [json.loads(l)["step_ms"] for l in open(log)][a.warmup:]
+        shares = op_shares(trace)
+    gemm_peak, copy_bw = machine(a.threads)
 
     torch.set_num_threads(a.threads)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -77,7 +131,18 @@ def main():
           f"({params / 1e6:.2f} M params), {a.threads} threads, median of {a.steps} steps:")
     print(f"  fsdp-run        {mo:8.1f} ms/step  {tokens / mo * 1000:8.0f} tokens/s")
     print(f"  PyTorch eager   {mt:8.1f} ms/step  {tokens / mt * 1000:8.0f} tokens/s")
-    print(f"  ratio fsdp/torch step time: {mo / mt:.2f} (target <= 1.0)")
+    print(f"  ratio fsdp/torch step time: {mo / mt:.2f} (target <= 0.5)")
+    flops = 6 * params * tokens
+    print(f"  model FLOP/s: fsdp-run {flops / mo / 1e6:.1f} GFLOP/s, PyTorch "
+          f"{flops / mt / 1e6:.1f}; this machine's sgemm (4096^2, {a.threads} threads) "
+          f"{gemm_peak:.1f} GFLOP/s: fsdp-run at {100 * flops / mo / 1e6 / gemm_peak:.0f}% "
+          f"(target >= 70%); copy bandwidth {copy_bw:.1f} GB/s")
+    total_ms = sum(shares.values())
+    print(f"  fsdp-run's compute stream, last step: {total_ms:.1f} ms")
+    for cls, ms in sorted(shares.items(), key=lambda kv: -kv[1]):
+        print(f"    {cls:14s} {ms:9.1f} ms  {100 * ms / total_ms:5.1f}%")
+    print(f"    non-GEMM share: {100 * (1 - shares.get('GEMM', 0) / total_ms):.1f}% "
+          f"(target <= 20%)")
 
 
 if __name__ == "__main__":
