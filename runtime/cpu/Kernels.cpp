@@ -847,6 +847,32 @@ Status reduce(const Instruction &in, Context &c, int kind) {
     --firstReduced;
   int64_t nReduced = std::count(reduced, reduced + x.rank(), true);
   bool trailing = nReduced == x.rank() - firstReduced;
+  if (trailing && kind != 2) {
+    // Sums in double, vectorised and split over the threads: across the
+    // outputs when there are many, along the row when there are few (a
+    // gradient norm's sum over a whole tensor).
+    bool along = n < 2 * omp_get_max_threads();
+    for (int64_t i = 0; along && i < n; ++i) {
+      const float *row = px + i * count;
+      double acc = 0;
+#pragma omp parallel for simd reduction(+ : acc) if (count > kParallelMin)
+      for (int64_t j = 0; j < count; ++j)
+        acc += row[j];
+      py[i] = (float)(kind == 1 ? acc / count : acc);
+    }
+    if (along)
+      return Status::ok();
+#pragma omp parallel for if (n * count > kParallelMin)
+    for (int64_t i = 0; i < n; ++i) {
+      const float *row = px + i * count;
+      double acc = 0;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t j = 0; j < count; ++j)
+        acc += row[j];
+      py[i] = (float)(kind == 1 ? acc / count : acc);
+    }
+    return Status::ok();
+  }
   if (trailing) {
     for (int64_t i = 0; i < n; ++i) {
       const float *row = px + i * count;
@@ -865,10 +891,20 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   if (leading && kind != 2) {
     double *acc =
         reinterpret_cast<double *>(c.scratch); // sized by scratchFloats
-    std::fill(acc, acc + n, 0.0);
-    for (int64_t r = 0; r < count; ++r)
-      for (int64_t j = 0; j < n; ++j)
-        acc[j] += px[r * n + j];
+    // Columns in blocks over the threads, each block's rows in order (the
+    // same sums, in the same order, as one thread).
+    constexpr int64_t kBlock = 512;
+#pragma omp parallel for if (n * count > kParallelMin)
+    for (int64_t b = 0; b < n; b += kBlock) {
+      int64_t e = std::min(n, b + kBlock);
+      std::fill(acc + b, acc + e, 0.0);
+      for (int64_t r = 0; r < count; ++r) {
+        const float *row = px + r * n;
+#pragma omp simd
+        for (int64_t j = b; j < e; ++j)
+          acc[j] += row[j];
+      }
+    }
     for (int64_t j = 0; j < n; ++j)
       py[j] = (float)(kind == 1 ? acc[j] / count : acc[j]);
     return Status::ok();
