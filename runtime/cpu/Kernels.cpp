@@ -1538,27 +1538,6 @@ Status strided(Context &c, const TensorRef &x, const TensorRef &y,
     base += (starts.empty() ? 0 : starts[d]) * xs[src];
   }
   int64_t size = dtypeSize(x.dtype);
-  int64_t n = y.numel(), block = x.numel();
-  // x repeated whole: a scalar (a gradient's zeros), or a tensor whose shape
-  // is y's trailing extents (a bias over rows). Copies at memory speed.
-  bool repeated = block > 0 && n % block == 0 && x.rank() <= y.rank() &&
-                  std::equal(x.shape.begin(), x.shape.end(),
-                             y.shape.end() - x.rank());
-  if (repeated && size == 4) {
-    const float *px = c.get<float>(x);
-    float *py = c.get<float>(y);
-    if (block == 1) {
-      float v = px[0];
-#pragma omp parallel for simd if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i)
-        py[i] = v;
-    } else {
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t r = 0; r < n / block; ++r)
-        std::memcpy(py + r * block, px, block * sizeof(float));
-    }
-    return Status::ok();
-  }
   if (size == 4) {
     const float *px = c.get<float>(x);
     float *py = c.get<float>(y);

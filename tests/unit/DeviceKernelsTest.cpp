@@ -885,3 +885,32 @@ TEST(DeviceKernels, SixteenBitConversionsMatchHost) {
     ASSERT_EQ(bf16FromFloat(f), toBf16(f)) << std::hex << x;
   }
 }
+
+// The CPU's data-movement kernels against their definitions, on shapes a
+// fast path could mistake for a plain copy: a square transpose (input and
+// output of one shape) and broadcasts of a scalar and of a trailing row.
+TEST(CpuKernels, TransposeAndBroadcastByDefinition) {
+  Arena a;
+  TensorRef x = a.add({5, 5}), t = a.add({5, 5});
+  a.fill(x, -1.0f, 1.0f);
+  nlohmann::json perm;
+  perm["perm"] = {1, 0};
+  runCpu(a, instr("transpose", {x}, {t}, perm));
+  for (int64_t i = 0; i < 5; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      ASSERT_EQ(a.at<float>(t)[i * 5 + j], a.at<float>(x)[j * 5 + i]);
+  TensorRef s = a.add({}), row = a.add({3}), bs = a.add({4, 3}),
+            br = a.add({2, 4, 3}), col = a.add({4, 1}), bc = a.add({4, 3});
+  a.fill(s, 2.0f, 2.0f);
+  a.fill(row, -1.0f, 1.0f);
+  a.fill(col, -1.0f, 1.0f);
+  runCpu(a, instr("broadcast", {s}, {bs}, nlohmann::json::object()));
+  runCpu(a, instr("broadcast", {row}, {br}, nlohmann::json::object()));
+  runCpu(a, instr("broadcast", {col}, {bc}, nlohmann::json::object()));
+  for (int64_t i = 0; i < 12; ++i)
+    ASSERT_EQ(a.at<float>(bs)[i], a.at<float>(s)[0]);
+  for (int64_t i = 0; i < 24; ++i)
+    ASSERT_EQ(a.at<float>(br)[i], a.at<float>(row)[i % 3]);
+  for (int64_t i = 0; i < 12; ++i)
+    ASSERT_EQ(a.at<float>(bc)[i], a.at<float>(col)[i / 3]);
+}
