@@ -10,6 +10,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
+#include "runtime/plan/MemoryCategories.h"
 #include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
 
@@ -436,7 +437,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       json::Object byCategory;
       if (auto cats = func->getAttrOfType<DictionaryAttr>(
               "fsdp.live_bytes_by_category"))
-        for (const char *name : kMemoryCategories)
+        for (const char *name : ::fsdp::kMemoryCategories)
           if (auto held = cats.getAs<DenseI64ArrayAttr>(name)) {
             json::Array points;
             for (int64_t b : held.asArrayRef())

@@ -13,6 +13,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
+#include "runtime/plan/MemoryCategories.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -59,7 +60,7 @@ bool inArena(Value v) {
   return !def || !isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp>(def);
 }
 
-struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
+struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -114,7 +115,7 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     // its inputs: both are live at that op.
     std::vector<Value> values;
     std::vector<Lifetime> lifetimes;
-    std::vector<int> categories;
+    std::vector<::fsdp::MemoryCategory> categories;
     Operation *loss = lossOp(func);
     int64_t lossAt = loss ? index.lookup(loss) : -1;
     llvm::DenseSet<Value> gradients = gradientStorage(body);
@@ -187,36 +188,40 @@ struct FsdpPlanMemory : fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     return out;
   }
 
-  /// The kMemoryCategories index of the buffer `v`.
-  static int category(Value v, const llvm::DenseSet<Value> &gradients,
-                      int64_t lossAt, const Lifetime &life) {
+  /// What the buffer `v` holds.
+  static ::fsdp::MemoryCategory category(Value v,
+                                         const llvm::DenseSet<Value> &gradients,
+                                         int64_t lossAt, const Lifetime &life) {
+    using ::fsdp::MemoryCategory;
     Operation *def = v.getDefiningOp();
     if (!def)
-      return 0;
+      return MemoryCategory::Inputs;
     if (isa<AllGatherStartOp>(def))
-      return 1;
+      return MemoryCategory::Gathered;
     if (gradients.contains(v))
-      return 5;
+      return MemoryCategory::Gradients;
     if (def->hasAttr(kRecomputeAttr))
-      return 4;
+      return MemoryCategory::Recomputed;
     if (lossAt >= 0 && life.first <= lossAt)
-      return life.last > lossAt ? 2 : 3;
-    return 6;
+      return life.last > lossAt ? MemoryCategory::Saved
+                                : MemoryCategory::ForwardTemp;
+    return MemoryCategory::BackwardTemp;
   }
 
   /// The memory timeline the simulator and fsdp-inspect draw: bytes held
   /// after each op (its dead inputs and unread outputs released), in all
-  /// and by what the buffers hold (kMemoryCategories).
+  /// and by what the buffers hold (runtime/plan/MemoryCategories.h).
   void timeline(func::FuncOp func, int64_t n,
                 const std::vector<Lifetime> &lifetimes,
-                const std::vector<int> &categories) {
-    constexpr size_t kinds = std::size(kMemoryCategories);
+                const std::vector<::fsdp::MemoryCategory> &categories) {
+    using ::fsdp::kMemoryCategories;
+    constexpr size_t kinds = ::fsdp::kMemoryCategoryCount;
     std::vector<std::vector<int64_t>> delta(kinds,
                                             std::vector<int64_t>(n + 2, 0));
     for (auto [l, c] : llvm::zip(lifetimes, categories)) {
       int64_t bytes = (l.bytes + kAlign - 1) / kAlign * kAlign;
-      delta[c][l.first + 1] += bytes;
-      delta[c][l.last + 1] -= bytes;
+      delta[(size_t)c][l.first + 1] += bytes;
+      delta[(size_t)c][l.last + 1] -= bytes;
     }
     SmallVector<int64_t> live(n, 0);
     SmallVector<NamedAttribute> byCategory;

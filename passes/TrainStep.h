@@ -22,18 +22,6 @@ constexpr llvm::StringLiteral kLossAttr = "fsdp.loss";
 /// pass with the unit whose forward it recomputes (for reports).
 constexpr llvm::StringLiteral kRecomputeAttr = "fsdp.recompute";
 
-/// What a buffer of the arena holds, for the memory reports: fsdp-plan-
-/// memory writes the bytes of each live after every op.
-constexpr const char *kMemoryCategories[] = {
-    "inputs",                 // the step's inputs (the batch)
-    "gathered parameters",    // all-gathered unit parameters
-    "saved activations",      // forward values the reverse pass reads
-    "forward temporaries",    // forward values dead by the loss
-    "recomputed activations", // activation checkpointing's recomputation
-    "gradients",              // gradients reduced, accumulated or applied
-    "backward temporaries",   // everything else after the loss
-};
-
 /// The op marked as the loss in `func`, or null (e.g. @apply_update).
 inline Operation *lossOp(func::FuncOp func) {
   for (Operation &op : func.getBody().front())

@@ -144,9 +144,8 @@ def trace(module, example_inputs, loss_fn=None, train=True):
         args.append(f"{v.name}: {v.type} {{fsdp.name = {string(name)}}}")
         env[node] = v
 
-    c = Context(gm, w, env)
-    c.constant_nodes = constant_nodes
-    c.symbols = {node: entry.name for entry, node in zip(tensors, placeholders)}
+    c = Context(gm, w, env, constant_nodes,
+                {node: entry.name for entry, node in zip(tensors, placeholders)})
     outputs = []
     for node in gm.graph.nodes:
         c.node = node

@@ -213,17 +213,13 @@ def capture(module, example_inputs, loss_fn=None):
     meta = any(e.tensor.is_meta for e in tensors)
     data = [t.to("meta") if meta else t for _, t in inputs]
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
-    was_training = module.training
-    try:
-        with _module_paths(module), context, \
-                (_constants_with_data() if meta else contextlib.nullcontext()):
-            # Fresh tensor objects: the trace leaves nothing on the module's
-            # own, and buffers are copies, so the forward traced (batch
-            # norm's running statistics) does not move the module's state.
-            gm = make_fx(functionalize(step, remove="mutations_and_views"))(
-                [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
-                 for e in tensors], *data)
-    finally:
-        module.train(was_training)
+    with _module_paths(module), context, \
+            (_constants_with_data() if meta else contextlib.nullcontext()):
+        # Fresh tensor objects: the trace leaves nothing on the module's
+        # own, and buffers are copies, so the forward traced (batch norm's
+        # running statistics) does not move the module's state.
+        gm = make_fx(functionalize(step, remove="mutations_and_views"))(
+            [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
+             for e in tensors], *data)
     gm.graph.eliminate_dead_code()
     return gm, tensors, inputs

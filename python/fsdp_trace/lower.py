@@ -52,14 +52,14 @@ def op_name(target):
 class Context:
     """Lowers one captured graph into a Writer."""
 
-    def __init__(self, gm, writer, placeholders):
+    def __init__(self, gm, writer, placeholders, constant_nodes, symbols):
         self.gm = gm
         self.w = writer
         self.env = placeholders   # node -> Value (inputs), or callable (params)
         self.const = {}                 # node -> torch.Tensor or python value
         self.materialized = {}
-        self.constant_nodes = set()
-        self.symbols = {}               # parameter placeholder -> its symbol
+        self.constant_nodes = constant_nodes  # nodes no input reaches
+        self.symbols = symbols          # parameter placeholder -> its symbol
         self.node = None
 
     # -- values ------------------------------------------------------------
@@ -119,7 +119,7 @@ class Context:
             value = self.w.constant(torch.as_tensor(self.const_value(node)).to(dtype), loc)
         elif name in SPLATS:
             value = self.w.splat(SPLATS[name](node), shape, dtype, loc)
-        elif name in LOWERINGS and name not in ("aten.arange",):
+        elif name in LOWERINGS:
             saved, self.node = self.node, node
             try:
                 value = LOWERINGS[name](self, node, node.args, node.kwargs)
@@ -373,14 +373,15 @@ def _arith(c, node, args, kwargs):
     return c.emit(ARITH[name], [lhs, rhs], [(shape, dtype)])
 
 
-COMPARE = {"aten.eq": ("fsdp.equal", False, False), "aten.ne": ("fsdp.equal", False, True),
-           "aten.lt": ("fsdp.less", False, False), "aten.gt": ("fsdp.greater", False, False),
-           "aten.le": ("fsdp.greater", False, True), "aten.ge": ("fsdp.less", False, True)}
+# op -> (fsdp comparison, negated): ne = not equal, le = not greater, ...
+COMPARE = {"aten.eq": ("fsdp.equal", False), "aten.ne": ("fsdp.equal", True),
+           "aten.lt": ("fsdp.less", False), "aten.gt": ("fsdp.greater", False),
+           "aten.le": ("fsdp.greater", True), "aten.ge": ("fsdp.less", True)}
 
 
 @lowers(*COMPARE)
 def _compare(c, node, args, kwargs):
-    op, _, negate = COMPARE[op_name(node.target)]
+    op, negate = COMPARE[op_name(node.target)]
     shape, _ = c.out()
     a, b = args[0], args[1]
     ta = c.v(a)

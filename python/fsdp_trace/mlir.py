@@ -76,9 +76,9 @@ def dense(tensor):
     t = tensor.detach().cpu().contiguous()
     flat = t.reshape(-1)
     n = flat.numel()
-    splat = n > 0 and bool((flat == flat[0]).all()) if t.dtype != torch.bool else \
-        n > 0 and (bool(flat.all()) or not bool(flat.any()))
-    if splat and not (t.is_floating_point() and bool(torch.isnan(flat).any())):
+    # (A NaN never equals itself: a tensor holding one is written whole.)
+    splat = n > 0 and bool((flat == flat[0]).all())
+    if splat:
         flat = flat[:1]
     if t.dtype == torch.bool:
         bits = flat.to(torch.uint8).tolist()
@@ -86,8 +86,6 @@ def dense(tensor):
         for i, b in enumerate(bits):
             if b:
                 data[i // 8] |= 1 << (i % 8)
-        if splat:
-            data = bytearray([1 if bits[0] else 0])
         raw = bytes(data)
     elif t.dtype == torch.bfloat16:
         raw = flat.view(torch.int16).numpy().astype("<i2").tobytes()

@@ -1313,32 +1313,49 @@ Status lossLayout(const TensorRef &x, const TensorRef &t, LossLayout &l) {
   return Status::ok();
 }
 
+/// What a loss reads besides its input: the targets, the optional class
+/// weight and the ignored class, checked against the layout.
+struct LossTargets {
+  LossLayout l;
+  const int64_t *target = nullptr;
+  const float *weight = nullptr; // null: every class weighs 1
+  bool hasIgnore = false;
+  int64_t ignore = 0;
+  double weightOf(int64_t cls) const { return weight ? weight[cls] : 1.0; }
+  bool ignored(int64_t cls) const { return hasIgnore && cls == ignore; }
+};
+Status lossTargets(const Instruction &in, Context &c, LossTargets &t) {
+  FSDP_RETURN_IF_ERROR(lossLayout(in.in[0], in.in[1], t.l));
+  // The optional class weight follows the targets (and, for the gradient,
+  // the incoming loss gradient).
+  size_t wi = in.op == "cross_entropy_grad" ? 3 : 2;
+  const TensorRef *weight = in.in.size() > wi ? &in.in[wi] : nullptr;
+  if (weight && (weight->numel() != t.l.classes || weight->dtype != DType::F32))
+    return Status::error("class weight " + shapeString(weight->shape) +
+                         " does not match " + std::to_string(t.l.classes) +
+                         " classes");
+  t.target = c.get<int64_t>(in.in[1]);
+  t.weight = weight ? c.get<float>(*weight) : nullptr;
+  t.hasIgnore = in.attrs.contains("ignore_index");
+  t.ignore = attrInt(in, "ignore_index", 0);
+  return Status::ok();
+}
+
 /// Per-position terms f(pos, cls, weight, row, stride) (cls < 0: ignored);
 /// returns the total weight of non-ignored positions.
 template <typename F>
 Status lossTerms(const Instruction &in, Context &c, bool softmax, F f,
                  double &totalWeight) {
-  const TensorRef &x = in.in[0], &t = in.in[1];
-  LossLayout l;
-  FSDP_RETURN_IF_ERROR(lossLayout(x, t, l));
-  // The optional class weight follows the targets (and, for the gradient,
-  // the incoming loss gradient).
-  size_t wi = in.op == "cross_entropy_grad" ? 3 : 2;
-  const TensorRef *weight = in.in.size() > wi ? &in.in[wi] : nullptr;
-  if (weight && (weight->numel() != l.classes || weight->dtype != DType::F32))
-    return Status::error("class weight " + shapeString(weight->shape) +
-                         " does not match " + std::to_string(l.classes) +
-                         " classes");
-  bool hasIgnore = in.attrs.contains("ignore_index");
-  int64_t ignore = attrInt(in, "ignore_index", 0);
-  const float *px = c.get<float>(x);
-  const int64_t *pt = c.get<int64_t>(t);
+  LossTargets t;
+  FSDP_RETURN_IF_ERROR(lossTargets(in, c, t));
+  const LossLayout &l = t.l;
+  const float *px = c.get<float>(in.in[0]);
   totalWeight = 0;
   (void)softmax;
   for (int64_t s = 0; s < l.n; ++s)
     for (int64_t i = 0; i < l.inner; ++i) {
-      int64_t pos = s * l.inner + i, cls = pt[pos];
-      if (hasIgnore && cls == ignore) {
+      int64_t pos = s * l.inner + i, cls = t.target[pos];
+      if (t.ignored(cls)) {
         f(pos, -1, 0, nullptr, l.inner);
         continue;
       }
@@ -1346,7 +1363,7 @@ Status lossTerms(const Instruction &in, Context &c, bool softmax, F f,
         return Status::error("target " + std::to_string(cls) +
                              " is out of range for " +
                              std::to_string(l.classes) + " classes");
-      double w = weight ? c.get<float>(*weight)[cls] : 1.0;
+      double w = t.weightOf(cls);
       totalWeight += w;
       f(pos, cls, w, px + s * l.classes * l.inner + i, l.inner);
     }
@@ -1378,8 +1395,8 @@ double rowLogSumExp(const float *row, int64_t classes) {
 }
 
 /// The log-sum-exp of every row of an [N, C] input (the common layout:
-/// rows contiguous), the rows split over the threads; reused by the loss
-/// and its gradient so each row is read twice, not three times.
+/// rows contiguous), the rows split over the threads (the loss and its
+/// gradient each compute it: the forward keeps nothing for the backward).
 const double *rowsLogSumExp(const float *x, int64_t rows, int64_t classes) {
   static thread_local std::vector<double> lse; // grows once, then reused
   if ((int64_t)lse.size() < rows)
@@ -1450,31 +1467,26 @@ Status kCrossEntropyGrad(const Instruction &in, Context &c) {
       in, c, softmax, [](int64_t, int64_t, double, const float *, int64_t) {},
       total));
   int64_t inner = product(x.shape, 2);
-  if (softmax && x.rank() == 2 && x.dtype == DType::F32 &&
-      in.in[1].dtype == DType::I64) {
+  if (softmax && x.rank() == 2 && x.dtype == DType::F32) {
     // [N, C], rows contiguous (the common case): the rows split over the
     // threads, softmax vectorised; the targets were checked by the pass
     // above.
+    LossTargets t;
+    FSDP_RETURN_IF_ERROR(lossTargets(in, c, t));
     int64_t rows = x.shape[0];
     const double *lse = rowsLogSumExp(px, rows, classes);
-    const int64_t *pt = c.get<int64_t>(in.in[1]);
-    size_t wi = 3;
-    const float *weight =
-        in.in.size() > wi ? c.get<float>(in.in[wi]) : nullptr;
-    bool hasIgnore = in.attrs.contains("ignore_index");
-    int64_t ignore = attrInt(in, "ignore_index", 0);
 #pragma omp parallel for if (rows * classes > kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
       const float *row = px + r * classes;
       float *out = py + r * classes;
-      int64_t cls = pt[r];
-      if (hasIgnore && cls == ignore) {
+      int64_t cls = t.target[r];
+      if (t.ignored(cls)) {
 #pragma omp simd
         for (int64_t j = 0; j < classes; ++j)
           out[j] = 0;
         continue;
       }
-      double w = weight ? weight[cls] : 1.0;
+      double w = t.weightOf(cls);
       double scale = reduction == "none"   ? pg[r]
                      : reduction == "mean" ? pg[0] / total
                                            : pg[0];

@@ -199,8 +199,9 @@ using TimesFn =
 json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
                  const json *memory, const json *byCategory = nullptr) {
   json events = json::array();
-  // Instruction index of a collective -> (thread, begin) on this rank.
-  std::map<size_t, std::pair<int, double>> collectiveAt;
+  // A collective's request index (what its wait names) -> (thread, begin)
+  // on this rank.
+  std::map<int64_t, std::pair<int, double>> collectiveAt;
   std::map<std::string, int> tids{{"compute", 0},
                                   {"all_gather", 1},
                                   {"reduce_scatter", 2},
@@ -247,7 +248,7 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
                       {"unit", attrText(in, "unit")}};
       events.push_back(std::move(ev));
       if (isCollective(in.op))
-        collectiveAt[i] = {tids[stream], begin};
+        collectiveAt[in.index] = {tids[stream], begin};
     }
     // Flow arrows from each collective's start to the wait that needs it.
     for (size_t i = 0; i < plan.program.size(); ++i) {
@@ -255,11 +256,7 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
       double begin, end;
       if (w.op != "wait" || w.start < 0 || !times(r, i, begin, end))
         continue;
-      size_t c = 0;
-      for (; c < plan.program.size(); ++c)
-        if (plan.program[c].index == w.start && isCollective(plan.program[c].op))
-          break;
-      auto it = collectiveAt.find(c);
+      auto it = collectiveAt.find(w.start);
       if (it == collectiveAt.end())
         continue;
       int64_t id = r * (int64_t)plan.program.size() + (int64_t)i;

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/inspect/Inspect.h"
+#include "runtime/plan/MemoryCategories.h"
 #include "runtime/support/File.h"
 
 #include <algorithm>
@@ -144,12 +145,12 @@ const char *kLaneColours[][2] = {{"compute", "#4e79a7"},
                                  {"all_gather", "#f28e2b"},
                                  {"reduce_scatter", "#59a14f"},
                                  {"all_reduce", "#b07aa1"}};
-const char *kRecomputeColour = "#9c755f";
 const char *kExposedColour = "#e15759";
 
 /// Memory bands, bottom to top, with their colours.
 const char *kStateColours[] = {"#bab0ac", "#d4a6c8", "#ff9da7", "#79706e"};
-const char *kCategoryColours[] = {"#86bcb6", "#f28e2b", "#4e79a7", "#a0cbe8",
+/// Indexed by MemoryCategory.
+const char *kCategoryColours[kMemoryCategoryCount] = {"#86bcb6", "#f28e2b", "#4e79a7", "#a0cbe8",
                                   "#9c755f", "#59a14f", "#edc948"};
 
 std::string laneColour(const std::string &lane) {
@@ -157,21 +158,6 @@ std::string laneColour(const std::string &lane) {
     if (lane == c[0])
       return c[1];
   return "#999999";
-}
-
-/// Index of `name` in PlanMemory's category order (for its colour).
-size_t categoryIndex(const std::string &name) {
-  static const char *order[] = {"inputs",
-                                "gathered parameters",
-                                "saved activations",
-                                "forward temporaries",
-                                "recomputed activations",
-                                "gradients",
-                                "backward temporaries"};
-  for (size_t i = 0; i < std::size(order); ++i)
-    if (name == order[i])
-      return i;
-  return 6;
 }
 
 /// What a plan's page shows, computed once (also for the two-plan diff).
@@ -269,10 +255,10 @@ Summary summarize(const Plan &plan) {
         s.units[unit].recompute = sec.get<double>();
 
   double forwardEnd = s.phases.empty() ? s.step : s.phases[0].end;
-  std::map<size_t, double> waitAt; // collective -> its wait's start
+  std::map<int64_t, double> waitAt; // collective's index -> its wait's start
   for (const Instruction &in : plan.program)
     if (in.op == "wait" && in.start >= 0)
-      waitAt[(size_t)in.start] = in.predictedStart;
+      waitAt[in.start] = in.predictedStart;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &in = plan.program[i];
     if (!collective(in.op) || in.predictedStart < 0 || in.in.empty() ||
@@ -301,8 +287,8 @@ Summary summarize(const Plan &plan) {
         row.gatherSeconds += c.end - c.start;
         if (c.start >= forwardEnd)
           row.backwardGatherSeconds += c.end - c.start;
-        if (waitAt.count(in.index >= 0 ? (size_t)in.index : i))
-          row.lead = std::max(row.lead, waitAt[(size_t)in.index] - c.start);
+        if (auto w = waitAt.find(in.index); w != waitAt.end())
+          row.lead = std::max(row.lead, w->second - c.start);
       } else {
         row.reduceSeconds += c.end - c.start;
       }
@@ -331,7 +317,7 @@ Summary summarize(const Plan &plan) {
   for (size_t i = 0; i < order.size(); ++i)
     order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return categoryIndex(s.categories[a]) < categoryIndex(s.categories[b]);
+    return memoryCategoryIndex(s.categories[a]) < memoryCategoryIndex(s.categories[b]);
   });
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> held;
@@ -657,7 +643,7 @@ void memoryChart(std::ostream &os, const Summary &s) {
     for (int64_t b : s.held[c])
       most = std::max(most, b);
     os << "<polygon class='area' points='" << upper.str() << lowerPts
-       << "' fill='" << kCategoryColours[categoryIndex(s.categories[c])]
+       << "' fill='" << kCategoryColours[memoryCategoryIndex(s.categories[c])]
        << "'><title>" << escape(s.categories[c]) << ": up to "
        << bytesText((double)most) << "</title></polygon>\n";
     for (size_t i = 0; i < s.times.size(); ++i)
@@ -708,12 +694,12 @@ void memoryLegend(std::ostream &os, const Summary &s) {
       os << "<span><i style='background:" << kStateColours[i] << "'></i>"
          << names[i] << "</span>";
   for (const std::string &c : s.categories)
-    os << "<span><i style='background:" << kCategoryColours[categoryIndex(c)]
+    os << "<span><i style='background:" << kCategoryColours[memoryCategoryIndex(c)]
        << "'></i>" << escape(c) << "</span>";
   os << "</div>\n";
 }
 
-void peakTable(std::ostream &os, const Summary &s, const Plan &plan) {
+void peakTable(std::ostream &os, const Summary &s) {
   const MemoryBreakdown &m = s.memory;
   auto row = [&](const std::string &what, int64_t b, const std::string &note) {
     os << "<tr><td>" << what << "</td><td class='num'>" << bytesText((double)b)
@@ -755,7 +741,6 @@ void peakTable(std::ostream &os, const Summary &s, const Plan &plan) {
           bytesText((double)m.liveDuring) +
           "), and the packing leaves gaps between buffers");
   os << "</table>\n";
-  (void)plan;
 }
 
 void unitTable(std::ostream &os, const Summary &s) {
@@ -949,7 +934,7 @@ void planSections(std::ostream &os, const Plan &plan, const Summary &s,
   os << "<h2>Memory per rank over the step</h2>\n";
   memoryLegend(os, s);
   memoryChart(os, s);
-  peakTable(os, s, plan);
+  peakTable(os, s);
   os << "<h2>Units</h2>\n";
   unitTable(os, s);
   if (measuredDoc) {
