@@ -33,3 +33,14 @@ config.substitutions.append(
 config.substitutions.append(
     ("%badmodel", "/usr/bin/python3 " + os.path.join(
         config.fsdp_src_root, "tests", "frontend", "make_bad_model.py")))
+
+
+def _free_port():
+    """A TCP port nothing listens on now (for a rank 0 that must wait)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+config.substitutions.append(("%free_port", _free_port()))

@@ -214,8 +214,8 @@ int main(int argc, char **argv) {
     return fail(s);
   std::unique_ptr<Comm> comm;
   if (!launchedByMpi() && launch.size > 1) {
-    // torchrun and the like: no MPI job, collectives over TCP.
-    if (Status s = tcpComm(launch, commTimeout, comm); !s)
+    // torchrun and the like: no MPI job, collectives over Gloo.
+    if (Status s = glooComm(launch, commTimeout, comm); !s)
       return fail(s);
   } else if (launchedByMpi() || plan.worldSize > 1) {
     if (Status s = mpiComm(commTimeout, comm); !s)

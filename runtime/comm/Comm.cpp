@@ -1,6 +1,6 @@
 //===- Comm.cpp - Local and MPI collectives -------------------------------===//
 #include "runtime/comm/Comm.h"
-#include "runtime/support/Half.h"
+#include "runtime/comm/Reduce.h"
 
 #include <mpi.h>
 
@@ -72,28 +72,9 @@ int64_t GroupLayout::size(Group g) const {
 
 namespace {
 
-/// MPI user reduction over 16-bit floats: each pair summed in f32 and
-/// rounded back, as a bf16/f16 all-reduce on a GPU does.
-template <float (*Load)(uint16_t), uint16_t (*Store)(float)>
-void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
-  const uint16_t *a = static_cast<const uint16_t *>(in);
-  uint16_t *b = static_cast<uint16_t *>(inout);
-  for (int i = 0; i < *len; ++i)
-    b[i] = Store(Load(a[i]) + Load(b[i]));
-}
-
-/// out *= factor, in the buffer's element type.
-void scale(void *out, int64_t count, Elem e, float factor) {
-  if (e == Elem::F32) {
-    float *f = static_cast<float *>(out);
-    for (int64_t i = 0; i < count; ++i)
-      f[i] *= factor;
-    return;
-  }
-  uint16_t *h = static_cast<uint16_t *>(out);
-  for (int64_t i = 0; i < count; ++i)
-    h[i] = e == Elem::BF16 ? bf16FromFloat(floatFromBf16(h[i]) * factor)
-                           : f16FromFloat(floatFromF16(h[i]) * factor);
+/// MPI user reduction over 16-bit floats (Reduce.h's rounding sum).
+template <Elem E> void sum16(void *in, void *inout, int *len, MPI_Datatype *) {
+  sumElements(inout, in, inout, *len, E);
 }
 
 class Local : public Comm {
@@ -126,6 +107,9 @@ public:
   Status checkSame(uint64_t, const std::string &) override {
     return Status::ok();
   }
+  Status broadcast(void *, int64_t, const std::string &) override {
+    return Status::ok();
+  }
   void abort(int code) override { std::_Exit(code); }
 };
 
@@ -138,8 +122,8 @@ public:
     rankId = r;
     ranks = s;
     layout.set(s, s, 0);
-    MPI_Op_create(&sum16<floatFromBf16, bf16FromFloat>, 1, &bf16Sum);
-    MPI_Op_create(&sum16<floatFromF16, f16FromFloat>, 1, &f16Sum);
+    MPI_Op_create(&sum16<Elem::BF16>, 1, &bf16Sum);
+    MPI_Op_create(&sum16<Elem::F16>, 1, &f16Sum);
   }
   ~Mpi() override {
     for (MPI_Op *op : {&bf16Sum, &f16Sum})
@@ -232,7 +216,7 @@ public:
       std::this_thread::yield();
     }
     if (p.average)
-      scale(p.out, p.count, p.elem, 1.0f / (float)p.ranks);
+      scaleElements(p.out, p.count, p.elem, 1.0f / (float)p.ranks);
     return Status::ok();
   }
   Status checkSame(uint64_t value, const std::string &what) override {
@@ -245,6 +229,12 @@ public:
                            (mismatch
                                 ? " differs from rank 0's"
                                 : " differs between ranks (on another rank)"));
+    return Status::ok();
+  }
+  Status broadcast(void *data, int64_t bytes, const std::string &) override {
+    if (MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+      return Status::error("MPI_Bcast failed on rank " +
+                           std::to_string(rankId));
     return Status::ok();
   }
   void abort(int code) override { MPI_Abort(MPI_COMM_WORLD, code); }

@@ -1,10 +1,11 @@
-//===- Comm.h - Collectives between ranks: local or MPI --------*- C++ -*-===//
+//===- Comm.h - Collectives between ranks: local, MPI or Gloo --*- C++ -*-===//
 //
 // The executor starts a collective at the plan's `*_start` instruction and
 // completes it at `wait`; `slot` is the start instruction's index. `local`
-// serves world size 1; `mpi` (Debian's OpenMPI) serves many processes on
-// CPUs, with non-blocking collectives whose waits poll against a deadline,
-// so a dead or hung rank becomes an error on the others, not a hang.
+// serves world size 1; `mpi` (Debian's OpenMPI) serves processes mpirun
+// started, `gloo` (Debian's Gloo) processes torchrun or srun started
+// without MPI. Both are non-blocking, with waits against a deadline, so a
+// dead or hung rank becomes an error on the others, not a hang.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_COMM_COMM_H
@@ -77,6 +78,10 @@ public:
   /// Every rank holds the same `value` as rank 0, or it is an error on every
   /// rank naming `what`.
   virtual Status checkSame(uint64_t value, const std::string &what) = 0;
+  /// Every rank receives rank 0's `bytes` bytes at `data` (set-up, outside
+  /// the plan's slots: NCCL's unique id); `key` names it, once per process.
+  virtual Status broadcast(void *data, int64_t bytes,
+                           const std::string &key) = 0;
   /// Ends every rank's process (after an error on this one).
   virtual void abort(int code) = 0;
 };
@@ -98,11 +103,12 @@ Status launchInfo(LaunchInfo &out);
 /// The launcher's view must agree with the communicator's.
 Status checkLaunch(const LaunchInfo &launch, const Comm *comm);
 
-/// For processes a launcher started without MPI (torchrun): every rank
-/// connects to rank 0 at MASTER_ADDR, port MASTER_PORT + 1 (torchrun's
-/// store owns MASTER_PORT) or FSDP_PORT (runtime/comm/TcpComm.cpp).
-Status tcpComm(const LaunchInfo &launch, double timeoutSeconds,
-               std::unique_ptr<Comm> &out);
+/// For processes a launcher started without MPI (torchrun, Slurm without
+/// PMIx): Gloo over TCP, the ranks meeting through the c10d store at
+/// MASTER_ADDR:MASTER_PORT, torchrun's agent's or one rank 0 serves there
+/// (at FSDP_STORE_PORT when set) (runtime/comm/GlooComm.cpp).
+Status glooComm(const LaunchInfo &launch, double timeoutSeconds,
+                std::unique_ptr<Comm> &out);
 
 /// Initialises MPI (once per process); waits give up after `timeoutSeconds`.
 Status mpiComm(double timeoutSeconds, std::unique_ptr<Comm> &out);

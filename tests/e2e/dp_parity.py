@@ -14,7 +14,8 @@ reassociation, ~1e-7. As in parity.py, elements
 whose gradient is zero in exact arithmetic (attention key biases) are left
 out of the weight comparison: AdamW turns float32 noise there into updates.
 Also: a plan that differs between ranks is an error on every rank, and a
-rank that dies makes the others exit non-zero within the comm timeout.
+rank that dies makes the others exit non-zero within the comm timeout, under
+mpirun and under the real torchrun (Gloo collectives, no MPI).
 """
 import argparse
 import json
@@ -45,29 +46,26 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
 
 
 PORT = 29600 + os.getpid() % 2000
+TORCHRUN = ["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                             "scripts", "torchrun.py")]
 
 
-def launch_like_torchrun(cmd, world, env_extra=None, timeout=120):
-    """One process per rank with torchrun's variables and no MPI. (Debian's
-    torchrun itself, torch 1.13 on Python 3.11, fails in its own output
-    redirection before it starts a worker, so the variables are set here.)"""
+def torchrun(cmd, world, env_extra=None, timeout=180, standalone=False):
+    """The real torchrun (torch.distributed.run, through scripts/torchrun.py,
+    which works around Debian's defect in its output redirection): static
+    rendezvous, so the ranks meet through the agent's own TCPStore, or
+    --standalone, where rank 0 serves the store. No MPI: Gloo collectives.
+    Returns torchrun's exit code and the workers' combined output."""
     global PORT
     PORT += 2
-    procs = []
-    for r in range(world):
-        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), LOCAL_RANK=str(r),
-                   LOCAL_WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(PORT), **(env_extra or {}))
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True))
-    codes, errs = [], []
-    for p in procs:
-        out, err = p.communicate(timeout=timeout)
-        codes.append(p.returncode)
-        errs.append(err)
-    if env_extra is None and any(codes):
-        raise RuntimeError("torchrun-style launch failed: " + " | ".join(errs))
-    return codes, errs
+    rdzv = ["--standalone"] if standalone else ["--master_addr", "127.0.0.1",
+                                                 "--master_port", str(PORT)]
+    r = subprocess.run(TORCHRUN + ["--nproc_per_node", str(world)] + rdzv + ["--no_python"] + cmd,
+                       env=dict(os.environ, **(env_extra or {})), capture_output=True, text=True,
+                       timeout=timeout)
+    if env_extra is None and r.returncode != 0:
+        raise RuntimeError("torchrun failed: " + r.stderr[-3000:])
+    return r.returncode, r.stderr
 
 
 def main():
@@ -105,8 +103,10 @@ def main():
             # What --autotune emits: merged units, per-unit checkpointing.
             ["--strategy=full-shard", "--merge-units=2", "--activation-checkpointing=h.0+h.1",
              "--reshard-after-forward=false,h.0+h.1=true"],
-            # Launched as torchrun launches (no MPI): collectives over TCP.
+            # Launched by torchrun (no MPI): collectives over Gloo.
+            ["--strategy=full-shard", "torchrun"],
             ["--strategy=hybrid-shard", "--replicate-groups=2", "torchrun"],
+            ["--strategy=full-shard", "--param-dtype=bf16", "--reduce-dtype=bf16", "torchrun"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
                          ["--strategy=no-shard"],
@@ -161,7 +161,7 @@ def main():
                        str(a.steps), "--log", log, "--save-full", out, "--dump-grads", grads,
                        "--quiet"]
                 if "torchrun" in config:
-                    launch_like_torchrun(cmd, world)
+                    torchrun(cmd, world, standalone=world == 4)
                 else:
                     subprocess.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd,
                                    check=True)
@@ -231,6 +231,15 @@ def main():
         total += 1
         print(f"{'PASS' if ok else 'FAIL'} mismatched plans: exit {r.returncode}, "
               f"{msgs} of 2 ranks report it")
+        # The same under torchrun.
+        code, err = torchrun(["sh", "-c", f'if [ "$RANK" = 0 ]; then exec {a.fsdp_run} {p1}; '
+                                          f'else exec {a.fsdp_run} {p2}; fi'], 2, {})
+        msgs = err.count("the plan (")
+        ok = code != 0 and msgs == 2
+        failures += not ok
+        total += 1
+        print(f"{'PASS' if ok else 'FAIL'} mismatched plans under torchrun: exit {code}, "
+              f"{msgs} of 2 ranks report it")
 
         # A rank that dies: the others exit non-zero, quickly.
         plan = os.path.join(tmp, "gpt2-2-c0.plan")
@@ -247,17 +256,19 @@ def main():
         total += 1
         print(f"{'PASS' if ok else 'FAIL'} a rank dies at step 3: the job exits {r.returncode} "
               f"after {took:.1f} s")
-        # The same without MPI: a rank that dies ends every rank's run.
+        # The same under torchrun: rank 0 sees its peer's connection close
+        # and fails at once, before torchrun's monitor (every 5 s) would
+        # stop it.
         start = time.time()
-        codes, errs = launch_like_torchrun(
+        code, err = torchrun(
             [a.fsdp_run, plan, "--weights", weights, "--steps", "50", "--comm-timeout",
              "10", "--quiet"], 2, {"FSDP_FAULT_RANK": "1", "FSDP_FAULT_STEP": "3"})
         took = time.time() - start
-        ok = all(codes) and took < 30 and "connection to rank 1" in errs[0]
+        ok = code != 0 and took < 30 and "rank 0: " in err and "failed:" in err
         failures += not ok
         total += 1
-        print(f"{'PASS' if ok else 'FAIL'} a rank dies at step 3 (TCP, torchrun-style): exit codes "
-              f"{codes} after {took:.1f} s")
+        print(f"{'PASS' if ok else 'FAIL'} a rank dies at step 3 (Gloo, torchrun): exit {code} "
+              f"after {took:.1f} s" + ("" if ok else ": " + err[-1500:]))
     print(f"data-parallel: {total - failures} passed, {failures} failed")
     return 1 if failures else 0
 

@@ -769,7 +769,7 @@ def rendezvous(s):
                                            "--comm-timeout", "20"], env=e,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
             if r == 0 and before_rank1:
-                before_rank1(port + 1)
+                before_rank1(port)  # rank 0 serves the store at MASTER_PORT
         codes, errs, hung = [], [], False
         for p in procs:
             try:
@@ -802,6 +802,16 @@ def rendezvous(s):
            action=lambda: launch(2, base, lambda port: connect(port)))
     s.case(cls, "a connection that sends garbage", expect="ok",
            action=lambda: launch(2, base + 4, lambda port: connect(port, b"GET / HTTP/1.0\r\n\r\n")))
+    # c10d TCPStore messages that claim too much, or wait forever.
+    s.case(cls, "a store key that claims 2^62 bytes", expect="ok",
+           action=lambda: launch(2, base + 16, lambda port: connect(
+               port, b"\x00" + (2 ** 62).to_bytes(8, "little"))))
+    s.case(cls, "a store value over the limit", expect="ok",
+           action=lambda: launch(2, base + 20, lambda port: connect(
+               port, b"\x00" + (1).to_bytes(8, "little") + b"k" + (2 ** 40).to_bytes(8, "little"))))
+    s.case(cls, "a store wait that never ends", expect="ok",
+           action=lambda: launch(2, base + 24, lambda port: connect(
+               port, b"\x05" + (1).to_bytes(8, "little") + (4).to_bytes(8, "little") + b"nope")))
     s.case(cls, "many idle connections", expect="ok",
            action=lambda: launch(2, base + 8, lambda port: [connect(port) for _ in range(20)]))
     s.case(cls, "a rank of a job of another size",

@@ -181,20 +181,16 @@ Status CudaDevice::open(int64_t localRank) {
   graphs = !(g && std::strcmp(g, "0") == 0);
 
   // NCCL's world communicator: rank 0's id reaches every rank through the
-  // host communicator (an all-gather of every rank's id; rank 0's is used).
+  // host communicator (MPI_Bcast under mpirun; under torchrun, the store the
+  // ranks met at).
   ncclUniqueId id{};
   if (host.rank() == 0)
     NCCL_TRY(ncclGetUniqueId(&id));
-  std::vector<ncclUniqueId> ids(host.size());
-  int64_t slot = 0; // before any plan slot is in use
-  host.reserve(1);
-  FSDP_RETURN_IF_ERROR(
-      host.allGatherStart(&id, ids.data(), sizeof id, 1, slot, Group::World));
-  FSDP_RETURN_IF_ERROR(host.wait(slot));
+  FSDP_RETURN_IF_ERROR(host.broadcast(&id, sizeof id, "nccl-unique-id"));
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0; // every call returns; the watchdog polls
   ncclComm_t world = nullptr;
-  NCCL_TRY(ncclCommInitRankConfig(&world, (int)host.size(), ids[0],
+  NCCL_TRY(ncclCommInitRankConfig(&world, (int)host.size(), id,
                                   (int)host.rank(), &config));
   FSDP_RETURN_IF_ERROR(waitNccl(world, "ncclCommInitRankConfig"));
   nccl[Group::World] = world;
