@@ -293,6 +293,13 @@ Status StoreServer::start(int port, std::unique_ptr<StoreServer> &out) {
     return Status::error("rank 0 cannot serve the store on port " +
                          std::to_string(port) + ": " + std::strerror(errno));
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  sockaddr_storage bound{};
+  socklen_t boundLen = sizeof bound;
+  if (::getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &boundLen) == 0)
+    s->boundPort = ntohs(
+        bound.ss_family == AF_INET6
+            ? reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port
+            : reinterpret_cast<sockaddr_in *>(&bound)->sin_port);
   int pipes[2];
   if (::pipe2(pipes, O_CLOEXEC) != 0)
     return Status::error(std::string("cannot start the store: ") +
@@ -432,6 +439,7 @@ void StoreServer::serve() {
     }
     if (fds[0].revents)
       break;
+    size_t polled = conns.size(); // a connection accepted now waits a turn
     if (fds[1].revents & POLLIN) {
       int c = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c >= 0) {
@@ -445,7 +453,7 @@ void StoreServer::serve() {
       }
     }
     std::vector<bool> drop(conns.size(), false);
-    for (size_t i = 0; i < conns.size(); ++i) {
+    for (size_t i = 0; i < polled; ++i) {
       Connection &c = conns[i];
       short ev = fds[i + 2].revents;
       if (ev & (POLLERR | POLLNVAL)) {

@@ -55,8 +55,9 @@ private:
 class StoreServer {
 public:
   ~StoreServer();
-  /// Listens on `port` on every interface.
+  /// Listens on `port` (0: any free one) on every interface.
   static Status start(int port, std::unique_ptr<StoreServer> &out);
+  int port() const { return boundPort; }
 
   /// Bounds on what one connection may send or hold.
   static constexpr uint64_t kMaxKeyBytes = 4096;
@@ -69,7 +70,7 @@ public:
 private:
   StoreServer() = default;
   void serve();
-  int listenFd = -1, wakeRead = -1, wakeWrite = -1;
+  int listenFd = -1, wakeRead = -1, wakeWrite = -1, boundPort = 0;
   std::thread thread;
 };
 
