@@ -187,14 +187,25 @@ int main(int argc, char **argv) {
     omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
   }
 #endif
+  LaunchInfo launch;
+  if (Status s = launchInfo(launch); !s)
+    return fail(s);
+  if (Status s = checkLaunch(launch, nullptr); !s)
+    return fail(s);
+  // The engine: MPI under mpirun (or for a plan of many ranks, which then
+  // needs it), Gloo under torchrun and the like, none for one process.
+  auto openComm = [&](int64_t plannedRanks, std::unique_ptr<Comm> &comm) {
+    if (!launchedByMpi() && launch.size > 1)
+      return glooComm(launch, commTimeout, comm);
+    if (launchedByMpi() || plannedRanks > 1)
+      return mpiComm(commTimeout, comm);
+    comm = localComm();
+    return Status::ok();
+  };
   if (calibrateOnly) {
     std::unique_ptr<Comm> comm;
-    if (launchedByMpi()) {
-      if (Status s = mpiComm(commTimeout, comm); !s)
-        return fail(s);
-    } else {
-      comm = localComm();
-    }
+    if (Status s = openComm(1, comm); !s)
+      return fail(s);
     nlohmann::json device;
     if (Status s = cpu::calibrate(*comm, device); !s)
       return fail(s);
@@ -207,22 +218,9 @@ int main(int argc, char **argv) {
   Plan plan;
   if (Status s = loadPlan(planPath, plan); !s)
     return fail(s);
-  LaunchInfo launch;
-  if (Status s = launchInfo(launch); !s)
-    return fail(s);
-  if (Status s = checkLaunch(launch, nullptr); !s)
-    return fail(s);
   std::unique_ptr<Comm> comm;
-  if (!launchedByMpi() && launch.size > 1) {
-    // torchrun and the like: no MPI job, collectives over Gloo.
-    if (Status s = glooComm(launch, commTimeout, comm); !s)
-      return fail(s);
-  } else if (launchedByMpi() || plan.worldSize > 1) {
-    if (Status s = mpiComm(commTimeout, comm); !s)
-      return fail(s);
-  } else {
-    comm = localComm();
-  }
+  if (Status s = openComm(plan.worldSize, comm); !s)
+    return fail(s);
   if (Status s = checkLaunch(launch, comm.get()); !s)
     return fail(s);
   int64_t rank = comm->rank(), world = comm->size();

@@ -224,12 +224,7 @@ public:
     MPI_Bcast(&root, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
     int mismatch = root != value, any = 0;
     MPI_Allreduce(&mismatch, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (any)
-      return Status::error("rank " + std::to_string(rankId) + ": " + what +
-                           (mismatch
-                                ? " differs from rank 0's"
-                                : " differs between ranks (on another rank)"));
-    return Status::ok();
+    return sameAsRankZero(rankId, mismatch, any, what);
   }
   Status broadcast(void *data, int64_t bytes, const std::string &) override {
     if (MPI_Bcast(data, (int)bytes, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
@@ -286,6 +281,15 @@ void finalizeMpi() {
 } // namespace
 
 std::unique_ptr<Comm> localComm() { return std::make_unique<Local>(); }
+
+Status sameAsRankZero(int64_t rank, bool mismatch, bool any,
+                      const std::string &what) {
+  if (!any)
+    return Status::ok();
+  return Status::error("rank " + std::to_string(rank) + ": " + what +
+                       (mismatch ? " differs from rank 0's"
+                                 : " differs between ranks (on another rank)"));
+}
 
 bool launchedByMpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||

@@ -88,6 +88,11 @@ public:
 
 std::unique_ptr<Comm> localComm();
 
+/// checkSame's verdict on one rank: `mismatch` (this rank's value is not
+/// rank 0's), `any` (some rank's is not).
+Status sameAsRankZero(int64_t rank, bool mismatch, bool any,
+                      const std::string &what);
+
 /// True when this process was started by mpirun (or another MPI launcher).
 bool launchedByMpi();
 

@@ -228,11 +228,7 @@ public:
                         bool average, int64_t slot, Group g) override {
     Pending *p = nullptr;
     FSDP_RETURN_IF_ERROR(begin(slot, "all_reduce", g, p));
-    p->out = out;
-    p->count = count;
-    p->average = average;
-    p->ranks = size(g);
-    p->elem = e;
+    expectSum(*p, out, count, average, e, g);
     if (size(g) == 1)
       return alone(*p, in, out, count * elemBytes(e));
     return launch(*p, g, /*gather=*/false, [=](Lane &lane) {
@@ -277,11 +273,7 @@ public:
                             bool average, int64_t slot, Group g) override {
     Pending *p = nullptr;
     FSDP_RETURN_IF_ERROR(begin(slot, "reduce_scatter", g, p));
-    p->out = out;
-    p->count = count;
-    p->average = average;
-    p->ranks = size(g);
-    p->elem = e;
+    expectSum(*p, out, count, average, e, g);
     if (size(g) == 1)
       return alone(*p, in, out, count * elemBytes(e));
     return launch(*p, g, /*gather=*/false, [=](Lane &lane) {
@@ -314,15 +306,10 @@ public:
       gloo::allgather(opts);
     }));
     FSDP_RETURN_IF_ERROR(finish(p));
-    bool mismatch = all[0] != value, any = false;
+    bool any = false;
     for (uint64_t v : all)
       any = any || v != all[0];
-    if (any)
-      return Status::error("rank " + std::to_string(rankId) + ": " + what +
-                           (mismatch
-                                ? " differs from rank 0's"
-                                : " differs between ranks (on another rank)"));
-    return Status::ok();
+    return sameAsRankZero(rankId, all[0] != value, any, what);
   }
 
   Status broadcast(void *data, int64_t bytes, const std::string &key) override {
@@ -348,6 +335,16 @@ public:
 private:
   Millis millis() const {
     return Millis((int64_t)(timeout * 1000.0));
+  }
+
+  /// What wait() needs to finish a sum: the average's scaling.
+  void expectSum(Pending &p, void *out, int64_t count, bool average, Elem e,
+                 Group g) {
+    p.out = out;
+    p.count = count;
+    p.average = average;
+    p.ranks = size(g);
+    p.elem = e;
   }
 
   /// All-reduce buffers of element type T; in place when in == out.
