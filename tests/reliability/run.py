@@ -759,12 +759,16 @@ def rendezvous(s):
     run_ = s.tool("fsdp-run")
     base = 40000 + os.getpid() % 3000  # apart from dp_parity.py's 29600-31700
 
-    def launch(world, port, before_rank1=None, extra=None):
+    def launch(world, port, before_rank1=None, extra=None, slurm=False):
         procs = []
-        env = dict(os.environ, WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), LOCAL_WORLD_SIZE=str(world))
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         for r in range(world):
-            e = dict(env, RANK=str(r), LOCAL_RANK=str(r), **((extra or {}).get(r, {})))
+            if slurm:  # srun's variables (no PMIx: no MPI)
+                e = dict(env, SLURM_NTASKS=str(world), SLURM_PROCID=str(r), SLURM_LOCALID=str(r))
+            else:
+                e = dict(env, WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), RANK=str(r),
+                         LOCAL_RANK=str(r))
+            e.update((extra or {}).get(r, {}))
             procs.append(subprocess.Popen([run_, s.p("g2.plan"), "--steps", "2", "--quiet",
                                            "--comm-timeout", "20"], env=e,
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
@@ -798,6 +802,8 @@ def rendezvous(s):
             except OSError:
                 time.sleep(0.05)
 
+    s.case(cls, "Slurm's variables, no MPI", expect="ok",
+           action=lambda: launch(2, base + 28, slurm=True))
     s.case(cls, "an idle connection before rank 1", expect="ok",
            action=lambda: launch(2, base, lambda port: connect(port)))
     s.case(cls, "a connection that sends garbage", expect="ok",
