@@ -9,16 +9,20 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
-                                   llvm::StringRef op) const {
+double DeviceModel::rooflineSeconds(int64_t flops, int64_t bytes,
+                                    Type element, llvm::StringRef op) const {
   bool half = element && (element.isBF16() || element.isF16());
   double peak = (half && flopsBf16 > 0 ? flopsBf16 : flopsF32) * efficiency(op);
+  return launchOverhead +
+         std::max(flops / peak, bytes / (memBandwidth * memEfficiency));
+}
+
+double DeviceModel::computeSeconds(int64_t flops, int64_t bytes, Type element,
+                                   llvm::StringRef op) const {
   double scale = op.empty() ? 1.0 : opScale.lookup(op);
   if (scale <= 0)
     scale = 1.0;
-  return scale *
-         (launchOverhead +
-          std::max(flops / peak, bytes / (memBandwidth * memEfficiency)));
+  return scale * rooflineSeconds(flops, bytes, element, op);
 }
 
 double DeviceModel::efficiency(llvm::StringRef op) const {
@@ -94,7 +98,7 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
     auto t = opScaleByThreads.find(threadsPerRank(ranksOnNode));
     if (t != opScaleByThreads.end())
       if (auto s = t->second.find(op); s != t->second.end())
-        return s->second * computeSeconds(flops, bytes, element) *
+        return s->second * rooflineSeconds(flops, bytes, element, op) *
                oversubscription(ranksOnNode);
   }
   return computeSeconds(flops, bytes, element, op) *

@@ -89,9 +89,14 @@ struct DeviceModel {
   /// the JSON, keyed by the count).
   std::map<int64_t, llvm::StringMap<double>> opScaleByThreads;
 
-  /// Seconds one op with these flops and bytes takes (a roofline).
+  /// Seconds one op with these flops and bytes takes (a roofline at the
+  /// op's efficiency, times its op_scale).
   double computeSeconds(int64_t flops, int64_t bytes, Type element,
                         llvm::StringRef op = "") const;
+  /// The roofline alone: the op's efficiency, no op_scale (per-thread
+  /// factors replace op_scale, not the efficiency).
+  double rooflineSeconds(int64_t flops, int64_t bytes, Type element,
+                         llvm::StringRef op = "") const;
   /// Seconds the op takes on one of `ranksOnNode` ranks sharing a node
   /// (0: a device of its own): computeSeconds with the op's per-thread
   /// factor where fitted, else with sharedNodeFactor.

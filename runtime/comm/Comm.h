@@ -82,6 +82,9 @@ public:
   /// the plan's slots: NCCL's unique id); `key` names it, once per process.
   virtual Status broadcast(void *data, int64_t bytes,
                            const std::string &key) = 0;
+  /// Whether collectives move while the rank computes (Gloo's lanes), or
+  /// only inside its calls into the engine (MPI's progress).
+  virtual bool progressesAlone() const { return false; }
   /// Ends every rank's process (after an error on this one).
   virtual void abort(int code) = 0;
 };

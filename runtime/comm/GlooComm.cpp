@@ -327,6 +327,8 @@ public:
     return Status::ok();
   }
 
+  bool progressesAlone() const override { return true; }
+
   void abort(int code) override {
     std::fflush(nullptr);
     std::_Exit(code); // the peers see their connections close

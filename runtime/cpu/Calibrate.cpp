@@ -1,5 +1,6 @@
 //===- Calibrate.cpp - Measure this machine for the cost model ------------===//
 #include "runtime/cpu/Calibrate.h"
+#include "runtime/cpu/Kernels.h"
 #include "runtime/support/Resident.h"
 
 #include <cblas.h>
@@ -32,6 +33,52 @@ template <typename F> double best(int reps, F f) {
     t = std::min(t, now() - s);
   }
   return t;
+}
+
+/// Causal attention as a GPT-2 block runs it (12 heads of 64, T=256): the
+/// model FLOP/s of the forward kernel (AttentionOp::getFlops' count, the
+/// hidden half skipped), and the backward's time over the forward's times
+/// its 2.5x flops (AttentionGradOp::getFlops), both through the kernels
+/// the executor runs.
+Status measureAttention(double &forwardFlops, double &gradRatio) {
+  const int64_t heads = 12, t = 256, d = 64;
+  int64_t n = heads * t * d;
+  std::vector<float> memory(8 * n + 64);
+  for (size_t i = 0; i < memory.size(); ++i)
+    memory[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
+  auto tensor = [&](int k) {
+    TensorRef r;
+    r.offset = k * n * (int64_t)sizeof(float);
+    r.shape = {heads, t, d};
+    return r;
+  };
+  Instruction fwd, grad;
+  fwd.op = "attention";
+  fwd.in = {tensor(0), tensor(1), tensor(2)};
+  fwd.out = {tensor(3)};
+  fwd.attrs = {{"scale", 0.125}, {"causal", true}};
+  grad.op = "attention_grad";
+  grad.in = {tensor(0), tensor(1), tensor(2), tensor(4)};
+  grad.out = {tensor(5), tensor(6), tensor(7)};
+  grad.attrs = fwd.attrs;
+  std::vector<double> scratch( // (per thread, counted in floats)
+      (size_t)std::max(scratchFloats(fwd), scratchFloats(grad)) / 2 + 16);
+  Context c;
+  c.arena = reinterpret_cast<uint8_t *>(memory.data());
+  c.scratch = reinterpret_cast<float *>(scratch.data());
+  Status failed = Status::ok();
+  auto run = [&](const Instruction &in) {
+    if (Status s = kernelFor(in.op)(in, c); !s)
+      failed = s;
+  };
+  run(fwd); // warm
+  double tf = best(5, [&] { run(fwd); });
+  double tg = best(3, [&] { run(grad); });
+  FSDP_RETURN_IF_ERROR(failed);
+  double flops = (2.0 * n * t + 2.0 * n * t + 5.0 * heads * t * t) / 2;
+  forwardFlops = flops / tf;
+  gradRatio = tg / (tf * (5.0 * 2 * n * t / 2) / flops);
+  return Status::ok();
 }
 
 } // namespace
@@ -102,6 +149,9 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   }
 #endif
 
+  double attentionFlops = flops, attentionGrad = 1.0;
+  FSDP_RETURN_IF_ERROR(measureAttention(attentionFlops, attentionGrad));
+
   // Between ranks: a tiny all-reduce's latency, a large one's bandwidth.
   double latency = 2e-6, link = bandwidth / 4;
   int64_t p = comm.size();
@@ -134,8 +184,14 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             {"flops_f32", flops},
             {"flops_bf16", flops},
             {"mem_bandwidth", bandwidth},
-            // MPI's collectives move inside waits only (DeviceModel.h).
-            {"async_progress", false},
+            // Attention's kernels against the GEMM's rate; the backward's
+            // own factor on top.
+            {"attention_efficiency",
+             std::clamp(attentionFlops / flops, 0.01, 1.0)},
+            {"op_scale", {{"attention_grad", attentionGrad}}},
+            // MPI's collectives move inside waits only (DeviceModel.h);
+            // Gloo's on threads of their own.
+            {"async_progress", comm.progressesAlone()},
             {"intra_bandwidth", link},
             {"inter_bandwidth", link},
             {"intra_latency", latency},

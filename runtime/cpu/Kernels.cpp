@@ -403,11 +403,11 @@ Status kCast(const Instruction &in, Context &c) {
 /// C[M,N] = alpha * op(A) op(B) + beta * C on row-major matrices.
 void sgemmSerial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  const float *a, int64_t lda, const float *b, int64_t ldb,
-                 float beta, float *out) {
+                 float beta, float *out, int64_t ldc = 0) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
               tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
               (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, out,
-              (blasint)n);
+              (blasint)(ldc ? ldc : n));
 }
 
 /// OpenBLAS runs single-threaded (the executor sets it): a large product is
@@ -1100,29 +1100,55 @@ Status kLayerNormGrad(const Instruction &in, Context &c) {
 // Attention
 //===----------------------------------------------------------------------===//
 
-/// Scores of batch element `b`, masked and softmaxed into `s` [tq, tk]: the
-/// forward's probabilities, recomputed by the backward.
+/// Attention's shape: q [..., tq, d], k [..., tk, d], v [..., tk, dv], an
+/// optional mask broadcast to the scores [..., tq, tk].
 struct AttentionShape {
   int64_t r, tq, d, tk, dv, batch;
   Shape bshape, ms;
   const TensorRef *mask;
 };
 
+/// Query rows [i0, i1) of batch element `b` attend to keys [0, kmax): with
+/// a causal flag and no mask, blocks of kQueryBlock rows stop at the
+/// diagonal, so the products above it (half of them) are never computed.
+struct QueryBlock {
+  int64_t i0, i1, kmax;
+};
+constexpr int64_t kQueryBlock = 64;
+
+/// How many blocks, and block `n` (no allocation: kernels run in a step).
+int64_t queryBlockCount(const AttentionShape &a, bool causal) {
+  if (!causal || a.mask || a.tq <= kQueryBlock)
+    return 1;
+  return (a.tq + kQueryBlock - 1) / kQueryBlock;
+}
+QueryBlock queryBlock(const AttentionShape &a, bool causal, int64_t n) {
+  if (queryBlockCount(a, causal) == 1)
+    return {0, a.tq, a.tk};
+  int64_t offset = a.tk - a.tq; // row i sees keys j <= i + offset
+  int64_t i0 = n * kQueryBlock, i1 = std::min(a.tq, i0 + kQueryBlock);
+  return {i0, i1, std::clamp<int64_t>(i1 + offset, 1, a.tk)};
+}
+
+/// Scores of batch element `b`'s rows [blk.i0, blk.i1) against keys
+/// [0, blk.kmax), masked and softmaxed into `s` (row i0, rows of tk): the
+/// forward's probabilities, recomputed by the backward.
 void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
                     const float *pk, float scale, bool causal, int64_t b,
-                    float *s) {
+                    const QueryBlock &blk, float *s) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  sgemmSerial(false, true, a.tq, a.tk, a.d, scale, pq + b * a.tq * a.d, a.d,
-              pk + b * a.tk * a.d, a.d, 0.0f, s);
+  sgemmSerial(false, true, blk.i1 - blk.i0, blk.kmax, a.d, scale,
+              pq + (b * a.tq + blk.i0) * a.d, a.d, pk + b * a.tk * a.d, a.d,
+              0.0f, s, a.tk);
   int64_t mbase = 0;
   if (a.mask)
     for (int64_t dd = (int64_t)a.bshape.size() - 1, rest = b; dd >= 0; --dd) {
       mbase += (rest % a.bshape[dd]) * a.ms[dd];
       rest /= a.bshape[dd];
     }
-  for (int64_t i = 0; i < a.tq; ++i) {
-    float *row = s + i * a.tk;
-    for (int64_t j = 0; j < a.tk; ++j) {
+  for (int64_t i = blk.i0; i < blk.i1; ++i) {
+    float *row = s + (i - blk.i0) * a.tk;
+    for (int64_t j = 0; j < blk.kmax; ++j) {
       if (causal && j > i + (a.tk - a.tq))
         row[j] = ninf;
       if (a.mask) {
@@ -1135,7 +1161,7 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
         }
       }
     }
-    softmaxRow(row, row, a.tk, false);
+    softmaxRow(row, row, blk.kmax, false);
   }
 }
 
@@ -1177,6 +1203,7 @@ Status kAttention(const Instruction &in, Context &c) {
               *pv = c.get<float>(v);
   float *py = c.get<float>(y);
   int64_t tq = a.tq, tk = a.tk, dv = a.dv;
+  int64_t blocks = queryBlockCount(a, causal);
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
 #ifdef _OPENMP
@@ -1184,9 +1211,12 @@ Status kAttention(const Instruction &in, Context &c) {
 #else
     float *p = c.scratch;
 #endif
-    attentionProbs(a, c, pq, pk, scale, causal, b, p);
-    sgemmSerial(false, false, tq, dv, tk, 1.0f, p, tk, pv + b * tk * dv, dv,
-                0.0f, py + b * tq * dv);
+    for (int64_t n = 0; n < blocks; ++n) {
+      QueryBlock blk = queryBlock(a, causal, n);
+      attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
+      sgemmSerial(false, false, blk.i1 - blk.i0, dv, blk.kmax, 1.0f, p, tk,
+                  pv + b * tk * dv, dv, 0.0f, py + (b * tq + blk.i0) * dv);
+    }
   }
   return Status::ok();
 }
@@ -1206,6 +1236,7 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
   float *dq = c.get<float>(in.out[0]), *dk = c.get<float>(in.out[1]),
         *dv = c.get<float>(in.out[2]);
   int64_t tq = a.tq, tk = a.tk, d = a.d, nv = a.dv;
+  int64_t blocks = queryBlockCount(a, causal);
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
 #ifdef _OPENMP
@@ -1214,25 +1245,41 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
     float *p = c.scratch;
 #endif
     float *dp = p + tq * tk;
-    attentionProbs(a, c, pq, pk, scale, causal, b, p);
-    const float *gy = pdy + b * tq * nv;
-    // dv = pᵀ·dy ; dp = dy·vᵀ ; ds = p ⊙ (dp - rowsum(dp ⊙ p)) (into dp)
-    sgemmSerial(true, false, tk, nv, tq, 1.0f, p, tk, gy, nv, 0.0f,
-                dv + b * tk * nv);
-    sgemmSerial(false, true, tq, tk, nv, 1.0f, gy, nv, pv + b * tk * nv, nv,
-                0.0f, dp);
-    for (int64_t i = 0; i < tq; ++i) {
-      double dot = 0;
-      for (int64_t j = 0; j < tk; ++j)
-        dot += (double)dp[i * tk + j] * p[i * tk + j];
-      for (int64_t j = 0; j < tk; ++j)
-        dp[i * tk + j] = p[i * tk + j] * (float)(dp[i * tk + j] - dot);
+    // dk and dv sum over the query blocks.
+    float beta = 0.0f;
+    for (int64_t n = 0; n < blocks; ++n) {
+      QueryBlock blk = queryBlock(a, causal, n);
+      int64_t rows = blk.i1 - blk.i0, keys = blk.kmax;
+      attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
+      const float *gy = pdy + (b * tq + blk.i0) * nv;
+      const float *qb = pq + (b * tq + blk.i0) * d;
+      // Keys past this block's reach get nothing from it: with beta 0 (the
+      // first block) they are zeroed first.
+      if (beta == 0.0f && keys < tk) {
+        std::fill(dv + (b * tk + keys) * nv, dv + (b + 1) * tk * nv, 0.0f);
+        std::fill(dk + (b * tk + keys) * d, dk + (b + 1) * tk * d, 0.0f);
+      }
+      // dv = pᵀ·dy ; dp = dy·vᵀ ; ds = p ⊙ (dp - rowsum(dp ⊙ p)) (into dp)
+      sgemmSerial(true, false, keys, nv, rows, 1.0f, p, tk, gy, nv, beta,
+                  dv + b * tk * nv);
+      sgemmSerial(false, true, rows, keys, nv, 1.0f, gy, nv, pv + b * tk * nv,
+                  nv, 0.0f, dp, tk);
+      for (int64_t i = 0; i < rows; ++i) {
+        float *dpi = dp + i * tk;
+        const float *pi = p + i * tk;
+        double dot = 0;
+        for (int64_t j = 0; j < keys; ++j)
+          dot += (double)dpi[j] * pi[j];
+        for (int64_t j = 0; j < keys; ++j)
+          dpi[j] = pi[j] * (float)(dpi[j] - dot);
+      }
+      // dq = scale·ds·k ; dk = scale·dsᵀ·q
+      sgemmSerial(false, false, rows, d, keys, scale, dp, tk, pk + b * tk * d,
+                  d, 0.0f, dq + (b * tq + blk.i0) * d);
+      sgemmSerial(true, false, keys, d, rows, scale, dp, tk, qb, d, beta,
+                  dk + b * tk * d);
+      beta = 1.0f;
     }
-    // dq = scale·ds·k ; dk = scale·dsᵀ·q
-    sgemmSerial(false, false, tq, d, tk, scale, dp, tk, pk + b * tk * d, d,
-                0.0f, dq + b * tq * d);
-    sgemmSerial(true, false, tk, d, tq, scale, dp, tk, pq + b * tq * d, d, 0.0f,
-                dk + b * tk * d);
   }
   return Status::ok();
 }

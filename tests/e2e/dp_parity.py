@@ -106,6 +106,7 @@ def main():
             # Launched by torchrun (no MPI): collectives over Gloo.
             ["--strategy=full-shard", "torchrun"],
             ["--strategy=hybrid-shard", "--replicate-groups=2", "torchrun"],
+            ["--strategy=full-shard", "--reshard-after-forward=2", "torchrun"],  # block groups
             ["--strategy=full-shard", "--param-dtype=bf16", "--reduce-dtype=bf16", "torchrun"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
