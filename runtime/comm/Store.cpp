@@ -56,6 +56,8 @@ Clock::time_point after(double seconds) {
 /// Moves n bytes over fd before the deadline; false on a closed connection,
 /// an error or the deadline.
 bool io(int fd, void *data, size_t n, Clock::time_point deadline, bool send) {
+  if (fd < 0) // closed after an earlier failure
+    return false;
   char *p = static_cast<char *>(data);
   while (n > 0) {
     int ms = (int)std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -140,7 +142,13 @@ Status Store::connect(const std::string &host, int port, double timeoutSeconds,
   return Status::ok();
 }
 
-Status Store::lost(const std::string &what) const {
+Status Store::lost(const std::string &what) {
+  // A request half done leaves the connection out of step (a late answer
+  // would be read as the next one's): later calls fail at once.
+  if (fd >= 0) {
+    ::close(fd);
+    fd = -1;
+  }
   return Status::error(
       "the store at " + where + " did not answer " + what + " within " +
       std::to_string((int)timeout) +

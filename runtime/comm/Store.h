@@ -44,7 +44,7 @@ public:
 private:
   Store(int fd, std::string where, double timeout)
       : fd(fd), where(std::move(where)), timeout(timeout) {}
-  Status lost(const std::string &what) const;
+  Status lost(const std::string &what);
   int fd;
   std::string where;
   double timeout;
