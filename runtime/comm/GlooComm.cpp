@@ -84,7 +84,8 @@ private:
 struct Pending {
   bool started = false, done = false;
   std::string error;
-  std::string what; // "all_gather over the shard group", for messages
+  const char *kind = ""; // "all_gather": with the group, for messages
+  Group group = Group::World;
   void *out = nullptr;
   int64_t count = 0, ranks = 1;
   bool average = false;
@@ -295,7 +296,7 @@ public:
     Pending &p = checkPending;
     p = Pending();
     p.started = true;
-    p.what = "the check of " + what;
+    p.kind = "all_gather";
     if (ranks == 1)
       return Status::ok();
     FSDP_RETURN_IF_ERROR(launch(p, Group::World, false, [this](Lane &lane) {
@@ -305,7 +306,8 @@ public:
       opts.setTimeout(millis());
       gloo::allgather(opts);
     }));
-    FSDP_RETURN_IF_ERROR(finish(p));
+    if (Status s = finish(p); !s)
+      return s.withContext("checking " + what);
     bool any = false;
     for (uint64_t v : all)
       any = any || v != all[0];
@@ -367,12 +369,23 @@ private:
     return Status::ok();
   }
 
+  /// "all_gather over the shard group" (built only for a message).
+  static std::string describe(const Pending &p) {
+    return std::string(p.kind) + " over the " + groupName(p.group) + " group";
+  }
+
+  /// The group whose lanes run g's collectives: a group spanning the world
+  /// uses the world's.
+  Group laneGroup(Group g) const {
+    return layout.size(g) == ranks ? Group::World : g;
+  }
+
   /// Builds group g's two lanes (collective over the ranks of g). A group
-  /// of one rank has none; a shard group that is the world uses its lanes.
+  /// of one rank has none.
   Status makeLanes(Group g) {
-    int64_t n = layout.size(g);
-    if (n <= 1 || (g != Group::World && n == ranks))
+    if (layout.size(g) <= 1 || laneGroup(g) != g)
       return Status::ok();
+    int64_t n = layout.size(g);
     for (int lane = 0; lane < 2; ++lane) {
       std::string scope = prefix + groupName(g) + "/" +
                           std::to_string(layout.key(rankId, g)) + "/" +
@@ -394,12 +407,9 @@ private:
   }
 
   Lane *laneFor(Group g, bool gather) {
-    int64_t n = layout.size(g);
-    if (n <= 1)
+    if (layout.size(g) <= 1)
       return nullptr;
-    if (g != Group::World && n == ranks)
-      g = Group::World;
-    auto it = lanes.find({g, gather});
+    auto it = lanes.find({laneGroup(g), gather});
     return it == lanes.end() ? nullptr : it->second.get();
   }
 
@@ -414,7 +424,8 @@ private:
                            " while its previous collective is unwaited");
     *p = Pending();
     p->started = true;
-    p->what = std::string(kind) + " over the " + groupName(g) + " group";
+    p->kind = kind;
+    p->group = g;
     return Status::ok();
   }
 
@@ -423,7 +434,7 @@ private:
                 std::function<void(Lane &)> body) {
     Lane *lane = laneFor(g, gather);
     if (!lane)
-      return Status::error(p.what + ": the group was never connected");
+      return Status::error(describe(p) + ": the group was never connected");
     lane->push([this, &p, lane, body = std::move(body)] {
       std::string error;
       try {
@@ -450,14 +461,14 @@ private:
     // Gloo gives up after the timeout; the margin covers the lane's queue.
     auto limit = std::chrono::duration<double>(timeout * 2 + 5);
     if (!doneCv.wait_for(lock, limit, [&] { return p.done; }))
-      return Status::error("rank " + std::to_string(rankId) + ": " + p.what +
+      return Status::error("rank " + std::to_string(rankId) + ": " + describe(p) +
                            " did not complete within " +
                            std::to_string((int)timeout) +
                            " s (a rank died or hung; --comm-timeout sets the "
                            "limit)");
     p.started = false;
     if (!p.error.empty())
-      return Status::error("rank " + std::to_string(rankId) + ": " + p.what +
+      return Status::error("rank " + std::to_string(rankId) + ": " + describe(p) +
                            " failed: " + p.error +
                            " (a rank died or hung; --comm-timeout sets the "
                            "limit)");

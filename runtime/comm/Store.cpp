@@ -216,6 +216,7 @@ struct Connection {
   int fd;
   std::string in, out;
   std::vector<std::string> waiting; // keys of a WAIT not yet answered
+  bool dead = false;                // closed at the end of the turn
 };
 
 /// Reads a request from the front of `in`. Returns 1 with the request
@@ -323,10 +324,17 @@ void StoreServer::serve() {
   std::map<std::string, std::string> data;
   uint64_t stored = 0; // bytes of keys and values held
   std::vector<Connection> conns;
+  bool changed = false; // a key was set this turn: waits may complete
+  // False (the writer is closed, nothing stored) past kMaxStoredBytes.
   auto put = [&](const std::string &key, std::string value) {
-    auto [it, fresh] = data.try_emplace(key);
-    stored += value.size() + (fresh ? key.size() : 0) - it->second.size();
-    it->second = std::move(value);
+    auto it = data.find(key);
+    uint64_t before = it == data.end() ? 0 : key.size() + it->second.size();
+    if (stored - before + key.size() + value.size() > kMaxStoredBytes)
+      return false;
+    stored += key.size() + value.size() - before;
+    data[key] = std::move(value);
+    changed = true;
+    return true;
   };
   auto ready = [&](const std::vector<std::string> &keys) {
     for (const std::string &k : keys)
@@ -358,8 +366,8 @@ void StoreServer::serve() {
     case kSet:
       if ((r = p.bytes(key, kMaxKeyBytes)) == 1)
         r = p.bytes(value, kMaxValueBytes);
-      if (r == 1)
-        put(key, std::move(value));
+      if (r == 1 && !put(key, std::move(value)))
+        return -1;
       break;
     case kGet:
       if ((r = p.bytes(key, kMaxKeyBytes)) == 1) {
@@ -378,7 +386,8 @@ void StoreServer::serve() {
         if (auto it = data.find(key); it != data.end())
           sum = std::strtoll(it->second.c_str(), nullptr, 10);
         sum += (int64_t)delta;
-        put(key, std::to_string(sum));
+        if (!put(key, std::to_string(sum)))
+          return -1;
         appendU64(c.out, (uint64_t)sum);
       }
       break;
@@ -418,7 +427,6 @@ void StoreServer::serve() {
     return r;
   };
 
-  bool changed = false;
   // Serves the requests buffered on `c`; false to close it.
   auto drain = [&](Connection &c) {
     while (c.waiting.empty() && !c.in.empty()) { // a waiter is answered first
@@ -427,10 +435,9 @@ void StoreServer::serve() {
         return false;
       if (r == 0)
         break;
-      changed = true;
     }
     return c.in.size() <= kMaxValueBytes + kMaxKeyBytes + 64 &&
-           c.out.size() <= 2 * kMaxValueBytes && stored <= kMaxStoredBytes;
+           c.out.size() <= 2 * kMaxValueBytes;
   };
 
   std::vector<pollfd> fds;
@@ -460,50 +467,50 @@ void StoreServer::serve() {
         }
       }
     }
-    std::vector<bool> drop(conns.size(), false);
     for (size_t i = 0; i < polled; ++i) {
       Connection &c = conns[i];
       short ev = fds[i + 2].revents;
       if (ev & (POLLERR | POLLNVAL)) {
-        drop[i] = true;
+        c.dead = true;
         continue;
       }
       if (ev & (POLLIN | POLLHUP)) {
         char buf[65536];
         ssize_t k = ::recv(c.fd, buf, sizeof buf, 0);
         if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-          drop[i] = true;
+          c.dead = true;
           continue;
         }
         if (k > 0)
           c.in.append(buf, (size_t)k);
         if (!drain(c))
-          drop[i] = true;
+          c.dead = true;
       }
       if ((ev & POLLOUT) && !c.out.empty()) {
         ssize_t k = ::send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
         if (k < 0 && errno != EAGAIN && errno != EINTR)
-          drop[i] = true;
+          c.dead = true;
         else if (k > 0)
           c.out.erase(0, (size_t)k);
       }
     }
-    for (size_t i = conns.size(); i-- > 0;)
-      if (drop[i]) {
-        ::close(conns[i].fd);
-        conns.erase(conns.begin() + (long)i);
-      }
-    // A SET or ADD may complete other connections' waits.
+    // A SET or ADD may complete other connections' waits (and what they
+    // sent after the wait may set more keys).
     while (changed) {
       changed = false;
       for (Connection &c : conns)
-        if (!c.waiting.empty() && ready(c.waiting)) {
+        if (!c.dead && !c.waiting.empty() && ready(c.waiting)) {
           c.waiting.clear();
           c.out.push_back(0);
           if (!drain(c))
-            c.in.clear(); // closed on its next event
+            c.dead = true;
         }
     }
+    for (size_t i = conns.size(); i-- > 0;)
+      if (conns[i].dead) {
+        ::close(conns[i].fd);
+        conns.erase(conns.begin() + (long)i);
+      }
   }
   for (Connection &c : conns)
     ::close(c.fd);

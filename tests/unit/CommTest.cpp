@@ -89,6 +89,30 @@ TEST(Store, GetTimesOutNamingTheKey) {
             0.2);
 }
 
+// A client that would fill the store past its bound is closed and its
+// value dropped; the store goes on serving everyone else.
+TEST(Store, FillingItClosesTheWriterOnly) {
+  std::unique_ptr<StoreServer> server;
+  ASSERT_TRUE(StoreServer::start(0, server));
+  std::unique_ptr<Store> hog, other;
+  ASSERT_TRUE(Store::connect("127.0.0.1", server->port(), 5, hog));
+  ASSERT_TRUE(Store::connect("127.0.0.1", server->port(), 0.5, other));
+  std::string big(StoreServer::kMaxValueBytes - 1024, 'x');
+  int64_t fits = StoreServer::kMaxStoredBytes / big.size(); // 4
+  for (int64_t i = 0; i < fits; ++i)
+    ASSERT_TRUE(hog->set("v" + std::to_string(i), big));
+  (void)hog->set("over", big); // sent; the server closes the connection
+  int64_t sum = 0;
+  EXPECT_FALSE(hog->add("n", 1, sum));
+  std::string v;
+  ASSERT_TRUE(other->set("small", "ok"));
+  ASSERT_TRUE(other->get("small", v));
+  EXPECT_EQ(v, "ok");
+  ASSERT_TRUE(other->get("v0", v));
+  EXPECT_EQ(v.size(), big.size());
+  EXPECT_FALSE(other->get("over", v)); // never stored: the wait times out
+}
+
 TEST(Store, NoServerIsAnErrorWithinTheTimeout) {
   std::unique_ptr<Store> a;
   Status s = Store::connect("127.0.0.1", freePort(), 0.3, a);
