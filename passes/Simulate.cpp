@@ -357,7 +357,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         end = finishAround(start, seconds, model.overlapRate(), busy);
         t.compute += end - start;
         // SyncBatchNorm: the kernel waits on its all-reduces of per-channel
-        // sums (two of C floats forward; backward those and one of 2C).
+        // sums (two of C, each two floats, forward; backward those and one
+        // of 2C).
         auto sync = isa<BatchNormOp, BatchNormGradOp>(op)
                         ? op.getAttrOfType<IntegerAttr>("sync_group_size")
                         : IntegerAttr();
@@ -365,9 +366,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           int64_t c = cast<RankedTensorType>(op.getOperand(0).getType())
                           .getDimSize(1);
           double wait =
-              2 * model.collectiveSeconds(4 * c, sync.getInt(), true) +
+              2 * model.collectiveSeconds(8 * c, sync.getInt(), true) +
               (isa<BatchNormGradOp>(op)
-                   ? model.collectiveSeconds(8 * c, sync.getInt(), true)
+                   ? model.collectiveSeconds(16 * c, sync.getInt(), true)
                    : 0.0);
           end += wait;
           t.comm += wait;

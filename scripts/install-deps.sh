@@ -8,7 +8,7 @@ PACKAGES=(
   llvm-22-dev libmlir-22-dev mlir-22-tools
   clang-22 libfuzzer-22-dev libclang-rt-22-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
-  libopenmpi-dev openmpi-bin libgloo-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin libgloo-dev libopenblas-dev libdnnl-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
   python3-onnx python3-torch python3-torchvision python3-numpy python3-pil chromium
 )

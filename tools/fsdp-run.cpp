@@ -8,6 +8,7 @@
 #include "runtime/backends/Backends.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/cpu/Calibrate.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/inspect/Inspect.h"
 #include "runtime/io/Checkpoint.h"
@@ -152,6 +153,12 @@ int main(int argc, char **argv) {
                  "cpu (default), cuda (one GPU per process, NCCL) or emulated "
                  "(the GPU backend's kernels run on the host: for testing)")
       ->check(CLI::IsMember({"cpu", "cuda", "emulated"}));
+  std::string gemmName = "auto";
+  app.add_option("--gemm", gemmName,
+                 "the CPU's matrix products: auto (default: oneDNN where it "
+                 "has AVX-512 kernels and OpenBLAS has not), openblas or "
+                 "onednn")
+      ->check(CLI::IsMember({"auto", "openblas", "onednn"}));
   app.add_flag("--check-allocations", checkAllocations,
                "fail if any step after the first allocates heap memory");
   try {
@@ -175,6 +182,11 @@ int main(int argc, char **argv) {
       return 1;
     }
   }
+
+  cpu::GemmLibrary gemm = cpu::GemmLibrary::Auto;
+  if (Status s = cpu::parseGemmLibrary(gemmName, gemm); !s)
+    return fail(s);
+  cpu::setGemmLibrary(gemm);
 
   // Ranks sharing a machine share its cores: split them, or the kernels'
   // threads and the MPI progress loops oversubscribe the CPU many times over.

@@ -1,5 +1,6 @@
 //===- Calibrate.cpp - Measure this machine for the cost model ------------===//
 #include "runtime/cpu/Calibrate.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/support/Resident.h"
 
@@ -84,12 +85,12 @@ Status measureAttention(double &forwardFlops, double &gradRatio) {
 } // namespace
 
 Status calibrate(Comm &comm, nlohmann::json &device) {
-  // sgemm as the kernels run it: row blocks of one product on the rank's
-  // threads, OpenBLAS single-threaded inside each.
+  // sgemm as the kernels run it (cpu/Gemm.h: one product on the rank's
+  // threads, on the library this process chose), at 1024 (a transformer's
+  // products are that size or larger), after 0.3 s of the same work: a few
+  // milliseconds of it measured cold came out 3x slow now and then (thread
+  // start, clock ramp, a shared machine's neighbours).
   openblas_set_num_threads(1);
-  // 1024 (a transformer's products are that size or larger), after 0.3 s of
-  // the same work: a few milliseconds of it measured cold came out 3x slow
-  // now and then (thread start, clock ramp, a shared machine's neighbours).
   const int n = 1024;
   std::vector<float> a(n * n, 1.0f), b(n * n, 0.5f), c(n * n, 0.0f);
 #ifdef _OPENMP
@@ -98,15 +99,8 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   int threads = 1, cores = 1;
 #endif
   auto product = [&] {
-#pragma omp parallel for
-    for (int t = 0; t < threads; ++t) {
-      int rows = (n + threads - 1) / threads, r0 = t * rows;
-      int r1 = std::min(n, r0 + rows);
-      if (r0 < r1)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r1 - r0, n, n,
-                    1.0f, a.data() + r0 * n, n, b.data(), n, 0.0f,
-                    c.data() + r0 * n, n);
-    }
+    sgemm(false, false, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f,
+          c.data());
   };
   for (double start = now(); now() - start < 0.3;)
     product();

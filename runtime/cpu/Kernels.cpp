@@ -1,16 +1,16 @@
 //===- Kernels.cpp - CPU kernels of every op a plan can contain -----------===//
 //
 // Kernels check the shapes they are given (a malformed plan is an error, not
-// an out-of-bounds access), accumulate reductions in double, and call
-// OpenBLAS's sgemm for every matrix product.
+// an out-of-bounds access), accumulate reductions in double, and run every
+// matrix product through Gemm.h (OpenBLAS or oneDNN).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Kernels.h"
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/plan/OpShapes.h"
 #include "runtime/support/Half.h"
 
-#include <cblas.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -400,42 +400,6 @@ Status kCast(const Instruction &in, Context &c) {
 // Contractions
 //===----------------------------------------------------------------------===//
 
-/// C[M,N] = alpha * op(A) op(B) + beta * C on row-major matrices.
-void sgemmSerial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float *a, int64_t lda, const float *b, int64_t ldb,
-                 float beta, float *out, int64_t ldc = 0) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans,
-              tb ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
-              (blasint)k, alpha, a, (blasint)lda, b, (blasint)ldb, beta, out,
-              (blasint)(ldc ? ldc : n));
-}
-
-/// OpenBLAS runs single-threaded (the executor sets it): a large product is
-/// split by output rows across the OpenMP threads instead, so no BLAS
-/// thread pool spins between the many small products of a step.
-void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-           const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
-           float *out) {
-  if (m * n * k < (int64_t(1) << 21) || m < 16) {
-    sgemmSerial(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, out);
-    return;
-  }
-#pragma omp parallel
-  {
-#ifdef _OPENMP
-    int parts = omp_get_num_threads(), id = omp_get_thread_num();
-#else
-    int parts = 1, id = 0;
-#endif
-    int64_t rows = (m + parts - 1) / parts, r0 = id * rows,
-            r1 = std::min(m, r0 + rows);
-    if (r0 < r1)
-      // Row r of op(A) is A's row r (no transpose) or column r (transposed).
-      sgemmSerial(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * lda, lda,
-                  b, ldb, beta, out + r0 * n);
-  }
-}
-
 Status kMatmul(const Instruction &in, Context &c) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   bool ta = attrBool(in, "transpose_lhs", false),
@@ -689,14 +653,14 @@ Status batchNormGroup(const Instruction &in, Context &c, int64_t &group) {
   return Status::ok();
 }
 
-/// SyncBatchNorm's steps (BatchNormMath.h) over every channel, `red` [4, C]
+/// SyncBatchNorm's steps (BatchNormMath.h) over every channel, `red` [8, C]
 /// in scratch, the sums each step writes all-reduced after it (over the
 /// world, by this instruction's slot).
 template <typename Step>
 Status batchNormSynced(const Instruction &in, Context &c,
                        const BatchNormLayout &l,
                        std::initializer_list<BatchNormStep> steps, Step run) {
-  float *red = c.scratch; // scratchFloats: 4 C
+  float *red = c.scratch; // scratchFloats: 8 C
   for (BatchNormStep step : steps) {
 #pragma omp parallel for
     for (int64_t ch = 0; ch < l.c; ++ch)
@@ -2169,8 +2133,8 @@ int64_t scratchFloats(const Instruction &instr) {
     return 2 * instr.out[0].numel();
   if ((instr.op == "batch_norm" || instr.op == "batch_norm_grad") &&
       attrInt(instr, "sync_group_size", 0) > 0 && !instr.in.empty() &&
-      instr.in[0].rank() >= 2) // SyncBatchNorm's [4, C] sums
-    return 4 * instr.in[0].shape[1];
+      instr.in[0].rank() >= 2) // SyncBatchNorm's [8, C] sums
+    return 8 * instr.in[0].shape[1];
   if ((instr.op == "layer_norm_grad" || instr.op == "rms_norm_grad") &&
       instr.in.size() == 3 &&
       !instr.in[1].shape.empty()) // each row's mean and rstd (doubles)

@@ -436,7 +436,7 @@ Status lowerPoolGrad(Ctx &c) {
 
 /// SyncBatchNorm (sync_group_size): its steps, each followed by the
 /// all-reduce (in place, over the world, by the instruction's slot) of the
-/// [4, C] sums in scratch it wrote.
+/// [8, C] sums in scratch it wrote.
 Status lowerBatchNormSynced(Ctx &c, BatchNormSyncedChannels k,
                             std::initializer_list<BatchNormStep> steps) {
   int64_t group = c.attrInt("sync_group_size", 0);

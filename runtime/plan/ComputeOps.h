@@ -152,8 +152,8 @@ inline int64_t deviceScratchBytes(std::string_view op,
   int64_t partials =
       in.empty() ? 0 : std::min(numel(in[0]) / 32, kSplitReduceThreads);
   if ((op == "batch_norm" || op == "batch_norm_grad") && !in.empty() &&
-      in[0].size() >= 2) // SyncBatchNorm's [4, C] sums (floats)
-    return 16 * in[0][1];
+      in[0].size() >= 2) // SyncBatchNorm's [8, C] sums (floats)
+    return 32 * in[0][1];
   if ((op == "layer_norm_grad" || op == "rms_norm_grad") && in.size() == 3)
     return 16 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1)) +
            16 * partials;
