@@ -6,9 +6,11 @@ The same GPT-2 (default d=256, 4 layers, 4 heads, T=128, vocab 512, batch
 thread count (OpenBLAS and torch both pinned to --threads). Reports the
 median step time of each over --steps steps after --warmup, and the ratio;
 the model FLOP/s (6 x parameters x tokens a step) against this machine's
-sgemm peak and copy bandwidth, both measured in the same run (numpy on
-Debian's OpenBLAS, the same threads); and fsdp-run's compute stream by op
-class from its trace of the last step.
+sgemm peak and copy bandwidth, both measured in the same run (the better of
+numpy on Debian's OpenBLAS at 4096^2 and fsdp-run --calibrate's products on
+the library it picked, the same threads); the same model's step with
+--compute-dtype=bf16; and fsdp-run's compute stream by op class from its
+trace of the last step.
 
     bench/cpu_step.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
     bench/cpu_step.py --dim 768 --layers 12 --heads 12 --seq 256 --vocab 50304 \
@@ -112,7 +114,20 @@ def main():
                         "--trace", trace, "--quiet"], check=True, env=env)
         ours = [json.loads(l)["step_ms"] for l in open(log)][a.warmup:]
         shares = op_shares(trace)
-    gemm_peak, copy_bw = machine(a.threads)
+        # The same model computing in bf16 (f32 master weights), whose GEMMs
+        # run as bf16 where the CPU has AVX512-BF16 or AMX (oneDNN).
+        plan16 = os.path.join(tmp, "gpt2-bf16.plan")
+        subprocess.run([a.fsdp_opt, onnx, "-o", plan16, "--compute-dtype=bf16"], check=True,
+                       stderr=subprocess.DEVNULL)
+        log16 = os.path.join(tmp, "log16.jsonl")
+        subprocess.run([a.fsdp_run, plan16, "--data", npz, "--steps", str(total), "--log",
+                        log16, "--quiet"], check=True, env=env)
+        ours16 = [json.loads(l)["step_ms"] for l in open(log16)][a.warmup:]
+        # fsdp-run's own products at 1024^2 on the library it chose.
+        cal = json.loads(subprocess.run([a.fsdp_run, "--calibrate"], check=True, env=env,
+                                        capture_output=True, text=True).stdout)
+    gemm_openblas, copy_bw = machine(a.threads)
+    gemm_peak = max(gemm_openblas, cal["flops_f32"] / 1e9)
 
     torch.set_num_threads(a.threads)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -132,17 +147,24 @@ def main():
     print(f"  fsdp-run        {mo:8.1f} ms/step  {tokens / mo * 1000:8.0f} tokens/s")
     print(f"  PyTorch eager   {mt:8.1f} ms/step  {tokens / mt * 1000:8.0f} tokens/s")
     print(f"  ratio fsdp/torch step time: {mo / mt:.2f} (target <= 0.5)")
+    mo16 = statistics.median(ours16)
+    print(f"  fsdp-run bf16   {mo16:8.1f} ms/step  {tokens / mo16 * 1000:8.0f} tokens/s "
+          f"(--compute-dtype=bf16; {cal['name']}, bf16 products at "
+          f"{cal['flops_bf16'] / 1e9:.0f} GFLOP/s)")
     flops = 6 * params * tokens
     print(f"  model FLOP/s: fsdp-run {flops / mo / 1e6:.1f} GFLOP/s, PyTorch "
-          f"{flops / mt / 1e6:.1f}; this machine's sgemm (4096^2, {a.threads} threads) "
-          f"{gemm_peak:.1f} GFLOP/s: fsdp-run at {100 * flops / mo / 1e6 / gemm_peak:.0f}% "
-          f"(target >= 70%); copy bandwidth {copy_bw:.1f} GB/s")
+          f"{flops / mt / 1e6:.1f}; this machine's sgemm ({a.threads} threads): OpenBLAS "
+          f"{gemm_openblas:.1f} GFLOP/s (numpy, 4096^2), fsdp-run's "
+          f"{cal['flops_f32'] / 1e9:.1f} (1024^2); peak {gemm_peak:.1f}: fsdp-run at "
+          f"{100 * flops / mo / 1e6 / gemm_peak:.0f}% (target >= 70%); copy bandwidth "
+          f"{copy_bw:.1f} GB/s")
     total_ms = sum(shares.values())
     print(f"  fsdp-run's compute stream, last step: {total_ms:.1f} ms")
     for cls, ms in sorted(shares.items(), key=lambda kv: -kv[1]):
         print(f"    {cls:14s} {ms:9.1f} ms  {100 * ms / total_ms:5.1f}%")
     print(f"    non-GEMM share: {100 * (1 - shares.get('GEMM', 0) / total_ms):.1f}% "
-          f"(target <= 20%)")
+          f"(target <= 20%); without attention's (its two products a head): "
+          f"{100 * (1 - (shares.get('GEMM', 0) + shares.get('attention', 0)) / total_ms):.1f}%")
 
 
 if __name__ == "__main__":

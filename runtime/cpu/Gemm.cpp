@@ -1,5 +1,6 @@
 //===- Gemm.cpp - The CPU's matrix products -------------------------------===//
 #include "runtime/cpu/Gemm.h"
+#include "runtime/support/AllocationCounter.h"
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -9,12 +10,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <mutex>
+#include <vector>
 
 namespace fsdp::cpu {
 
 namespace {
 
-GemmLibrary current = GemmLibrary::OpenBLAS;
+GemmLibrary current = GemmLibrary::OpenBLAS, requested = GemmLibrary::Auto;
 bool chosen = false;
 
 /// Whether OpenBLAS runs AVX-512 kernels here (its core name says which
@@ -54,6 +57,7 @@ Status parseGemmLibrary(const std::string &name, GemmLibrary &out) {
 }
 
 void setGemmLibrary(GemmLibrary library) {
+  requested = library;
   if (library == GemmLibrary::Auto)
     library = onednnHasAvx512() && !openblasHasAvx512() ? GemmLibrary::OneDNN
                                                         : GemmLibrary::OpenBLAS;
@@ -79,7 +83,9 @@ const char *gemmLibraryName(GemmLibrary library) {
 }
 
 bool nativeBf16Gemm() {
-  return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
+  ensureChosen();
+  return requested != GemmLibrary::OpenBLAS &&
+         dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core_bf16;
 }
 
 void sgemmSerial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
@@ -125,6 +131,128 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
       sgemmSerial(ta, tb, r1 - r0, n, k, alpha, ta ? a + r0 : a + r0 * lda, lda,
                   b, ldb, beta, out + r0 * n);
   }
+}
+
+namespace {
+
+/// oneDNN's CPU engine and stream, and the matmul primitives made so far
+/// with their memory objects (pointed at each call's tensors).
+struct Bf16Matmuls {
+  struct Entry {
+    dnnl_primitive_t primitive = nullptr;
+    dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, y = nullptr;
+  };
+  dnnl_engine_t engine = nullptr;
+  dnnl_stream_t stream = nullptr;
+  std::vector<std::pair<std::vector<int64_t>, Entry>> made; // a few dozen
+  std::mutex lock;
+};
+
+Bf16Matmuls &bf16Matmuls() {
+  static Bf16Matmuls m;
+  return m;
+}
+
+std::string dnnlError(const char *what, dnnl_status_t s) {
+  return std::string("oneDNN ") + what + " failed (status " +
+         std::to_string((int)s) + ")";
+}
+
+#define FSDP_DNNL(what, call)                                                  \
+  do {                                                                         \
+    if (dnnl_status_t s_ = (call); s_ != dnnl_success)                         \
+      return Status::error(dnnlError(what, s_));                               \
+  } while (0)
+
+Status describe(const MatrixView &v, dnnl_memory_desc_t &md) {
+  if (v.rank < 2 || v.rank > 8)
+    return Status::error("a bf16 product of rank " + std::to_string(v.rank));
+  dnnl_dims_t dims, strides;
+  for (int i = 0; i < v.rank; ++i) {
+    dims[i] = v.dims[i];
+    strides[i] = v.strides[i];
+  }
+  FSDP_DNNL("memory descriptor", dnnl_memory_desc_init_by_strides(
+                                     &md, v.rank, dims, dnnl_bf16, strides));
+  return Status::ok();
+}
+
+Status makeMatmul(Bf16Matmuls &m, const MatrixView &a, const MatrixView &b,
+                  const MatrixView *bias, const MatrixView &y,
+                  Bf16Matmuls::Entry &e) {
+  if (!m.engine) {
+    FSDP_DNNL("engine", dnnl_engine_create(&m.engine, dnnl_cpu, 0));
+    FSDP_DNNL("stream", dnnl_stream_create(&m.stream, m.engine,
+                                           dnnl_stream_default_flags));
+  }
+  dnnl_memory_desc_t ma, mb, mbias, my;
+  FSDP_RETURN_IF_ERROR(describe(a, ma));
+  FSDP_RETURN_IF_ERROR(describe(b, mb));
+  FSDP_RETURN_IF_ERROR(describe(y, my));
+  if (bias)
+    FSDP_RETURN_IF_ERROR(describe(*bias, mbias));
+  dnnl_matmul_desc_t desc;
+  FSDP_DNNL("matmul descriptor",
+            dnnl_matmul_desc_init(&desc, &ma, &mb, bias ? &mbias : nullptr,
+                                  &my));
+  dnnl_primitive_desc_t pd;
+  FSDP_DNNL("matmul primitive descriptor",
+            dnnl_primitive_desc_create(&pd, &desc, nullptr, m.engine, nullptr));
+  dnnl_status_t made = dnnl_primitive_create(&e.primitive, pd);
+  dnnl_primitive_desc_destroy(pd);
+  FSDP_DNNL("matmul primitive", made);
+  FSDP_DNNL("memory", dnnl_memory_create(&e.a, &ma, m.engine, DNNL_MEMORY_NONE));
+  FSDP_DNNL("memory", dnnl_memory_create(&e.b, &mb, m.engine, DNNL_MEMORY_NONE));
+  FSDP_DNNL("memory", dnnl_memory_create(&e.y, &my, m.engine, DNNL_MEMORY_NONE));
+  if (bias)
+    FSDP_DNNL("memory",
+              dnnl_memory_create(&e.bias, &mbias, m.engine, DNNL_MEMORY_NONE));
+  return Status::ok();
+}
+
+} // namespace
+
+Status matmulBf16(const MatrixView &a, const MatrixView &b,
+                  const MatrixView *bias, const MatrixView &y, const void *pa,
+                  const void *pb, const void *pbias, void *py) {
+  Bf16Matmuls &m = bf16Matmuls();
+  std::lock_guard<std::mutex> hold(m.lock);
+  // The key: every dimension and stride of every operand (a lookup of a
+  // shape seen before allocates nothing).
+  int64_t key[4 * 17];
+  int n = 0;
+  for (const MatrixView *v : {&a, &b, bias, &y}) {
+    key[n++] = v ? v->rank : -1;
+    for (int i = 0; v && i < v->rank; ++i) {
+      key[n++] = v->dims[i];
+      key[n++] = v->strides[i];
+    }
+  }
+  auto it = std::find_if(m.made.begin(), m.made.end(), [&](const auto &p) {
+    return (int)p.first.size() == n && std::equal(key, key + n, p.first.data());
+  });
+  if (it == m.made.end()) {
+    Bf16Matmuls::Entry e;
+    FSDP_RETURN_IF_ERROR(makeMatmul(m, a, b, bias, y, e));
+    m.made.emplace_back(std::vector<int64_t>(key, key + n), e);
+    it = m.made.end() - 1;
+  }
+  Bf16Matmuls::Entry &e = it->second;
+  FSDP_DNNL("memory", dnnl_memory_set_data_handle(e.a, const_cast<void *>(pa)));
+  FSDP_DNNL("memory", dnnl_memory_set_data_handle(e.b, const_cast<void *>(pb)));
+  FSDP_DNNL("memory", dnnl_memory_set_data_handle(e.y, py));
+  dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, e.a},
+                             {DNNL_ARG_WEIGHTS, e.b},
+                             {DNNL_ARG_DST, e.y},
+                             {DNNL_ARG_BIAS, e.bias}};
+  if (bias)
+    FSDP_DNNL("memory",
+              dnnl_memory_set_data_handle(e.bias, const_cast<void *>(pbias)));
+  AllocationPause bookkeeping; // (AllocationCounter.h)
+  FSDP_DNNL("matmul", dnnl_primitive_execute(e.primitive, m.stream,
+                                             bias ? 4 : 3, args));
+  FSDP_DNNL("stream", dnnl_stream_wait(m.stream));
+  return Status::ok();
 }
 
 } // namespace fsdp::cpu

@@ -41,7 +41,9 @@ void setGemmLibrary(GemmLibrary library);
 GemmLibrary gemmLibrary();
 const char *gemmLibraryName(GemmLibrary library);
 
-/// Whether oneDNN multiplies bf16 natively here (AVX512-BF16 or AMX).
+/// Whether bf16 products run as bf16 here: oneDNN has AVX512-BF16 or AMX
+/// kernels, and --gemm did not ask for OpenBLAS (which then gets them
+/// widened to f32, as everywhere else).
 bool nativeBf16Gemm();
 
 /// C[M,N] = alpha * op(A) op(B) + beta * C on row-major matrices, on the
@@ -55,6 +57,23 @@ void sgemmSerial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
            const float *a, int64_t lda, const float *b, int64_t ldb, float beta,
            float *out);
+
+/// One operand of a (batched, broadcast) product as oneDNN's matmul reads
+/// it: `rank` dimensions and element strides, the last two [rows, cols] of
+/// op(X) (a transpose is swapped strides), leading batch dimensions 1 where
+/// the operand repeats.
+struct MatrixView {
+  int rank = 0;
+  int64_t dims[8] = {}, strides[8] = {};
+};
+
+/// y = op(a) op(b) (+ bias) with bf16 a, b, bias and y, accumulated in f32
+/// and rounded once into y, on oneDNN's matmul primitive (AVX512-BF16 or
+/// AMX; check nativeBf16Gemm first). The primitive of each distinct shape
+/// is made on its first use and kept.
+Status matmulBf16(const MatrixView &a, const MatrixView &b,
+                  const MatrixView *bias, const MatrixView &y, const void *pa,
+                  const void *pb, const void *pbias, void *py);
 
 } // namespace fsdp::cpu
 

@@ -400,10 +400,66 @@ Status kCast(const Instruction &in, Context &c) {
 // Contractions
 //===----------------------------------------------------------------------===//
 
+/// op(t) as oneDNN's matmul reads it, broadcast to `rank` dimensions.
+MatrixView matrixView(const TensorRef &t, bool transposed, int rank) {
+  MatrixView v;
+  v.rank = rank;
+  int r = (int)t.rank();
+  int64_t natural[kMaxRank], size = 1;
+  for (int i = r - 1; i >= 0; --i) {
+    natural[i] = size;
+    size *= t.shape[i];
+  }
+  for (int d = 0; d < rank; ++d) {
+    int from = d - (rank - r);
+    v.dims[d] = from >= 0 ? t.shape[from] : 1;
+    v.strides[d] = from >= 0 ? natural[from] : size;
+  }
+  if (transposed) {
+    std::swap(v.dims[rank - 2], v.dims[rank - 1]);
+    std::swap(v.strides[rank - 2], v.strides[rank - 1]);
+  }
+  return v;
+}
+
+/// A matmul on bf16 tensors as they are (runsNarrow): shapes checked as
+/// kMatmul checks them.
+Status matmulNarrow(const Instruction &in, Context &c, bool ta, bool tb) {
+  const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
+  int yr = (int)y.rank();
+  if (a.rank() < 2 || b.rank() < 2 || yr < 2 || a.rank() > y.rank() ||
+      b.rank() > y.rank())
+    return Status::error("expects bf16 operands of rank >= 2");
+  MatrixView va = matrixView(a, ta, yr), vb = matrixView(b, tb, yr),
+             vy = matrixView(y, false, yr);
+  if (va.dims[yr - 1] != vb.dims[yr - 2] || vy.dims[yr - 2] != va.dims[yr - 2] ||
+      vy.dims[yr - 1] != vb.dims[yr - 1])
+    return Status::error("shapes " + shapeString(a.shape) + " x " +
+                         shapeString(b.shape) + " do not give " +
+                         shapeString(y.shape));
+  for (int d = 0; d < yr - 2; ++d)
+    if ((va.dims[d] != vy.dims[d] && va.dims[d] != 1) ||
+        (vb.dims[d] != vy.dims[d] && vb.dims[d] != 1))
+      return Status::error("batch dimensions do not broadcast");
+  MatrixView vbias;
+  if (in.in.size() == 3) {
+    const TensorRef &t = in.in[2];
+    if (t.rank() != 1 || t.shape[0] != vy.dims[yr - 1])
+      return Status::error("bias " + shapeString(t.shape) +
+                           " is not one per column of " + shapeString(y.shape));
+    vbias = matrixView(t, false, yr);
+  }
+  return matmulBf16(va, vb, in.in.size() == 3 ? &vbias : nullptr, vy,
+                    c.data(a), c.data(b),
+                    in.in.size() == 3 ? c.data(in.in[2]) : nullptr, c.data(y));
+}
+
 Status kMatmul(const Instruction &in, Context &c) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   bool ta = attrBool(in, "transpose_lhs", false),
        tb = attrBool(in, "transpose_rhs", false);
+  if (runsNarrow(in))
+    return matmulNarrow(in, c, ta, tb);
   if (a.rank() < 2 || b.rank() < 2 || y.rank() < 2 || a.dtype != DType::F32 ||
       b.dtype != DType::F32 || y.dtype != DType::F32)
     return Status::error("expects f32 operands of rank >= 2");
@@ -2117,6 +2173,17 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
       return Status::error("does not name a parameter matching its gradient");
   }
   return Status::ok();
+}
+
+bool runsNarrow(const Instruction &instr) {
+  if (instr.op != "matmul" || instr.in.size() < 2 || instr.out.size() != 1 ||
+      !nativeBf16Gemm())
+    return false;
+  for (const auto *list : {&instr.in, &instr.out})
+    for (const TensorRef &t : *list)
+      if (t.dtype != DType::BF16 || t.rank() > (int64_t)kMaxRank)
+        return false;
+  return true;
 }
 
 Kernel kernelFor(const std::string &op) {

@@ -55,6 +55,11 @@ Status checkInstruction(const Plan &plan, const Instruction &instr);
 /// The kernel of `op` (checked by checkInstruction first).
 Kernel kernelFor(const std::string &op);
 
+/// Whether the kernel of `instr` takes its bf16 operands as they are (a
+/// matmul where the CPU multiplies bf16: cpu/Gemm.h), so the executor
+/// gives it no widened f32 copies.
+bool runsNarrow(const Instruction &instr);
+
 /// Scratch floats an instruction needs (attention's score matrix, a
 /// reduction's double accumulators).
 int64_t scratchFloats(const Instruction &instr);

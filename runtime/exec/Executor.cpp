@@ -347,7 +347,8 @@ std::vector<Executor::CpuInstruction>
 Executor::compile(const std::vector<Instruction> &list) {
   std::vector<CpuInstruction> out;
   for (const Instruction &in : list)
-    out.push_back({cpu::kernelFor(in.op), widen(in)});
+    out.push_back({cpu::kernelFor(in.op),
+                   cpu::runsNarrow(in) ? std::nullopt : widen(in)});
   return out;
 }
 

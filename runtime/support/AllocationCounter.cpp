@@ -37,4 +37,7 @@ int64_t stopCountingAllocations() {
   return allocations;
 }
 
+AllocationPause::AllocationPause() : was(counting) { counting = false; }
+AllocationPause::~AllocationPause() { counting = was; }
+
 } // namespace fsdp

@@ -18,6 +18,21 @@ void startCountingAllocations();
 /// Stops counting; returns the allocations since start.
 int64_t stopCountingAllocations();
 
+/// Leaves out, while it lives, what a library allocates for its own
+/// bookkeeping on this thread: oneDNN's primitive execute builds a map of
+/// its arguments on every call (a few small nodes, freed before it returns;
+/// no tensor memory), which no use of its C API avoids.
+class AllocationPause {
+public:
+  AllocationPause();
+  ~AllocationPause();
+  AllocationPause(const AllocationPause &) = delete;
+  AllocationPause &operator=(const AllocationPause &) = delete;
+
+private:
+  bool was;
+};
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_SUPPORT_ALLOCATIONCOUNTER_H

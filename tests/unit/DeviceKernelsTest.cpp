@@ -4,6 +4,7 @@
 // double in the same order, so most agree exactly; the tolerance (1e-6
 // relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
+#include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/device/Device.h"
 #include "runtime/device/FlashAttention.h"
@@ -918,4 +919,59 @@ TEST(CpuKernels, TransposeAndBroadcastByDefinition) {
     ASSERT_EQ(a.at<float>(br)[i], a.at<float>(row)[i % 3]);
   for (int64_t i = 0; i < 12; ++i)
     ASSERT_EQ(a.at<float>(bc)[i], a.at<float>(col)[i / 3]);
+}
+
+// A matmul on bf16 tensors where the CPU multiplies bf16 (oneDNN on
+// AVX512-BF16 or AMX: cpu/Gemm.h) equals the widened f32 product rounded
+// once, within the one bf16 step that the two summation orders can put
+// between them: 2-D with a bias, transposed operands, batched with a
+// broadcast right-hand side, and batched on both sides.
+TEST(CpuKernels, Bf16MatmulEqualsWidenedProduct) {
+  if (!cpu::nativeBf16Gemm())
+    GTEST_SKIP() << "this CPU has no bf16 products (AVX512-BF16 or AMX)";
+  struct Case {
+    Dims a, b, y;
+    bool ta, tb, bias;
+  };
+  for (const Case &k : {Case{{37, 70}, {70, 45}, {37, 45}, false, false, true},
+                        Case{{70, 37}, {45, 70}, {37, 45}, true, true, false},
+                        Case{{2, 3, 17, 40}, {40, 33}, {2, 3, 17, 33}, false,
+                             false, true},
+                        Case{{3, 17, 40}, {3, 33, 40}, {3, 17, 33}, false, true,
+                             false}}) {
+    Arena a;
+    TensorRef af = a.add(k.a), bf = a.add(k.b), yf = a.add(k.y),
+              biasf = a.add({k.y.back()});
+    TensorRef an = a.add(k.a, DType::BF16), bn = a.add(k.b, DType::BF16),
+              yn = a.add(k.y, DType::BF16),
+              biasn = a.add({k.y.back()}, DType::BF16);
+    // Values exact in bf16, so both sides multiply the same numbers.
+    auto fill = [&](const TensorRef &f, const TensorRef &n) {
+      a.fill(f, -2.0f, 2.0f);
+      for (int64_t i = 0; i < f.numel(); ++i) {
+        a.at<uint16_t>(n)[i] = bf16FromFloat(a.at<float>(f)[i]);
+        a.at<float>(f)[i] = floatFromBf16(a.at<uint16_t>(n)[i]);
+      }
+    };
+    fill(af, an);
+    fill(bf, bn);
+    fill(biasf, biasn);
+    nlohmann::json attrs = {{"transpose_lhs", k.ta}, {"transpose_rhs", k.tb}};
+    std::vector<TensorRef> wide = {af, bf}, narrow = {an, bn};
+    if (k.bias) {
+      wide.push_back(biasf);
+      narrow.push_back(biasn);
+    }
+    Instruction n = instr("matmul", narrow, {yn}, attrs);
+    ASSERT_TRUE(cpu::runsNarrow(n));
+    runCpu(a, instr("matmul", wide, {yf}, attrs));
+    runCpu(a, n);
+    std::vector<float> want(yf.numel()), got(yf.numel());
+    for (int64_t i = 0; i < yf.numel(); ++i) {
+      want[i] = floatFromBf16(bf16FromFloat(a.at<float>(yf)[i]));
+      got[i] = floatFromBf16(a.at<uint16_t>(yn)[i]);
+    }
+    expectClose(want.data(), got.data(), yf.numel(), "bf16 matmul",
+                1.0f / 128);
+  }
 }
