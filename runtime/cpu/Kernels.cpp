@@ -185,7 +185,8 @@ void storeDouble(const TensorRef &t, void *p, int64_t i, double v) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <typename F> Status unary(const Instruction &in, Context &c, F f) {
+template <typename F>
+FSDP_VECTOR_CLONES Status unary(const Instruction &in, Context &c, F f) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
     return Status::error("expects f32 input and output of one shape");
@@ -244,6 +245,7 @@ inline float geluGrad(bool tanhApprox, float x, float dy) {
   return dy * (cdf + x * pdf);
 }
 
+FSDP_VECTOR_CLONES
 Status kGeluGrad(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &g = in.in[1], &y = in.out[0];
   if (x.shape != y.shape || g.shape != y.shape || x.dtype != DType::F32 ||
@@ -279,7 +281,8 @@ Status kNot(const Instruction &in, Context &c) {
 
 /// Broadcasting binary op computed in double (exact for f32, and for the
 /// small integers shape arithmetic produces). `f` is inlined per op.
-template <typename F> Status binary(const Instruction &in, Context &c, F f) {
+template <typename F>
+FSDP_VECTOR_CLONES Status binary(const Instruction &in, Context &c, F f) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   Shape sa, sb;
   if (!broadcastStrides(a.shape, y.shape, sa) ||
@@ -385,14 +388,41 @@ Status kWhere(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+/// o[i] = f(a[i]), vectorised and over the threads.
+template <typename From, typename To, typename F>
+FSDP_VECTOR_CLONES void convert(const From *a, To *o, int64_t n, F f) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = f(a[i]);
+}
+
 Status kCast(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   if (x.numel() != y.numel())
     return Status::error("changes the element count");
   const void *px = c.data(x);
   void *py = c.data(y);
-  for (int64_t i = 0, n = x.numel(); i < n; ++i)
-    storeDouble(y, py, i, loadAsDouble(x, px, i));
+  int64_t n = x.numel();
+  // The conversions a bf16/f16 plan makes every step, one vector loop
+  // each (the same rounding as storeDouble's: to nearest even).
+  DType from = x.dtype, to = y.dtype;
+  auto *f32 = static_cast<float *>(py);
+  auto *h16 = static_cast<uint16_t *>(py);
+  const auto *cf32 = static_cast<const float *>(px);
+  const auto *ch16 = static_cast<const uint16_t *>(px);
+  if (from == to)
+    std::memmove(py, px, x.bytes());
+  else if (from == DType::F32 && to == DType::BF16)
+    convert(cf32, h16, n, [](float v) { return bf16FromFloat(v); });
+  else if (from == DType::BF16 && to == DType::F32)
+    convert(ch16, f32, n, [](uint16_t v) { return floatFromBf16(v); });
+  else if (from == DType::F32 && to == DType::F16)
+    convert(cf32, h16, n, [](float v) { return f16FromFloat(v); });
+  else if (from == DType::F16 && to == DType::F32)
+    convert(ch16, f32, n, [](uint16_t v) { return floatFromF16(v); });
+  else
+    for (int64_t i = 0; i < n; ++i)
+      storeDouble(y, py, i, loadAsDouble(x, px, i));
   return Status::ok();
 }
 
@@ -827,6 +857,7 @@ Status kAssignBuffer(const Instruction &in, Context &c) {
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
+FSDP_VECTOR_CLONES
 Status reduce(const Instruction &in, Context &c, int kind) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   Shape axes = attrInts(in, "axes");
@@ -954,6 +985,7 @@ Status kReduceMax(const Instruction &in, Context &c) {
 /// Softmax (or log-softmax) of a contiguous row into `out` (which may be
 /// `row`), vectorised: one expf a value (libmvec), sums in float lanes.
 /// A NaN in the row makes the whole row NaN, as in PyTorch.
+FSDP_VECTOR_CLONES
 void softmaxRow(const float *row, float *out, int64_t n, bool log) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
@@ -1021,23 +1053,27 @@ Status kLogSoftmax(const Instruction &in, Context &c) {
 }
 
 /// A row's mean (0 for rms_norm) and 1/sqrt(mean((x - mean)²) + eps), in
-/// double, two passes (DeviceKernels.h's rowStats).
-void rowMoments(const float *row, int64_t cols, double eps, bool centered,
-                double &mean, double &rstd) {
-  mean = 0;
+/// double, two passes (DeviceKernels.h's rowStats), summed in vector lanes.
+inline void rowMoments(const float *row, int64_t cols, double eps,
+                       bool centered, double &mean, double &rstd) {
+  double sum = 0;
   if (centered) {
+#pragma omp simd reduction(+ : sum)
     for (int64_t j = 0; j < cols; ++j)
-      mean += row[j];
-    mean /= (double)cols;
+      sum += row[j];
   }
-  double var = 0;
+  double m = sum / (double)cols, var = 0;
+#pragma omp simd reduction(+ : var)
   for (int64_t j = 0; j < cols; ++j)
-    var += (row[j] - mean) * (row[j] - mean);
+    var += (row[j] - m) * (row[j] - m);
   var /= (double)cols;
+  mean = m;
   rstd = 1.0 / std::sqrt(var + eps);
 }
 
-/// layer_norm, and rms_norm: no mean subtracted, no bias.
+/// layer_norm, and rms_norm: no mean subtracted, no bias. Rows over the
+/// threads.
+FSDP_VECTOR_CLONES
 Status kLayerNorm(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &w = in.in[1], &y = in.out[0];
   bool centered = in.op != "rms_norm";
@@ -1052,13 +1088,21 @@ Status kLayerNorm(const Instruction &in, Context &c) {
   const float *px = c.get<float>(x), *pw = c.get<float>(w);
   const float *pb = in.in.size() == 3 ? c.get<float>(in.in[2]) : nullptr;
   float *py = c.get<float>(y);
+#pragma omp parallel for if (x.numel() > kParallelMin)
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = px + r * cols;
+    float *out = py + r * cols;
     double mean, rstd;
     rowMoments(row, cols, eps, centered, mean, rstd);
-    for (int64_t j = 0; j < cols; ++j)
-      py[r * cols + j] =
-          (float)((row[j] - mean) * rstd * pw[j] + (pb ? pb[j] : 0.0));
+    if (pb) {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j)
+        out[j] = (float)((row[j] - mean) * rstd * pw[j] + pb[j]);
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < cols; ++j)
+        out[j] = (float)((row[j] - mean) * rstd * pw[j] + 0.0);
+    }
   }
   return Status::ok();
 }
@@ -1067,6 +1111,7 @@ Status kLayerNorm(const Instruction &in, Context &c) {
 /// rows and dscale/dbias by columns: the steps of DeviceKernels.h's
 /// LayerNormGradRows and LayerNormGradCols. rms_norm_grad: no mean, no
 /// dbias.
+FSDP_VECTOR_CLONES
 Status kLayerNormGrad(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &w = in.in[1], &g = in.in[2];
   const TensorRef &dx = in.out[0], &dw = in.out[1];
@@ -1088,6 +1133,7 @@ Status kLayerNormGrad(const Instruction &in, Context &c) {
     stats[2 * r] = mean;
     stats[2 * r + 1] = rstd;
     double mg = 0, mgx = 0;
+#pragma omp simd reduction(+ : mg, mgx)
     for (int64_t j = 0; j < cols; ++j) {
       double gj = (double)dy[j] * pw[j];
       mg += gj;
@@ -1095,23 +1141,35 @@ Status kLayerNormGrad(const Instruction &in, Context &c) {
     }
     mg = centered ? mg / (double)cols : 0.0;
     mgx /= (double)cols;
+    float *out = pdx + r * cols;
+#pragma omp simd
     for (int64_t j = 0; j < cols; ++j) {
       double xhat = (row[j] - mean) * rstd;
-      pdx[r * cols + j] =
-          (float)(rstd * ((double)dy[j] * pw[j] - mg - xhat * mgx));
+      out[j] = (float)(rstd * ((double)dy[j] * pw[j] - mg - xhat * mgx));
     }
   }
+  // dscale and dbias: column sums in row order, a strip of kStrip columns
+  // at a time (rows read contiguously; each column's sum in its own lane).
+  constexpr int64_t kStrip = 64;
+  int64_t strips = (cols + kStrip - 1) / kStrip;
 #pragma omp parallel for if (x.numel() > kParallelMin)
-  for (int64_t j = 0; j < cols; ++j) {
-    double sw = 0, sb = 0;
+  for (int64_t s = 0; s < strips; ++s) {
+    int64_t j0 = s * kStrip, n = std::min(kStrip, cols - j0);
+    double sw[kStrip] = {}, sb[kStrip] = {};
     for (int64_t r = 0; r < rows; ++r) {
-      double dy = pg[r * cols + j];
-      sw += dy * ((px[r * cols + j] - stats[2 * r]) * stats[2 * r + 1]);
-      sb += dy;
+      const float *dyr = pg + r * cols + j0, *xr = px + r * cols + j0;
+      double mean = stats[2 * r], rstd = stats[2 * r + 1];
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        sw[j] += (double)dyr[j] * ((xr[j] - mean) * rstd);
+        sb[j] += dyr[j];
+      }
     }
-    pdw[j] = (float)sw;
-    if (pdb)
-      pdb[j] = (float)sb;
+    for (int64_t j = 0; j < n; ++j) {
+      pdw[j0 + j] = (float)sw[j];
+      if (pdb)
+        pdb[j0 + j] = (float)sb[j];
+    }
   }
   return Status::ok();
 }
@@ -1241,6 +1299,7 @@ Status kAttention(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+FSDP_VECTOR_CLONES
 Status kAttentionGrad(const Instruction &in, Context &c) {
   const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &dy = in.in[3];
   AttentionShape a;
@@ -1288,8 +1347,10 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
         float *dpi = dp + i * tk;
         const float *pi = p + i * tk;
         double dot = 0;
+#pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j < keys; ++j)
           dot += (double)dpi[j] * pi[j];
+#pragma omp simd
         for (int64_t j = 0; j < keys; ++j)
           dpi[j] = pi[j] * (float)(dpi[j] - dot);
       }
@@ -1448,6 +1509,7 @@ double logSumExp(const float *row, int64_t classes, int64_t stride) {
 
 /// log(sum(exp(row))) of a contiguous row, vectorised (libmvec's expf),
 /// the sum in float lanes then double.
+FSDP_VECTOR_CLONES
 double rowLogSumExp(const float *row, int64_t classes) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
@@ -1518,6 +1580,7 @@ Status kNllLoss(const Instruction &in, Context &c) {
   return classificationLoss(in, c, false);
 }
 
+FSDP_VECTOR_CLONES
 Status kCrossEntropyGrad(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &g = in.in[2], &y = in.out[0];
   bool softmax = attrString(in, "kind", "softmax") == "softmax";
@@ -1606,6 +1669,98 @@ Status kReshape(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+/// Copies the elements of a strided view of `px` (element size `size`,
+/// view extents `shape`, source strides `s`, first element `base`) into
+/// `py` in row-major order. Output dimensions that are contiguous in the
+/// source merge first, so a head split ([B,T,H,D] -> [B,H,T,D]) copies
+/// rows of D elements with memcpy; the rows are split over the threads.
+/// A view whose last dimension is strided in the source (a matrix
+/// transpose) copies in square tiles, so both sides stay in cache.
+void stridedCopy(const uint8_t *px, uint8_t *py, int64_t size, Shape shape,
+                 Shape s, int64_t base) {
+  // Drop unit dimensions and merge runs contiguous in the source.
+  Shape ms, mst;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    if (!ms.empty() && mst.back() == s[d] * shape[d]) {
+      ms[ms.size() - 1] *= shape[d];
+      mst[mst.size() - 1] = s[d];
+      continue;
+    }
+    ms.push_back(shape[d]);
+    mst.push_back(s[d]);
+  }
+  if (ms.empty()) {
+    std::memcpy(py, px + base * size, size);
+    return;
+  }
+  int64_t rank = (int64_t)ms.size(), inner = ms.back(), total = product(ms);
+  if (total == 0)
+    return;
+  // The source offset of row r (all but the last dimension) ...
+  auto rowOffset = [&](int64_t r, int64_t dims) {
+    int64_t off = base;
+    for (int64_t d = dims - 1; d >= 0; --d) {
+      off += (r % ms[d]) * mst[d];
+      r /= ms[d];
+    }
+    return off;
+  };
+  if (mst.back() == 1) { // contiguous rows
+    int64_t rows = total / inner, bytes = inner * size;
+#pragma omp parallel for if (total > kParallelMin)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(py + r * bytes, px + rowOffset(r, rank - 1) * size, bytes);
+    return;
+  }
+  // The last dimension is strided: find the one the source is contiguous
+  // in and copy [that x last] tiles of each plane.
+  int64_t k = -1;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (mst[d] == 1)
+      k = d;
+  if (k < 0 || k != rank - 2) {
+    Shape st = mst;
+    int64_t off0 = base;
+    forEach(ms, {&st}, [&](int64_t i, const int64_t *off) {
+      std::memcpy(py + i * size, px + (off0 + off[0]) * size, size);
+    });
+    return;
+  }
+  constexpr int64_t kTile = 32;
+  int64_t rowsK = ms[k], cols = inner, colStride = mst.back();
+  int64_t planes = total / (rowsK * cols);
+  int64_t tilesR = (rowsK + kTile - 1) / kTile,
+          tilesC = (cols + kTile - 1) / kTile;
+#pragma omp parallel for collapse(2) if (total > kParallelMin)
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t t = 0; t < tilesR * tilesC; ++t) {
+      int64_t src = rowOffset(p, rank - 2);
+      uint8_t *dst = py + p * rowsK * cols * size;
+      int64_t r0 = (t / tilesC) * kTile, c0 = (t % tilesC) * kTile;
+      int64_t r1 = std::min(rowsK, r0 + kTile), c1 = std::min(cols, c0 + kTile);
+      if (size == 4) {
+        const float *f = reinterpret_cast<const float *>(px) + src;
+        float *o = reinterpret_cast<float *>(dst);
+        for (int64_t cc = c0; cc < c1; ++cc)
+          for (int64_t r = r0; r < r1; ++r)
+            o[r * cols + cc] = f[r + cc * colStride];
+      } else if (size == 2) {
+        const uint16_t *f = reinterpret_cast<const uint16_t *>(px) + src;
+        uint16_t *o = reinterpret_cast<uint16_t *>(dst);
+        for (int64_t cc = c0; cc < c1; ++cc)
+          for (int64_t r = r0; r < r1; ++r)
+            o[r * cols + cc] = f[r + cc * colStride];
+      } else {
+        for (int64_t cc = c0; cc < c1; ++cc)
+          for (int64_t r = r0; r < r1; ++r)
+            std::memcpy(dst + (r * cols + cc) * size,
+                        px + (src + r + cc * colStride) * size, size);
+      }
+    }
+}
+
 /// out[index] = in[sum(start[d] + index[d] * step[d]) * inStride[d]]
 Status strided(Context &c, const TensorRef &x, const TensorRef &y,
                const Shape &starts, const Shape &steps, const Shape &perm) {
@@ -1616,19 +1771,8 @@ Status strided(Context &c, const TensorRef &x, const TensorRef &y,
     s[d] = xs[src] * (steps.empty() ? 1 : steps[d]);
     base += (starts.empty() ? 0 : starts[d]) * xs[src];
   }
-  int64_t size = dtypeSize(x.dtype);
-  if (size == 4) {
-    const float *px = c.get<float>(x);
-    float *py = c.get<float>(y);
-    forEach(y.shape, {&s},
-            [&](int64_t i, const int64_t *off) { py[i] = px[base + off[0]]; });
-    return Status::ok();
-  }
-  const uint8_t *px = c.get<uint8_t>(x);
-  uint8_t *py = c.get<uint8_t>(y);
-  forEach(y.shape, {&s}, [&](int64_t i, const int64_t *off) {
-    std::memcpy(py + i * size, px + (base + off[0]) * size, size);
-  });
+  stridedCopy(c.get<uint8_t>(x), c.get<uint8_t>(y), dtypeSize(x.dtype),
+              y.shape, s, base);
   return Status::ok();
 }
 
@@ -1810,6 +1954,7 @@ Status optimizerArgs(const Instruction &in, Context &c, int64_t &param,
   return Status::ok();
 }
 
+FSDP_VECTOR_CLONES
 Status kAdamW(const Instruction &in, Context &c) {
   int64_t param;
   float scale;
@@ -1850,6 +1995,7 @@ Status kAdamW(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+FSDP_VECTOR_CLONES
 Status kSgd(const Instruction &in, Context &c) {
   int64_t param;
   float scale;

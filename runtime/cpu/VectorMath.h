@@ -29,4 +29,20 @@ float erff(float);
 float logf(float);
 }
 
+/// Compiles a kernel three times, for x86-64 with AVX-512 (v4), with AVX2
+/// and FMA (v3) and for the baseline the build targets, and picks the one
+/// the CPU runs when the program loads (GCC's function multiversioning):
+/// the same binary runs everywhere and vectorises 16 floats wide where it
+/// can. Its `omp simd` loops then call libmvec's matching width. Kernels.cpp
+/// is built with -ffp-contract=off, so no clone fuses a multiply and an add
+/// the others round twice: the clones' arithmetic is the same, and they
+/// differ only where libmvec's own widths do (within its 4 ulp).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
+    !defined(__CUDACC__)
+#define FSDP_VECTOR_CLONES                                                     \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FSDP_VECTOR_CLONES
+#endif
+
 #endif // FSDP_RUNTIME_CPU_VECTORMATH_H
