@@ -9,8 +9,10 @@ the model FLOP/s (6 x parameters x tokens a step) against this machine's
 sgemm peak and copy bandwidth, both measured in the same run (the better of
 numpy on Debian's OpenBLAS at 4096^2 and fsdp-run --calibrate's products on
 the library it picked, the same threads); the same model's step with
---compute-dtype=bf16; and fsdp-run's compute stream by op class from its
-trace of the last step.
+--compute-dtype=bf16; the step each plan predicts (made for this machine
+as fsdp-run --calibrate measures it) against the measured one; and
+fsdp-run's compute stream by op class from its trace (each instruction's
+median over the steps).
 
     bench/cpu_step.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
     bench/cpu_step.py --dim 768 --layers 12 --heads 12 --seq 256 --vocab 50304 \
@@ -62,7 +64,9 @@ def machine(threads):
 
 
 def op_shares(trace):
-    """Compute-stream milliseconds of the last step by op class."""
+    """Compute-stream milliseconds a step by op class: each instruction's
+    median over the traced steps (one slow call in the last step, a page
+    fault or the OS taking a core, does not move it)."""
     events = json.load(open(trace))["traceEvents"]
     by = {}
     for e in events:
@@ -70,8 +74,15 @@ def op_shares(trace):
             continue
         name = e["name"].split(" ")[0]
         cls = next((c for c, ops in CLASSES.items() if name in ops), "elementwise")
-        by[cls] = by.get(cls, 0.0) + e.get("dur", 0.0) / 1000
+        dur = e.get("args", {}).get("median_dur", e.get("dur", 0.0))
+        by[cls] = by.get(cls, 0.0) + dur / 1000
     return by
+
+
+def predicted_ms(plan):
+    """The step the plan's cost model predicts (milliseconds)."""
+    p = json.load(open(plan))["predicted"]
+    return 1000 * (p["compute_seconds"] + p["exposed_comm_seconds"])
 
 
 def main():
@@ -105,10 +116,19 @@ def main():
                           output_names=["loss"], opset_version=17, do_constant_folding=False)
         npz = os.path.join(tmp, "batch.npz")
         np.savez(npz, **{n: t.numpy() for n, t in inputs.items()})
-        plan = os.path.join(tmp, "gpt2.plan")
-        subprocess.run([a.fsdp_opt, onnx, "-o", plan], check=True)
-        log = os.path.join(tmp, "log.jsonl")
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads))
+        # The plans are made for this machine as fsdp-run --calibrate
+        # measures it, so their predicted step can be checked against the run.
+        cal_text = subprocess.run([a.fsdp_run, "--calibrate"], check=True, env=env,
+                                  capture_output=True, text=True).stdout
+        cal = json.loads(cal_text)
+        device = os.path.join(tmp, "cpu.json")
+        with open(device, "w") as f:
+            f.write(cal_text)
+        plan = os.path.join(tmp, "gpt2.plan")
+        subprocess.run([a.fsdp_opt, onnx, "-o", plan, f"--device={device}"], check=True,
+                       stderr=subprocess.DEVNULL)
+        log = os.path.join(tmp, "log.jsonl")
         trace = os.path.join(tmp, "trace.json")
         subprocess.run([a.fsdp_run, plan, "--data", npz, "--steps", str(total), "--log", log,
                         "--trace", trace, "--quiet"], check=True, env=env)
@@ -117,15 +137,13 @@ def main():
         # The same model computing in bf16 (f32 master weights), whose GEMMs
         # run as bf16 where the CPU has AVX512-BF16 or AMX (oneDNN).
         plan16 = os.path.join(tmp, "gpt2-bf16.plan")
-        subprocess.run([a.fsdp_opt, onnx, "-o", plan16, "--compute-dtype=bf16"], check=True,
-                       stderr=subprocess.DEVNULL)
+        subprocess.run([a.fsdp_opt, onnx, "-o", plan16, "--compute-dtype=bf16",
+                        f"--device={device}"], check=True, stderr=subprocess.DEVNULL)
         log16 = os.path.join(tmp, "log16.jsonl")
         subprocess.run([a.fsdp_run, plan16, "--data", npz, "--steps", str(total), "--log",
                         log16, "--quiet"], check=True, env=env)
         ours16 = [json.loads(l)["step_ms"] for l in open(log16)][a.warmup:]
-        # fsdp-run's own products at 1024^2 on the library it chose.
-        cal = json.loads(subprocess.run([a.fsdp_run, "--calibrate"], check=True, env=env,
-                                        capture_output=True, text=True).stdout)
+        predicted, predicted16 = predicted_ms(plan), predicted_ms(plan16)
     gemm_openblas, copy_bw = machine(a.threads)
     gemm_peak = max(gemm_openblas, cal["flops_f32"] / 1e9)
 
@@ -151,6 +169,10 @@ def main():
     print(f"  fsdp-run bf16   {mo16:8.1f} ms/step  {tokens / mo16 * 1000:8.0f} tokens/s "
           f"(--compute-dtype=bf16; {cal['name']}, bf16 products at "
           f"{cal['flops_bf16'] / 1e9:.0f} GFLOP/s)")
+    for what, p, m in (("f32", predicted, mo), ("bf16", predicted16, mo16)):
+        print(f"  predicted {what} step (fsdp-opt --device=<fsdp-run --calibrate>) "
+              f"{p:8.1f} ms against {m:.1f} measured: {100 * (p - m) / m:+.1f}% "
+              f"(target within 10%)")
     flops = 6 * params * tokens
     print(f"  model FLOP/s: fsdp-run {flops / mo / 1e6:.1f} GFLOP/s, PyTorch "
           f"{flops / mt / 1e6:.1f}; this machine's sgemm ({a.threads} threads): OpenBLAS "
@@ -159,7 +181,7 @@ def main():
           f"{100 * flops / mo / 1e6 / gemm_peak:.0f}% (target >= 70%); copy bandwidth "
           f"{copy_bw:.1f} GB/s")
     total_ms = sum(shares.values())
-    print(f"  fsdp-run's compute stream, last step: {total_ms:.1f} ms")
+    print(f"  fsdp-run's compute stream (each instruction's median): {total_ms:.1f} ms")
     for cls, ms in sorted(shares.items(), key=lambda kv: -kv[1]):
         print(f"    {cls:14s} {ms:9.1f} ms  {100 * ms / total_ms:5.1f}%")
     print(f"    non-GEMM share: {100 * (1 - shares.get('GEMM', 0) / total_ms):.1f}% "

@@ -350,8 +350,11 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             bytes = cost->bytes;
             launches = double(cost->kernels - 1) * model.launchOverhead;
           }
+        Type element = elementOf(&op);
+        if (model.cores > 0)
+          widenOnCpu(op, element, bytes);
         double seconds =
-            model.rankComputeSeconds(flops, bytes, elementOf(&op),
+            model.rankComputeSeconds(flops, bytes, element,
                                      op.getName().stripDialect(), ranksOnNode) +
             launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
@@ -480,6 +483,36 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   static bool causal(Operation *op) {
     auto a = op->getAttrOfType<BoolAttr>("causal");
     return a && a.getValue();
+  }
+
+  /// The cost of an op the CPU backend widens (runtime/plan/Widen.h): it
+  /// computes at the f32 rate, and each distinct narrow operand is cast to
+  /// an f32 copy (2 bytes read, 4 written) that the op reads (4 bytes where
+  /// its own cost counted 2), each narrow result written in f32 and cast
+  /// back (4 written, 4 read, 2 written where it counted 2): 8 bytes more
+  /// an element either way.
+  static void widenOnCpu(Operation &op, Type &element, int64_t &bytes) {
+    std::string name = op.getName().stripDialect().str();
+    if (!::fsdp::computesInF32(name) || ::fsdp::mayRunNarrowOnCpu(name))
+      return;
+    auto narrowElements = [](Value v) -> int64_t {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && isa<FloatType>(t.getElementType()) &&
+                     t.getElementTypeBitWidth() < 32
+                 ? t.getNumElements()
+                 : 0;
+    };
+    int64_t extra = 0;
+    llvm::SmallPtrSet<Value, 4> seen;
+    for (Value v : op.getOperands())
+      if (seen.insert(v).second)
+        extra += narrowElements(v);
+    for (Value v : op.getResults())
+      extra += narrowElements(v);
+    if (extra == 0)
+      return;
+    element = Float32Type::get(op.getContext());
+    bytes += 8 * extra;
   }
 
   /// The buffer of f32 copies for ops computing in f32 on bf16/f16

@@ -8,6 +8,7 @@
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/VectorMath.h"
+#include "runtime/plan/ComputeOps.h"
 #include "runtime/plan/OpShapes.h"
 #include "runtime/support/Half.h"
 
@@ -2322,7 +2323,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
 }
 
 bool runsNarrow(const Instruction &instr) {
-  if (instr.op != "matmul" || instr.in.size() < 2 || instr.out.size() != 1 ||
+  if (!fsdp::mayRunNarrowOnCpu(instr.op) || instr.in.size() < 2 ||
+      instr.out.size() != 1 ||
       !nativeBf16Gemm())
     return false;
   for (const auto *list : {&instr.in, &instr.out})

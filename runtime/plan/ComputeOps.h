@@ -107,6 +107,12 @@ inline bool runsNarrowOnDevice(std::string_view op,
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 
+/// Whether the CPU backend may run `op` on bf16 tensors as they are: its
+/// products, where the CPU multiplies bf16 natively (cpu/Gemm.h; elsewhere
+/// they too are widened). Every other op of computesInF32 reads f32 copies
+/// of its narrow operands and writes an f32 result that is then narrowed.
+inline bool mayRunNarrowOnCpu(std::string_view op) { return op == "matmul"; }
+
 /// Threads a split reduction aims for: a reduction into fewer outputs
 /// (a bias's gradient: 768 sums of 16384 rows) splits each sum into
 /// chunks, so chunks x outputs threads fill a GPU; the chunks' partial sums
