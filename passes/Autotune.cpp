@@ -137,6 +137,11 @@ struct Move {
   std::string label; // what changes: "reshard", "recompute", ...
 };
 
+/// What a move saved when its class's representative made it alone.
+std::string saves(const Move &m) {
+  return m.saved > 0 ? gib(m.saved) : "nothing alone (with the others, some)";
+}
+
 class Tuner {
 public:
   Tuner(ModuleOp trained, const PlanConfig &base, int64_t budget,
@@ -227,6 +232,7 @@ private:
     // Per class, per rung: the representative's simulated plan.
     std::vector<std::vector<Trial>> measured;
     std::vector<Move> moves;
+    size_t saving = 0; // the first moves, each of which saved on its own
   };
 
   PlanConfig configure(const Search &s, ArrayRef<size_t> levels,
@@ -390,6 +396,21 @@ private:
         break;
       at[best->unit] = best->to;
       s.moves.push_back(*best);
+    }
+    s.saving = s.moves.size();
+    // What saves nothing alone (the peak is elsewhere while every other unit
+    // stays put) may save once the others moved: each unit's way up its
+    // remaining rungs ends the order, first units first, so the last prefix
+    // is every unit on its last rung.
+    for (size_t u = 0; u < s.units.size(); ++u) {
+      const auto &m = s.measured[s.classOf[u]];
+      for (size_t k = at[u] + 1; k < m.size() && m[at[u]].ok; ++k) {
+        if (!m[k].ok)
+          continue;
+        s.moves.push_back(Move{u, k, 0, m[k].step - m[at[u]].step,
+                               change(s.ladders[u], at[u], k)});
+        at[u] = k;
+      }
     }
   }
 
@@ -581,10 +602,18 @@ Tuner::Outcome Tuner::searchStrategy(int64_t perNode, const Trial *kept) {
         }
       }
       if (hi == all && !fits(atHi)) {
+        // The moves that save nothing alone may add to the peak in the
+        // end: the smaller of both prefixes is the floor reported.
+        std::string how = "every unit on its last rung";
+        if (s.saving > 0 && s.saving < all)
+          if (Trial t = at(s.saving);
+              t.ok && (!atHi.ok || t.peak < atHi.peak)) {
+            atHi = t;
+            how = "every move that saves on its own made";
+          }
         if (atHi.ok && (!out.smallest || atHi.peak < out.smallest->peak)) {
           out.smallest = atHi;
-          out.smallestHow = "every unit on its last rung, units merged by " +
-                            std::to_string(k);
+          out.smallestHow = how + ", units merged by " + std::to_string(k);
         }
         continue;
       }
@@ -729,7 +758,7 @@ FailureOr<PlanConfig> Tuner::run() {
       why = "fits without a move";
       for (const Move &m : s.moves)
         if (m.unit == u) {
-          why += "; " + m.label + " would save " + gib(m.saved) + " for " +
+          why += "; " + m.label + " would save " + saves(m) + " for " +
                  ms(m.paid);
           break;
         }
@@ -739,7 +768,7 @@ FailureOr<PlanConfig> Tuner::run() {
       SmallVector<std::string> parts;
       for (const Move &m : s.moves)
         if (m.unit == u && m.to <= level)
-          parts.push_back(m.label + " saves " + gib(m.saved) + " for " +
+          parts.push_back(m.label + " saves " + saves(m) + " for " +
                           ms(m.paid));
       why = llvm::join(parts, "; ");
     }

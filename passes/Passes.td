@@ -63,6 +63,8 @@ def FsdpFuseMatmulBias : Pass<"fsdp-fuse-matmul-bias", "::mlir::ModuleOp"> {
 def FsdpFoldTransposes : Pass<"fsdp-fold-transposes", "::mlir::ModuleOp"> {
   let summary = "Folds last-two-dimension transposes into matmul flags";
   let description = [{
+    A transpose of a transpose becomes one transpose (none when the two
+    cancel). Then
     `matmul(x, transpose(w))` as torch.onnx.export writes nn.Linear becomes
     `matmul(x, w) {transpose_rhs = true}` (and likewise on the left), so no
     transposed copy of a weight is made, gathered or kept for backward.

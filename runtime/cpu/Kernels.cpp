@@ -1227,6 +1227,13 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
     }
   for (int64_t i = blk.i0; i < blk.i1; ++i) {
     float *row = s + (i - blk.i0) * a.tk;
+    if (!a.mask) { // causal: the keys after i + (tk - tq) are hidden
+      if (causal)
+        std::fill(row + std::clamp<int64_t>(i + (a.tk - a.tq) + 1, 0, blk.kmax),
+                  row + blk.kmax, ninf);
+      softmaxRow(row, row, blk.kmax, false);
+      continue;
+    }
     for (int64_t j = 0; j < blk.kmax; ++j) {
       if (causal && j > i + (a.tk - a.tq))
         row[j] = ninf;

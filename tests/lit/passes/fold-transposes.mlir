@@ -31,3 +31,24 @@ func.func @batched(%a: tensor<2x4x3xf32>, %b: tensor<2x3x5xf32>, %c: tensor<4x2x
   %z = fsdp.matmul %p, %b : tensor<2x4x3xf32>, tensor<2x3x5xf32> -> tensor<2x4x5xf32>
   return %y, %z, %t : tensor<2x4x5xf32>, tensor<2x4x5xf32>, tensor<2x3x4xf32>
 }
+
+// -----
+
+// A transpose of a transpose is one transpose (K exported as [B,H,D,T] and
+// turned back to [B,H,T,D] for attention); two that cancel are none, and
+// one the chain goes through that is also returned stays for that use.
+// CHECK-LABEL: func.func @chains
+// CHECK: %[[ONE:.*]] = fsdp.transpose %arg0 {perm = array<i64: 0, 2, 1, 3>} : tensor<2x5x3x4xf32> -> tensor<2x3x5x4xf32>
+// CHECK: %[[KEPT:.*]] = fsdp.transpose %arg1 {perm = array<i64: 1, 0>}
+// CHECK-NOT: fsdp.transpose
+// CHECK: return %[[ONE]], %arg1, %[[KEPT]], %arg1
+func.func @chains(%k: tensor<2x5x3x4xf32>, %m: tensor<3x4xf32>)
+    -> (tensor<2x3x5x4xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<3x4xf32>) {
+  %a = fsdp.transpose %k {perm = array<i64: 0, 2, 3, 1>} : tensor<2x5x3x4xf32> -> tensor<2x3x4x5xf32>
+  %b = fsdp.transpose %a {perm = array<i64: 0, 1, 3, 2>} : tensor<2x3x4x5xf32> -> tensor<2x3x5x4xf32>
+  %c = fsdp.transpose %m {perm = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
+  %d = fsdp.transpose %c {perm = array<i64: 1, 0>} : tensor<4x3xf32> -> tensor<3x4xf32>
+  %e = fsdp.transpose %d {perm = array<i64: 1, 0>} : tensor<3x4xf32> -> tensor<4x3xf32>
+  %f = fsdp.transpose %e {perm = array<i64: 1, 0>} : tensor<4x3xf32> -> tensor<3x4xf32>
+  return %b, %d, %c, %f : tensor<2x3x5x4xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<3x4xf32>
+}
