@@ -46,17 +46,19 @@ CLASSES = {
 
 
 def machine(threads):
-    """sgemm GFLOP/s (4096^2) and copy GB/s (256 MiB) with `threads`."""
+    """sgemm GFLOP/s (numpy, 4096^2) and copy GB/s (torch's copy_ of 256
+    MiB, bytes read and written) with `threads`."""
     code = ("import numpy as np, time\n"
             "n = 4096; a = np.random.rand(n, n).astype(np.float32); b = a.copy(); a @ b\n"
             "t = time.perf_counter(); r = 3\n"
             "for _ in range(r): a @ b\n"
             "gemm = 2 * n ** 3 * r / (time.perf_counter() - t) / 1e9\n"
-            "x = np.ones(1 << 26, np.float32); y = np.empty_like(x); np.copyto(y, x)\n"
+            "import torch; torch.set_num_threads(%d)\n"
+            "x = torch.ones(1 << 26); y = torch.empty_like(x); y.copy_(x)\n"
             "t = time.perf_counter()\n"
-            "for _ in range(5): np.copyto(y, x)\n"
-            "copy = 2 * x.nbytes * 5 / (time.perf_counter() - t) / 1e9\n"
-            "print(gemm, copy)\n")
+            "for _ in range(5): y.copy_(x)\n"
+            "copy = 2 * 4 * x.numel() * 5 / (time.perf_counter() - t) / 1e9\n"
+            "print(gemm, copy)\n" % threads)
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     out = subprocess.run(["/usr/bin/python3", "-c", code], check=True, env=env,
                          capture_output=True, text=True).stdout.split()
@@ -77,6 +79,41 @@ def op_shares(trace):
         dur = e.get("args", {}).get("median_dur", e.get("dur", 0.0))
         by[cls] = by.get(cls, 0.0) + dur / 1000
     return by
+
+
+# Op classes bound by memory traffic, and the bytes an instruction moves.
+MEMORY_BOUND = ("optimizer", "elementwise", "norms", "losses", "reductions")
+DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "i64": 8, "i1": 1}
+
+
+def moved_bytes(ins):
+    def size(t):
+        n = 1
+        for d in t["shape"]:
+            n *= d
+        return n * DTYPE_BYTES.get(t["dtype"], 4)
+    if ins["op"] == "adamw":  # gradient read; parameter and two moments read and written
+        return size(ins["in"][0]) * 7
+    return sum(size(t) for t in ins["in"] + ins["out"])
+
+
+def memory_bound_rate(trace, plan):
+    """GB/s of the memory-bound op classes: bytes their instructions read
+    and write over their median times."""
+    program = json.load(open(plan))["program"]
+    events = json.load(open(trace))["traceEvents"]
+    moved = seconds = 0.0
+    for e in events:
+        if e.get("ph") != "X" or e.get("pid") != 0 or e.get("tid") != 0:
+            continue
+        name = e["name"].split(" ")[0]
+        cls = next((c for c, ops in CLASSES.items() if name in ops), "elementwise")
+        index = e.get("args", {}).get("instruction", -1)
+        if cls not in MEMORY_BOUND or not 0 <= index < len(program):
+            continue
+        moved += moved_bytes(program[index])
+        seconds += e.get("args", {}).get("median_dur", e.get("dur", 0.0)) / 1e6
+    return moved / seconds / 1e9 if seconds else 0.0
 
 
 def predicted_ms(plan):
@@ -134,6 +171,7 @@ def main():
                         "--trace", trace, "--quiet"], check=True, env=env)
         ours = [json.loads(l)["step_ms"] for l in open(log)][a.warmup:]
         shares = op_shares(trace)
+        bound_rate = memory_bound_rate(trace, plan)
         # The same model computing in bf16 (f32 master weights), whose GEMMs
         # run as bf16 where the CPU has AVX512-BF16 or AMX (oneDNN).
         plan16 = os.path.join(tmp, "gpt2-bf16.plan")
@@ -179,7 +217,9 @@ def main():
           f"{gemm_openblas:.1f} GFLOP/s (numpy, 4096^2), fsdp-run's "
           f"{cal['flops_f32'] / 1e9:.1f} (1024^2); peak {gemm_peak:.1f}: fsdp-run at "
           f"{100 * flops / mo / 1e6 / gemm_peak:.0f}% (target >= 70%); copy bandwidth "
-          f"{copy_bw:.1f} GB/s")
+          f"{copy_bw:.1f} GB/s ({a.threads} threads)")
+    print(f"  memory-bound ops ({', '.join(MEMORY_BOUND)}): {bound_rate:.1f} GB/s, "
+          f"{100 * bound_rate / copy_bw:.0f}% of the copy bandwidth (target >= 60%)")
     total_ms = sum(shares.values())
     print(f"  fsdp-run's compute stream (each instruction's median): {total_ms:.1f} ms")
     for cls, ms in sorted(shares.items(), key=lambda kv: -kv[1]):
