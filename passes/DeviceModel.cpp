@@ -258,7 +258,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         "memory_bytes, runtime_bytes, gemm_efficiency, attention_efficiency, "
         "memory_efficiency, sms, "
         "collective_ctas, cores, "
-        "parallel_efficiency, async_progress, op_scale, op_scale_threads)");
+        "parallel_efficiency, async_progress, native_bf16_products, op_scale, "
+        "op_scale_threads)");
   if (d.flopsF32 <= 0 || d.memBandwidth <= 0 || d.intraBandwidth <= 0 ||
       d.interBandwidth <= 0 || perNode < 1)
     return llvm::createStringError("device file " + name.str() +
@@ -296,6 +297,13 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       return llvm::createStringError("device file " + name.str() +
                                      ": async_progress must be true or false");
     d.asyncProgress = *v->getAsBoolean();
+  }
+  if (const llvm::json::Value *v = o->get("native_bf16_products")) {
+    if (!v->getAsBoolean())
+      return llvm::createStringError(
+          "device file " + name.str() +
+          ": native_bf16_products must be true or false");
+    d.nativeBf16Products = *v->getAsBoolean();
   }
   d.cores = (int64_t)cores;
   d.parallelEfficiency = efficiency;

@@ -69,6 +69,10 @@ struct DeviceModel {
   /// MPI's non-blocking collectives progress only inside MPI calls: the CPU
   /// backend's transfers happen in its waits (`async_progress: false`).
   bool asyncProgress = true;
+  /// A CPU's bf16 products run as bf16 (`native_bf16_products`, from
+  /// fsdp-run --calibrate: oneDNN on AVX512-BF16 or AMX) and need no f32
+  /// copies of their operands; false: they are widened like the rest.
+  bool nativeBf16Products = false;
   /// Factor on a rank's compute time when `ranksOnNode` ranks share it:
   /// threadFactor * oversubscription.
   double sharedNodeFactor(int64_t ranksOnNode) const;

@@ -352,7 +352,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           }
         Type element = elementOf(&op);
         if (model.cores > 0)
-          widenOnCpu(op, element, bytes);
+          widenOnCpu(op, model, element, bytes);
         double seconds =
             model.rankComputeSeconds(flops, bytes, element,
                                      op.getName().stripDialect(), ranksOnNode) +
@@ -485,15 +485,17 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     return a && a.getValue();
   }
 
-  /// The cost of an op the CPU backend widens (runtime/plan/Widen.h): it
+  /// The cost of an op the CPU backend widens (runtime/plan/Widen.h;
+  /// mayRunNarrowOnCpu says which it need not): it
   /// computes at the f32 rate, and each distinct narrow operand is cast to
   /// an f32 copy (2 bytes read, 4 written) that the op reads (4 bytes where
   /// its own cost counted 2), each narrow result written in f32 and cast
   /// back (4 written, 4 read, 2 written where it counted 2): 8 bytes more
   /// an element either way.
-  static void widenOnCpu(Operation &op, Type &element, int64_t &bytes) {
+  static void widenOnCpu(Operation &op, const DeviceModel &model,
+                         Type &element, int64_t &bytes) {
     std::string name = op.getName().stripDialect().str();
-    if (!::fsdp::computesInF32(name) || ::fsdp::mayRunNarrowOnCpu(name))
+    if (!::fsdp::computesInF32(name) || runsNarrowOnCpu(op, model))
       return;
     auto narrowElements = [](Value v) -> int64_t {
       auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -513,6 +515,25 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       return;
     element = Float32Type::get(op.getContext());
     bytes += 8 * extra;
+  }
+
+  /// Whether the CPU backend runs `op` on its narrow tensors as they are
+  /// (cpu::runsNarrow): all of them of one narrow type, an op it may run
+  /// so, and a product only in bf16 where the CPU multiplies bf16.
+  static bool runsNarrowOnCpu(Operation &op, const DeviceModel &model) {
+    std::string name = op.getName().stripDialect().str();
+    if (!::fsdp::mayRunNarrowOnCpu(name) || op.getNumResults() != 1)
+      return false;
+    Type one;
+    for (Type t :
+         llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes())) {
+      auto tt = dyn_cast<RankedTensorType>(t);
+      Type e = tt ? tt.getElementType() : Type();
+      if (!e || !(e.isBF16() || e.isF16()) || (one && e != one))
+        return false;
+      one = e;
+    }
+    return name != "matmul" || (one.isBF16() && model.nativeBf16Products);
   }
 
   /// The buffer of f32 copies for ops computing in f32 on bf16/f16
@@ -537,7 +558,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           !::fsdp::computesInF32(name) ||
           (model.cores == 0 &&
            ::fsdp::runsNarrowOnDevice(name, shapesOf(op->getOperandTypes()),
-                                      causal(op))))
+                                      causal(op))) ||
+          (model.cores > 0 && runsNarrowOnCpu(*op, model)))
         return;
       int64_t bytes = 0;
       llvm::SmallPtrSet<Value, 4> seen;

@@ -211,6 +211,8 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             // MPI's collectives move inside waits only (DeviceModel.h);
             // Gloo's on threads of their own.
             {"async_progress", comm.progressesAlone()},
+            // bf16 products run as bf16: no f32 copies of their operands.
+            {"native_bf16_products", nativeBf16Gemm()},
             {"intra_bandwidth", link},
             {"inter_bandwidth", link},
             {"intra_latency", latency},

@@ -186,18 +186,57 @@ void storeDouble(const TensorRef &t, void *p, int64_t i, double v) {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <typename F>
-FSDP_VECTOR_CLONES Status unary(const Instruction &in, Context &c, F f) {
-  const TensorRef &x = in.in[0], &y = in.out[0];
-  if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("expects f32 input and output of one shape");
-  const float *a = c.get<float>(x);
-  float *o = c.get<float>(y);
-  int64_t n = x.numel();
+/// How an elementwise kernel reads and writes an element type: f32 as it
+/// is; bf16 and f16 widened to f32 as loaded and rounded once as stored
+/// (runsNarrow: the numerics of widened copies, without the copies).
+struct F32Elems {
+  using T = float;
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
+};
+struct Bf16Elems {
+  using T = uint16_t;
+  static float load(uint16_t v) { return floatFromBf16(v); }
+  static uint16_t store(float v) { return bf16FromFloat(v); }
+};
+struct F16Elems {
+  using T = uint16_t;
+  static float load(uint16_t v) { return floatFromF16(v); }
+  static uint16_t store(float v) { return f16FromFloat(v); }
+};
+
+/// Calls body(E{}) with the element traits of `t` (f32, bf16 or f16).
+template <typename Body> Status withElems(DType t, Body body) {
+  switch (t) {
+  case DType::F32:
+    return body(F32Elems{});
+  case DType::BF16:
+    return body(Bf16Elems{});
+  case DType::F16:
+    return body(F16Elems{});
+  default:
+    return Status::error("expects f32, bf16 or f16 tensors");
+  }
+}
+
+template <typename E, typename F>
+FSDP_VECTOR_CLONES void unaryLoop(const typename E::T *a, typename E::T *o,
+                                  int64_t n, F f) {
 #pragma omp parallel for simd if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i)
-    o[i] = f(a[i]);
-  return Status::ok();
+    o[i] = E::store(f(E::load(a[i])));
+}
+
+template <typename F> Status unary(const Instruction &in, Context &c, F f) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.dtype != y.dtype)
+    return Status::error("expects input and output of one shape and dtype");
+  return withElems(x.dtype, [&](auto e) {
+    using E = decltype(e);
+    unaryLoop<E>(c.get<typename E::T>(x), c.get<typename E::T>(y), x.numel(),
+                 f);
+    return Status::ok();
+  });
 }
 
 #define UNARY(NAME, EXPR)                                                      \
@@ -280,10 +319,67 @@ Status kNot(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
-/// Broadcasting binary op computed in double (exact for f32, and for the
-/// small integers shape arithmetic produces). `f` is inlined per op.
-template <typename F>
-FSDP_VECTOR_CLONES Status binary(const Instruction &in, Context &c, F f) {
+/// y = f(a, b) on tensors of one float type E (f32 math on loaded values):
+/// no broadcast, one operand repeated along leading dimensions (a bias, a
+/// scale), a scalar operand, or any broadcast (strides `sa`, `sb`).
+template <typename E, typename F>
+FSDP_VECTOR_CLONES void binaryLoops(const TensorRef &a, const TensorRef &b,
+                                    const TensorRef &y, const Shape &sa,
+                                    const Shape &sb, const typename E::T *fa,
+                                    const typename E::T *fb,
+                                    typename E::T *fy, F f) {
+  auto op = [&](typename E::T u, typename E::T v) {
+    return E::store((float)f(E::load(u), E::load(v)));
+  };
+  int64_t n = y.numel();
+  if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      fy[i] = op(fa[i], fb[i]);
+    return;
+  }
+  auto trailing = [&](const Shape &s) {
+    size_t lead = y.shape.size() - s.size();
+    for (size_t d = 0; d < s.size(); ++d)
+      if (s[d] != y.shape[lead + d])
+        return false;
+    return true;
+  };
+  if (a.shape == y.shape && trailing(b.shape)) {
+    int64_t m = std::max<int64_t>(b.numel(), 1);
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; i += m)
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j)
+        fy[i + j] = op(fa[i + j], fb[j]);
+    return;
+  }
+  if (b.shape == y.shape && trailing(a.shape)) {
+    int64_t m = std::max<int64_t>(a.numel(), 1);
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; i += m)
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j)
+        fy[i + j] = op(fa[j], fb[i + j]);
+    return;
+  }
+  if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
+    typename E::T sb0 = fb[0];
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      fy[i] = op(fa[i], sb0);
+    return;
+  }
+  forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+    fy[i] = op(fa[off[0]], fb[off[1]]);
+  });
+}
+
+/// Broadcasting binary op: float math on tensors of one float type (bf16
+/// and f16 loaded as f32, the result rounded once), double on the mixed
+/// and integer paths (exact for the small integers shape arithmetic
+/// produces). `f` is inlined per op.
+template <typename F> Status binary(const Instruction &in, Context &c, F f) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   Shape sa, sb;
   if (!broadcastStrides(a.shape, y.shape, sa) ||
@@ -293,53 +389,18 @@ FSDP_VECTOR_CLONES Status binary(const Instruction &in, Context &c, F f) {
                          shapeString(y.shape));
   const void *pa = c.data(a), *pb = c.data(b);
   void *py = c.data(y);
-  if (a.dtype == DType::F32 && b.dtype == DType::F32 && y.dtype == DType::F32) {
-    const float *fa = static_cast<const float *>(pa),
-                *fb = static_cast<const float *>(pb);
-    float *fy = static_cast<float *>(py);
-    int64_t n = y.numel();
-    if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i)
-        fy[i] = (float)f(fa[i], fb[i]);
+  bool oneFloatType = a.dtype == y.dtype && b.dtype == y.dtype &&
+                      (y.dtype == DType::F32 || y.dtype == DType::BF16 ||
+                       y.dtype == DType::F16);
+  if (oneFloatType)
+    return withElems(y.dtype, [&](auto e) {
+      using E = decltype(e);
+      binaryLoops<E>(a, b, y, sa, sb,
+                     static_cast<const typename E::T *>(pa),
+                     static_cast<const typename E::T *>(pb),
+                     static_cast<typename E::T *>(py), f);
       return Status::ok();
-    }
-    // One operand repeats along leading dimensions (a bias, a scale).
-    auto trailing = [&](const Shape &s) {
-      size_t lead = y.shape.size() - s.size();
-      for (size_t d = 0; d < s.size(); ++d)
-        if (s[d] != y.shape[lead + d])
-          return false;
-      return true;
-    };
-    if (a.shape == y.shape && trailing(b.shape)) {
-      int64_t m = std::max<int64_t>(b.numel(), 1);
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; i += m)
-        for (int64_t j = 0; j < m; ++j)
-          fy[i + j] = (float)f(fa[i + j], fb[j]);
-      return Status::ok();
-    }
-    if (b.shape == y.shape && trailing(a.shape)) {
-      int64_t m = std::max<int64_t>(a.numel(), 1);
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; i += m)
-        for (int64_t j = 0; j < m; ++j)
-          fy[i + j] = (float)f(fa[j], fb[i + j]);
-      return Status::ok();
-    }
-    if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
-      float sb = fb[0];
-#pragma omp parallel for if (n > kParallelMin)
-      for (int64_t i = 0; i < n; ++i)
-        fy[i] = (float)f(fa[i], sb);
-      return Status::ok();
-    }
-    forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
-      fy[i] = (float)f(fa[off[0]], fb[off[1]]);
     });
-    return Status::ok();
-  }
   forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
     storeDouble(
         y, py, i,
@@ -1193,7 +1254,7 @@ struct AttentionShape {
 struct QueryBlock {
   int64_t i0, i1, kmax;
 };
-constexpr int64_t kQueryBlock = 64;
+constexpr int64_t kQueryBlock = 32;
 
 /// How many blocks, and block `n` (no allocation: kernels run in a step).
 int64_t queryBlockCount(const AttentionShape &a, bool causal) {
@@ -2330,14 +2391,17 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
 }
 
 bool runsNarrow(const Instruction &instr) {
-  if (!fsdp::mayRunNarrowOnCpu(instr.op) || instr.in.size() < 2 ||
-      instr.out.size() != 1 ||
-      !nativeBf16Gemm())
+  if (!fsdp::mayRunNarrowOnCpu(instr.op) || instr.out.size() != 1)
+    return false;
+  DType type = instr.out[0].dtype;
+  if (type != DType::BF16 && type != DType::F16)
     return false;
   for (const auto *list : {&instr.in, &instr.out})
     for (const TensorRef &t : *list)
-      if (t.dtype != DType::BF16 || t.rank() > (int64_t)kMaxRank)
+      if (t.dtype != type || t.rank() > (int64_t)kMaxRank)
         return false;
+  if (instr.op == "matmul")
+    return instr.in.size() >= 2 && type == DType::BF16 && nativeBf16Gemm();
   return true;
 }
 

@@ -107,11 +107,22 @@ inline bool runsNarrowOnDevice(std::string_view op,
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 
-/// Whether the CPU backend may run `op` on bf16 tensors as they are: its
-/// products, where the CPU multiplies bf16 natively (cpu/Gemm.h; elsewhere
-/// they too are widened). Every other op of computesInF32 reads f32 copies
-/// of its narrow operands and writes an f32 result that is then narrowed.
-inline bool mayRunNarrowOnCpu(std::string_view op) { return op == "matmul"; }
+/// Whether the CPU backend may run `op` on bf16/f16 tensors as they are,
+/// when all of its tensors have that one type: its products (bf16, where
+/// the CPU multiplies bf16 natively: cpu/Gemm.h; elsewhere they too are
+/// widened) and the elementwise ops its kernels load and store in any
+/// float type (f32 math on the loaded values, one rounding a result: the
+/// numerics of widened copies, element for element). Every other op of
+/// computesInF32 reads f32 copies of its narrow operands and writes an f32
+/// result that is then narrowed.
+inline bool mayRunNarrowOnCpu(std::string_view op) {
+  static constexpr std::string_view ops[] = {
+      "abs",  "add",        "div",  "erf",   "exp",     "gelu",
+      "log",  "matmul",     "max",  "min",   "mul",     "neg",
+      "pow",  "reciprocal", "relu", "rsqrt", "sigmoid", "silu",
+      "sqrt", "sub",        "tanh"};
+  return std::binary_search(std::begin(ops), std::end(ops), op);
+}
 
 /// Threads a split reduction aims for: a reduction into fewer outputs
 /// (a bias's gradient: 768 sums of 16384 rows) splits each sum into

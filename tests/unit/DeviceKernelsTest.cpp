@@ -975,3 +975,59 @@ TEST(CpuKernels, Bf16MatmulEqualsWidenedProduct) {
                 1.0f / 128);
   }
 }
+
+// Elementwise ops on bf16 or f16 tensors run as they are (cpu::runsNarrow):
+// each element loaded to f32, the f32 op, one rounding. That is what the
+// widened copies compute, bit for bit: a binary op plain, with a bias
+// broadcast along rows, with a scalar and with a general broadcast, and
+// unary ones (GELU both ways, exp), against f32 kernels on the widened
+// values whose results are rounded the same way.
+TEST(CpuKernels, NarrowElementwiseEqualsWidened) {
+  struct Case {
+    const char *op;
+    Dims a, b, y;
+    nlohmann::json attrs;
+  };
+  const nlohmann::json none = nlohmann::json::object();
+  for (DType type : {DType::BF16, DType::F16})
+    for (const Case &k :
+         {Case{"add", {6, 50}, {6, 50}, {6, 50}, none},
+          Case{"mul", {4, 3, 40}, {40}, {4, 3, 40}, none},
+          Case{"sub", {5}, {7, 5}, {7, 5}, none},
+          Case{"div", {9, 33}, {}, {9, 33}, none},
+          Case{"max", {3, 1, 8}, {1, 5, 8}, {3, 5, 8}, none},
+          Case{"gelu", {300}, {}, {300}, {{"approximate", "tanh"}}},
+          Case{"gelu", {300}, {}, {300}, {{"approximate", "none"}}},
+          Case{"exp", {70}, {}, {70}, none}}) {
+      bool unaryOp = std::string(k.op) == "gelu" || std::string(k.op) == "exp";
+      Arena a;
+      TensorRef af = a.add(k.a), bf = a.add(k.b), yf = a.add(k.y);
+      TensorRef an = a.add(k.a, type), bn = a.add(k.b, type),
+                yn = a.add(k.y, type);
+      auto narrowOf = [&](float v) {
+        return type == DType::BF16 ? bf16FromFloat(v) : f16FromFloat(v);
+      };
+      auto wideOf = [&](uint16_t h) {
+        return type == DType::BF16 ? floatFromBf16(h) : floatFromF16(h);
+      };
+      for (auto [f, n] : {std::pair{af, an}, std::pair{bf, bn}}) {
+        a.fill(f, -3.0f, 3.0f);
+        for (int64_t i = 0; i < f.numel(); ++i) {
+          a.at<uint16_t>(n)[i] = narrowOf(a.at<float>(f)[i]);
+          a.at<float>(f)[i] = wideOf(a.at<uint16_t>(n)[i]);
+        }
+      }
+      std::vector<TensorRef> wide = {af}, narrow = {an};
+      if (!unaryOp) {
+        wide.push_back(bf);
+        narrow.push_back(bn);
+      }
+      Instruction n = instr(k.op, narrow, {yn}, k.attrs);
+      ASSERT_TRUE(cpu::runsNarrow(n)) << k.op;
+      runCpu(a, instr(k.op, wide, {yf}, k.attrs));
+      runCpu(a, n);
+      for (int64_t i = 0; i < yf.numel(); ++i)
+        ASSERT_EQ(narrowOf(a.at<float>(yf)[i]), a.at<uint16_t>(yn)[i])
+            << k.op << " element " << i;
+    }
+}
