@@ -758,8 +758,8 @@ FailureOr<PlanConfig> Tuner::run() {
       why = "fits without a move";
       for (const Move &m : s.moves)
         if (m.unit == u) {
-          why += "; " + m.label + " would save " + saves(m) + " for " +
-                 ms(m.paid);
+          why +=
+              "; " + m.label + " would save " + saves(m) + " for " + ms(m.paid);
           break;
         }
     } else {

@@ -492,8 +492,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// its own cost counted 2), each narrow result written in f32 and cast
   /// back (4 written, 4 read, 2 written where it counted 2): 8 bytes more
   /// an element either way.
-  static void widenOnCpu(Operation &op, const DeviceModel &model,
-                         Type &element, int64_t &bytes) {
+  static void widenOnCpu(Operation &op, const DeviceModel &model, Type &element,
+                         int64_t &bytes) {
     std::string name = op.getName().stripDialect().str();
     if (!::fsdp::computesInF32(name) || runsNarrowOnCpu(op, model))
       return;

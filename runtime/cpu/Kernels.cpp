@@ -285,27 +285,36 @@ inline float geluGrad(bool tanhApprox, float x, float dy) {
   return dy * (cdf + x * pdf);
 }
 
-FSDP_VECTOR_CLONES
-Status kGeluGrad(const Instruction &in, Context &c) {
-  const TensorRef &x = in.in[0], &g = in.in[1], &y = in.out[0];
-  if (x.shape != y.shape || g.shape != y.shape || x.dtype != DType::F32 ||
-      g.dtype != DType::F32 || y.dtype != DType::F32)
-    return Status::error("expects f32 x, grad and output of one shape");
-  bool tanhApprox = attrString(in, "approximate", "none") == "tanh";
-  const float *px = c.get<float>(x), *pg = c.get<float>(g);
-  float *py = c.get<float>(y);
-  int64_t n = y.numel();
+template <typename E>
+FSDP_VECTOR_CLONES void geluGradLoop(bool tanhApprox, const typename E::T *px,
+                                     const typename E::T *pg, typename E::T *py,
+                                     int64_t n) {
   // One loop per form, so each vectorises without a branch per element.
   if (tanhApprox) {
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
-      py[i] = geluGrad(true, px[i], pg[i]);
+      py[i] = E::store(geluGrad(true, E::load(px[i]), E::load(pg[i])));
   } else {
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
-      py[i] = geluGrad(false, px[i], pg[i]);
+      py[i] = E::store(geluGrad(false, E::load(px[i]), E::load(pg[i])));
   }
-  return Status::ok();
+}
+
+/// On f32 tensors, or bf16/f16 ones as they are (runsNarrow).
+Status kGeluGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &g = in.in[1], &y = in.out[0];
+  if (x.shape != y.shape || g.shape != y.shape || x.dtype != y.dtype ||
+      g.dtype != y.dtype)
+    return Status::error("expects x, grad and output of one shape and dtype");
+  bool tanhApprox = attrString(in, "approximate", "none") == "tanh";
+  return withElems(y.dtype, [&](auto e) {
+    using E = decltype(e);
+    geluGradLoop<E>(tanhApprox, c.get<typename E::T>(x),
+                    c.get<typename E::T>(g), c.get<typename E::T>(y),
+                    y.numel());
+    return Status::ok();
+  });
 }
 
 Status kNot(const Instruction &in, Context &c) {
@@ -323,11 +332,10 @@ Status kNot(const Instruction &in, Context &c) {
 /// no broadcast, one operand repeated along leading dimensions (a bias, a
 /// scale), a scalar operand, or any broadcast (strides `sa`, `sb`).
 template <typename E, typename F>
-FSDP_VECTOR_CLONES void binaryLoops(const TensorRef &a, const TensorRef &b,
-                                    const TensorRef &y, const Shape &sa,
-                                    const Shape &sb, const typename E::T *fa,
-                                    const typename E::T *fb,
-                                    typename E::T *fy, F f) {
+FSDP_VECTOR_CLONES void
+binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
+            const Shape &sa, const Shape &sb, const typename E::T *fa,
+            const typename E::T *fb, typename E::T *fy, F f) {
   auto op = [&](typename E::T u, typename E::T v) {
     return E::store((float)f(E::load(u), E::load(v)));
   };
@@ -395,8 +403,7 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
   if (oneFloatType)
     return withElems(y.dtype, [&](auto e) {
       using E = decltype(e);
-      binaryLoops<E>(a, b, y, sa, sb,
-                     static_cast<const typename E::T *>(pa),
+      binaryLoops<E>(a, b, y, sa, sb, static_cast<const typename E::T *>(pa),
                      static_cast<const typename E::T *>(pb),
                      static_cast<typename E::T *>(py), f);
       return Status::ok();
@@ -1840,8 +1847,8 @@ Status strided(Context &c, const TensorRef &x, const TensorRef &y,
     s[d] = xs[src] * (steps.empty() ? 1 : steps[d]);
     base += (starts.empty() ? 0 : starts[d]) * xs[src];
   }
-  stridedCopy(c.get<uint8_t>(x), c.get<uint8_t>(y), dtypeSize(x.dtype),
-              y.shape, s, base);
+  stridedCopy(c.get<uint8_t>(x), c.get<uint8_t>(y), dtypeSize(x.dtype), y.shape,
+              s, base);
   return Status::ok();
 }
 

@@ -117,10 +117,9 @@ inline bool runsNarrowOnDevice(std::string_view op,
 /// result that is then narrowed.
 inline bool mayRunNarrowOnCpu(std::string_view op) {
   static constexpr std::string_view ops[] = {
-      "abs",  "add",        "div",  "erf",   "exp",     "gelu",
-      "log",  "matmul",     "max",  "min",   "mul",     "neg",
-      "pow",  "reciprocal", "relu", "rsqrt", "sigmoid", "silu",
-      "sqrt", "sub",        "tanh"};
+      "abs",    "add",     "div",  "erf",  "exp", "gelu", "gelu_grad",  "log",
+      "matmul", "max",     "min",  "mul",  "neg", "pow",  "reciprocal", "relu",
+      "rsqrt",  "sigmoid", "silu", "sqrt", "sub", "tanh"};
   return std::binary_search(std::begin(ops), std::end(ops), op);
 }
 

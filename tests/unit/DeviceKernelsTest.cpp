@@ -979,9 +979,9 @@ TEST(CpuKernels, Bf16MatmulEqualsWidenedProduct) {
 // Elementwise ops on bf16 or f16 tensors run as they are (cpu::runsNarrow):
 // each element loaded to f32, the f32 op, one rounding. That is what the
 // widened copies compute, bit for bit: a binary op plain, with a bias
-// broadcast along rows, with a scalar and with a general broadcast, and
-// unary ones (GELU both ways, exp), against f32 kernels on the widened
-// values whose results are rounded the same way.
+// broadcast along rows, with a scalar and with a general broadcast, unary
+// ones (GELU both ways, exp) and GELU's gradient, against f32 kernels on the
+// widened values whose results are rounded the same way.
 TEST(CpuKernels, NarrowElementwiseEqualsWidened) {
   struct Case {
     const char *op;
@@ -998,7 +998,9 @@ TEST(CpuKernels, NarrowElementwiseEqualsWidened) {
           Case{"max", {3, 1, 8}, {1, 5, 8}, {3, 5, 8}, none},
           Case{"gelu", {300}, {}, {300}, {{"approximate", "tanh"}}},
           Case{"gelu", {300}, {}, {300}, {{"approximate", "none"}}},
-          Case{"exp", {70}, {}, {70}, none}}) {
+          Case{"exp", {70}, {}, {70}, none},
+          Case{"gelu_grad", {90}, {90}, {90}, {{"approximate", "tanh"}}},
+          Case{"gelu_grad", {90}, {90}, {90}, {{"approximate", "none"}}}}) {
       bool unaryOp = std::string(k.op) == "gelu" || std::string(k.op) == "exp";
       Arena a;
       TensorRef af = a.add(k.a), bf = a.add(k.b), yf = a.add(k.y);
