@@ -176,6 +176,16 @@ template <typename OpTy> static LogicalResult verifyAxis(OpTy op) {
   return success();
 }
 
+LogicalResult SumSquaresOp::verify() {
+  auto x = cast<RankedTensorType>(getX().getType());
+  auto y = cast<RankedTensorType>(getType());
+  if (y.getRank() != 0 || y.getElementType() != x.getElementType())
+    return emitOpError("result must be a scalar of the input's element type, "
+                       "not ")
+           << y;
+  return success();
+}
+
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 

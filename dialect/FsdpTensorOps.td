@@ -265,6 +265,25 @@ def Fsdp_ReduceSumOp : Fsdp_ReduceOp<"reduce_sum", "Sum">;
 def Fsdp_ReduceMeanOp : Fsdp_ReduceOp<"reduce_mean", "Mean">;
 def Fsdp_ReduceMaxOp : Fsdp_ReduceOp<"reduce_max", "Maximum">;
 
+def Fsdp_SumSquaresOp : Fsdp_Op<"sum_squares", [Pure]> {
+  let summary = "Sum of the squares of every element";
+  let description = [{
+    The squared L2 norm of `x` as a scalar of its element type: each
+    element squared and summed in double, rounded once. The training step's
+    global gradient norm adds one per gradient: a single pass over the
+    gradient, where `reduce_sum(mul(g, g))` wrote a squared copy as large as
+    it. Built after autodiff, it has no gradient of its own.
+
+    ```mlir
+    %s = fsdp.sum_squares %g : tensor<4x8xf32> -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 class Fsdp_SoftmaxLikeOp<string mnemonic, string what>
     : Fsdp_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = what # " along one axis";

@@ -7,7 +7,7 @@
 //   func.func @train_step(%x) -> (tensor<f32> loss, tensor<f32> grad_norm) {
 //     ... forward ...
 //     ... reverse pass (one VJP per op) ...
-//     %norm = sqrt(sum_p sum(g_p * g_p))
+//     %norm = sqrt(sum_p sum_squares(g_p))
 //     fsdp.adamw @p, %g_p {...}        // one per trained parameter
 //     return %loss, %norm
 //   }
@@ -174,12 +174,8 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
           RankedTensorType::get(cast<RankedTensorType>(g.getType()).getShape(),
                                 et),
           g);
-    Value sq = MulOp::create(b, loc, gf, gf);
-    auto t = cast<RankedTensorType>(sq.getType());
-    SmallVector<int64_t> axes;
-    for (int64_t i = 0; i < t.getRank(); ++i)
-      axes.push_back(i);
-    Value s = axes.empty() ? sq : ReduceSumOp::create(b, loc, sq, axes, false);
+    // One pass over the gradient (no squared copy of it).
+    Value s = SumSquaresOp::create(b, loc, RankedTensorType::get({}, et), gf);
     sumSq = AddOp::create(b, loc, sumSq, s);
   }
   Value norm = SqrtOp::create(b, loc, sumSq);

@@ -187,6 +187,13 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             b.getNamedAttr("live_peak_bytes", b.getI64IntegerAttr(livePeak)),
             b.getNamedAttr("state_bytes", b.getI64IntegerAttr(state)),
             b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(scratch)),
+            // Of which the f32 copies of widened ops (Widen.h): the CPU
+            // backend holds this much for them at least, so its memory is
+            // the plan's also where it runs more ops narrow than planned
+            // (bf16 products on a CPU with AVX512-BF16, planned for one
+            // without).
+            b.getNamedAttr("widened_bytes",
+                           b.getI64IntegerAttr(widenedBytes(module, *model))),
             // How ranks sharing a node were priced (what --fit-device
             // needs to turn measured times into per-thread factors).
             b.getNamedAttr("threads_per_rank",

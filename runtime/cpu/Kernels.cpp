@@ -353,22 +353,17 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
         return false;
     return true;
   };
-  if (a.shape == y.shape && trailing(b.shape)) {
-    int64_t m = std::max<int64_t>(b.numel(), 1);
+  // One operand repeats along leading dimensions (a bias, a scale).
+  bool bRepeats = a.shape == y.shape && trailing(b.shape);
+  if (bRepeats || (b.shape == y.shape && trailing(a.shape))) {
+    const typename E::T *big = bRepeats ? fa : fb, *small = bRepeats ? fb : fa;
+    int64_t m = std::max<int64_t>((bRepeats ? b : a).numel(), 1);
 #pragma omp parallel for if (n > kParallelMin)
     for (int64_t i = 0; i < n; i += m)
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j)
-        fy[i + j] = op(fa[i + j], fb[j]);
-    return;
-  }
-  if (b.shape == y.shape && trailing(a.shape)) {
-    int64_t m = std::max<int64_t>(a.numel(), 1);
-#pragma omp parallel for if (n > kParallelMin)
-    for (int64_t i = 0; i < n; i += m)
-#pragma omp simd
-      for (int64_t j = 0; j < m; ++j)
-        fy[i + j] = op(fa[j], fb[i + j]);
+        fy[i + j] = bRepeats ? op(big[i + j], small[j])
+                             : op(small[j], big[i + j]);
     return;
   }
   if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
@@ -1038,6 +1033,24 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   if (kind == 1)
     for (int64_t i = 0; i < n; ++i)
       py[i] /= (float)count;
+  return Status::ok();
+}
+
+/// The sum of the squares of every element (a gradient's share of the
+/// global norm), each square and the sum in double, vectorised and split
+/// over the threads.
+FSDP_VECTOR_CLONES
+Status kSumSquares(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.dtype != DType::F32 || y.dtype != DType::F32 || y.numel() != 1)
+    return Status::error("expects an f32 input and an f32 scalar");
+  const float *px = c.get<float>(x);
+  int64_t n = x.numel();
+  double acc = 0;
+#pragma omp parallel for simd reduction(+ : acc) if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    acc += (double)px[i] * px[i];
+  *c.get<float>(y) = (float)acc;
   return Status::ok();
 }
 
@@ -2289,6 +2302,7 @@ const std::map<std::string, OpInfo> &table() {
       {"reduce_sum", {kReduceSum, 1, 1, 1}},
       {"reduce_mean", {kReduceMean, 1, 1, 1}},
       {"reduce_max", {kReduceMax, 1, 1, 1}},
+      {"sum_squares", {kSumSquares, 1, 1, 1}},
       {"softmax", {kSoftmax, 1, 1, 1}},
       {"log_softmax", {kLogSoftmax, 1, 1, 1}},
       {"conv", {kConv, 2, 3, 1}},

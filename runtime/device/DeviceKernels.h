@@ -555,7 +555,8 @@ struct Trilu {
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
-enum class ReduceKind { Sum, Mean, Max };
+/// SumSquares: each element squared in double, then summed.
+enum class ReduceKind { Sum, Mean, Max, SumSquares };
 
 /// One output element: its kept coordinates give a base offset in x, then
 /// `count` elements over the reduced dimensions, accumulated in double.
@@ -592,7 +593,9 @@ struct Reduce {
         r /= redDims[d];
       }
       double v = loadFloat(tx, x, off);
-      acc = kind == ReduceKind::Max ? (v > acc ? v : acc) : acc + v;
+      acc = kind == ReduceKind::Max          ? (v > acc ? v : acc)
+            : kind == ReduceKind::SumSquares ? acc + v * v
+                                             : acc + v;
     }
     if (chunks > 1)
       partial[i] = acc;

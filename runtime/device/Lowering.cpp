@@ -521,9 +521,15 @@ Status lowerAssignBuffer(Ctx &c) {
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
+/// reduce_* over its `axes`; sum_squares over every axis.
 Status reduce(Ctx &c, ReduceKind kind) {
   const TensorRef &x = c.in.in[0], &y = c.in.out[0];
-  Dims axes = c.attrInts("axes");
+  Dims axes;
+  if (kind == ReduceKind::SumSquares)
+    for (int64_t d = 0; d < x.rank(); ++d)
+      axes.push_back(d);
+  else
+    axes = c.attrInts("axes");
   Reduce r;
   if (!reduceIndex(x.shape, axes, kind, r))
     return Status::error("bad reduction axes");
@@ -1263,6 +1269,7 @@ const std::map<std::string, Lowerer> &table() {
       {"reduce_sum", red<ReduceKind::Sum>},
       {"reduce_mean", red<ReduceKind::Mean>},
       {"reduce_max", red<ReduceKind::Max>},
+      {"sum_squares", red<ReduceKind::SumSquares>},
       {"softmax", lowerSoftmax},
       {"log_softmax", lowerLogSoftmax},
       {"layer_norm", lowerLayerNorm},
@@ -1320,7 +1327,8 @@ bool nativeNarrow(const Instruction &in) {
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&
            std::all_of(in.out.begin(), in.out.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); });
-  if (in.op == "reduce_sum" || in.op == "reduce_mean" || in.op == "reduce_max")
+  if (in.op == "reduce_sum" || in.op == "reduce_mean" ||
+      in.op == "reduce_max" || in.op == "sum_squares")
     return floating(in.in[0].dtype) && floating(in.out[0].dtype);
   if (isElementwise(in.op)) // float operands; a comparison's i1 result
     return std::all_of(in.in.begin(), in.in.end(),

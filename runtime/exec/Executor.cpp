@@ -140,6 +140,17 @@ Status Executor::init(const Plan &p, Comm &comm_,
     for (const CpuInstruction &k : *list)
       if (k.widening)
         widenNeed = std::max(widenNeed, k.widening->bytes);
+  // The plan's widening buffer when it planned more (a plan for a CPU
+  // without bf16 products run on one with them): its memory stays the
+  // plan's.
+  if (const auto it = p.predicted.find("widened_bytes");
+      it != p.predicted.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
+        it->get<int64_t>() > 2 * p.arenaBytes + (int64_t(1) << 20))
+      return Status::error("plan.predicted.widened_bytes: expected a count "
+                           "of bytes within twice the arena's");
+    widenNeed = std::max(widenNeed, it->get<int64_t>());
+  }
   // (A backend has its own scratch and accumulators: none here.)
   scratch.assign(std::max<int64_t>(backend ? 1 : (scratchNeed + 1) / 2, 1),
                  0.0);

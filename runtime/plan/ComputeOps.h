@@ -46,7 +46,7 @@ inline bool computesInF32(std::string_view op) {
       "scatter_add",   "sigmoid",
       "silu",          "softmax",
       "sqrt",          "sub",
-      "tanh"};
+      "sum_squares",   "tanh"};
   return std::binary_search(std::begin(ops), std::end(ops), op);
 }
 
@@ -100,6 +100,7 @@ inline bool runsNarrowOnDevice(std::string_view op,
   return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
          op == "rms_norm" || op == "rms_norm_grad" ||
          op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
+         op == "sum_squares" ||
          op == "matmul" || op == "conv" || op == "conv_grad_input" ||
          op == "conv_grad_weight" || op == "pool" || op == "pool_grad" ||
          op == "batch_norm" || op == "batch_norm_grad" ||
@@ -173,7 +174,8 @@ inline int64_t deviceScratchBytes(std::string_view op,
   if ((op == "layer_norm_grad" || op == "rms_norm_grad") && in.size() == 3)
     return 16 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1)) +
            16 * partials;
-  if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max")
+  if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
+      op == "sum_squares")
     return 8 * partials;
   bool loss =
       op == "cross_entropy" || op == "nll_loss" || op == "cross_entropy_grad";

@@ -271,6 +271,37 @@ TEST(DeviceKernels, ReductionsMatchCpu) {
     }
 }
 
+// The gradient norm's term: every element squared and summed in double,
+// rounded once. The CPU kernel and the lowered device kernels (split into
+// chunks here: 61440 elements into one output; on f32 and on bf16 read as
+// it is) both equal the double sum rounded to f32, to the last place the
+// two summation orders can move it.
+TEST(DeviceKernels, SumSquaresIsTheDoubleSum) {
+  for (DType t : {DType::F32, DType::BF16}) {
+    Arena a;
+    Dims in = {64, 40, 24};
+    TensorRef x = a.add(in), xn = a.add(in, t), yn = a.add({}, t),
+              yc = a.add({});
+    a.fill(x, -2.0f, 2.0f);
+    double want = 0;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      storeElem(static_cast<ElemType>(t), a.at<void>(xn), i, a.at<float>(x)[i]);
+      a.at<float>(x)[i] =
+          (float)loadElem(static_cast<ElemType>(t), a.at<void>(xn), i);
+      want += (double)a.at<float>(x)[i] * a.at<float>(x)[i];
+    }
+    const nlohmann::json none = nlohmann::json::object();
+    runLowered(a, instr("sum_squares", {xn}, {yn}, none));
+    runCpu(a, instr("sum_squares", {x}, {yc}, none));
+    float wanted = (float)want;
+    float lowered = t == DType::F32 ? a.at<float>(yn)[0]
+                                    : floatFromBf16(a.at<uint16_t>(yn)[0]);
+    expectClose(&wanted, a.at<float>(yc), 1, "sum_squares (cpu)");
+    expectClose(&wanted, &lowered, 1, "sum_squares (lowered)",
+                t == DType::F32 ? 1e-6f : 1.0f / 128);
+  }
+}
+
 // Reductions into few outputs split each sum into chunks (ComputeOps.h's
 // reduceChunks: 80 chunks of 32 here) whose partial sums are combined in
 // order; as lowered, on f32 and on bf16 input (read as it is, no f32

@@ -518,3 +518,11 @@ func.func @conv_grad_input(%g: tensor<2x4x6x6xf32>, %w: tensor<4x3x3x3xf32>) {
   %0 = fsdp.conv_grad_input %g, %w {strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, groups = 1 : i64} : (tensor<2x4x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
   return
 }
+
+// -----
+
+func.func @sum_squares_not_scalar(%x: tensor<2x3xf32>) {
+  // expected-error @+1 {{result must be a scalar of the input's element type, not 'tensor<2xf32>'}}
+  %0 = fsdp.sum_squares %x : tensor<2x3xf32> -> tensor<2xf32>
+  return
+}

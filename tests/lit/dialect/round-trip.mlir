@@ -95,6 +95,8 @@ func.func @compute(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %4 = fsdp.reduce_mean %x {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x8x16xf32> -> tensor<16xf32>
   // CHECK: fsdp.reduce_max
   %5 = fsdp.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<2x8x16xf32> -> tensor<2x1x16xf32>
+  // CHECK: fsdp.sum_squares %{{.*}} : tensor<2x8x16xf32> -> tensor<f32>
+  %sq = fsdp.sum_squares %x : tensor<2x8x16xf32> -> tensor<f32>
   // CHECK: fsdp.softmax %{{.*}} {axis = 2 : i64} : tensor<2x8x16xf32>
   %6 = fsdp.softmax %x {axis = 2 : i64} : tensor<2x8x16xf32>
   // CHECK: fsdp.log_softmax

@@ -7,7 +7,7 @@ fsdp.parameter @w : tensor<4xf32> {module_path = ""}
 // CHECK-LABEL: func.func @train_step
 // CHECK: %[[F:.*]] = fsdp.all_reduce %[[G:.*]] {group_size = 4 : i64, reduction = "avg"} : tensor<4xf32> -> !fsdp.future<tensor<4xf32>>
 // CHECK: %[[A:.*]] = fsdp.wait %[[F]]
-// CHECK: fsdp.mul %[[A]], %[[A]]
+// CHECK: fsdp.sum_squares %[[A]]
 // CHECK: fsdp.adamw @w, %[[A]]
 // CHECK: %[[LF:.*]] = fsdp.all_reduce %{{.*}} {group_size = 4 : i64, reduction = "avg"} : tensor<f32>
 // CHECK: %[[L:.*]] = fsdp.wait %[[LF]]
