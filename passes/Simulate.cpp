@@ -493,7 +493,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   }
 
   /// The cost of an op the CPU backend widens (runtime/plan/Widen.h;
-  /// mayRunNarrowOnCpu says which it need not): it
+  /// runsNarrowOnCpu says which it need not): it
   /// computes at the f32 rate, and each distinct narrow operand is cast to
   /// an f32 copy (2 bytes read, 4 written) that the op reads (4 bytes where
   /// its own cost counted 2), each narrow result written in f32 and cast
@@ -501,8 +501,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// an element either way.
   static void widenOnCpu(Operation &op, const DeviceModel &model, Type &element,
                          int64_t &bytes) {
-    std::string name = op.getName().stripDialect().str();
-    if (!::fsdp::computesInF32(name) || runsNarrowOnCpu(op, model))
+    if (!::fsdp::computesInF32(op.getName().stripDialect()) ||
+        runsNarrowOnCpu(op, model))
       return;
     auto narrowElements = [](Value v) -> int64_t {
       auto t = dyn_cast<RankedTensorType>(v.getType());
@@ -525,22 +525,20 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   }
 
   /// Whether the CPU backend runs `op` on its narrow tensors as they are
-  /// (cpu::runsNarrow): all of them of one narrow type, an op it may run
-  /// so, and a product only in bf16 where the CPU multiplies bf16.
+  /// (ComputeOps.h's rule, on the op's element types).
   static bool runsNarrowOnCpu(Operation &op, const DeviceModel &model) {
-    std::string name = op.getName().stripDialect().str();
-    if (!::fsdp::mayRunNarrowOnCpu(name) || op.getNumResults() != 1)
+    if (op.getNumResults() != 1)
       return false;
-    Type one;
-    for (Type t :
-         llvm::concat<Type>(op.getOperandTypes(), op.getResultTypes())) {
+    Type one = op.getResult(0).getType();
+    if (auto t = dyn_cast<RankedTensorType>(one))
+      one = t.getElementType();
+    bool oneNarrow = one.isBF16() || one.isF16();
+    for (Type t : op.getOperandTypes()) {
       auto tt = dyn_cast<RankedTensorType>(t);
-      Type e = tt ? tt.getElementType() : Type();
-      if (!e || !(e.isBF16() || e.isF16()) || (one && e != one))
-        return false;
-      one = e;
+      oneNarrow = oneNarrow && tt && tt.getElementType() == one;
     }
-    return name != "matmul" || (one.isBF16() && model.nativeBf16Products);
+    return ::fsdp::runsNarrowOnCpu(op.getName().stripDialect(), oneNarrow,
+                                   one.isBF16(), model.nativeBf16Products);
   }
 
   /// The buffer of f32 copies for ops computing in f32 on bf16/f16

@@ -219,12 +219,14 @@ template <typename Body> Status withElems(DType t, Body body) {
   }
 }
 
-template <typename E, typename F>
-FSDP_VECTOR_CLONES void unaryLoop(const typename E::T *a, typename E::T *o,
-                                  int64_t n, F f) {
+/// o[i] = f(a[i]) from element type In to Out, vectorised and over the
+/// threads (a cast is f = identity).
+template <typename In, typename Out, typename F>
+FSDP_VECTOR_CLONES void mapLoop(const typename In::T *a, typename Out::T *o,
+                                int64_t n, F f) {
 #pragma omp parallel for simd if (n > kParallelMin)
   for (int64_t i = 0; i < n; ++i)
-    o[i] = E::store(f(E::load(a[i])));
+    o[i] = Out::store(f(In::load(a[i])));
 }
 
 template <typename F> Status unary(const Instruction &in, Context &c, F f) {
@@ -233,8 +235,8 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
     return Status::error("expects input and output of one shape and dtype");
   return withElems(x.dtype, [&](auto e) {
     using E = decltype(e);
-    unaryLoop<E>(c.get<typename E::T>(x), c.get<typename E::T>(y), x.numel(),
-                 f);
+    mapLoop<E, E>(c.get<typename E::T>(x), c.get<typename E::T>(y), x.numel(),
+                  f);
     return Status::ok();
   });
 }
@@ -362,8 +364,8 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
     for (int64_t i = 0; i < n; i += m)
 #pragma omp simd
       for (int64_t j = 0; j < m; ++j)
-        fy[i + j] = bRepeats ? op(big[i + j], small[j])
-                             : op(small[j], big[i + j]);
+        fy[i + j] =
+            bRepeats ? op(big[i + j], small[j]) : op(small[j], big[i + j]);
     return;
   }
   if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
@@ -452,14 +454,6 @@ Status kWhere(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
-/// o[i] = f(a[i]), vectorised and over the threads.
-template <typename From, typename To, typename F>
-FSDP_VECTOR_CLONES void convert(const From *a, To *o, int64_t n, F f) {
-#pragma omp parallel for simd if (n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    o[i] = f(a[i]);
-}
-
 Status kCast(const Instruction &in, Context &c) {
   const TensorRef &x = in.in[0], &y = in.out[0];
   if (x.numel() != y.numel())
@@ -467,26 +461,28 @@ Status kCast(const Instruction &in, Context &c) {
   const void *px = c.data(x);
   void *py = c.data(y);
   int64_t n = x.numel();
-  // The conversions a bf16/f16 plan makes every step, one vector loop
-  // each (the same rounding as storeDouble's: to nearest even).
-  DType from = x.dtype, to = y.dtype;
-  auto *f32 = static_cast<float *>(py);
-  auto *h16 = static_cast<uint16_t *>(py);
-  const auto *cf32 = static_cast<const float *>(px);
-  const auto *ch16 = static_cast<const uint16_t *>(px);
-  if (from == to)
+  auto isFloat = [](DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+  };
+  if (x.dtype == y.dtype) {
     std::memmove(py, px, x.bytes());
-  else if (from == DType::F32 && to == DType::BF16)
-    convert(cf32, h16, n, [](float v) { return bf16FromFloat(v); });
-  else if (from == DType::BF16 && to == DType::F32)
-    convert(ch16, f32, n, [](uint16_t v) { return floatFromBf16(v); });
-  else if (from == DType::F32 && to == DType::F16)
-    convert(cf32, h16, n, [](float v) { return f16FromFloat(v); });
-  else if (from == DType::F16 && to == DType::F32)
-    convert(ch16, f32, n, [](uint16_t v) { return floatFromF16(v); });
-  else
-    for (int64_t i = 0; i < n; ++i)
-      storeDouble(y, py, i, loadAsDouble(x, px, i));
+    return Status::ok();
+  }
+  // Between float types (a bf16/f16 plan's casts, every step): one vector
+  // loop, widened exactly and rounded to nearest even as storeDouble does.
+  if (isFloat(x.dtype) && isFloat(y.dtype))
+    return withElems(x.dtype, [&](auto in) {
+      return withElems(y.dtype, [&](auto out) {
+        using In = decltype(in);
+        using Out = decltype(out);
+        mapLoop<In, Out>(static_cast<const typename In::T *>(px),
+                         static_cast<typename Out::T *>(py), n,
+                         [](float v) { return v; });
+        return Status::ok();
+      });
+    });
+  for (int64_t i = 0; i < n; ++i)
+    storeDouble(y, py, i, loadAsDouble(x, px, i));
   return Status::ok();
 }
 
@@ -1787,7 +1783,7 @@ void stridedCopy(const uint8_t *px, uint8_t *py, int64_t size, Shape shape,
   int64_t rank = (int64_t)ms.size(), inner = ms.back(), total = product(ms);
   if (total == 0)
     return;
-  // The source offset of row r (all but the last dimension) ...
+  // The source offset of index r over the first `dims` dimensions.
   auto rowOffset = [&](int64_t r, int64_t dims) {
     int64_t off = base;
     for (int64_t d = dims - 1; d >= 0; --d) {
@@ -1803,25 +1799,33 @@ void stridedCopy(const uint8_t *px, uint8_t *py, int64_t size, Shape shape,
       std::memcpy(py + r * bytes, px + rowOffset(r, rank - 1) * size, bytes);
     return;
   }
-  // The last dimension is strided: find the one the source is contiguous
-  // in and copy [that x last] tiles of each plane.
-  int64_t k = -1;
-  for (int64_t d = 0; d + 1 < rank; ++d)
-    if (mst[d] == 1)
-      k = d;
-  if (k < 0 || k != rank - 2) {
-    Shape st = mst;
-    int64_t off0 = base;
-    forEach(ms, {&st}, [&](int64_t i, const int64_t *off) {
-      std::memcpy(py + i * size, px + (off0 + off[0]) * size, size);
+  // The last dimension is strided. When the one before it is contiguous
+  // in the source (a transpose of the last two), copy [rows x cols] tiles
+  // of each plane; anything else element by element.
+  if (rank < 2 || mst[rank - 2] != 1 ||
+      (size != 1 && size != 2 && size != 4 && size != 8)) {
+    forEach(ms, {&mst}, [&](int64_t i, const int64_t *off) {
+      std::memcpy(py + i * size, px + (base + off[0]) * size, size);
     });
     return;
   }
   constexpr int64_t kTile = 32;
-  int64_t rowsK = ms[k], cols = inner, colStride = mst.back();
+  int64_t rowsK = ms[rank - 2], cols = inner, colStride = mst.back();
   int64_t planes = total / (rowsK * cols);
   int64_t tilesR = (rowsK + kTile - 1) / kTile,
           tilesC = (cols + kTile - 1) / kTile;
+  // One tile of elements of `size` bytes (moved as T when T has that size).
+  auto tile = [&](auto element, int64_t src, uint8_t *dst, int64_t r0,
+                  int64_t r1, int64_t c0, int64_t c1) {
+    using T = decltype(element);
+    for (int64_t cc = c0; cc < c1; ++cc)
+      for (int64_t r = r0; r < r1; ++r)
+        std::memcpy(dst + (r * cols + cc) * sizeof(T),
+                    px + (src + r + cc * colStride) * sizeof(T), sizeof(T));
+  };
+  struct Bytes8 {
+    uint8_t b[8];
+  };
 #pragma omp parallel for collapse(2) if (total > kParallelMin)
   for (int64_t p = 0; p < planes; ++p)
     for (int64_t t = 0; t < tilesR * tilesC; ++t) {
@@ -1829,23 +1833,18 @@ void stridedCopy(const uint8_t *px, uint8_t *py, int64_t size, Shape shape,
       uint8_t *dst = py + p * rowsK * cols * size;
       int64_t r0 = (t / tilesC) * kTile, c0 = (t % tilesC) * kTile;
       int64_t r1 = std::min(rowsK, r0 + kTile), c1 = std::min(cols, c0 + kTile);
-      if (size == 4) {
-        const float *f = reinterpret_cast<const float *>(px) + src;
-        float *o = reinterpret_cast<float *>(dst);
-        for (int64_t cc = c0; cc < c1; ++cc)
-          for (int64_t r = r0; r < r1; ++r)
-            o[r * cols + cc] = f[r + cc * colStride];
-      } else if (size == 2) {
-        const uint16_t *f = reinterpret_cast<const uint16_t *>(px) + src;
-        uint16_t *o = reinterpret_cast<uint16_t *>(dst);
-        for (int64_t cc = c0; cc < c1; ++cc)
-          for (int64_t r = r0; r < r1; ++r)
-            o[r * cols + cc] = f[r + cc * colStride];
-      } else {
-        for (int64_t cc = c0; cc < c1; ++cc)
-          for (int64_t r = r0; r < r1; ++r)
-            std::memcpy(dst + (r * cols + cc) * size,
-                        px + (src + r + cc * colStride) * size, size);
+      switch (size) {
+      case 1:
+        tile(uint8_t(), src, dst, r0, r1, c0, c1);
+        break;
+      case 2:
+        tile(uint16_t(), src, dst, r0, r1, c0, c1);
+        break;
+      case 4:
+        tile(float(), src, dst, r0, r1, c0, c1);
+        break;
+      default: // 8
+        tile(Bytes8(), src, dst, r0, r1, c0, c1);
       }
     }
 }
@@ -2412,18 +2411,15 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
 }
 
 bool runsNarrow(const Instruction &instr) {
-  if (!fsdp::mayRunNarrowOnCpu(instr.op) || instr.out.size() != 1)
+  if (instr.out.size() != 1 || (instr.op == "matmul" && instr.in.size() < 2))
     return false;
   DType type = instr.out[0].dtype;
-  if (type != DType::BF16 && type != DType::F16)
-    return false;
+  bool one = type == DType::BF16 || type == DType::F16;
   for (const auto *list : {&instr.in, &instr.out})
     for (const TensorRef &t : *list)
-      if (t.dtype != type || t.rank() > (int64_t)kMaxRank)
-        return false;
-  if (instr.op == "matmul")
-    return instr.in.size() >= 2 && type == DType::BF16 && nativeBf16Gemm();
-  return true;
+      one = one && t.dtype == type && t.rank() <= (int64_t)kMaxRank;
+  return fsdp::runsNarrowOnCpu(instr.op, one, type == DType::BF16,
+                               nativeBf16Gemm());
 }
 
 Kernel kernelFor(const std::string &op) {

@@ -142,13 +142,21 @@ Status Executor::init(const Plan &p, Comm &comm_,
         widenNeed = std::max(widenNeed, k.widening->bytes);
   // The plan's widening buffer when it planned more (a plan for a CPU
   // without bf16 products run on one with them): its memory stays the
-  // plan's.
+  // plan's. It cannot exceed what one instruction would widen if none ran
+  // narrow (the simulator counts a subset of those).
   if (const auto it = p.predicted.find("widened_bytes");
       it != p.predicted.end()) {
+    int64_t most = 0;
+    for (const auto *list : {&p.update, &p.program})
+      for (const Instruction &in : *list)
+        if (std::optional<Widening> w = widen(in))
+          most = std::max(most, w->bytes);
     if (!it->is_number_integer() || it->get<int64_t>() < 0 ||
-        it->get<int64_t>() > 2 * p.arenaBytes + (int64_t(1) << 20))
+        it->get<int64_t>() > most)
       return Status::error("plan.predicted.widened_bytes: expected a count "
-                           "of bytes within twice the arena's");
+                           "of bytes, at most the " +
+                           std::to_string(most) +
+                           " its instructions could widen");
     widenNeed = std::max(widenNeed, it->get<int64_t>());
   }
   // (A backend has its own scratch and accumulators: none here.)

@@ -108,19 +108,25 @@ inline bool runsNarrowOnDevice(std::string_view op,
          op == "cross_entropy_grad" || op == "nll_loss";
 }
 
-/// Whether the CPU backend may run `op` on bf16/f16 tensors as they are,
-/// when all of its tensors have that one type: its products (bf16, where
-/// the CPU multiplies bf16 natively: cpu/Gemm.h; elsewhere they too are
-/// widened) and the elementwise ops its kernels load and store in any
-/// float type (f32 math on the loaded values, one rounding a result: the
-/// numerics of widened copies, element for element). Every other op of
-/// computesInF32 reads f32 copies of its narrow operands and writes an f32
-/// result that is then narrowed.
-inline bool mayRunNarrowOnCpu(std::string_view op) {
+/// Whether the CPU backend (cpu::runsNarrow) runs `op` on bf16/f16 tensors
+/// as they are; `oneNarrowType`: all of its tensors have one such type,
+/// `bf16`: that type is bf16. It does so for the elementwise ops its
+/// kernels load and store in any float type (f32 math on the loaded
+/// values, one rounding a result: the numerics of widened copies, element
+/// for element), and for bf16 products where the CPU multiplies bf16
+/// (`nativeBf16Products`: cpu/Gemm.h). Every other op of computesInF32
+/// reads f32 copies of its narrow operands and writes an f32 result that
+/// is then narrowed (runtime/plan/Widen.h).
+inline bool runsNarrowOnCpu(std::string_view op, bool oneNarrowType, bool bf16,
+                            bool nativeBf16Products) {
   static constexpr std::string_view ops[] = {
-      "abs",    "add",     "div",  "erf",  "exp", "gelu", "gelu_grad",  "log",
-      "matmul", "max",     "min",  "mul",  "neg", "pow",  "reciprocal", "relu",
-      "rsqrt",  "sigmoid", "silu", "sqrt", "sub", "tanh"};
+      "abs",  "add",   "div",     "erf",  "exp",  "gelu", "gelu_grad",
+      "log",  "max",   "min",     "mul",  "neg",  "pow",  "reciprocal",
+      "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub",  "tanh"};
+  if (!oneNarrowType)
+    return false;
+  if (op == "matmul")
+    return bf16 && nativeBf16Products;
   return std::binary_search(std::begin(ops), std::end(ops), op);
 }
 

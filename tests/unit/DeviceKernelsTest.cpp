@@ -1064,3 +1064,62 @@ TEST(CpuKernels, NarrowElementwiseEqualsWidened) {
             << k.op << " element " << i;
     }
 }
+
+// Transposes and strided slices copy every element where the index
+// arithmetic puts it, whatever path the CPU kernel takes: rows of
+// dimensions contiguous in the source (a head split), tiles of a transposed
+// pair with partial tiles at the edges, and the element-by-element rest;
+// for 1-, 2-, 4- and 8-byte elements. Against the index arithmetic itself,
+// element for element.
+TEST(CpuKernels, TransposesAndSlicesPlaceEveryElement) {
+  struct Case {
+    const char *op;
+    Dims x;
+    Dims perm, starts, steps; // transpose: perm; slice: starts and steps
+  };
+  std::vector<Case> cases;
+  for (Dims perm : {Dims{0, 1, 2}, Dims{0, 2, 1}, Dims{1, 0, 2}, Dims{1, 2, 0},
+                    Dims{2, 0, 1}, Dims{2, 1, 0}})
+    cases.push_back({"transpose", {3, 5, 7}, perm, {}, {}});
+  for (Dims perm : {Dims{0, 2, 1, 3}, Dims{0, 2, 3, 1}, Dims{0, 3, 1, 2}})
+    cases.push_back({"transpose", {2, 37, 3, 33}, perm, {}, {}});
+  cases.push_back({"transpose", {2, 70, 45}, {0, 2, 1}, {}, {}});
+  cases.push_back({"slice", {6, 9, 8}, {}, {1, 2, 0}, {2, 3, 1}});
+  cases.push_back({"slice", {6, 9, 8}, {}, {0, 1, 3}, {1, 1, 2}});
+  for (DType type : {DType::I1, DType::BF16, DType::F32, DType::I64})
+    for (const Case &k : cases) {
+      bool transpose = std::string(k.op) == "transpose";
+      Dims y;
+      for (size_t d = 0; d < k.x.size(); ++d)
+        y.push_back(transpose
+                        ? k.x[k.perm[d]]
+                        : (k.x[d] - k.starts[d] + k.steps[d] - 1) / k.steps[d]);
+      Arena a;
+      TensorRef x = a.add(k.x, type), out = a.add(y, type);
+      int64_t size = dtypeSize(type);
+      for (int64_t i = 0; i < x.numel() * size; ++i) // each byte its own
+        a.at<uint8_t>(x)[i] = uint8_t(i * 7 + i / 251);
+      if (type == DType::I1)
+        for (int64_t i = 0; i < x.numel(); ++i)
+          a.at<uint8_t>(x)[i] &= 1;
+      nlohmann::json attrs = transpose ? nlohmann::json{{"perm", k.perm}}
+                                       : nlohmann::json{{"starts", k.starts},
+                                                        {"strides", k.steps}};
+      runCpu(a, instr(k.op, {x}, {out}, attrs));
+      Dims xs(k.x.size(), 1);
+      for (int64_t d = (int64_t)k.x.size() - 2; d >= 0; --d)
+        xs[d] = xs[d + 1] * k.x[d + 1];
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        int64_t rest = i, from = 0;
+        for (int64_t d = (int64_t)y.size() - 1; d >= 0; --d) {
+          int64_t idx = rest % y[d];
+          rest /= y[d];
+          from += transpose ? idx * xs[k.perm[d]]
+                            : (k.starts[d] + idx * k.steps[d]) * xs[d];
+        }
+        ASSERT_EQ(0, std::memcmp(a.at<uint8_t>(out) + i * size,
+                                 a.at<uint8_t>(x) + from * size, size))
+            << k.op << " of " << dtypeName(type) << " element " << i;
+      }
+    }
+}
