@@ -35,7 +35,8 @@ import torch
 CLASSES = {
     "GEMM": {"matmul", "gemm", "conv", "conv_grad_input", "conv_grad_weight"},
     "attention": {"attention", "attention_grad"},
-    "losses": {"cross_entropy", "cross_entropy_grad", "nll_loss", "log_softmax", "softmax"},
+    "losses": {"cross_entropy", "cross_entropy_grad", "cross_entropy_with_grad", "nll_loss",
+               "log_softmax", "softmax"},
     "norms": {"layer_norm", "layer_norm_grad", "rms_norm", "rms_norm_grad",
               "batch_norm", "batch_norm_grad"},
     "optimizer": {"adamw", "sgd"},

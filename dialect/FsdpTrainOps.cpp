@@ -69,6 +69,28 @@ LogicalResult CrossEntropyGradOp::verify() {
   return success();
 }
 
+LogicalResult CrossEntropyWithGradOp::verify() {
+  if (getReduction() != "mean" && getReduction() != "sum")
+    return emitOpError("reduction must be \"mean\" or \"sum\", got \"")
+           << getReduction() << "\"";
+  if (getInputGrad().getType() != getInput().getType())
+    return emitOpError("input_grad type ")
+           << getInputGrad().getType() << " differs from the input's "
+           << getInput().getType();
+  auto loss = shape::classificationLoss(getLoc(), tensorOf(getInput()),
+                                        tensorOf(getTarget()),
+                                        tensorOf(getWeight()), getReduction());
+  if (failed(loss))
+    return failure();
+  if (*loss != getLoss().getType())
+    return emitOpError("loss type ")
+           << getLoss().getType() << " differs from " << *loss;
+  if (*loss != getGrad().getType())
+    return emitOpError("loss gradient ")
+           << getGrad().getType() << " does not match the loss type " << *loss;
+  return success();
+}
+
 /// The parameter (or flat parameter shard) exists and has the gradient's
 /// type.
 static LogicalResult verifyParam(Operation *op, FlatSymbolRefAttr ref,

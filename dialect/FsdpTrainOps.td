@@ -72,6 +72,36 @@ def Fsdp_CrossEntropyGradOp : Fsdp_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Fsdp_CrossEntropyWithGradOp : Fsdp_Op<"cross_entropy_with_grad", [Pure]> {
+  let summary = "Softmax cross-entropy and its gradient in one pass over the logits";
+  let description = [{
+    `fsdp.cross_entropy` and `fsdp.cross_entropy_grad` (`kind = "softmax"`)
+    of the same input, targets, weight and attributes, as one op: `loss` is
+    the cross-entropy, `input_grad` its gradient with respect to `input` for
+    the loss gradient `grad`. Each row's log-sum-exp is computed once and the
+    row's gradient written while the row is still in cache, so the logits
+    are read from memory once for both, where the separate ops read them
+    three times (the loss, then the gradient's log-sum-exp and softmax).
+    `fsdp-fuse-loss-grad` makes it from the pair once the training step is
+    built; `reduction` is `mean` or `sum` (a scalar loss gradient).
+
+```mlir
+%l, %d = fsdp.cross_entropy_with_grad %logits, %t, %g {reduction = "mean"}
+    : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x100xf32>)
+```
+  }];
+  let arguments = (ins RankedTensorOf<[AnyFloat]>:$input,
+                   RankedTensorOf<[AnySignlessInteger]>:$target,
+                   RankedTensorOf<[AnyFloat]>:$grad,
+                   Optional<RankedTensorOf<[AnyFloat]>>:$weight,
+                   DefaultValuedStrAttr<StrAttr, "mean">:$reduction,
+                   OptionalAttr<I64Attr>:$ignore_index);
+  let results = (outs RankedTensorOf<[AnyFloat]>:$loss,
+                      RankedTensorOf<[AnyFloat]>:$input_grad);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
   let summary = "Gradients of fsdp.attention (fused backward)";

@@ -388,6 +388,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   train.gradAccum = gradAccumOpt;
   train.computeDtypeName = computeDtypeOpt;
   pm.addPass(fsdp::createFsdpBuildTrainStep(train));
+  pm.addPass(fsdp::createFsdpFuseLossGrad());
   if (failed(pm.run(module)))
     return failure();
 

@@ -1539,9 +1539,9 @@ struct LossTargets {
 };
 Status lossTargets(const Instruction &in, Context &c, LossTargets &t) {
   FSDP_RETURN_IF_ERROR(lossLayout(in.in[0], in.in[1], t.l));
-  // The optional class weight follows the targets (and, for the gradient,
+  // The optional class weight follows the targets (and, for the gradients,
   // the incoming loss gradient).
-  size_t wi = in.op == "cross_entropy_grad" ? 3 : 2;
+  size_t wi = in.op == "cross_entropy" || in.op == "nll_loss" ? 2 : 3;
   const TensorRef *weight = in.in.size() > wi ? &in.in[wi] : nullptr;
   if (weight && (weight->numel() != t.l.classes || weight->dtype != DType::F32))
     return Status::error("class weight " + shapeString(weight->shape) +
@@ -1595,12 +1595,17 @@ double logSumExp(const float *row, int64_t classes, int64_t stride) {
 /// log(sum(exp(row))) of a contiguous row, vectorised (libmvec's expf),
 /// the sum in float lanes then double.
 FSDP_VECTOR_CLONES
-double rowLogSumExp(const float *row, int64_t classes) {
+float rowMax(const float *row, int64_t classes) {
   float mx = -std::numeric_limits<float>::infinity();
 #pragma omp simd reduction(max : mx)
   for (int64_t j = 0; j < classes; ++j)
     mx = row[j] > mx ? row[j] : mx;
-  float sum = 0;
+  return mx;
+}
+
+FSDP_VECTOR_CLONES
+double rowLogSumExp(const float *row, int64_t classes) {
+  float mx = rowMax(row, classes), sum = 0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t j = 0; j < classes; ++j)
     sum += expf(row[j] - mx);
@@ -1608,21 +1613,51 @@ double rowLogSumExp(const float *row, int64_t classes) {
   return (double)mx + std::log((double)sum);
 }
 
-/// The log-sum-exp of every row of an [N, C] input (the common layout:
-/// rows contiguous), the rows split over the threads (the loss and its
-/// gradient each compute it: the forward keeps nothing for the backward).
-const double *rowsLogSumExp(const float *x, int64_t rows, int64_t classes) {
-  static thread_local std::vector<double> lse; // grows once, then reused
+/// out[j] = exp(row[j] - max(row)) for a contiguous row, and its
+/// log-sum-exp in `lse` (the sum as rowLogSumExp's); returns the max.
+FSDP_VECTOR_CLONES
+float rowExpShifted(const float *row, float *out, int64_t classes,
+                    double &lse) {
+  float mx = rowMax(row, classes), sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < classes; ++j) {
+    float e = expf(row[j] - mx);
+    out[j] = e;
+    sum += e;
+  }
+  lse = (double)mx + std::log((double)sum);
+  return mx;
+}
+
+/// A row's log-sum-exp for each of `rows` rows, on the calling thread's
+/// buffer (grows once, then reused: no allocation in a step).
+double *logSumExpBuffer(int64_t rows) {
+  static thread_local std::vector<double> lse;
   if ((int64_t)lse.size() < rows)
     lse.resize(rows);
-  double *out = lse.data();
+  return lse.data();
+}
+
+/// The log-sum-exp of every row of an [N, C] input (the common layout:
+/// rows contiguous), the rows split over the threads.
+const double *rowsLogSumExp(const float *x, int64_t rows, int64_t classes) {
+  double *out = logSumExpBuffer(rows);
 #pragma omp parallel for if (rows * classes > kParallelMin)
   for (int64_t r = 0; r < rows; ++r)
     out[r] = rowLogSumExp(x + r * classes, classes);
   return out;
 }
 
-Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
+/// Whether a softmax loss over `x` takes the row path: [N, C] f32, rows
+/// contiguous (the common layout).
+bool softmaxRows(const TensorRef &x, bool softmax) {
+  return softmax && x.rank() == 2 && x.dtype == DType::F32;
+}
+
+/// The loss (out[0]); `lse`, when given, is every row's log-sum-exp
+/// already computed (softmaxRows layouts only).
+Status classificationLoss(const Instruction &in, Context &c, bool softmax,
+                          const double *lse = nullptr) {
   const TensorRef &y = in.out[0];
   std::string reduction = attrString(in, "reduction", "mean");
   int64_t classes = in.in[0].rank() >= 2 ? in.in[0].shape[1] : 0;
@@ -1633,9 +1668,8 @@ Status classificationLoss(const Instruction &in, Context &c, bool softmax) {
     return Status::error("a reduced loss is a scalar");
   double sum = 0, total = 0;
   const TensorRef &x = in.in[0];
-  bool rows = softmax && x.rank() == 2 && x.dtype == DType::F32;
-  const double *lse =
-      rows ? rowsLogSumExp(c.get<float>(x), x.shape[0], classes) : nullptr;
+  if (!lse && softmaxRows(x, softmax))
+    lse = rowsLogSumExp(c.get<float>(x), x.shape[0], classes);
   FSDP_RETURN_IF_ERROR(lossTerms(
       in, c, softmax,
       [&](int64_t pos, int64_t cls, double w, const float *row,
@@ -1665,9 +1699,13 @@ Status kNllLoss(const Instruction &in, Context &c) {
   return classificationLoss(in, c, false);
 }
 
+/// The gradient (cross_entropy_grad's output, cross_entropy_with_grad's
+/// second). On the row path each row's log-sum-exp is computed and its
+/// gradient written in one visit (the row read from memory once, then from
+/// cache), and the log-sum-exps are left in logSumExpBuffer for the loss.
 FSDP_VECTOR_CLONES
 Status kCrossEntropyGrad(const Instruction &in, Context &c) {
-  const TensorRef &x = in.in[0], &g = in.in[2], &y = in.out[0];
+  const TensorRef &x = in.in[0], &g = in.in[2], &y = in.out.back();
   bool softmax = attrString(in, "kind", "softmax") == "softmax";
   std::string reduction = attrString(in, "reduction", "mean");
   if (x.shape != y.shape || x.rank() < 2)
@@ -1682,36 +1720,38 @@ Status kCrossEntropyGrad(const Instruction &in, Context &c) {
       in, c, softmax, [](int64_t, int64_t, double, const float *, int64_t) {},
       total));
   int64_t inner = product(x.shape, 2);
-  if (softmax && x.rank() == 2 && x.dtype == DType::F32) {
+  if (softmaxRows(x, softmax)) {
     // [N, C], rows contiguous (the common case): the rows split over the
     // threads, softmax vectorised; the targets were checked by the pass
     // above.
     LossTargets t;
     FSDP_RETURN_IF_ERROR(lossTargets(in, c, t));
     int64_t rows = x.shape[0];
-    const double *lse = rowsLogSumExp(px, rows, classes);
+    double *lse = logSumExpBuffer(rows);
 #pragma omp parallel for if (rows * classes > kParallelMin)
     for (int64_t r = 0; r < rows; ++r) {
       const float *row = px + r * classes;
       float *out = py + r * classes;
       int64_t cls = t.target[r];
       if (t.ignored(cls)) {
+        lse[r] = 0; // (the loss skips the row)
 #pragma omp simd
         for (int64_t j = 0; j < classes; ++j)
           out[j] = 0;
         continue;
       }
+      // exp(x - max) into the output while summing it (one exp a logit),
+      // then scaled in place by w * scale * exp(max - lse): exp(x - lse)
+      // with the float max's rounding in the double factor.
+      float mx = rowExpShifted(row, out, classes, lse[r]);
       double w = t.weightOf(cls);
       double scale = reduction == "none"   ? pg[r]
                      : reduction == "mean" ? pg[0] / total
                                            : pg[0];
-      // exp(x - lse) as expf(x - shift) * exp(shift - lse): the float
-      // shift's rounding goes into the double factor.
-      float shift = (float)lse[r];
-      float ws = (float)(w * scale * std::exp((double)shift - lse[r]));
+      float ws = (float)(w * scale * std::exp((double)mx - lse[r]));
 #pragma omp simd
       for (int64_t j = 0; j < classes; ++j)
-        out[j] = ws * expf(row[j] - shift);
+        out[j] *= ws;
       out[cls] = (float)(w * scale * (std::exp((double)row[cls] - lse[r]) - 1.0));
     }
     return Status::ok();
@@ -1738,6 +1778,17 @@ Status kCrossEntropyGrad(const Instruction &in, Context &c) {
         }
       },
       again);
+}
+
+/// The gradient first (on the row path it leaves each row's log-sum-exp
+/// behind), then the loss from those and the target logits: the logits are
+/// read from memory once for both.
+Status kCrossEntropyWithGrad(const Instruction &in, Context &c) {
+  FSDP_RETURN_IF_ERROR(kCrossEntropyGrad(in, c));
+  const TensorRef &x = in.in[0];
+  return classificationLoss(in, c, true,
+                            softmaxRows(x, true) ? logSumExpBuffer(x.shape[0])
+                                                 : nullptr);
 }
 
 //===----------------------------------------------------------------------===//
@@ -2323,6 +2374,7 @@ const std::map<std::string, OpInfo> &table() {
       {"cross_entropy", {kCrossEntropy, 2, 3, 1}},
       {"nll_loss", {kNllLoss, 2, 3, 1}},
       {"cross_entropy_grad", {kCrossEntropyGrad, 3, 4, 1}},
+      {"cross_entropy_with_grad", {kCrossEntropyWithGrad, 3, 4, 2}},
       {"reshape", {kReshape, 1, 1, 1}},
       {"transpose", {kTranspose, 1, 1, 1}},
       {"slice", {kSlice, 1, 1, 1}},

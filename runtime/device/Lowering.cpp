@@ -778,7 +778,7 @@ Status lossLayout(Ctx &c, bool softmax, LossLayout &l, int64_t &positions) {
       t.numel() * x.shape[1] != x.numel())
     return Status::error("input " + shapeString(x.shape) + " and target " +
                          shapeString(t.shape) + " do not match");
-  size_t wi = c.in.op == "cross_entropy_grad" ? 3 : 2;
+  size_t wi = c.in.op == "cross_entropy" || c.in.op == "nll_loss" ? 2 : 3;
   const TensorRef *weight = c.in.in.size() > wi ? &c.in.in[wi] : nullptr;
   if (weight && (weight->numel() != x.shape[1] || weight->dtype != DType::F32))
     return Status::error("class weight " + shapeString(weight->shape) +
@@ -836,8 +836,10 @@ Status classificationLoss(Ctx &c, bool softmax) {
 Status lowerCrossEntropy(Ctx &c) { return classificationLoss(c, true); }
 Status lowerNllLoss(Ctx &c) { return classificationLoss(c, false); }
 
+/// The gradient: cross_entropy_grad's output, cross_entropy_with_grad's
+/// second.
 Status lowerCrossEntropyGrad(Ctx &c) {
-  const TensorRef &x = c.in.in[0], &g = c.in.in[2], &y = c.in.out[0];
+  const TensorRef &x = c.in.in[0], &g = c.in.in[2], &y = c.in.out.back();
   bool softmax = c.attrString("kind", "softmax") == "softmax";
   std::string reduction = c.attrString("reduction", "mean");
   if (x.shape != y.shape || x.dtype != y.dtype || x.rank() < 2 ||
@@ -859,6 +861,13 @@ Status lowerCrossEntropyGrad(Ctx &c) {
   c.emit(n, LossGradRows{l, reductionOf(reduction), c.at(x), c.at<float>(g),
                          c.at<int64_t>(c.in.in[1]), s.total, c.at(y)});
   return Status::ok();
+}
+
+/// The loss, then the gradient (each kernel reads the logits once: a row's
+/// block holds it while it reduces).
+Status lowerCrossEntropyWithGrad(Ctx &c) {
+  FSDP_RETURN_IF_ERROR(classificationLoss(c, true));
+  return lowerCrossEntropyGrad(c);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1283,6 +1292,7 @@ const std::map<std::string, Lowerer> &table() {
       {"cross_entropy", lowerCrossEntropy},
       {"nll_loss", lowerNllLoss},
       {"cross_entropy_grad", lowerCrossEntropyGrad},
+      {"cross_entropy_with_grad", lowerCrossEntropyWithGrad},
       {"reshape", lowerReshape},
       {"transpose", lowerTranspose},
       {"slice", lowerSlice},
@@ -1334,6 +1344,12 @@ bool nativeNarrow(const Instruction &in) {
     return std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&
            (floating(in.out[0].dtype) || in.out[0].dtype == DType::I1);
+  // The fused loss: the loss as it comes, the gradient as the logits are.
+  if (in.op == "cross_entropy_with_grad")
+    return in.out.size() == 2 && narrow(in.in[0].dtype) &&
+           std::all_of(in.in.begin() + 1, in.in.end(),
+                       [&](const TensorRef &r) { return !narrow(r.dtype); }) &&
+           !narrow(in.out[0].dtype) && in.out[1].dtype == in.in[0].dtype;
   if (in.out.size() != 1)
     return false;
   if (in.op == "matmul") {

@@ -27,7 +27,8 @@ int64_t indexRange(const Plan &plan, const TensorRef &input) {
       if (axis >= 0 && axis < in.in[0].rank())
         return in.in[0].shape[axis];
     }
-    if ((in.op == "cross_entropy" || in.op == "nll_loss") &&
+    if ((in.op == "cross_entropy" || in.op == "nll_loss" ||
+         in.op == "cross_entropy_with_grad") &&
         in.in.size() >= 2 && same(in.in[1]) && in.in[0].rank() >= 2)
       return in.in[0].shape[1];
   }

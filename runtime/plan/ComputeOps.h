@@ -27,7 +27,7 @@ inline bool computesInF32(std::string_view op) {
       "batch_norm",    "batch_norm_grad",
       "conv",          "conv_grad_input",
       "conv_grad_weight", "cross_entropy",
-      "cross_entropy_grad",
+      "cross_entropy_grad", "cross_entropy_with_grad",
       "div",           "equal",
       "erf",           "exp",
       "gelu",          "gelu_grad",
@@ -104,8 +104,8 @@ inline bool runsNarrowOnDevice(std::string_view op,
          op == "matmul" || op == "conv" || op == "conv_grad_input" ||
          op == "conv_grad_weight" || op == "pool" || op == "pool_grad" ||
          op == "batch_norm" || op == "batch_norm_grad" ||
-         op == "cross_entropy" ||
-         op == "cross_entropy_grad" || op == "nll_loss";
+         op == "cross_entropy" || op == "cross_entropy_grad" ||
+         op == "cross_entropy_with_grad" || op == "nll_loss";
 }
 
 /// Whether the CPU backend (cpu::runsNarrow) runs `op` on bf16/f16 tensors
@@ -183,8 +183,8 @@ inline int64_t deviceScratchBytes(std::string_view op,
   if (op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
       op == "sum_squares")
     return 8 * partials;
-  bool loss =
-      op == "cross_entropy" || op == "nll_loss" || op == "cross_entropy_grad";
+  bool loss = op == "cross_entropy" || op == "nll_loss" ||
+              op == "cross_entropy_grad" || op == "cross_entropy_with_grad";
   if (!loss || in.size() < 2)
     return 0;
   return (2 * numel(in[1]) + 2) * 8;

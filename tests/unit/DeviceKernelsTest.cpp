@@ -576,6 +576,23 @@ TEST(DeviceKernels, CrossEntropyAndGradientMatchCpu) {
           a.at<float>(dx)[i] = fromBf16(toBf16(a.at<float>(dx)[i]));
       expectClose(a.at<float>(loss), got.data(), loss.numel(), what);
       expectClose(a.at<float>(dx), grad.data(), dx.numel(), what + " gradient");
+      if (k.kind == LossReduction::None)
+        continue;
+      // The fused loss and gradient (fsdp-fuse-loss-grad) equal the pair:
+      // the same log-sum-exps, summed the same way. Its outputs start
+      // poisoned, so an element or a loss it does not write shows.
+      TensorRef fusedLoss = a.add({}), fusedDx = a.add(k.x);
+      a.fill(fusedLoss, 1e30f, 1e30f);
+      a.fill(fusedDx, 1e30f, 1e30f);
+      runCpu(a, instr("cross_entropy_with_grad", gradIns, {fusedLoss, fusedDx},
+                      attrs));
+      if (narrow)
+        for (int64_t i = 0; i < dx.numel(); ++i)
+          a.at<float>(fusedDx)[i] = fromBf16(toBf16(a.at<float>(fusedDx)[i]));
+      expectClose(a.at<float>(loss), a.at<float>(fusedLoss), 1,
+                  what + " fused");
+      expectClose(a.at<float>(dx), a.at<float>(fusedDx), dx.numel(),
+                  what + " fused gradient");
     }
 }
 

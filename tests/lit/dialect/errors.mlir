@@ -434,6 +434,30 @@ func.func @cross_entropy_grad(%x: tensor<8x10xf32>, %t: tensor<8xi64>, %g: tenso
 
 // -----
 
+func.func @cross_entropy_with_grad_none(%x: tensor<8x10xf32>, %t: tensor<8xi64>, %g: tensor<8xf32>) {
+  // expected-error @+1 {{reduction must be "mean" or "sum", got "none"}}
+  %0:2 = fsdp.cross_entropy_with_grad %x, %t, %g {reduction = "none"} : (tensor<8x10xf32>, tensor<8xi64>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8x10xf32>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_type(%x: tensor<8x10xf32>, %t: tensor<8xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{input_grad type 'tensor<8x10xbf16>' differs from the input's 'tensor<8x10xf32>'}}
+  %0:2 = fsdp.cross_entropy_with_grad %x, %t, %g : (tensor<8x10xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x10xbf16>)
+  return
+}
+
+// -----
+
+func.func @cross_entropy_with_grad_targets(%x: tensor<8x10xf32>, %t: tensor<4xi64>, %g: tensor<f32>) {
+  // expected-error @+1 {{loss target shape [4] does not match input 'tensor<8x10xf32>' (expected [8])}}
+  %0:2 = fsdp.cross_entropy_with_grad %x, %t, %g : (tensor<8x10xf32>, tensor<4xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x10xf32>)
+  return
+}
+
+// -----
+
 func.func @cross_entropy_grad_kind(%x: tensor<8x10xf32>, %t: tensor<8xi64>, %g: tensor<f32>) {
   // expected-error @+1 {{kind must be "softmax" or "nll", got "hinge"}}
   %0 = fsdp.cross_entropy_grad %x, %t, %g {kind = "hinge"} : (tensor<8x10xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x10xf32>

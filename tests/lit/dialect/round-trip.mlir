@@ -167,6 +167,8 @@ func.func @training(%z: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2
   %1 = fsdp.insert_slice %d8, %s4 {starts = array<i64: 0, 4>, strides = array<i64: 1, 1>} : (tensor<2x8xf32>, tensor<2x4xf32>) -> tensor<2x8xf32>
   // CHECK: fsdp.cross_entropy_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64, kind = "softmax"}
   %2 = fsdp.cross_entropy_grad %logits, %t, %g {kind = "softmax", ignore_index = -100 : i64} : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> tensor<8x100xf32>
+  // CHECK: fsdp.cross_entropy_with_grad %{{.*}}, %{{.*}}, %{{.*}} {ignore_index = -100 : i64, reduction = "sum"} : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x100xf32>)
+  %loss, %dlogits = fsdp.cross_entropy_with_grad %logits, %t, %g {reduction = "sum", ignore_index = -100 : i64} : (tensor<8x100xf32>, tensor<8xi64>, tensor<f32>) -> (tensor<f32>, tensor<8x100xf32>)
   // CHECK: fsdp.adamw @fc.weight, %{{.*}} {beta1 = 0.899999976 : f32, beta2 = 9.990000e-01 : f32, eps = 9.99999993E-9 : f32, lr = 1.000000e-03 : f32, weight_decay = 0.00999999977 : f32} : tensor<4x8xf32>
   fsdp.adamw @fc.weight, %gw {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : tensor<4x8xf32>
   // CHECK: fsdp.sgd @fc.weight, %{{.*}} {lr = 1.000000e-01 : f32, momentum = 0.899999976 : f32, nesterov = true, weight_decay = 0.000000e+00 : f32} : tensor<4x8xf32>
