@@ -72,9 +72,13 @@ Status measureAttention(double &forwardFlops, double &gradRatio) {
     if (Status s = kernelFor(in.op)(in, c); !s)
       failed = s;
   };
-  run(fwd); // warm
-  double tf = best(5, [&] { run(fwd); });
-  double tg = best(3, [&] { run(grad); });
+  // Warm (0.2 s of it, as the GEMM's: a few cold calls measured 30% slow
+  // now and then), then the best of several.
+  for (double start = now(); now() - start < 0.2;)
+    run(fwd);
+  double tf = best(10, [&] { run(fwd); });
+  run(grad);
+  double tg = best(5, [&] { run(grad); });
   FSDP_RETURN_IF_ERROR(failed);
   double flops = (2.0 * n * t + 2.0 * n * t + 5.0 * heads * t * t) / 2;
   forwardFlops = flops / tf;
