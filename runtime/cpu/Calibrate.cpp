@@ -123,8 +123,8 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
     v.strides[1] = 1;
     Status failed = Status::ok();
     auto product16 = [&] {
-      if (Status s = matmulBf16(v, v, nullptr, v, a16.data(), b16.data(),
-                                nullptr, c16.data());
+      if (Status s = matmulOneDnn(true, v, v, nullptr, v, a16.data(),
+                                  b16.data(), nullptr, c16.data());
           !s)
         failed = s;
     };

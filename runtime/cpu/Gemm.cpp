@@ -133,11 +133,15 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   }
 }
 
+bool preferMatmulPrimitive(bool ta, bool tb, int64_t n, int64_t k) {
+  return gemmLibrary() == GemmLibrary::OneDNN && tb && !ta && k > n;
+}
+
 namespace {
 
 /// oneDNN's CPU engine and stream, and the matmul primitives made so far
 /// with their memory objects (pointed at each call's tensors).
-struct Bf16Matmuls {
+struct Matmuls {
   struct Entry {
     dnnl_primitive_t primitive = nullptr;
     dnnl_memory_t a = nullptr, b = nullptr, bias = nullptr, y = nullptr;
@@ -148,8 +152,8 @@ struct Bf16Matmuls {
   std::mutex lock;
 };
 
-Bf16Matmuls &bf16Matmuls() {
-  static Bf16Matmuls m;
+Matmuls &matmuls() {
+  static Matmuls m;
   return m;
 }
 
@@ -164,33 +168,34 @@ std::string dnnlError(const char *what, dnnl_status_t s) {
       return Status::error(dnnlError(what, s_));                               \
   } while (0)
 
-Status describe(const MatrixView &v, dnnl_memory_desc_t &md) {
+Status describe(const MatrixView &v, dnnl_data_type_t type,
+                dnnl_memory_desc_t &md) {
   if (v.rank < 2 || v.rank > 8)
-    return Status::error("a bf16 product of rank " + std::to_string(v.rank));
+    return Status::error("a product of rank " + std::to_string(v.rank));
   dnnl_dims_t dims, strides;
   for (int i = 0; i < v.rank; ++i) {
     dims[i] = v.dims[i];
     strides[i] = v.strides[i];
   }
-  FSDP_DNNL("memory descriptor", dnnl_memory_desc_init_by_strides(
-                                     &md, v.rank, dims, dnnl_bf16, strides));
+  FSDP_DNNL("memory descriptor",
+            dnnl_memory_desc_init_by_strides(&md, v.rank, dims, type, strides));
   return Status::ok();
 }
 
-Status makeMatmul(Bf16Matmuls &m, const MatrixView &a, const MatrixView &b,
-                  const MatrixView *bias, const MatrixView &y,
-                  Bf16Matmuls::Entry &e) {
+Status makeMatmul(Matmuls &m, dnnl_data_type_t type, const MatrixView &a,
+                  const MatrixView &b, const MatrixView *bias,
+                  const MatrixView &y, Matmuls::Entry &e) {
   if (!m.engine) {
     FSDP_DNNL("engine", dnnl_engine_create(&m.engine, dnnl_cpu, 0));
     FSDP_DNNL("stream", dnnl_stream_create(&m.stream, m.engine,
                                            dnnl_stream_default_flags));
   }
   dnnl_memory_desc_t ma, mb, mbias, my;
-  FSDP_RETURN_IF_ERROR(describe(a, ma));
-  FSDP_RETURN_IF_ERROR(describe(b, mb));
-  FSDP_RETURN_IF_ERROR(describe(y, my));
+  FSDP_RETURN_IF_ERROR(describe(a, type, ma));
+  FSDP_RETURN_IF_ERROR(describe(b, type, mb));
+  FSDP_RETURN_IF_ERROR(describe(y, type, my));
   if (bias)
-    FSDP_RETURN_IF_ERROR(describe(*bias, mbias));
+    FSDP_RETURN_IF_ERROR(describe(*bias, type, mbias));
   dnnl_matmul_desc_t desc;
   FSDP_DNNL("matmul descriptor",
             dnnl_matmul_desc_init(&desc, &ma, &mb, bias ? &mbias : nullptr,
@@ -212,15 +217,16 @@ Status makeMatmul(Bf16Matmuls &m, const MatrixView &a, const MatrixView &b,
 
 } // namespace
 
-Status matmulBf16(const MatrixView &a, const MatrixView &b,
-                  const MatrixView *bias, const MatrixView &y, const void *pa,
-                  const void *pb, const void *pbias, void *py) {
-  Bf16Matmuls &m = bf16Matmuls();
+Status matmulOneDnn(bool bf16, const MatrixView &a, const MatrixView &b,
+                    const MatrixView *bias, const MatrixView &y, const void *pa,
+                    const void *pb, const void *pbias, void *py) {
+  Matmuls &m = matmuls();
   std::lock_guard<std::mutex> hold(m.lock);
-  // The key: every dimension and stride of every operand (a lookup of a
-  // shape seen before allocates nothing).
-  int64_t key[4 * 17];
+  // The key: the element type, every dimension and stride of every operand
+  // (a lookup of a shape seen before allocates nothing).
+  int64_t key[1 + 4 * 17];
   int n = 0;
+  key[n++] = bf16;
   for (const MatrixView *v : {&a, &b, bias, &y}) {
     key[n++] = v ? v->rank : -1;
     for (int i = 0; v && i < v->rank; ++i) {
@@ -232,12 +238,13 @@ Status matmulBf16(const MatrixView &a, const MatrixView &b,
     return (int)p.first.size() == n && std::equal(key, key + n, p.first.data());
   });
   if (it == m.made.end()) {
-    Bf16Matmuls::Entry e;
-    FSDP_RETURN_IF_ERROR(makeMatmul(m, a, b, bias, y, e));
+    Matmuls::Entry e;
+    FSDP_RETURN_IF_ERROR(
+        makeMatmul(m, bf16 ? dnnl_bf16 : dnnl_f32, a, b, bias, y, e));
     m.made.emplace_back(std::vector<int64_t>(key, key + n), e);
     it = m.made.end() - 1;
   }
-  Bf16Matmuls::Entry &e = it->second;
+  Matmuls::Entry &e = it->second;
   FSDP_DNNL("memory", dnnl_memory_set_data_handle(e.a, const_cast<void *>(pa)));
   FSDP_DNNL("memory", dnnl_memory_set_data_handle(e.b, const_cast<void *>(pb)));
   FSDP_DNNL("memory", dnnl_memory_set_data_handle(e.y, py));

@@ -67,13 +67,27 @@ struct MatrixView {
   int64_t dims[8] = {}, strides[8] = {};
 };
 
-/// y = op(a) op(b) (+ bias) with bf16 a, b, bias and y, accumulated in f32
-/// and rounded once into y, on oneDNN's matmul primitive (AVX512-BF16 or
-/// AMX; check nativeBf16Gemm first). The primitive of each distinct shape
-/// is made on its first use and kept.
-Status matmulBf16(const MatrixView &a, const MatrixView &b,
-                  const MatrixView *bias, const MatrixView &y, const void *pa,
-                  const void *pb, const void *pbias, void *py);
+/// y = op(a) op(b) (+ bias) on oneDNN's matmul primitive, a, b, bias and y
+/// all bf16 (accumulated in f32 and rounded once into y; AVX512-BF16 or
+/// AMX: check nativeBf16Gemm first) or all f32. The primitive of each
+/// distinct shape is made on its first use and kept.
+Status matmulOneDnn(bool bf16, const MatrixView &a, const MatrixView &b,
+                    const MatrixView *bias, const MatrixView &y, const void *pa,
+                    const void *pb, const void *pbias, void *py);
+
+/// Whether an f32 product C[m,n] = op(A) op(B) runs faster on oneDNN's
+/// matmul primitive (its brgemm kernels, the bias in the epilogue) than on
+/// oneDNN's sgemm. Measured on AVX-512 (Zen 5, 2 threads, Debian's oneDNN
+/// 2.7) at a transformer's shapes, sgemm loses 10-50% where B is
+/// transposed and k > n (nn.Linear's forward into a narrower layer, m x k
+/// x n = 1024x1024x256: 311 against 357 GFLOP/s alone, 288 against 333 in
+/// a GPT-2 step; 512x3072x768: 276 against 350) and is as fast or faster
+/// elsewhere (the primitive's NN products at 512x768x3072: 301 against
+/// 347; its transposed-B ones with k <= n 5-10% slower; its transposed-A
+/// ones faster alone, no faster in a step). Only under the oneDNN
+/// library; the rule depends on shapes alone, so a plan's products, and
+/// their rounding, are the same from run to run.
+bool preferMatmulPrimitive(bool ta, bool tb, int64_t n, int64_t k);
 
 } // namespace fsdp::cpu
 

@@ -539,9 +539,9 @@ Status matmulNarrow(const Instruction &in, Context &c, bool ta, bool tb) {
                            " is not one per column of " + shapeString(y.shape));
     vbias = matrixView(t, false, yr);
   }
-  return matmulBf16(va, vb, in.in.size() == 3 ? &vbias : nullptr, vy,
-                    c.data(a), c.data(b),
-                    in.in.size() == 3 ? c.data(in.in[2]) : nullptr, c.data(y));
+  return matmulOneDnn(
+      true, va, vb, in.in.size() == 3 ? &vbias : nullptr, vy, c.data(a),
+      c.data(b), in.in.size() == 3 ? c.data(in.in[2]) : nullptr, c.data(y));
 }
 
 Status kMatmul(const Instruction &in, Context &c) {
@@ -587,15 +587,47 @@ Status kMatmul(const Instruction &in, Context &c) {
   // The bias first, then C = A B + C (beta 1): the GEMM's sum and the bias
   // rounded once, as a GPU's bias epilogue does.
   auto biasRows = [&](float *out, int64_t rows) {
+#pragma omp parallel for if (rows * n > kParallelMin)
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(out + r * n, bias, n * sizeof(float));
   };
   float beta = bias ? 1.0f : 0.0f;
-  if (nb == 1) {
+  // One product: a single matrix, or a batch of A's (not transposed, not
+  // broadcast) against one shared B, whose rows are one [nb * m, k] matrix
+  // (nn.Linear on [B, T, d] activations): one product on all the threads,
+  // not nb of them split one per thread.
+  bool sharedB =
+      std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; }) &&
+      !ta && abatch == batch;
+  if ((nb == 1 || sharedB) && preferMatmulPrimitive(ta, tb, n, k)) {
+    // As 2-D matrices: op(A) [nb * m, k], op(B) [k, n], the bias a row.
+    MatrixView va, vb, vy, vbias;
+    va.rank = vb.rank = vy.rank = vbias.rank = 2;
+    int64_t lda = a.shape[ar - 1], ldb = b.shape[br - 1];
+    va.dims[0] = nb * m;
+    va.dims[1] = k;
+    va.strides[0] = ta ? 1 : lda;
+    va.strides[1] = ta ? lda : 1;
+    vb.dims[0] = k;
+    vb.dims[1] = n;
+    vb.strides[0] = tb ? 1 : ldb;
+    vb.strides[1] = tb ? ldb : 1;
+    vy.dims[0] = nb * m;
+    vy.dims[1] = n;
+    vy.strides[0] = n;
+    vy.strides[1] = 1;
+    vbias.dims[0] = 1;
+    vbias.dims[1] = n;
+    vbias.strides[0] = n;
+    vbias.strides[1] = 1;
+    return matmulOneDnn(false, va, vb, bias ? &vbias : nullptr, vy, pa, pb,
+                        bias, py);
+  }
+  if (nb == 1 || sharedB) {
     if (bias)
-      biasRows(py, m);
-    sgemm(ta, tb, m, n, k, 1.0f, pa, a.shape[ar - 1], pb, b.shape[br - 1], beta,
-          py);
+      biasRows(py, nb * m);
+    sgemm(ta, tb, nb * m, n, k, 1.0f, pa, a.shape[ar - 1], pb, b.shape[br - 1],
+          beta, py);
     return Status::ok();
   }
   // Many products: one per thread at a time.

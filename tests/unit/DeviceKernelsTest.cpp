@@ -974,6 +974,64 @@ TEST(CpuKernels, TransposeAndBroadcastByDefinition) {
 // once, within the one bf16 step that the two summation orders can put
 // between them: 2-D with a bias, transposed operands, batched with a
 // broadcast right-hand side, and batched on both sides.
+// f32 products on each library and path (a single product, a batch of
+// activations against one weight as one product, the oneDNN matmul
+// primitive where B is transposed and k > n, with the bias in its epilogue;
+// batches split one per thread) against the double sum: 1e-5 relative
+// leaves room for a 96-term float sum's rounding (about 1e-6) in any order.
+TEST(CpuKernels, F32MatmulPathsMatchTheDoubleSum) {
+  struct Case {
+    Dims a, b, y;
+    bool ta, tb, bias;
+  };
+  cpu::GemmLibrary was = cpu::gemmLibrary();
+  for (cpu::GemmLibrary lib :
+       {cpu::GemmLibrary::OpenBLAS, cpu::GemmLibrary::OneDNN}) {
+    cpu::setGemmLibrary(lib);
+    for (const Case &k :
+         {Case{{2, 8, 96}, {16, 96}, {2, 8, 16}, false, true, true},
+          Case{{24, 96}, {16, 96}, {24, 16}, false, true, false},
+          Case{{2, 8, 16}, {40, 16}, {2, 8, 40}, false, true, true},
+          Case{{3, 9, 12}, {12, 7}, {3, 9, 7}, false, false, true},
+          Case{{12, 9}, {12, 7}, {9, 7}, true, false, false},
+          Case{{3, 9, 12}, {3, 20, 12}, {3, 9, 20}, false, true, false}}) {
+      Arena a;
+      TensorRef x = a.add(k.a), w = a.add(k.b), y = a.add(k.y),
+                bias = a.add({k.y.back()});
+      a.fill(x, -1.0f, 1.0f);
+      a.fill(w, -1.0f, 1.0f);
+      a.fill(bias, -1.0f, 1.0f);
+      a.fill(y, 1e30f, 1e30f);
+      std::vector<TensorRef> ins = {x, w};
+      if (k.bias)
+        ins.push_back(bias);
+      runCpu(a, instr("matmul", ins, {y},
+                      {{"transpose_lhs", k.ta}, {"transpose_rhs", k.tb}}));
+      int64_t n = k.y.back(), m = k.y[k.y.size() - 2],
+              depth = k.ta ? k.a[k.a.size() - 2] : k.a.back();
+      int64_t batches = y.numel() / (m * n);
+      bool batchedB = k.b.size() == k.y.size();
+      std::vector<float> want(y.numel());
+      for (int64_t bi = 0; bi < batches; ++bi)
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            const float *pa =
+                a.at<float>(x) + (k.a.size() > 2 ? bi * m * depth : 0);
+            const float *pb = a.at<float>(w) + (batchedB ? bi * n * depth : 0);
+            double sum = k.bias ? a.at<float>(bias)[j] : 0.0;
+            for (int64_t p = 0; p < depth; ++p)
+              sum += (double)(k.ta ? pa[p * m + i] : pa[i * depth + p]) *
+                     (k.tb ? pb[j * depth + p] : pb[p * n + j]);
+            want[(bi * m + i) * n + j] = (float)sum;
+          }
+      expectClose(want.data(), a.at<float>(y), y.numel(),
+                  std::string("f32 matmul on ") + cpu::gemmLibraryName(lib),
+                  1e-5f);
+    }
+  }
+  cpu::setGemmLibrary(was);
+}
+
 TEST(CpuKernels, Bf16MatmulEqualsWidenedProduct) {
   if (!cpu::nativeBf16Gemm())
     GTEST_SKIP() << "this CPU has no bf16 products (AVX512-BF16 or AMX)";
