@@ -78,10 +78,12 @@ def Fsdp_CrossEntropyWithGradOp : Fsdp_Op<"cross_entropy_with_grad", [Pure]> {
     `fsdp.cross_entropy` and `fsdp.cross_entropy_grad` (`kind = "softmax"`)
     of the same input, targets, weight and attributes, as one op: `loss` is
     the cross-entropy, `input_grad` its gradient with respect to `input` for
-    the loss gradient `grad`. Each row's log-sum-exp is computed once and the
-    row's gradient written while the row is still in cache, so the logits
-    are read from memory once for both, where the separate ops read them
-    three times (the loss, then the gradient's log-sum-exp and softmax).
+    the loss gradient `grad`. On the CPU each row's log-sum-exp is computed
+    once and the row's gradient written while the row is still in cache, so
+    the logits are read from memory once for both, where the separate ops
+    read them three times (the loss, then the gradient's log-sum-exp and
+    softmax); the device backend runs the two kernels, the targets' total
+    weight summed once.
     `fsdp-fuse-loss-grad` makes it from the pair once the training step is
     built; `reduction` is `mean` or `sum` (a scalar loss gradient).
 

@@ -8,14 +8,14 @@
 // After:
 //   %g = fsdp.constant dense<1.0>
 //   %l, %d = fsdp.cross_entropy_with_grad %x, %t, %g {reduction = "mean"}
-// The logits are read once for both (each row's log-sum-exp computed once,
-// the gradient row written while the row is in cache), where the pair reads
-// them three times. The gradient is then held from the loss to its first
-// use, which in a training step is the next instruction but one: the
-// logits' own lifetime usually ends at the fused op, so the peak does not
-// grow. Only a pair whose loss gradient is known where the loss is computed
-// (a constant, or a value defined before the loss) is fused; per-position
-// losses (`reduction = "none"`) and nll_loss stay as they are.
+// On the CPU the logits are read once for both (each row's log-sum-exp
+// computed once, the gradient row written while the row is in cache), where
+// the pair reads them three times. The gradient is then held from the loss
+// to its first use, the backward's first product: the logits' own lifetime
+// usually ends at the fused op, so the peak does not grow. Only a pair
+// whose loss gradient is known where the loss is computed (a constant, or a
+// value defined before the loss) is fused; per-position losses
+// (`reduction = "none"`) and nll_loss stay as they are.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"

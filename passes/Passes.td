@@ -136,8 +136,9 @@ def FsdpFuseLossGrad : Pass<"fsdp-fuse-loss-grad", "::mlir::ModuleOp"> {
   let description = [{
     A training step's `fsdp.cross_entropy` and the `fsdp.cross_entropy_grad`
     of the same logits become one `fsdp.cross_entropy_with_grad` at the
-    loss: the logits are read once for both instead of three times (each
-    row's log-sum-exp once, its gradient written while it is in cache).
+    loss: on the CPU the logits are read once for both instead of three
+    times (each row's log-sum-exp once, its gradient written while it is in
+    cache).
     Only where the loss gradient is known at the loss (the step's constant
     seed) and the loss is reduced (`mean`, `sum`).
   }];

@@ -599,35 +599,27 @@ Status kMatmul(const Instruction &in, Context &c) {
   bool sharedB =
       std::all_of(sb.begin(), sb.end(), [](int64_t s) { return s == 0; }) &&
       !ta && abatch == batch;
-  if ((nb == 1 || sharedB) && preferMatmulPrimitive(ta, tb, n, k)) {
-    // As 2-D matrices: op(A) [nb * m, k], op(B) [k, n], the bias a row.
-    MatrixView va, vb, vy, vbias;
-    va.rank = vb.rank = vy.rank = vbias.rank = 2;
-    int64_t lda = a.shape[ar - 1], ldb = b.shape[br - 1];
-    va.dims[0] = nb * m;
-    va.dims[1] = k;
-    va.strides[0] = ta ? 1 : lda;
-    va.strides[1] = ta ? lda : 1;
-    vb.dims[0] = k;
-    vb.dims[1] = n;
-    vb.strides[0] = tb ? 1 : ldb;
-    vb.strides[1] = tb ? ldb : 1;
-    vy.dims[0] = nb * m;
-    vy.dims[1] = n;
-    vy.strides[0] = n;
-    vy.strides[1] = 1;
-    vbias.dims[0] = 1;
-    vbias.dims[1] = n;
-    vbias.strides[0] = n;
-    vbias.strides[1] = 1;
-    return matmulOneDnn(false, va, vb, bias ? &vbias : nullptr, vy, pa, pb,
-                        bias, py);
-  }
   if (nb == 1 || sharedB) {
+    int64_t rows = nb * m, lda = a.shape[ar - 1], ldb = b.shape[br - 1];
+    if (preferMatmulPrimitive(ta, tb, n, k)) {
+      // As 2-D matrices: op(A) [rows, k], op(B) [k, n], the bias a row.
+      auto view = [](int64_t r, int64_t c, int64_t ld, bool transposed) {
+        MatrixView v;
+        v.rank = 2;
+        v.dims[0] = r;
+        v.dims[1] = c;
+        v.strides[0] = transposed ? 1 : ld;
+        v.strides[1] = transposed ? ld : 1;
+        return v;
+      };
+      MatrixView vbias = view(1, n, n, false);
+      return matmulOneDnn(false, view(rows, k, lda, ta), view(k, n, ldb, tb),
+                          bias ? &vbias : nullptr, view(rows, n, n, false), pa,
+                          pb, bias, py);
+    }
     if (bias)
-      biasRows(py, nb * m);
-    sgemm(ta, tb, nb * m, n, k, 1.0f, pa, a.shape[ar - 1], pb, b.shape[br - 1],
-          beta, py);
+      biasRows(py, rows);
+    sgemm(ta, tb, rows, n, k, 1.0f, pa, lda, pb, ldb, beta, py);
     return Status::ok();
   }
   // Many products: one per thread at a time.

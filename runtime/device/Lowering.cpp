@@ -837,8 +837,9 @@ Status lowerCrossEntropy(Ctx &c) { return classificationLoss(c, true); }
 Status lowerNllLoss(Ctx &c) { return classificationLoss(c, false); }
 
 /// The gradient: cross_entropy_grad's output, cross_entropy_with_grad's
-/// second.
-Status lowerCrossEntropyGrad(Ctx &c) {
+/// second. `totalKnown`: the loss's LossReduce has left the total weight in
+/// the scratch already.
+Status crossEntropyGrad(Ctx &c, bool totalKnown) {
   const TensorRef &x = c.in.in[0], &g = c.in.in[2], &y = c.in.out.back();
   bool softmax = c.attrString("kind", "softmax") == "softmax";
   std::string reduction = c.attrString("reduction", "mean");
@@ -852,22 +853,27 @@ Status lowerCrossEntropyGrad(Ctx &c) {
   // The total weight first (for mean: the terms without their
   // log-sum-exp, which is all LossTerms reads the rows for), then the
   // gradient rows.
-  LossLayout weights = l;
-  weights.softmax = false;
-  c.emit(n, LossTerms{weights, c.at(x), c.at<int64_t>(c.in.in[1]), s.term,
-                      s.weight, c.mem.error});
-  c.emit(1,
-         LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink, s.total});
+  if (!totalKnown) {
+    LossLayout weights = l;
+    weights.softmax = false;
+    c.emit(n, LossTerms{weights, c.at(x), c.at<int64_t>(c.in.in[1]), s.term,
+                        s.weight, c.mem.error});
+    c.emit(1, LossReduce{LossReduction::Sum, n, s.term, s.weight, s.sink,
+                         s.total});
+  }
   c.emit(n, LossGradRows{l, reductionOf(reduction), c.at(x), c.at<float>(g),
                          c.at<int64_t>(c.in.in[1]), s.total, c.at(y)});
   return Status::ok();
 }
 
-/// The loss, then the gradient (each kernel reads the logits once: a row's
-/// block holds it while it reduces).
+Status lowerCrossEntropyGrad(Ctx &c) { return crossEntropyGrad(c, false); }
+
+/// The loss, then the gradient rows with the loss's total weight: the
+/// logits read twice (each kernel computes a row's log-sum-exp as its block
+/// reduces it), not the CPU's once, and the targets' weights summed once.
 Status lowerCrossEntropyWithGrad(Ctx &c) {
   FSDP_RETURN_IF_ERROR(classificationLoss(c, true));
-  return lowerCrossEntropyGrad(c);
+  return crossEntropyGrad(c, true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1344,28 +1350,26 @@ bool nativeNarrow(const Instruction &in) {
     return std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&
            (floating(in.out[0].dtype) || in.out[0].dtype == DType::I1);
-  // The fused loss: the loss as it comes, the gradient as the logits are.
-  if (in.op == "cross_entropy_with_grad")
-    return in.out.size() == 2 && narrow(in.in[0].dtype) &&
-           std::all_of(in.in.begin() + 1, in.in.end(),
-                       [&](const TensorRef &r) { return !narrow(r.dtype); }) &&
-           !narrow(in.out[0].dtype) && in.out[1].dtype == in.in[0].dtype;
-  if (in.out.size() != 1)
-    return false;
   if (in.op == "matmul") {
+    if (in.out.size() != 1)
+      return false;
     DType t = in.out[0].dtype;
     return narrow(t) &&
            std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return r.dtype == t; });
   }
-  // Losses: bf16/f16 logits (and their gradient) read and written as they
-  // are; targets, class weights, the loss and its gradient as they come.
+  // Losses: bf16/f16 logits (and their gradient, the last output) read and
+  // written as they are; targets, class weights, the loss (the first
+  // output) and the loss gradient as they come.
   DType t = in.in[0].dtype;
   bool rest = std::all_of(in.in.begin() + 1, in.in.end(),
                           [&](const TensorRef &r) { return !narrow(r.dtype); });
-  return narrow(t) && rest &&
-         (in.op == "cross_entropy_grad" ? in.out[0].dtype == t
-                                        : !narrow(in.out[0].dtype));
+  bool fused = in.op == "cross_entropy_with_grad",
+       gradient = fused || in.op == "cross_entropy_grad",
+       loss = in.op != "cross_entropy_grad";
+  return in.out.size() == (fused ? 2u : 1u) && narrow(t) && rest &&
+         (!gradient || in.out.back().dtype == t) &&
+         (!loss || !narrow(in.out[0].dtype));
 }
 
 std::optional<Widening> deviceWidening(const Instruction &in) {
