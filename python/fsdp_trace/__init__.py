@@ -20,7 +20,7 @@ import os
 import torch
 
 from .capture import capture, meta_device  # noqa: F401 (public)
-from .lower import LOWERINGS, Context, op_name
+from .lower import LOWERINGS, Context, is_random, op_name
 from .patterns import fold_batched_products, fold_cross_entropy
 from .mlir import TraceError, Value, Writer, string, symbol, tensor_type  # noqa: F401
 from .safetensors import write_safetensors
@@ -78,6 +78,41 @@ def _unsupported(gm, constant_nodes):
     return missing
 
 
+_DROPOUTS = ("aten.dropout", "aten.native_dropout", "aten.feature_dropout",
+             "aten.alpha_dropout", "aten.feature_alpha_dropout")
+
+
+def _identity_dropout(node):
+    """A dropout op (input, p, train) that draws nothing: p = 0 or eval."""
+    if op_name(node.target) not in _DROPOUTS or len(node.args) < 3:
+        return False
+    p, train = node.args[1], node.args[2]
+    return isinstance(p, (int, float)) and (p == 0 or train is False)
+
+
+def _refuse_random(gm, module):
+    """The plan draws no random numbers yet: a random op (dropout with p > 0
+    in training, bernoulli, normal, rrelu, ...) would be folded into one
+    value drawn at trace time and applied at every step, training something
+    other than the model. Every such op is refused, with its modules.
+    Dropout with p = 0 or in eval mode traces to no op at all."""
+    found = {}
+    for node in gm.graph.nodes:
+        if (node.op == "call_function" and is_random(node.target)
+                and not _identity_dropout(node)):
+            paths = found.setdefault(op_name(node.target), [])
+            path = node.meta.get("module_path", "") or "<root>"
+            if path not in paths:
+                paths.append(path)
+    if found:
+        lines = [f"  {name}  (in {', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})"
+                 for name, paths in sorted(found.items())]
+        raise TraceError(f"{len(found)} random ATen op(s) in {type(module).__name__}: the plan "
+                         f"draws no random numbers yet, and a value drawn once at trace time "
+                         f"would be the same at every step:\n" + "\n".join(lines) +
+                         "\n(dropout: trace with p=0 or in eval mode, train=False)")
+
+
 def trace(module, example_inputs, loss_fn=None, train=True):
     """Traces `module` on `example_inputs` (a dict name -> tensor, or a tuple
     in forward's order); with `loss_fn`, the step's output is
@@ -97,14 +132,15 @@ def trace(module, example_inputs, loss_fn=None, train=True):
         raise TraceError(f"the trace has {len(placeholders)} inputs, expected "
                          f"{len(tensors)} parameters and buffers and {len(inputs)} inputs")
 
+    _refuse_random(gm, module)
+
     # Constants: values that depend on no placeholder.
     constant_nodes = set()
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             constant_nodes.add(node)
         elif node.op == "call_function":
-            deps = node.all_input_nodes
-            if all(d in constant_nodes for d in deps) and "rand" not in op_name(node.target):
+            if all(d in constant_nodes for d in node.all_input_nodes):
                 constant_nodes.add(node)
     missing = _unsupported(gm, constant_nodes)
     if missing:

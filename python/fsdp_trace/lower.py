@@ -49,6 +49,32 @@ def op_name(target):
     return name
 
 
+_RANDOM = {}
+
+
+def is_random(target):
+    """Whether an ATen op draws random numbers, judged by what the op is:
+    PyTorch tags it `nondeterministic_seeded`, or one of its overloads takes
+    a `Generator` (bernoulli, normal, multinomial, rrelu_with_noise, ... are
+    not all tagged in every PyTorch). Never by its name."""
+    packet = getattr(target, "overloadpacket", None)
+    if packet is None:
+        return False
+    key = str(packet)
+    if key not in _RANDOM:
+        tag = getattr(torch, "Tag", None)
+        seeded = tag is not None and getattr(tag, "nondeterministic_seeded", None)
+        random = False
+        for overload in packet.overloads():
+            op = getattr(packet, overload)
+            if seeded and seeded in getattr(op, "tags", ()):
+                random = True
+            if any("Generator" in str(a.type) for a in op._schema.arguments):
+                random = True
+        _RANDOM[key] = random
+    return _RANDOM[key]
+
+
 class Context:
     """Lowers one captured graph into a Writer."""
 
@@ -470,7 +496,10 @@ def _axes(dims, rank):
         return list(range(rank))
     if isinstance(dims, int):
         dims = [dims]
-    return sorted({dim(d, rank) for d in dims})
+    axes = sorted({dim(d, rank) for d in dims})
+    # A 0-dim tensor has no axis: PyTorch takes dim 0 or -1 there as the
+    # tensor itself, which reduces nothing.
+    return axes if rank > 0 else []
 
 
 @lowers("aten.sum", "aten.mean", "aten.amax")

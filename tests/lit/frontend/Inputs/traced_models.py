@@ -74,3 +74,43 @@ def unsupported():
 
 def not_a_pair():
     return Unsupported()
+
+
+class Random(nn.Module):
+    """One random op per kind: each must be refused, not folded into a
+    value drawn once at trace time."""
+
+    def __init__(self, kind, p=0.5):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 8))
+        self.kind = kind
+        self.drop = nn.Dropout(p)
+
+    def forward(self, x):
+        h = x @ self.w
+        k = self.kind
+        if k == "dropout":
+            h = self.drop(h)
+        elif k == "functional":
+            h = F.dropout(h, 0.5, training=True)
+        elif k == "dropout2d":
+            h = F.dropout2d(h.reshape(1, 3, 2, 4), 0.5, training=True).reshape(3, 8)
+        elif k == "feature_alpha":
+            h = F.feature_alpha_dropout(h.reshape(1, 3, 8), 0.5, training=True).reshape(3, 8)
+        elif k == "bernoulli":
+            h = h * torch.bernoulli(torch.full_like(h, 0.5))
+        elif k == "normal":
+            h = h + torch.randn_like(h)
+        elif k == "normal_":
+            h = h * torch.empty_like(h).normal_()
+        elif k == "multinomial":
+            h = h[:, torch.multinomial(torch.ones(8), 8)]
+        elif k == "rrelu":
+            h = F.rrelu(h, training=True)
+        elif k == "uniform":
+            h = h * torch.rand(3, 8)
+        return (h ** 2).mean()
+
+
+def random(kind="dropout", p=0.5):
+    return Random(kind, p), {"x": torch.randn(3, 4)}
