@@ -147,13 +147,18 @@ def rotate_half(x):
 
 
 class LlamaAttention(nn.Module):
-    def __init__(self, d, heads, kv_heads):
+    def __init__(self, d, heads, kv_heads, mask_buffer_t=0):
         super().__init__()
         self.heads, self.kv_heads, self.hd = heads, kv_heads, d // heads
         self.q_proj = nn.Linear(d, heads * self.hd, bias=False)
         self.k_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
         self.v_proj = nn.Linear(d, kv_heads * self.hd, bias=False)
         self.o_proj = nn.Linear(heads * self.hd, d, bias=False)
+        # --mask-buffer: the causal mask as an additive buffer of -inf above
+        # the diagonal in every layer, as llama2.c's model.py registers it.
+        if mask_buffer_t:
+            t = mask_buffer_t
+            self.register_buffer("mask", torch.full((1, 1, t, t), float("-inf")).triu(1))
 
     def forward(self, x, cos, sin, mask):
         B, T, _ = x.shape
@@ -169,7 +174,7 @@ class LlamaAttention(nn.Module):
             v = v[:, :, None, :, :].expand(B, self.kv_heads, rep, T, self.hd)
             v = v.reshape(B, self.heads, T, self.hd)
         scores = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(self.hd)
-        scores = scores + mask
+        scores = scores + (self.mask[:, :, :T, :T] if hasattr(self, "mask") else mask)
         p = F.softmax(scores.float(), dim=-1).type_as(q)
         y = torch.matmul(p, v).transpose(1, 2).contiguous().view(B, T, -1)
         return self.o_proj(y)
@@ -187,10 +192,10 @@ class LlamaMLP(nn.Module):
 
 
 class LlamaBlock(nn.Module):
-    def __init__(self, d, heads, kv_heads, ffn):
+    def __init__(self, d, heads, kv_heads, ffn, mask_buffer_t=0):
         super().__init__()
         self.input_layernorm = RMSNorm(d)
-        self.self_attn = LlamaAttention(d, heads, kv_heads)
+        self.self_attn = LlamaAttention(d, heads, kv_heads, mask_buffer_t)
         self.post_attention_layernorm = RMSNorm(d)
         self.mlp = LlamaMLP(d, ffn)
 
@@ -200,12 +205,12 @@ class LlamaBlock(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab, d, layers, heads, kv_heads, ffn):
+    def __init__(self, vocab, d, layers, heads, kv_heads, ffn, mask_buffer_t=0):
         super().__init__()
         self.hd = d // heads
         self.embed_tokens = nn.Embedding(vocab, d)
         self.layers = nn.ModuleList(
-            [LlamaBlock(d, heads, kv_heads, ffn) for _ in range(layers)])
+            [LlamaBlock(d, heads, kv_heads, ffn, mask_buffer_t) for _ in range(layers)])
         self.norm = RMSNorm(d)
         self.lm_head = nn.Linear(d, vocab, bias=False)
 
@@ -397,7 +402,7 @@ def build(args):
             inputs["targets"] = torch.randint(0, V, (B, T))
     elif args.model == "llama":
         model = Llama(V, args.dim, args.layers, args.heads, args.kv_heads,
-                      args.ffn or 2 * args.dim)
+                      args.ffn or 2 * args.dim, T if args.mask_buffer else 0)
         inputs = {"input_ids": ids}
         if args.loss:
             inputs["targets"] = torch.randint(0, V, (B, T))
@@ -460,7 +465,8 @@ def parse_args(argv):
     p.add_argument("--pe-buffer", action="store_true",
                    help="gpt2: a sinusoidal position buffer added to the embeddings")
     p.add_argument("--mask-buffer", action="store_true",
-                   help="gpt2: a causal-mask buffer registered in every block (nanoGPT)")
+                   help="gpt2: a causal-mask buffer of ones registered in every block "
+                        "(nanoGPT); llama: an additive one of -inf (llama2.c)")
     p.add_argument("--loss", nargs="?", const="default", default="",
                    help="put the loss in the graph (mlp: mse|bce|nll)")
     p.add_argument("--external-data", action="store_true")

@@ -530,10 +530,11 @@ int main(int argc, char **argv) {
     if (Status s = exec.gatherParams(full); !s)
       return fail(s);
     for (size_t i = 0; i < full.size(); ++i)
-      if (!allFinite(full[i].data(), (int64_t)full[i].size()))
-        return fail(Status::error(saveFull + " is not written: '" +
-                                  plan.params[i].name +
-                                  "' holds a non-finite value"));
+      if (!satisfies(plan.params[i].valueRule(), full[i].data(),
+                     (int64_t)full[i].size()))
+        return fail(Status::error(
+            saveFull + " is not written: '" + plan.params[i].name +
+            "' holds " + violationName(plan.params[i].valueRule())));
     if (Status s = leader ? writeSafetensors(saveFull, namedParams(plan, full))
                           : Status::ok();
         !s)

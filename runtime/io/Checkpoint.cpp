@@ -98,9 +98,11 @@ Status loadSafetensorsWeights(
       return Status::error(path + ": '" + p.name +
                            "' does not have the planned shape");
     for (const Piece &piece : pieces(i)) {
-      if (!allFinite(it->second.data.data() + piece.begin, piece.count))
-        return Status::error(path + ": '" + p.name +
-                             "' holds a non-finite value (NaN or inf)");
+      if (!satisfies(p.valueRule(), it->second.data.data() + piece.begin,
+                     piece.count))
+        return Status::error(path + ": '" + p.name + "' holds " +
+                             violationName(p.valueRule()) +
+                             (p.trainable ? " (it is trained)" : ""));
       std::copy_n(it->second.data.data() + piece.begin, piece.count, piece.dst);
     }
   }
@@ -287,6 +289,7 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;
   // This rank's unique pieces.
   std::vector<NamedTensor> tensors;
+  std::vector<ValueRule> rules; // what each tensor may hold
   std::vector<std::string> names; // kept alive for NamedTensor
   for (size_t i = 0; i < plan.params.size(); ++i) {
     if (!exec.writesState(i))
@@ -295,23 +298,26 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
       if (sn.state == Executor::State::First &&
           plan.train.optimizer != "adamw" && !exec.momentumStarted(i))
         continue;
-      for (const Piece &piece : exec.statePieces(i, sn.state))
+      for (const Piece &piece : exec.statePieces(i, sn.state)) {
         tensors.push_back({plan.params[i].name + sn.suffix + "#" +
                                std::to_string(piece.begin),
                            {piece.count},
                            piece.dst});
+        rules.push_back(plan.params[i].valueRule());
+      }
     }
   }
-  // No checkpoint with a NaN or inf in it is ever written: the first such
-  // value this rank holds is named, and every rank stops before writing.
+  // No checkpoint with a NaN (or an inf in trained state) in it is ever
+  // written: the first such value this rank holds is named, and every rank
+  // stops before writing.
   std::string poisoned;
-  for (const NamedTensor &t : tensors)
-    if (poisoned.empty() && !allFinite(t.data, t.shape[0]))
-      poisoned = t.name.substr(0, t.name.rfind('#'));
+  for (size_t t = 0; t < tensors.size() && poisoned.empty(); ++t)
+    if (!satisfies(rules[t], tensors[t].data, tensors[t].shape[0]))
+      poisoned = tensors[t].name.substr(0, tensors[t].name.rfind('#')) +
+                 "' holds " + violationName(rules[t]);
   Status finite = poisoned.empty()
                       ? Status::ok()
-                      : Status::error(name + " is not saved: '" + poisoned +
-                                      "' holds a non-finite value");
+                      : Status::error(name + " is not saved: '" + poisoned);
   Status allFiniteRanks = exec.agree(finite.isOk(), "saving " + name +
                                                         " (state is finite)");
   if (!finite)
@@ -519,9 +525,9 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
           if (!t || (int64_t)t->data.size() != c)
             return Status::error(where + ": '" + key + "' is missing from " +
                                  piece.file + " or has the wrong size");
-          if (!allFinite(t->data.data() + (lo - b), hi - lo))
+          if (!satisfies(p.valueRule(), t->data.data() + (lo - b), hi - lo))
             return Status::error(where + ": '" + key + "' in " + piece.file +
-                                 " holds a non-finite value");
+                                 " holds " + violationName(p.valueRule()));
           std::copy(t->data.begin() + (lo - b), t->data.begin() + (hi - b),
                     want.dst + (lo - want.begin));
           covered += hi - lo;

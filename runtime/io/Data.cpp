@@ -341,9 +341,18 @@ Status npzDataFromBytes(const std::string &bytes, const std::string &path,
     if (a.descr != want)
       return Status::error(path + ": '" + t.name + "' has dtype " + a.descr +
                            ", the plan needs " + want);
-    if (a.shape.size() != t.shape.size() ||
-        !std::equal(a.shape.begin() + 1, a.shape.end(), t.shape.begin() + 1) ||
-        a.shape.empty() || a.shape[0] < 1)
+    // A 0-dim input has no batch dimension: the archive holds its one
+    // value (a 0-dim array), the same at every step and on every rank.
+    if (t.shape.empty() && !a.shape.empty())
+      return Status::error(path + ": '" + t.name +
+                           "' is 0-dim in the plan; the archive must hold "
+                           "one value (a 0-dim array), not an array of "
+                           "rank " +
+                           std::to_string(a.shape.size()));
+    if (!t.shape.empty() &&
+        (a.shape.size() != t.shape.size() || a.shape[0] < 1 ||
+         !std::equal(a.shape.begin() + 1, a.shape.end(),
+                     t.shape.begin() + 1)))
       return Status::error(path + ": '" + t.name +
                            "' rows do not have the plan's shape");
     // Checked: a crafted shape must not wrap into a small size.

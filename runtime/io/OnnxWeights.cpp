@@ -93,8 +93,10 @@ loadOnnxWeights(const std::string &path, const Plan &plan,
                     piece.count * 4);
     }
     for (const Piece &piece : mine)
-      if (!allFinite(piece.dst, piece.count))
-        return Status::error(where + " holds a non-finite value (NaN or inf)");
+      if (!satisfies(p.valueRule(), piece.dst, piece.count))
+        return Status::error(where + " holds " +
+                             violationName(p.valueRule()) +
+                             (p.trainable ? " (it is trained)" : ""));
   }
   return Status::ok();
 }

@@ -10,6 +10,7 @@
 #define FSDP_RUNTIME_PLAN_PLAN_H
 
 #include "runtime/support/Status.h"
+#include "runtime/support/Finite.h"
 
 #include <nlohmann/json.hpp>
 
@@ -76,6 +77,11 @@ struct ParamInfo {
   /// its element offset in the flat buffer.
   int64_t flat = -1, flatOffset = 0;
   int64_t numel() const;
+  /// Trained parameters must be finite; buffers and frozen ones may hold
+  /// ±inf (masks), never NaN.
+  ValueRule valueRule() const {
+    return trainable ? ValueRule::Finite : ValueRule::NoNaN;
+  }
 };
 
 /// A unit's parameters laid end to end, padded to `shardNumel * groupSize`

@@ -88,9 +88,18 @@ def read_safetensors(path):
 
 
 def rel(a, b, floor=1e-12):
-    """||a - b|| / max(||b||, floor), in float64."""
+    """||a - b|| / max(||b||, floor), in float64, over the elements where
+    `b` is finite; an infinity (a mask buffer's) must be the same infinity
+    in `a` (inf otherwise), and a NaN on either side is a NaN."""
     a = np.asarray(a, np.float64)
     b = np.asarray(b, np.float64)
+    if np.isnan(a).any() or np.isnan(b).any():
+        return float("nan")
+    inf = np.isinf(b)
+    if inf.any() or np.isinf(a).any():
+        if not np.array_equal(np.isinf(a), inf) or (a[inf] != b[inf]).any():
+            return float("inf")
+        a, b = a[~inf], b[~inf]
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), floor))
 
 
@@ -369,6 +378,11 @@ CASES = {
     # nanoGPT's pattern: a causal-mask buffer in every block (merged into
     # one initializer by the exporter; PyTorch never updates it).
     "gpt2-mask-buffer": (["gpt2", "--mask-buffer"], {}),
+    "gpt2-mask-buffer-2ranks": (["gpt2", "--mask-buffer"], {"world_size": 2}),
+    # llama2.c's pattern: an additive mask buffer of -inf above the diagonal
+    # (an infinity is legitimate in a buffer the model reads; issue 35.2).
+    "llama-inf-mask-buffer": (["llama", "--mask-buffer"], {}),
+    "llama-inf-mask-buffer-2ranks": (["llama", "--mask-buffer"], {"world_size": 2}),
     # A position table registered as a buffer and added to the embeddings:
     # read differentiably, so ONNX cannot tell it from a parameter; named
     # with --buffers, it is never trained, as in PyTorch.
@@ -420,6 +434,11 @@ CASES = {
     "traced-gpt2-clip-frozen": (["gpt2", "--untied"], {"traced": True, "grad_clip": 0.5,
                                                        "frozen": "^wpe"}),
     "traced-gpt2-buffers": (["gpt2", "--mask-buffer", "--pe-buffer"], {"traced": True}),
+    "traced-gpt2-buffers-2ranks": (["gpt2", "--mask-buffer", "--pe-buffer"],
+                                   {"traced": True, "world_size": 2}),
+    "traced-llama-inf-mask-buffer": (["llama", "--mask-buffer"], {"traced": True}),
+    "traced-llama-inf-mask-buffer-2ranks": (["llama", "--mask-buffer"],
+                                            {"traced": True, "world_size": 2}),
     "traced-gpt2": (["gpt2"], {"traced": True}),
     "traced-gpt2-2ranks": (["gpt2"], {"traced": True, "world_size": 2}),
     "traced-llama": (["llama"], {"traced": True}),

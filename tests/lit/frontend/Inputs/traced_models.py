@@ -114,3 +114,25 @@ class Random(nn.Module):
 
 def random(kind="dropout", p=0.5):
     return Random(kind, p), {"x": torch.randn(3, 4)}
+
+
+class Scalars(nn.Module):
+    """0-dim and 1-dim step inputs, integer and boolean (OpInfo's samples
+    of where, embedding and reductions on 0-dim tensors)."""
+
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(5, 3))
+        self.s = nn.Parameter(torch.randn(()))
+
+    def forward(self, cond, idx, x, ids):
+        row = F.embedding(idx, self.table)              # 0-dim index: [3]
+        pick = torch.where(cond, x * self.s, self.s)     # all 0-dim
+        rows = F.embedding(ids, self.table)              # [4, 3]
+        total = pick.sum(dim=0) + pick.mean(dim=-1, keepdim=True) + pick.amax(0)
+        return (row.sum() * total + rows.pow(2).mean()).reshape(())
+
+
+def scalars():
+    return Scalars(), {"cond": torch.tensor(True), "idx": torch.tensor(2),
+                       "x": torch.tensor(1.5), "ids": torch.tensor([0, 4, 1, 1])}

@@ -2,8 +2,9 @@
 
   nonfinite.py data OUT.npz            MLP data (x [8,64], targets [8,32]),
                                        a NaN in row 4 (step 3 at batch 2)
-  nonfinite.py poison IN OUT           a safetensors file with one NaN in
-                                       its first tensor
+  nonfinite.py poison IN OUT [KEY [V]] a safetensors file with one NaN (or
+                                       V: inf, -inf) in its first tensor
+                                       (or the first whose name holds KEY)
   nonfinite.py same A B                every tensor of A equals B's, bit
                                        for bit (prints "same" or the first
                                        that differs)
@@ -33,10 +34,12 @@ def main():
         np.savez(sys.argv[2], x=x, targets=t)
     elif cmd == "poison":
         b, n, h = read(sys.argv[2])
-        key = sorted(k for k in h if k != "__metadata__")[0]
+        want = sys.argv[4] if len(sys.argv) > 4 else ""
+        key = sorted(k for k in h if k != "__metadata__" and want in k)[0]
         at = 8 + n + h[key]["data_offsets"][0]
         out = bytearray(b)
-        out[at:at + 4] = struct.pack("<f", float("nan"))
+        value = float(sys.argv[5]) if len(sys.argv) > 5 else float("nan")
+        out[at:at + 4] = struct.pack("<f", value)
         open(sys.argv[3], "wb").write(out)
         print("poisoned", key.split("#")[0])
     elif cmd == "same":
