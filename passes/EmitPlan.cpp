@@ -18,6 +18,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Base64.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
@@ -293,10 +294,25 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         trained.insert(
             cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
     });
-    std::string source;
+    // The weights: a path the user typed (ONNX input), or one the module's
+    // file named (fsdp.source_base: that file's directory, set by fsdp-opt;
+    // a relative source is below it, an absolute one below "/"), which
+    // fsdp-run opens following no link below the base.
+    std::string source, sourceBase;
     if (auto s = module->getAttrOfType<StringAttr>("fsdp.source")) {
       SmallString<256> abs(s.getValue());
-      llvm::sys::fs::make_absolute(abs);
+      auto base = module->getAttrOfType<StringAttr>("fsdp.source_base");
+      if (base && !abs.empty()) {
+        if (llvm::sys::path::is_absolute(abs)) {
+          sourceBase = "/";
+        } else {
+          sourceBase = base.getValue().str();
+          abs = base.getValue();
+          llvm::sys::path::append(abs, s.getValue());
+        }
+      } else {
+        llvm::sys::fs::make_absolute(abs);
+      }
       source = abs.str().str();
     }
     json::Array params;
@@ -383,6 +399,8 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
       worldSize = w.getInt();
     json::Object meta{{"source", source}, {"world_size", worldSize}};
+    if (!sourceBase.empty())
+      meta["source_base"] = sourceBase;
     if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
       meta["replicate_groups"] = r.getInt();
     if (auto st = module->getAttrOfType<StringAttr>("fsdp.strategy"))

@@ -21,6 +21,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -533,6 +534,20 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sources, &ctx);
   if (!module)
     return 1;
+  // The weights a module names (fsdp.source, relative to the file, as the
+  // tracer writes it) are a path a file named: the plan records the
+  // directory the user named (this file's) as the base below which no link
+  // is followed. Whatever the file says of its own base is replaced.
+  {
+    SmallString<256> dir(input);
+    llvm::sys::fs::make_absolute(dir);
+    llvm::sys::path::remove_filename(dir);
+    llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/false);
+    if (dir.size() > 1 && dir.back() == '/')
+      dir.pop_back();
+    (*module)->setAttr("fsdp.source_base",
+                       StringAttr::get(&ctx, dir.str()));
+  }
   // A traced PyTorch module (python/fsdp_trace) is cleaned as an imported
   // ONNX graph is; a hand-written module is taken as it is.
   if ((*module)->hasAttr("fsdp.frontend")) {

@@ -20,12 +20,10 @@
 #include "runtime/support/File.h"
 #include "runtime/support/Finite.h"
 #include "runtime/support/Resident.h"
+#include "runtime/support/Threads.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -196,7 +194,7 @@ int main(int argc, char **argv) {
     local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun
   if (local) {
     int ranksHere = std::max(1, std::atoi(local));
-    omp_set_num_threads(std::max(1, omp_get_num_procs() / ranksHere));
+    setNumThreads(std::max(1, numProcs() / ranksHere));
   }
 #endif
   LaunchInfo launch;
@@ -295,8 +293,13 @@ int main(int argc, char **argv) {
   Executor exec;
   auto load = [&]() {
     auto pieces = [&](size_t i) { return exec.pieces(i); };
-    return safetensors ? loadSafetensorsWeights(weightsPath, plan, pieces)
-                       : loadOnnxWeights(weightsPath, plan, pieces);
+    // The plan's own source is opened by its rule (a path the traced
+    // model's file named: no links below the directory the user named);
+    // --weights is the user's and may be a link.
+    std::string base = weights.empty() ? plan.sourceBase : "";
+    return safetensors
+               ? loadSafetensorsWeights(weightsPath, plan, pieces, base)
+               : loadOnnxWeights(weightsPath, plan, pieces, base);
   };
   if (Status s = exec.init(plan, *comm, std::move(backend), load); !s)
     return fail(s);

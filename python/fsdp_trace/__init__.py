@@ -38,10 +38,19 @@ class Traced:
         self.used = used
         self.meta = any(t.tensor.is_meta for t in tensors)
 
-    def text(self, weights_path=None):
+    def text(self, weights_path=None, mlir_path=None):
+        """The MLIR text; `weights_path` is named in it (fsdp.source)
+        relative to the directory of `mlir_path` when it lies below it (as
+        ONNX names its external data: fsdp-run then follows no link below
+        the directory the user names), absolute otherwise."""
         attrs = ['fsdp.frontend = "torch.fx"']
         if weights_path:
-            attrs.insert(0, f"fsdp.source = {string(os.path.abspath(weights_path))}")
+            source = os.path.abspath(weights_path)
+            if mlir_path:
+                rel = os.path.relpath(source, os.path.dirname(os.path.abspath(mlir_path)))
+                if not rel.startswith(".." + os.sep) and rel != "..":
+                    source = rel
+            attrs.insert(0, f"fsdp.source = {string(source)}")
         return (f"module attributes {{{', '.join(attrs)}}} {{\n" + self._header +
                 self._body + "}\n")
 
@@ -58,7 +67,7 @@ class Traced:
                                         if t.name in self.used})
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-            f.write(self.text(weights))
+            f.write(self.text(weights, path))
         os.replace(tmp, path)
         return weights
 

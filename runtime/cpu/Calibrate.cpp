@@ -3,11 +3,9 @@
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/support/Resident.h"
+#include "runtime/support/Threads.h"
 
 #include <cblas.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -160,7 +158,7 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   // then (thread start, clock ramp, a shared machine's neighbours).
   openblas_set_num_threads(1);
 #ifdef _OPENMP
-  int threads = omp_get_max_threads(), cores = omp_get_num_procs();
+  int threads = maxThreads(), cores = numProcs();
 #else
   int threads = 1, cores = 1;
 #endif

@@ -1,12 +1,10 @@
 //===- Gemm.cpp - The CPU's matrix products -------------------------------===//
 #include "runtime/cpu/Gemm.h"
 #include "runtime/support/AllocationCounter.h"
+#include "runtime/support/Threads.h"
 
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <cctype>
@@ -120,7 +118,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
 #pragma omp parallel
   {
 #ifdef _OPENMP
-    int parts = omp_get_num_threads(), id = omp_get_thread_num();
+    int parts = numThreads(), id = threadNum();
 #else
     int parts = 1, id = 0;
 #endif

@@ -11,10 +11,8 @@
 #include "runtime/plan/ComputeOps.h"
 #include "runtime/plan/OpShapes.h"
 #include "runtime/support/Half.h"
+#include "runtime/support/Threads.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include <algorithm>
 #include <cmath>
@@ -986,7 +984,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
     // Sums in double, vectorised and split over the threads: across the
     // outputs when there are many, along the row when there are few (a
     // gradient norm's sum over a whole tensor).
-    bool along = n < 2 * omp_get_max_threads();
+    bool along = n < 2 * maxThreads();
     for (int64_t i = 0; along && i < n; ++i) {
       const float *row = px + i * count;
       double acc = 0;
@@ -1394,7 +1392,7 @@ Status kAttention(const Instruction &in, Context &c) {
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
 #ifdef _OPENMP
-    float *p = c.scratch + omp_get_thread_num() * tq * tk; // per-thread scores
+    float *p = c.scratch + threadNum() * tq * tk; // per-thread scores
 #else
     float *p = c.scratch;
 #endif
@@ -1428,7 +1426,7 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
 #ifdef _OPENMP
-    float *p = c.scratch + omp_get_thread_num() * 2 * tq * tk;
+    float *p = c.scratch + threadNum() * 2 * tq * tk;
 #else
     float *p = c.scratch;
 #endif
@@ -2535,7 +2533,7 @@ int64_t scratchFloats(const Instruction &instr) {
   if (q.rank() < 2 || k.rank() < 2)
     return 0;
 #ifdef _OPENMP
-  int64_t threads = omp_get_max_threads();
+  int64_t threads = maxThreads();
 #else
   int64_t threads = 1;
 #endif

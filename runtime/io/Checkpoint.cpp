@@ -86,9 +86,18 @@ Status readSafetensors(const std::string &path,
 
 Status loadSafetensorsWeights(
     const std::string &path, const Plan &plan,
-    const std::function<std::vector<Piece>(size_t)> &pieces) {
+    const std::function<std::vector<Piece>(size_t)> &pieces,
+    const std::string &base) {
   std::map<std::string, LoadedTensor> tensors;
-  FSDP_RETURN_IF_ERROR(readSafetensors(path, tensors));
+  if (base.empty()) {
+    FSDP_RETURN_IF_ERROR(readSafetensors(path, tensors));
+  } else {
+    std::string bytes;
+    size_t skip = base == "/" ? 1 : base.size() + 1;
+    FSDP_RETURN_IF_ERROR(readFileInside(base, path.substr(skip), bytes,
+                                        "the weights file the model names"));
+    FSDP_RETURN_IF_ERROR(parseSafetensors(bytes, tensors).withContext(path));
+  }
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamInfo &p = plan.params[i];
     auto it = tensors.find(p.name);

@@ -98,10 +98,13 @@ Status loadCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
 
 /// Initial parameters from a safetensors file (a --save-full output, or a
 /// state dict saved by PyTorch/HF as F32), by original name, into the
-/// pieces this rank keeps.
+/// pieces this rank keeps. With `base` (a directory above `path`), `path`
+/// is one a file named: the part below `base` is opened without following
+/// links (InputFile::openInside), as ONNX external data is.
 Status
 loadSafetensorsWeights(const std::string &path, const Plan &plan,
-                       const std::function<std::vector<Piece>(size_t)> &pieces);
+                       const std::function<std::vector<Piece>(size_t)> &pieces,
+                       const std::string &base = "");
 
 /// Reads a safetensors file of F32 tensors, checking every header field.
 struct LoadedTensor {

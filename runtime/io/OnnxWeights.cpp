@@ -16,9 +16,15 @@ namespace fsdp {
 
 Status
 loadOnnxWeights(const std::string &path, const Plan &plan,
-                const std::function<std::vector<Piece>(size_t)> &pieces) {
+                const std::function<std::vector<Piece>(size_t)> &pieces,
+                const std::string &base) {
   std::string bytes;
-  FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the model for its weights"));
+  if (base.empty())
+    FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the model for its weights"));
+  else
+    FSDP_RETURN_IF_ERROR(
+        readFileInside(base, path.substr(base == "/" ? 1 : base.size() + 1),
+                       bytes, "the model file the plan names"));
   onnx::ModelProto model;
   if (bytes.size() > INT32_MAX ||
       !model.ParseFromArray(bytes.data(), (int)bytes.size()))

@@ -324,6 +324,16 @@ Status parsePlan(const std::string &text, Plan &plan) {
 
   if (const json *meta = r.field(doc, "meta", "plan")) {
     r.string(*meta, "source", "plan.meta", plan.source, false);
+    r.string(*meta, "source_base", "plan.meta", plan.sourceBase, false);
+    if (!plan.sourceBase.empty() &&
+        (plan.sourceBase[0] != '/' ||
+         plan.source.compare(0, plan.sourceBase.size(), plan.sourceBase) !=
+             0 ||
+         plan.source.size() <= plan.sourceBase.size() + 1 ||
+         (plan.sourceBase != "/" && plan.source[plan.sourceBase.size()] != '/')))
+      return Status::error("plan.meta.source_base: '" + plan.sourceBase +
+                           "' is not an absolute directory above the source '" +
+                           plan.source + "'");
     r.integer(*meta, "world_size", "plan.meta", plan.worldSize, false);
     r.string(*meta, "strategy", "plan.meta", plan.strategy, false);
     r.string(*meta, "param_dtype", "plan.meta", plan.paramDtype, false);

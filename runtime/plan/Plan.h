@@ -136,6 +136,11 @@ struct TrainOptions {
 
 struct Plan {
   std::string source; // the ONNX model the initial weights come from
+  /// Where a file named `source` (a traced model's MLIR names its weights):
+  /// the directory the user named; the rest of `source` below it is opened
+  /// without following links (InputFile::openInside). Empty: `source` is
+  /// a path the user typed (the ONNX model given to fsdp-opt).
+  std::string sourceBase;
   std::string digest; // of the plan's text, as fsdp-opt sealed it (loadPlan)
   int64_t worldSize = 1;
   int64_t arenaBytes = 0;

@@ -134,6 +134,14 @@ Status readFile(const std::string &path, std::string &out,
   return in.read(0, out.data(), in.size());
 }
 
+Status readFileInside(const std::string &base, const std::string &relative,
+                      std::string &out, const std::string &what) {
+  InputFile in;
+  FSDP_RETURN_IF_ERROR(in.openInside(base, relative, what));
+  out.resize((size_t)in.size());
+  return in.read(0, out.data(), in.size());
+}
+
 AtomicFile::~AtomicFile() {
   if (fd >= 0)
     ::close(fd);

@@ -44,6 +44,11 @@ private:
 Status readFile(const std::string &path, std::string &out,
                 const std::string &what = "the file");
 
+/// Reads `relative` inside `base` (InputFile::openInside: a path a file
+/// named, no link on the way) into `out`.
+Status readFileInside(const std::string &base, const std::string &relative,
+                      std::string &out, const std::string &what);
+
 /// A file written whole or not at all, without trusting the directory it
 /// goes in: the bytes go to a temporary created exclusively under a unique
 /// name next to `path` (O_CREAT | O_EXCL | O_NOFOLLOW: a symlink someone

@@ -109,8 +109,10 @@ def torch_optimizer(params, opts):
                                momentum=opts.get("momentum", 0.0),
                                nesterov=opts.get("nesterov", False),
                                weight_decay=opts.get("weight_decay", 0.0))
-    return torch.optim.AdamW(params, lr=opts.get("lr", 1e-3), betas=(0.9, 0.999),
-                             eps=1e-8, weight_decay=opts.get("weight_decay", 0.01))
+    return torch.optim.AdamW(params, lr=opts.get("lr", 1e-3),
+                             betas=(opts.get("beta1", 0.9), opts.get("beta2", 0.999)),
+                             eps=opts.get("eps", 1e-8),
+                             weight_decay=opts.get("weight_decay", 0.01))
 
 
 def train_torch(torch_model, batches, opts, steps, low):
@@ -357,6 +359,31 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
           f"{len(ours_weights)} weights)" +
           (f"; distance from f32 / PyTorch {opts['compute_dtype']}'s: worst "
            f"{ratio:.2f}" if exact else ""))
+    if f32_run and os.environ.get("PARITY_TABLE"):
+        # Every element, none left out: each final tensor's distance from
+        # float64, ours and PyTorch float32's.
+        for n, w in sorted(ours_weights.items()):
+            t = state[n].detach().numpy()
+            a, b = rel(w, t), rel(f32_run[2][n].detach().numpy(), t)
+            line = f"    {n:32s} ours {a:.3g}  torch f32 {b:.3g}  ratio {a / max(b, 1e-30):.2f}"
+            if n in ours_grads and n in torch_grads:
+                # The first step's gradient element by element (AdamW
+                # steps every element by its own relative precision).
+                g64 = torch_grads[n].numpy().astype(np.float64)
+                nz = g64 != 0
+                def elem(g):
+                    g = np.asarray(g, np.float64).reshape(g64.shape)
+                    return float(np.median(np.abs(g - g64)[nz] / np.abs(g64)[nz]))
+                line += (f"; gradient median element: ours {elem(ours_grads[n]):.3g}, "
+                         f"torch f32 {elem(f32_run[1][n].numpy()):.3g}")
+            if os.environ.get("PARITY_TABLE") == "2":
+                d = np.abs(np.asarray(w, np.float64).reshape(t.shape) - t)
+                top = np.argsort(d.ravel())[-3:]
+                g64 = torch_grads[n].numpy().astype(np.float64).ravel() if n in torch_grads else None
+                line += "\n      worst elements: " + ", ".join(
+                    f"#{i} |d| {d.ravel()[i]:.3g} (torch f32 {abs(f32_run[2][n].detach().numpy().ravel()[i] - t.ravel()[i]):.3g}, w {t.ravel()[i]:.3g}, g1 {g64[i] if g64 is not None else 0:.3g})"
+                    for i in top)
+            print(line)
     for f in failures[:8 if not os.environ.get("PARITY_VERBOSE") else None]:
         print("   ", f)
     if failures and os.environ.get("PARITY_VERBOSE"):
@@ -418,6 +445,12 @@ CASES = {
     "gpt2-clip-frozen": (["gpt2", "--untied"], {"grad_clip": 0.5, "frozen": "^wpe"}),
     "llama-gqa": (["llama"], {}),
     "gpt2-grad-accum": (["gpt2"], {"grad_accum": 2, "grad_clip": 1.0}),
+    # AdamW as GPT-2 is trained (betas 0.9/0.95, weight decay 0.1) for five
+    # steps, judged against float64 relative to PyTorch float32's distance
+    # (issue 35.5).
+    "gpt2-adamw-f64": (["gpt2", "--untied", "--vocab", "256", "--seq", "32", "--batch", "4",
+                        "--dim", "64", "--heads", "4", "--layers", "2"],
+                       {"beta2": 0.95, "weight_decay": 0.1, "torch_f64": True}),
     "llama-cosine-warmup": (["llama"], {"lr": 3e-3, "lr_schedule": "cosine",
                                         "warmup_steps": 3, "total_steps": 10}),
     "bert": (["bert"], {"optimizer": "sgd", "lr": 0.01, "momentum": 0.9, "nesterov": True}),

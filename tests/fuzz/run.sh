@@ -27,10 +27,14 @@ else
   ninja -C "$out" "fsdp-fuzz-$target"
 fi
 mkdir -p "$out/crashes"
-export ASAN_OPTIONS=${ASAN_OPTIONS:-allow_user_poisoning=0}
+# (alloc_dealloc_mismatch=0: libFuzzer's own seed-corpus sort, built with
+# libstdc++ 12's temporary buffers, frees with free() what operator
+# new(nothrow) gave; reported before the first input runs.)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-allow_user_poisoning=0:alloc_dealloc_mismatch=0}
 
 if [ "$target" != import ]; then
-  # Fixtures: a GPT-2 plan (token inputs) and an MLP plan (f32 inputs),
+  # Fixtures: a GPT-2 plan (token inputs), an MLP plan (f32 inputs) and a
+  # traced plan with 0-dim and 1-dim boolean, integer and float inputs,
   # and one valid file of each kind from real runs (the release build's
   # tools write them; `make build` first).
   fix="$out/fixtures"
@@ -41,8 +45,13 @@ if [ "$target" != import ]; then
       --loss --layers 1 --dim 16 --seq 8 --vocab 32 --heads 2 --batch 2
     /usr/bin/python3 "$root/examples/gen_model.py" mlp -o "$fix/mlp.onnx" \
       --loss mse --dim 4
+    # A traced model whose step inputs are 0-dim and 1-dim, boolean,
+    # integer and float (no batch dimension to index rows by).
+    PYTHONPATH="$root/python" /usr/bin/python3 -m fsdp_trace \
+      "$root/tests/lit/frontend/Inputs/traced_models.py:scalars" -o "$fix/scalars.mlir"
     "$tools/fsdp-opt" "$fix/gpt2.onnx" -o "$fix/gpt2.plan"
     "$tools/fsdp-opt" "$fix/mlp.onnx" -o "$fix/mlp.plan"
+    "$tools/fsdp-opt" "$fix/scalars.mlir" -o "$fix/scalars.plan"
     "$tools/fsdp-run" "$fix/gpt2.plan" --steps 2 --quiet \
       --save-full "$fix/w.safetensors" --checkpoint-dir "$fix/ck" \
       --trace "$fix/trace.json"
@@ -53,10 +62,12 @@ h = np.zeros(256, np.int32); h[:3] = (20240520, 1, 200)
 open(d + "/tokens.bin", "wb").write(h.tobytes() + (np.arange(200) % 32).astype(np.uint16).tobytes())
 np.savez(d + "/gpt2.npz", input_ids=np.zeros((4, 8), np.int64), targets=np.ones((4, 8), np.int64))
 np.savez(d + "/mlp.npz", x=np.zeros((4, 8), np.float32), targets=np.ones((4, 4), np.float32))
+np.savez(d + "/scalars.npz", cond=np.array(True), idx=np.array(2, np.int64),
+         x=np.array(1.5, np.float32), ids=np.array([0, 4, 1, 1], np.int64))
 PY
     touch "$fix/done"
   fi
-  export FSDP_FUZZ_PLANS="$fix/gpt2.plan:$fix/mlp.plan"
+  export FSDP_FUZZ_PLANS="$fix/gpt2.plan:$fix/mlp.plan:$fix/scalars.plan"
   corpus="$out/corpus-$target"
   if [ ! -d "$corpus" ]; then
     mkdir -p "$corpus"
@@ -67,7 +78,8 @@ PY
         cp "$fix"/ck/step-2/*.safetensors "$corpus/";;
       manifest) cp "$fix/ck/step-2/manifest.json" "$corpus/";;
       npz) { printf '\x00'; cat "$fix/gpt2.npz"; } > "$corpus/gpt2";
-        { printf '\x01'; cat "$fix/mlp.npz"; } > "$corpus/mlp";;
+        { printf '\x01'; cat "$fix/mlp.npz"; } > "$corpus/mlp";
+        { printf '\x02'; cat "$fix/scalars.npz"; } > "$corpus/scalars";;
       bin) { printf '\x00'; cat "$fix/tokens.bin"; } > "$corpus/tokens";;
       trace) { printf '\x00'; cat "$fix/trace.json"; } > "$corpus/trace";;
     esac

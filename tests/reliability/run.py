@@ -154,8 +154,8 @@ class Suite:
 # ---------------------------------------------------------------- fixtures
 
 def fixtures(s):
-    def must(argv):
-        r = run(argv, timeout=300, cwd=s.tmp)
+    def must(argv, env=None):
+        r = run(argv, timeout=300, cwd=s.tmp, env=env)
         if r.rc != 0:
             sys.exit(f"fixture failed: {' '.join(argv)}\n{r.err}")
     must([PY, GEN, "gpt2", "-o", s.p("g.onnx"), "--loss", "--layers", "2", "--dim", "16",
@@ -163,6 +163,10 @@ def fixtures(s):
     must([s.tool("fsdp-opt"), s.p("g.onnx"), "-o", s.p("g.plan")])
     must([s.tool("fsdp-opt"), s.p("g.onnx"), "-o", s.p("g2.plan"), "--world-size=2"])
     must([PY, GEN, "mlp", "-o", s.p("mlp.onnx"), "--loss", "mse"])
+    os.makedirs(s.p("traced"))
+    must([PY, "-m", "fsdp_trace", GEN + ":factory", "--args", "model=mlp", "loss=mse",
+          "-o", s.p("traced", "t.mlir")], env={"PYTHONPATH": os.path.join(ROOT, "python")})
+    must([s.tool("fsdp-opt"), s.p("traced", "t.mlir"), "-o", s.p("t.plan")])
     must([s.tool("fsdp-opt"), s.p("mlp.onnx"), "-o", s.p("mlp.plan")])
     os.makedirs(s.p("ext"))
     must([PY, BADMODEL, "external-ok", "-o", s.p("ext", "m.onnx")])
@@ -298,6 +302,30 @@ def links_and_special_files(s):
     s.case(cls, "--weights through a link the user named (followed)",
            [run_, s.p("g.plan"), "--weights", s.p("wlink.safetensors"), "--steps", "1", "--quiet"],
            expect="ok")
+    # A traced model's weights are named by its MLIR (fsdp.source) and the
+    # plan: no link below the directory the user named, as external data.
+    traced = s.p("traced")
+    weights = os.path.join(traced, "t.safetensors")
+    os.rename(weights, s.p("t-real.safetensors"))
+    os.symlink(s.p("t-real.safetensors"), weights)
+    s.case(cls, "the traced model's weights file a symlink",
+           [run_, s.p("t.plan"), "--steps", "1", "--quiet", "--save-full", s.p("out2.safetensors")],
+           match=r"t\.safetensors.*symlink", protect=[s.p("t-real.safetensors")])
+    os.remove(weights)
+    os.makedirs(s.p("t-dir"))
+    shutil.copy(s.p("t-real.safetensors"), s.p("t-dir", "t.safetensors"))
+    with open(os.path.join(traced, "t.mlir")) as f:
+        text = f.read().replace('fsdp.source = "t.safetensors"', 'fsdp.source = "sub/t.safetensors"')
+    with open(os.path.join(traced, "sub.mlir"), "w") as f:
+        f.write(text)
+    os.symlink(s.p("t-dir"), os.path.join(traced, "sub"))
+    run([s.tool("fsdp-opt"), os.path.join(traced, "sub.mlir"), "-o", s.p("tsub.plan")], cwd=s.tmp)
+    s.case(cls, "the traced model's weights under a linked directory",
+           [run_, s.p("tsub.plan"), "--steps", "1", "--quiet"],
+           match=r"sub.*symlink")
+    s.case(cls, "--weights the traced model's file through a link (followed)",
+           [run_, s.p("t.plan"), "--weights", os.path.join(traced, "sub", "t.safetensors"),
+            "--steps", "1", "--quiet"], expect="ok")
 
 
 def planted_links(s):
