@@ -37,7 +37,20 @@ float logf(float);
 /// is built with -ffp-contract=off, so no clone fuses a multiply and an add
 /// the others round twice: the clones' arithmetic is the same, and they
 /// differ only where libmvec's own widths do (within its 4 ulp).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&         \
+///
+/// The kernel tests build the kernels once a clone as well (FSDP_ONE_CLONE
+/// = 4, 3 or 0: the AVX-512, the AVX2 or the baseline version alone), so
+/// each version is tested on any CPU that can run it, not only the one the
+/// loader would pick there (tests/unit: fsdp-kernel-tests-clone-N).
+#if defined(FSDP_ONE_CLONE)
+#if FSDP_ONE_CLONE == 4
+#define FSDP_VECTOR_CLONES __attribute__((target("arch=x86-64-v4")))
+#elif FSDP_ONE_CLONE == 3
+#define FSDP_VECTOR_CLONES __attribute__((target("arch=x86-64-v3")))
+#else
+#define FSDP_VECTOR_CLONES
+#endif
+#elif defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) &&       \
     !defined(__CUDACC__)
 #define FSDP_VECTOR_CLONES                                                     \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))

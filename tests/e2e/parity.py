@@ -115,10 +115,67 @@ def torch_optimizer(params, opts):
                              weight_decay=opts.get("weight_decay", 0.01))
 
 
-def train_torch(torch_model, batches, opts, steps, low):
+# ReLU's kink (issue 35.4). Float32 puts an input within its rounding of 0
+# on either side, and which side depends on how a CPU's kernels block
+# their sums: one such element of resnet18's layer1.0 (float64 -8.2e-8,
+# PyTorch f32 4.5e-6 worst error there) landed on the other side on an
+# AMD EPYC, and every gradient from that batch norm down to the stem moved
+# by 2-8e-3 (its bias's, not its weight's: x-hat is ~0 there), which a 1e-4
+# tolerance calls a failure on that CPU and a pass on others. So when the
+# first step's gradients miss the float64 ones, the ReLU inputs of the
+# float64 step within KINK_WINDOW of 0 (relative to the tensor's largest)
+# are tried on the other side, one at a time; if flipping some of them
+# explains our gradients to the tolerance, those elements are judged apart
+# (named in the output) and the reference trajectory takes ours' side of
+# them. A kernel error is explained by no such set and still fails.
+KINK_WINDOW = 1e-5
+KINK_MAX = 64
+
+
+class Kinks:
+    """ReLU inputs of a model's first training step, recorded; and chosen
+    elements (module name, call, index) forced to the other side of the
+    kink in that step (the output moves by |x|, a rounding; the gradient
+    passes where it was blocked and the reverse)."""
+
+    def __init__(self, model, forced=()):
+        self.forced = {}
+        for name, call, index in forced:
+            self.forced.setdefault((name, call), []).append(tuple(index))
+        self.inputs = {}
+        self.step, self.calls = None, {}
+        self.any = False
+        for name, mod in model.named_modules():
+            if isinstance(mod, torch.nn.ReLU):
+                mod.inplace = False  # the same values; the input stays
+                mod.register_forward_hook(self._hook(name))
+                self.any = True
+
+    def begin_step(self, step):
+        self.step, self.calls = step, {}
+
+    def _hook(self, name):
+        def hook(_mod, inputs, out):
+            call = self.calls[name] = self.calls.get(name, -1) + 1
+            if self.step != 0:
+                return None
+            x = inputs[0]
+            self.inputs[(name, call)] = x.detach()
+            where = self.forced.get((name, call))
+            if not where:
+                return None
+            flip = torch.zeros_like(x)
+            for i in where:
+                flip[i] = -1.0 if x[i] > 0 else 1.0
+            return out + flip * x
+        return hook
+
+
+def train_torch(torch_model, batches, opts, steps, low, kinks=None):
     """PyTorch on the same batches, with the same optimizer; computing in
     `low` (bf16/f16) when set. Returns the losses, the first step's
-    gradients and the final state (by state_dict name)."""
+    gradients and the final state (by state_dict name). `kinks` (a Kinks
+    on `torch_model`) records or forces the first step's ReLU inputs."""
     accum = opts.get("grad_accum", 1)
     frozen = opts.get("frozen")
     state = dict(torch_model.state_dict(keep_vars=True))
@@ -172,6 +229,8 @@ def train_torch(torch_model, batches, opts, steps, low):
         return total, kept  # restored after the backward (autograd saved them)
     torch_losses, torch_grads = [], None
     for s in range(steps):
+        if kinks:
+            kinks.begin_step(s)
         opt.zero_grad()
         losses = []
         for m in range(accum):  # micro-batches: mean loss, gradients of loss / K
@@ -192,6 +251,65 @@ def train_torch(torch_model, batches, opts, steps, low):
             sched.step()
         torch_losses.append(sum(losses) / accum)
     return torch_losses, torch_grads, state
+
+
+def Kinks_for(model, reference_flips, flips):
+    """A Kinks forcing `flips` on top of `reference_flips` (an element in
+    both is flipped back)."""
+    forced = {(n, c, tuple(i)) for n, c, i in reference_flips}
+    for n, c, i, _ in flips:
+        forced ^= {(n, c, tuple(i))}
+    return Kinks(model, sorted(forced))
+
+
+def explain_by_kinks(initial, batches, opts, ours_grads, ref_grads, grad_error, tol,
+                     reference_flips):
+    """The ReLU inputs of the first float64 step that lie within
+    KINK_WINDOW of their kink, each flipped on its own: the set whose
+    gradient changes, added to the reference, bring every one of our
+    first-step gradients within `tol` (greedy, the largest reduction
+    first). Returns [(module, call, index, float64 value)] or None."""
+    probe = copy.deepcopy(initial)
+    kinks = Kinks(probe, reference_flips)
+    if not kinks.any:
+        return None
+    train_torch(probe, batches, opts, 1, None, kinks)
+    candidates = []
+    for (name, call), x in kinks.inputs.items():
+        window = KINK_WINDOW * float(x.abs().max())
+        for index in (x.abs() < window).nonzero().tolist():
+            candidates.append((abs(float(x[tuple(index)])) / max(window, 1e-300),
+                               name, call, tuple(index), float(x[tuple(index)])))
+    candidates = sorted(candidates)[:KINK_MAX]
+    names = [n for n in ours_grads if n in ref_grads]
+    deltas = []
+    for _, name, call, index, x in candidates:
+        model = copy.deepcopy(initial)
+        _, g, _ = train_torch(model, batches, opts, 1, None,
+                              Kinks_for(model, reference_flips, [(name, call, index, x)]))
+        d = {n: g[n].numpy() - ref_grads[n].numpy() for n in names}
+        if any(np.any(v != 0) for v in d.values()):
+            deltas.append(((name, call, index, x), d))
+    residual = {n: np.asarray(ours_grads[n], np.float64).reshape(ref_grads[n].shape)
+                for n in names}
+    shift = {n: np.zeros(ref_grads[n].shape) for n in names}
+
+    def worst(extra=None):
+        return max(grad_error(n, residual[n], {n: torch.from_numpy(
+            ref_grads[n].numpy() + shift[n] + (extra[n] if extra else 0))}) for n in names)
+    chosen = []
+    current = worst()
+    while current > tol and deltas:
+        best = min(range(len(deltas)), key=lambda k: worst(deltas[k][1]))
+        after = worst(deltas[best][1])
+        if after >= current:
+            break
+        element, d = deltas.pop(best)
+        for n in names:
+            shift[n] = shift[n] + d[n]
+        chosen.append(element)
+        current = after
+    return chosen if chosen and current <= tol else None
 
 
 def run_case(name, gen, gen_args, opts, tools, steps, tmp):
@@ -266,11 +384,19 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
         torch_model = torch_model.double()
         batches = [{k: v.double() if v.is_floating_point() else v for k, v in b.items()}
                    for b in batches]
+    initial = copy.deepcopy(torch_model)
+    # (A self-test of the kink judge: the reference itself takes the other
+    # side of the named elements, as if ours had; the judge must find them.)
+    reference_flips = [(f.split(":")[0], int(f.split(":")[1]),
+                        tuple(int(i) for i in f.split(":")[2].split(",")))
+                       for f in os.environ.get("PARITY_FLIP_REFERENCE", "").split(";") if f]
     low = LOW_DTYPES.get(opts.get("compute_dtype"))
     # In bf16/f16, the f32 run too: the accuracy both low-precision runs
     # are measured by (and which gradient elements are exactly zero).
     f32_model = copy.deepcopy(torch_model) if low is not None else None
-    torch_losses, torch_grads, state = train_torch(torch_model, batches, opts, steps, low)
+    torch_losses, torch_grads, state = train_torch(
+        torch_model, batches, opts, steps, low,
+        Kinks(torch_model, reference_flips) if reference_flips else None)
     exact = train_torch(f32_model, batches, opts, steps, None) if low is not None else None
 
     failures = []
@@ -290,6 +416,18 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     def grad_error(n, g, ref=None):
         t = (ref or torch_grads)[n].numpy()
         return rel(g, t, floor=1e-3 * global_norm)
+    missed = [n for n, g in ours_grads.items() if n in torch_grads and grad_error(n, g) > tol]
+    if missed and opts.get("torch_f64") and low is None:
+        flips = explain_by_kinks(initial, batches, opts, ours_grads, torch_grads,
+                                 grad_error, tol, reference_flips)
+        if flips is not None:
+            print(f"    {name}: judged apart, at ReLU's kink (float64 value; ours on the "
+                  f"other side): " + ", ".join(f"{n} call {c} {tuple(i)} ({x:.3g})"
+                                               for n, c, i, x in flips))
+            # The reference takes ours' side of them, for the whole run.
+            torch_losses, torch_grads, state = train_torch(
+                copy.deepcopy(initial), batches, opts, steps, None,
+                Kinks_for(initial, reference_flips, flips))
     for n, g in ours_grads.items():
         if n not in torch_grads:
             failures.append(f"gradient of {n}: PyTorch computes none")
