@@ -521,6 +521,11 @@ def _softmax(c, node, args, kwargs):
     shape, dtype = c.out()
     x = c.cast(c.v(args[0]), dtype)
     op = "fsdp.log_softmax" if "log" in op_name(node.target) else "fsdp.softmax"
+    if x.rank == 0:
+        # PyTorch takes dim 0 or -1 of a 0-dim tensor as the tensor itself:
+        # the softmax of one value, over a [1] view.
+        y = c.emit(op, [c.reshape(x, (1,))], [((1,), dtype)], {"axis": i64_attr(0)})
+        return c.reshape(y, ())
     return c.emit(op, [x], [(shape, dtype)], {"axis": i64_attr(dim(args[1], x.rank))})
 
 
