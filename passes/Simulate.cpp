@@ -416,52 +416,31 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   }
 
   /// Kernel scratch the backend sizes before the first step. On a GPU: the
-  /// device kernels' and the widening buffer. On the CPU: the
-  /// largest need of one instruction (a reduction's double accumulators;
-  /// layer_norm_grad's and rms_norm_grad's row statistics; attention's score rows, per thread,
-  /// twice for its gradient; one image's convolution columns), and its
-  /// buffer of widened copies.
+  /// device kernels' and the widening buffer. On the CPU: the largest need
+  /// of one instruction, by the rule the CPU backend sizes it with
+  /// (cpuScratchFloats, runtime/plan/ComputeOps.h), and its buffer of
+  /// widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
     if (model.cores == 0) // a GPU: the device kernels' scratch
       return deviceScratch(module) + widenedBytes(module, model);
     int64_t floats = 0, threads = model.threads;
     if (int64_t ranks = ranksOnNode(module, model))
       threads = model.threadsPerRank(ranks);
+    Dialect *fsdp = module.getContext()->getLoadedDialect("fsdp");
     module.walk([&](Operation *op) {
-      if (isa<ReduceSumOp, ReduceMeanOp, ReduceMaxOp>(op))
-        floats = std::max<int64_t>(
-            floats, 2 * cast<RankedTensorType>(op->getResult(0).getType())
-                            .getNumElements());
-      if (isa<LayerNormGradOp, RmsNormGradOp>(op)) // each row's mean, rstd
-        floats = std::max<int64_t>(
-            floats,
-            4 * (cast<RankedTensorType>(op->getOperand(0).getType())
-                     .getNumElements() /
-                 std::max<int64_t>(
-                     cast<RankedTensorType>(op->getOperand(1).getType())
-                         .getNumElements(),
-                     1)));
-      if (isa<ConvOp, ConvGradInputOp, ConvGradWeightOp>(op)) // columns
-        floats = std::max<int64_t>(
-            floats, ::fsdp::convImageColumnElements(
-                        op->getName().stripDialect(),
-                        shapesOf(op->getOperandTypes()),
-                        shapesOf(op->getResultTypes())));
-      if (isa<AttentionOp, AttentionGradOp>(op)) {
-        auto q = cast<RankedTensorType>(op->getOperand(0).getType());
-        auto k = cast<RankedTensorType>(op->getOperand(1).getType());
-        floats = std::max<int64_t>(floats,
-                                   q.getDimSize(q.getRank() - 2) *
-                                       k.getDimSize(k.getRank() - 2) * threads *
-                                       (isa<AttentionGradOp>(op) ? 2 : 1));
-      }
+      if (op->getDialect() != fsdp)
+        return;
+      auto group = op->getAttrOfType<IntegerAttr>("sync_group_size");
+      floats = std::max(floats, ::fsdp::cpuScratchFloats(
+                                    op->getName().stripDialect(),
+                                    shapesOf(op->getOperandTypes()),
+                                    shapesOf(op->getResultTypes()),
+                                    group ? group.getInt() : 0, threads));
     });
     return (floats + 1) / 2 * 8 + widenedBytes(module, model);
   }
 
-  /// The largest scratch one instruction's device kernels need
-  /// (runtime/plan/ComputeOps.h), at least the 8 bytes the backend
-  /// allocates.
+  /// The shapes of `types` (an empty one for a non-tensor).
   static std::vector<std::vector<int64_t>> shapesOf(TypeRange types) {
     std::vector<std::vector<int64_t>> shapes;
     for (Type t : types) {
@@ -473,6 +452,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     return shapes;
   }
 
+  /// The largest scratch one instruction's device kernels need
+  /// (runtime/plan/ComputeOps.h), at least the 8 bytes the backend
+  /// allocates.
   int64_t deviceScratch(ModuleOp module) {
     int64_t most = 8;
     module.walk([&](Operation *op) {

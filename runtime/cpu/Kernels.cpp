@@ -2502,43 +2502,13 @@ Kernel kernelFor(const std::string &op) {
 }
 
 int64_t scratchFloats(const Instruction &instr) {
-  // Reductions accumulate their output in double (reduce_scatter_start is a
-  // collective: the communicator needs no scratch).
-  if ((instr.op == "reduce_sum" || instr.op == "reduce_mean" ||
-       instr.op == "reduce_max") &&
-      !instr.out.empty())
-    return 2 * instr.out[0].numel();
-  if ((instr.op == "batch_norm" || instr.op == "batch_norm_grad") &&
-      attrInt(instr, "sync_group_size", 0) > 0 && !instr.in.empty() &&
-      instr.in[0].rank() >= 2) // SyncBatchNorm's [8, C] sums
-    return 8 * instr.in[0].shape[1];
-  if ((instr.op == "layer_norm_grad" || instr.op == "rms_norm_grad") &&
-      instr.in.size() == 3 &&
-      !instr.in[1].shape.empty()) // each row's mean and rstd (doubles)
-    return 4 *
-           (instr.in[0].numel() / std::max<int64_t>(instr.in[1].numel(), 1));
-  if (instr.op == "conv" || instr.op == "conv_grad_input" ||
-      instr.op == "conv_grad_weight") { // one image's columns
-    std::vector<std::vector<int64_t>> in, out;
-    for (const TensorRef &t : instr.in)
-      in.push_back(t.shape);
-    for (const TensorRef &t : instr.out)
-      out.push_back(t.shape);
-    return convImageColumnElements(instr.op, in, out);
-  }
-  bool grad = instr.op == "attention_grad"; // probabilities and their gradient
-  if ((instr.op != "attention" && !grad) || instr.in.size() < 2)
-    return 0;
-  const TensorRef &q = instr.in[0], &k = instr.in[1];
-  if (q.rank() < 2 || k.rank() < 2)
-    return 0;
-#ifdef _OPENMP
-  int64_t threads = maxThreads();
-#else
-  int64_t threads = 1;
-#endif
-  return q.shape[q.rank() - 2] * k.shape[k.rank() - 2] * threads *
-         (grad ? 2 : 1);
+  std::vector<std::vector<int64_t>> in, out;
+  for (const TensorRef &t : instr.in)
+    in.push_back(t.shape);
+  for (const TensorRef &t : instr.out)
+    out.push_back(t.shape);
+  return cpuScratchFloats(instr.op, in, out,
+                          attrInt(instr, "sync_group_size", 0), maxThreads());
 }
 
 } // namespace fsdp::cpu

@@ -190,6 +190,43 @@ inline int64_t deviceScratchBytes(std::string_view op,
   return (2 * numel(in[1]) + 2) * 8;
 }
 
+/// Scratch floats the CPU kernels of `op` need, given its operands' and
+/// results' shapes (cpu::scratchFloats sizes the executor's buffer with it
+/// and fsdp-simulate plans it for CPU targets, so the two cannot drift):
+/// reductions accumulate their outputs in double; SyncBatchNorm's [8, C]
+/// sums (`syncGroupSize` > 0); layer_norm_grad's and rms_norm_grad's row
+/// mean and rstd (doubles); one image's convolution columns; attention's
+/// score rows per thread, twice for its gradient (probabilities and their
+/// gradient).
+inline int64_t cpuScratchFloats(std::string_view op,
+                                const std::vector<std::vector<int64_t>> &in,
+                                const std::vector<std::vector<int64_t>> &out,
+                                int64_t syncGroupSize, int64_t threads) {
+  auto numel = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  if ((op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max") &&
+      !out.empty())
+    return 2 * numel(out[0]);
+  if ((op == "batch_norm" || op == "batch_norm_grad") && syncGroupSize > 0 &&
+      !in.empty() && in[0].size() >= 2)
+    return 8 * in[0][1];
+  if ((op == "layer_norm_grad" || op == "rms_norm_grad") && in.size() == 3 &&
+      !in[1].empty())
+    return 4 * (numel(in[0]) / std::max<int64_t>(numel(in[1]), 1));
+  if (op == "conv" || op == "conv_grad_input" || op == "conv_grad_weight")
+    return convImageColumnElements(op, in, out);
+  bool grad = op == "attention_grad";
+  if ((op != "attention" && !grad) || in.size() < 2 || in[0].size() < 2 ||
+      in[1].size() < 2)
+    return 0;
+  return in[0][in[0].size() - 2] * in[1][in[1].size() - 2] * threads *
+         (grad ? 2 : 1);
+}
+
 /// Bytes an f32 copy of `elements` takes in the widening buffer (each copy
 /// starts at a 16-byte boundary).
 inline long long widenedCopyBytes(long long elements) {
