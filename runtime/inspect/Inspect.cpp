@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <functional>
 #include <map>
 
@@ -296,12 +295,10 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
   return events;
 }
 
+/// Whole or not at all, and an error when any write fails, the last one
+/// at close included (a full disk).
 Status writeJson(const std::string &path, const json &doc) {
-  std::ofstream out(path);
-  out << doc.dump() << "\n";
-  if (!out)
-    return Status::error(path + ": cannot write the trace");
-  return Status::ok();
+  return writeFileAtomically(path, doc.dump() + "\n");
 }
 
 } // namespace

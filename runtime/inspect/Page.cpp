@@ -25,7 +25,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -943,12 +942,10 @@ void planSections(std::ostream &os, const Plan &plan, const Summary &s,
   }
 }
 
+/// Whole or not at all, and an error when any write fails, the last one
+/// at close included (a full disk).
 Status writeFile(const std::string &path, const std::string &text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out)
-    return Status::error(path + ": cannot write the page");
-  return Status::ok();
+  return writeFileAtomically(path, text);
 }
 
 } // namespace

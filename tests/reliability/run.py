@@ -635,6 +635,10 @@ def failing_writes(s):
     run_ = s.tool("fsdp-run")
     s.case(cls, "--log /dev/full", [run_, s.p("mlp.plan"), "--steps", "2", "--log", "/dev/full"],
            match=r"/dev/full")
+    s.case(cls, "fsdp-inspect --html /dev/full",
+           [s.tool("fsdp-inspect"), s.p("g.plan"), "--html", "/dev/full"], match=r"/dev/full")
+    s.case(cls, "fsdp-inspect --trace /dev/full",
+           [s.tool("fsdp-inspect"), s.p("g.plan"), "--trace", "/dev/full"], match=r"/dev/full")
     ck = copy_ck(s, "log-ck")
     log = s.p("resume.jsonl")
     run([run_, s.p("mlp.plan"), "--steps", "2", "--log", log, "--quiet"])
@@ -666,6 +670,19 @@ def failing_writes(s):
             s.case(cls, "--save-full on a read-only disk",
                    [run_, s.p("mlp.plan"), "--steps", "1", "--save-full", os.path.join(m, "w.safetensors")],
                    match=r"w\.safetensors.*(read-only|Read-only)")
+        with Mount(m, "1m") as mnt:
+            # The last write of a trace or page fails on a full disk: an
+            # error, not exit 0 (they were checked before the close).
+            mnt.fill()
+            s.case(cls, "fsdp-inspect --html on a full disk",
+                   [s.tool("fsdp-inspect"), s.p("g.plan"), "--html", os.path.join(m, "p.html")],
+                   match=r"p\.html.*(space|No space)")
+            s.case(cls, "fsdp-inspect --trace on a full disk",
+                   [s.tool("fsdp-inspect"), s.p("g.plan"), "--trace", os.path.join(m, "t.json")],
+                   match=r"t\.json.*(space|No space)")
+            s.case(cls, "fsdp-run --trace on a full disk",
+                   [run_, s.p("mlp.plan"), "--steps", "1", "--quiet", "--trace",
+                    os.path.join(m, "m.json")], match=r"m\.json.*(space|No space)")
         with Mount(m, "4m") as mnt:
             # A disk that fills during the run: the commit fails with the
             # cause, `latest` keeps the last good checkpoint, no temporaries.
