@@ -20,6 +20,7 @@ import os
 import random
 import signal
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 import time
@@ -48,29 +49,29 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         onnx = os.path.join(tmp, "gpt2.onnx")
         plan = os.path.join(tmp, "gpt2.plan")
-        subprocess.run(["/usr/bin/python3", a.generator, "gpt2", "-o", onnx, "--loss",
+        bounded.run(["/usr/bin/python3", a.generator, "gpt2", "-o", onnx, "--loss",
                         "--layers", "2", "--dim", "64", "--seq", "32", "--vocab", "128",
                         "--batch", "8"], check=True)
-        subprocess.run([a.fsdp_opt, onnx, "-o", plan], check=True)
+        bounded.run([a.fsdp_opt, onnx, "-o", plan], check=True)
         run = [a.fsdp_run, plan, "--quiet"]
 
         straight = os.path.join(tmp, "straight.safetensors")
         resumed = os.path.join(tmp, "resumed.safetensors")
         ck = os.path.join(tmp, "ck")
-        subprocess.run(run + ["--steps", "6", "--save-full", straight], check=True)
-        subprocess.run(run + ["--steps", "3", "--checkpoint-dir", ck], check=True)
-        subprocess.run(run + ["--steps", "6", "--resume", ck, "--save-full", resumed],
+        bounded.run(run + ["--steps", "6", "--save-full", straight], check=True)
+        bounded.run(run + ["--steps", "3", "--checkpoint-dir", ck], check=True)
+        bounded.run(run + ["--steps", "6", "--resume", ck, "--save-full", resumed],
                        check=True)
         same = open(straight, "rb").read() == open(resumed, "rb").read()
         report(same, "resume at step 3 to step 6 equals 6 steps straight (bitwise)")
 
         mid = os.path.join(tmp, "mid")
-        r = subprocess.run(run + ["--steps", "6", "--checkpoint-dir", mid, "--checkpoint-every", "1"],
+        r = bounded.run(run + ["--steps", "6", "--checkpoint-dir", mid, "--checkpoint-every", "1"],
                            env=dict(os.environ, FSDP_FAULT_IN_SAVE="3"))
         latest = open(os.path.join(mid, "latest")).read().strip()
         partial = os.path.isdir(os.path.join(mid, "step-3.tmp"))
         resumed_mid = os.path.join(tmp, "resumed-mid.safetensors")
-        r2 = subprocess.run(run + ["--steps", "6", "--resume", mid, "--save-full", resumed_mid])
+        r2 = bounded.run(run + ["--steps", "6", "--resume", mid, "--save-full", resumed_mid])
         same = r2.returncode == 0 and open(straight, "rb").read() == open(resumed_mid, "rb").read()
         ok = r.returncode != 0 and latest == "step-2" and partial and same
         report(ok, f"crash while saving step 3: latest = {latest}, "
@@ -92,7 +93,7 @@ def main():
                 os.path.join(kdir, "latest")) else None
             # Resuming must work from whatever the kill left behind.
             step = int(latest.split("-")[1]) if latest else 0
-            check = subprocess.run(run + ["--steps", str(step + 1)] +
+            check = bounded.run(run + ["--steps", str(step + 1)] +
                                    (["--resume", kdir] if latest else []),
                                    capture_output=True, text=True)
             ok = check.returncode == 0
@@ -115,19 +116,19 @@ def reshard(a, tmp):
     npz = os.path.join(tmp, "reshard.npz")
     np.savez(npz, **{n: t.numpy() for n, t in data.items()})
     onnx = os.path.join(tmp, "reshard.onnx")
-    subprocess.run(["/usr/bin/python3", a.generator] + base +
+    bounded.run(["/usr/bin/python3", a.generator] + base +
                    ["--dynamic-batch", "-o", onnx], check=True)
 
     def plan(world, strategy):
         path = os.path.join(tmp, f"reshard-{world}-{strategy}.plan")
-        subprocess.run([a.fsdp_opt, onnx, "-o", path, f"--world-size={world}",
+        bounded.run([a.fsdp_opt, onnx, "-o", path, f"--world-size={world}",
                         f"--strategy={strategy}", f"--batch-size={global_batch // world}"],
                        check=True, stderr=subprocess.DEVNULL)
         return path
 
     def run(world, strategy, extra):
         cmd = [a.fsdp_run, plan(world, strategy), "--data", npz, "--quiet"] + extra
-        subprocess.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd, check=True)
+        bounded.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd, check=True)
 
     straight = os.path.join(tmp, "reshard-straight.safetensors")
     grads = os.path.join(tmp, "reshard-grads.safetensors")
@@ -164,7 +165,7 @@ def reshard(a, tmp):
     straight2 = os.path.join(tmp, "reshard-straight2.safetensors")
     run(2, "full-shard", ["--steps", str(steps), "--save-full", straight2])
     env = dict(os.environ, FSDP_FAULT_IN_SAVE="3")
-    r = subprocess.run(MPIRUN + ["-np", "2", a.fsdp_run, plan(2, "full-shard"), "--data", npz,
+    r = bounded.run(MPIRUN + ["-np", "2", a.fsdp_run, plan(2, "full-shard"), "--data", npz,
                                  "--quiet", "--steps", str(steps), "--checkpoint-dir", mid,
                                  "--checkpoint-every", "1"], env=env, capture_output=True)
     latest = open(os.path.join(mid, "latest")).read().strip()

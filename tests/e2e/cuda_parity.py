@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 
@@ -53,7 +54,7 @@ BF16_COMPUTE_TOL = 3e-2
 
 
 def run(cmd, **kw):
-    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    p = bounded.run(cmd, capture_output=True, text=True, **kw)
     if p.returncode != 0:
         sys.stderr.write(" ".join(cmd) + "\n" + p.stdout + p.stderr)
         raise SystemExit(f"failed: {' '.join(cmd[:3])} ... ({p.returncode})")
@@ -139,7 +140,7 @@ def main():
     gpu = args.backend
     smi = shutil.which("nvidia-smi")
     if gpu == "cuda" and (
-            not smi or subprocess.run([smi, "-L"], capture_output=True).returncode):
+            not smi or bounded.run([smi, "-L"], capture_output=True).returncode):
         print("no GPU: skipped")
         return SKIP
     tmp = args.prepared or tempfile.mkdtemp(prefix="fsdp-cuda-")
@@ -148,7 +149,7 @@ def main():
     # The weights from the model beside the plans (a prepared plan names
     # the path it was written with).
     weights = ["--weights", os.path.join(tmp, "gpt2.onnx")]
-    p = subprocess.run([args.fsdp_run, plan_path(tmp, "probe"), "--backend",
+    p = bounded.run([args.fsdp_run, plan_path(tmp, "probe"), "--backend",
                         gpu, "--steps", "1", "--quiet"] + weights,
                        capture_output=True, text=True)
     if "no CUDA backend" in p.stderr:

@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 import time
@@ -60,7 +61,7 @@ def torchrun(cmd, world, env_extra=None, timeout=180, standalone=False):
     PORT += 2
     rdzv = ["--standalone"] if standalone else ["--master_addr", "127.0.0.1",
                                                  "--master_port", str(PORT)]
-    r = subprocess.run(TORCHRUN + ["--nproc_per_node", str(world)] + rdzv + ["--no_python"] + cmd,
+    r = bounded.run(TORCHRUN + ["--nproc_per_node", str(world)] + rdzv + ["--no_python"] + cmd,
                        env=dict(os.environ, **(env_extra or {})), capture_output=True, text=True,
                        timeout=timeout)
     if env_extra is None and r.returncode != 0:
@@ -152,7 +153,7 @@ def main():
 
             def train(world, config, tag):
                 plan = os.path.join(tmp, f"{name}-{world}-{tag}.plan")
-                subprocess.run([a.fsdp_opt, models[world], "-o", plan, f"--world-size={world}"]
+                bounded.run([a.fsdp_opt, models[world], "-o", plan, f"--world-size={world}"]
                                + flags + [c for c in config if c != "torchrun"], check=True,
                                stderr=subprocess.DEVNULL)
                 log = os.path.join(tmp, f"{name}-{world}-{tag}.jsonl")
@@ -164,7 +165,7 @@ def main():
                 if "torchrun" in config:
                     torchrun(cmd, world, standalone=world == 4)
                 else:
-                    subprocess.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd,
+                    bounded.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd,
                                    check=True)
                 return ([json.loads(l)["loss"] for l in open(log)],
                         read_safetensors(out), read_safetensors(grads))
@@ -222,7 +223,7 @@ def main():
             return 1 if failures else 0
         # A plan that differs between ranks: an error on every rank, no hang.
         p1, p2 = (os.path.join(tmp, f"gpt2-{w}-c0.plan") for w in (2, 4))
-        r = subprocess.run(MPIRUN + ["-np", "2", "sh", "-c",
+        r = bounded.run(MPIRUN + ["-np", "2", "sh", "-c",
                                      f'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exec {a.fsdp_run} {p1}; '
                                      f'else exec {a.fsdp_run} {p2}; fi'],
                            capture_output=True, text=True, timeout=60)
@@ -247,7 +248,7 @@ def main():
         weights = first_weights["gpt2"]
         env = dict(os.environ, FSDP_FAULT_RANK="1", FSDP_FAULT_STEP="3")
         start = time.time()
-        r = subprocess.run(MPIRUN + ["-np", "2", a.fsdp_run, plan, "--weights", weights,
+        r = bounded.run(MPIRUN + ["-np", "2", a.fsdp_run, plan, "--weights", weights,
                                      "--steps", "50", "--comm-timeout", "10", "--quiet"],
                            capture_output=True, text=True, env=env, timeout=120)
         took = time.time() - start

@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 
@@ -35,9 +36,9 @@ def chromium():
 def render(browser, page, png, height):
     base = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
             "--window-size=1240,%d" % height]
-    dom = subprocess.run(base + ["--dump-dom", "file://" + page], check=True,
+    dom = bounded.run(base + ["--dump-dom", "file://" + page], check=True,
                          capture_output=True, text=True).stdout
-    subprocess.run(base + ["--screenshot=" + png, "file://" + page], check=True,
+    bounded.run(base + ["--screenshot=" + png, "file://" + page], check=True,
                    capture_output=True)
     return dom
 
@@ -71,16 +72,16 @@ def main():
 
     with tempfile.TemporaryDirectory() as tmp:
         onnx = os.path.join(tmp, "gpt2.onnx")
-        subprocess.run(["/usr/bin/python3", a.generator, "gpt2", "--loss", "--layers", "4",
+        bounded.run(["/usr/bin/python3", a.generator, "gpt2", "--loss", "--layers", "4",
                         "-o", onnx], check=True, capture_output=True)
         plan_a, plan_b = os.path.join(tmp, "a.plan"), os.path.join(tmp, "b.plan")
         common = [onnx, "--world-size=4", "--device=h100-sxm"]
-        subprocess.run([a.fsdp_opt] + common + ["-o", plan_a, "--activation-checkpointing=units",
+        bounded.run([a.fsdp_opt] + common + ["-o", plan_a, "--activation-checkpointing=units",
                         "--reshard-after-forward=default,h.1=false"],
                        check=True, capture_output=True)
-        subprocess.run([a.fsdp_opt] + common + ["-o", plan_b], check=True, capture_output=True)
+        bounded.run([a.fsdp_opt] + common + ["-o", plan_b], check=True, capture_output=True)
         page = os.path.join(tmp, "a.html")
-        report = subprocess.run([a.fsdp_inspect, plan_a, "--html", page], check=True,
+        report = bounded.run([a.fsdp_inspect, plan_a, "--html", page], check=True,
                                 capture_output=True, text=True).stdout
         dom = render(browser, page, os.path.join(tmp, "a.png"), 1900)
         text = re.sub(r"<[^>]+>", " ", dom)
@@ -147,7 +148,7 @@ def main():
 
         # Two plans side by side: what differs.
         diff = os.path.join(tmp, "diff.html")
-        subprocess.run([a.fsdp_inspect, plan_a, plan_b, "--html", diff], check=True,
+        bounded.run([a.fsdp_inspect, plan_a, plan_b, "--html", diff], check=True,
                        capture_output=True)
         dom = render(browser, diff, os.path.join(tmp, "diff.png"), 1200)
         text = re.sub(r"<[^>]+>", " ", dom)
@@ -160,12 +161,12 @@ def main():
 
         # Measured against predicted on one rank.
         one = os.path.join(tmp, "one.plan")
-        subprocess.run([a.fsdp_opt, onnx, "-o", one], check=True, capture_output=True)
+        bounded.run([a.fsdp_opt, onnx, "-o", one], check=True, capture_output=True)
         measured = os.path.join(tmp, "measured.json")
-        subprocess.run([a.fsdp_run, one, "--steps", "3", "--trace", measured, "--quiet"],
+        bounded.run([a.fsdp_run, one, "--steps", "3", "--trace", measured, "--quiet"],
                        check=True)
         cmp = os.path.join(tmp, "cmp.html")
-        subprocess.run([a.fsdp_inspect, one, "--compare", measured, "--html", cmp],
+        bounded.run([a.fsdp_inspect, one, "--compare", measured, "--html", cmp],
                        check=True, capture_output=True)
         dom = render(browser, cmp, os.path.join(tmp, "cmp.png"), 1400)
         text = re.sub(r"<[^>]+>", " ", dom)
@@ -175,11 +176,11 @@ def main():
                         r"</td><td class=\"num\">[-+][0-9.]+%</td>", dom) is not None)
         # Autotune's candidates: why the chosen plan won.
         tuned, cands = os.path.join(tmp, "tuned.plan"), os.path.join(tmp, "cands.json")
-        subprocess.run([a.fsdp_opt] + common + ["-o", tuned, "--autotune",
+        bounded.run([a.fsdp_opt] + common + ["-o", tuned, "--autotune",
                         "--memory-budget=500KiB", "--autotune-candidates=" + cands],
                        check=True, capture_output=True)
         tuned_page = os.path.join(tmp, "tuned.html")
-        subprocess.run([a.fsdp_inspect, tuned, "--candidates", cands, "--html", tuned_page],
+        bounded.run([a.fsdp_inspect, tuned, "--candidates", cands, "--html", tuned_page],
                        check=True, capture_output=True)
         dom = render(browser, tuned_page, os.path.join(tmp, "tuned.png"), 1200)
         text = re.sub(r"<[^>]+>", " ", dom)
@@ -192,7 +193,7 @@ def main():
         with open(bad, "w") as f:
             f.write('{"format": "fsdp-autotune-candidates", "budget_bytes": 1, '
                     '"candidates": [{"strategy": 3}]}')
-        r = subprocess.run([a.fsdp_inspect, tuned, "--candidates", bad, "--html", tuned_page],
+        r = bounded.run([a.fsdp_inspect, tuned, "--candidates", bad, "--html", tuned_page],
                            capture_output=True, text=True)
         check("candidates: a bad file is an error naming the field",
               r.returncode == 1 and "candidates[0].strategy: expected a string" in r.stderr)

@@ -38,6 +38,7 @@ import re
 import os
 import struct
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 
@@ -364,13 +365,13 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
     flags = [f"--{k.replace('_', '-')}={v}" for k, v in opts.items()
              if not isinstance(v, bool) and k not in skip] + \
         [f"--{k.replace('_', '-')}" for k, v in opts.items() if v is True and k not in HARNESS_OPTS]
-    subprocess.run([tools["opt"], onnx_path, "-o", plan] + flags, check=True)
+    bounded.run([tools["opt"], onnx_path, "-o", plan] + flags, check=True)
     log, grads, weights = (os.path.join(tmp, name + s) for s in
                            (".jsonl", ".grads.safetensors", ".weights.safetensors"))
     world = opts.get("world_size", 1)
     launch = (["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
                "-np", str(world)] if world > 1 else [])
-    subprocess.run(launch + [tools["run"], plan, "--data", npz, "--steps", str(steps),
+    bounded.run(launch + [tools["run"], plan, "--data", npz, "--steps", str(steps),
                     "--log", log, "--dump-grads", grads, "--save-full", weights,
                     "--quiet"], check=True)
     # (A non-finite loss is logged as null: NaN fails every comparison.)

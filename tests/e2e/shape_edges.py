@@ -15,6 +15,7 @@ agree to 1e-5, or when the front door refuses it with a clear error (exit
 import argparse
 import os
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 
@@ -86,13 +87,13 @@ def run_case(name, shapes, fn, tools, tmp):
     except fsdp_trace.TraceError as e:
         return "refused (tracer)", str(e).splitlines()[0]
     np.savez(base + ".npz", x=x.numpy())
-    r = subprocess.run([tools[0], base + ".mlir", "-o", base + ".plan"],
+    r = bounded.run([tools[0], base + ".mlir", "-o", base + ".plan"],
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:
         why = [l for l in r.stderr.splitlines() if "error" in l][:1]
         return ("refused (fsdp-opt)" if r.returncode == 1 else f"FAIL fsdp-opt exit {r.returncode}",
                 why[0] if why else r.stderr[-200:])
-    r = subprocess.run([tools[1], base + ".plan", "--data", base + ".npz", "--steps", "1",
+    r = bounded.run([tools[1], base + ".plan", "--data", base + ".npz", "--steps", "1",
                         "--dump-grads", base + ".grads.safetensors", "--quiet"],
                        capture_output=True, text=True, timeout=120)
     if r.returncode != 0:

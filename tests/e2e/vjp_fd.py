@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import subprocess
+import bounded  # subprocess.run with a deadline
 import sys
 import tempfile
 
@@ -281,7 +282,7 @@ def cases():
 
 def loss_at(tools, plan, weights_path, tmp):
     log = os.path.join(tmp, "fd.jsonl")
-    subprocess.run([tools[1], plan, "--weights", weights_path, "--steps", "1", "--log", log,
+    bounded.run([tools[1], plan, "--weights", weights_path, "--steps", "1", "--log", log,
                     "--quiet"], check=True)
     return json.loads(open(log).readline())["loss"]
 
@@ -313,13 +314,13 @@ def main():
             base = os.path.join(tmp, "base.safetensors")
             write_safetensors(base, weights)
             plan = os.path.join(tmp, "m.plan")
-            r = subprocess.run([tools[0], path, "-o", plan], capture_output=True, text=True)
+            r = bounded.run([tools[0], path, "-o", plan], capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"FAIL {name}: fsdp-opt: {r.stderr.strip()}")
                 failed += 1
                 continue
             grads_path = os.path.join(tmp, "g.safetensors")
-            subprocess.run([tools[1], plan, "--weights", base, "--steps", "1", "--dump-grads",
+            bounded.run([tools[1], plan, "--weights", base, "--steps", "1", "--dump-grads",
                             grads_path, "--quiet"], check=True)
             grads = read_safetensors(grads_path)
             worst, problems = 0.0, []
