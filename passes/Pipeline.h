@@ -37,6 +37,9 @@ struct FrontendFusions {
 /// their matmuls, bias adds into the matmul before them.
 void addFrontendPasses(PassManager &pm, const FrontendFusions &fusions);
 
+/// The passes from a training step to a plan (`config`): units (wrap,
+/// merge), activation checkpointing, sharding, collectives, schedule,
+/// memory, fsdp-verify-plan (with `verify`) and the simulation.
 void addPlanPasses(PassManager &pm, const PlanConfig &config, bool verify);
 
 } // namespace mlir::fsdp

@@ -364,6 +364,11 @@ private:
   std::vector<std::pair<Location, std::string>> held;
 };
 
+/// An imported module (after `pm`'s passes) compiled into the plan at
+/// `planPath`: the training step from the training flags, then the plan
+/// pipeline (autotuned under --autotune), checked against
+/// --memory-budget, and written only once it is known to be good; the
+/// held remarks go out on success.
 static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
                                  StringRef planPath) {
   DeferredRemarks remarks(module.getContext());

@@ -24,11 +24,6 @@ std::string us(double seconds) {
   return buf;
 }
 
-bool isCollective(const std::string &op) {
-  return op == "all_gather_start" || op == "reduce_scatter_start" ||
-         op == "all_reduce";
-}
-
 std::string streamOf(const Instruction &in) {
   auto s = in.attrs.find("stream");
   if (s != in.attrs.end() && s->is_string())

@@ -73,13 +73,8 @@ std::string timeText(double s) {
                   : fmt("%.3f s", s);
 }
 
-bool collective(const std::string &op) {
-  return op == "all_gather_start" || op == "reduce_scatter_start" ||
-         op == "all_reduce";
-}
-
 std::string laneOf(const Instruction &in) {
-  if (!collective(in.op))
+  if (!isCollective(in.op))
     return "compute";
   std::string s = in.attrString("stream", "");
   return s.empty() ? in.op.substr(0, in.op.find("_start")) : s;
@@ -223,7 +218,7 @@ Summary summarize(const Plan &plan) {
             {ph[0].get<std::string>(), ph[1].get<double>(), ph[2].get<double>()});
   std::vector<std::pair<double, double>> busy;
   for (const Instruction &in : plan.program)
-    if (in.predictedStart >= 0 && !collective(in.op) && in.op != "wait" &&
+    if (in.predictedStart >= 0 && !isCollective(in.op) && in.op != "wait" &&
         in.op != "free")
       busy.push_back({in.predictedStart, in.predictedEnd});
   s.computeBusy = merged(busy);
@@ -260,7 +255,7 @@ Summary summarize(const Plan &plan) {
       waitAt[in.start] = in.predictedStart;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &in = plan.program[i];
-    if (!collective(in.op) || in.predictedStart < 0 || in.in.empty() ||
+    if (!isCollective(in.op) || in.predictedStart < 0 || in.in.empty() ||
         in.out.empty())
       continue;
     Summary::Comm c;
@@ -355,7 +350,7 @@ Summary summarize(const Plan &plan) {
         freed = 0;
         for (size_t k = j + 1; k-- > 0;)
           if (plan.program[k].predictedEnd >= 0 &&
-              !collective(plan.program[k].op)) {
+              !isCollective(plan.program[k].op)) {
             freed = plan.program[k].predictedEnd;
             break;
           }
@@ -523,7 +518,7 @@ void timeline(std::ostream &os, const Plan &plan, const Summary &s,
   };
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &in = plan.program[i];
-    if (in.predictedStart < 0 || collective(in.op) || in.op == "wait" ||
+    if (in.predictedStart < 0 || isCollective(in.op) || in.op == "wait" ||
         in.op == "free")
       continue;
     if (runCount && f.x(in.predictedEnd) - f.x(runStart) > 1.5)
@@ -890,7 +885,7 @@ void measuredTables(std::ostream &os, const Plan &plan,
   std::map<std::string, std::pair<double, double>> byUnit;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &in = plan.program[i];
-    if (collective(in.op) && measured[i] > 0 && in.predictedStart >= 0) {
+    if (isCollective(in.op) && measured[i] > 0 && in.predictedStart >= 0) {
       byUnit[unitOf(in)].first += in.predictedEnd - in.predictedStart;
       byUnit[unitOf(in)].second += measured[i];
     }

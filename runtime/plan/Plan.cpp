@@ -587,9 +587,7 @@ Status parsePlan(const std::string &text, Plan &plan) {
         continue;
       for (int64_t j = (int64_t)i - 1; j >= 0 && in.start < 0; --j) {
         const Instruction &c = (*list)[j];
-        if ((c.op == "all_reduce" || c.op == "all_gather_start" ||
-             c.op == "reduce_scatter_start") &&
-            c.out[0].space == Space::Arena &&
+        if (isCollective(c.op) && c.out[0].space == Space::Arena &&
             c.out[0].offset == in.in[0].offset)
           in.start = c.index;
       }

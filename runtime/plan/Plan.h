@@ -101,6 +101,13 @@ struct ConstantInfo {
   bool splat = false;
 };
 
+/// Whether a program's op starts a collective (its result is complete at
+/// the `wait` that names it).
+inline bool isCollective(const std::string &op) {
+  return op == "all_gather_start" || op == "reduce_scatter_start" ||
+         op == "all_reduce";
+}
+
 struct Instruction {
   std::string op;
   std::vector<TensorRef> in, out;
