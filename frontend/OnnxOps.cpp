@@ -12,6 +12,7 @@
 
 #include "dialect/FsdpOps.h"
 #include "dialect/ShapeInference.h"
+#include "runtime/plan/UnaryMath.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -1129,8 +1130,6 @@ template <typename OpTy> LogicalResult classificationLoss(NodeContext &n) {
   return n.setResult(0, build<OpTy>(n, *type, operands, attrs));
 }
 
-double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
-
 /// Ops with no fsdp counterpart that still appear in shape/constant
 /// subgraphs (RoPE tables built from positions): folded, else an error.
 LogicalResult foldOnly(NodeContext &n, double (*fn)(double)) {
@@ -1147,7 +1146,18 @@ LogicalResult foldOnly(NodeContext &n, double (*fn)(double)) {
 } // namespace
 
 const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
-  static const llvm::StringMap<LowerFn> table = {
+  static const llvm::StringMap<LowerFn> table = [] {
+    llvm::StringMap<LowerFn> t = {
+  // The elementwise unary ops with an ONNX op (runtime/plan/UnaryOps.def):
+  // folded with the row's scalar in double when the input is constant.
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  {onnx,                                                                       \
+   [](NodeContext &n) {                                                        \
+     return unary<Class##Op>(                                                  \
+         n, [](double x) { return ::fsdp::um::unary##Class(x); }, floatOnly);  \
+   }},
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
       {"Add",
        [](NodeContext &n) {
          return binary<AddOp>(n, [](double a, double b) { return a + b; });
@@ -1206,16 +1216,6 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
          return binary<OrOp>(
              n, [](double a, double b) { return double(a || b); }, Kind::Logic);
        }},
-      {"Neg",
-       [](NodeContext &n) {
-         return unary<NegOp>(
-             n, [](double a) { return -a; }, false);
-       }},
-      {"Abs",
-       [](NodeContext &n) {
-         return unary<AbsOp>(
-             n, [](double a) { return std::fabs(a); }, false);
-       }},
       {"Not",
        [](NodeContext &n) {
          if (failed(expectInputs(n, 1, 1)))
@@ -1225,35 +1225,6 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
          return unary<NotOp>(
              n, [](double a) { return double(!a); }, false);
        }},
-      {"Exp",
-       [](NodeContext &n) {
-         return unary<ExpOp>(n, [](double a) { return std::exp(a); });
-       }},
-      {"Log",
-       [](NodeContext &n) {
-         return unary<LogOp>(n, [](double a) { return std::log(a); });
-       }},
-      {"Sqrt",
-       [](NodeContext &n) {
-         return unary<SqrtOp>(n, [](double a) { return std::sqrt(a); });
-       }},
-      {"Reciprocal",
-       [](NodeContext &n) {
-         return unary<ReciprocalOp>(n, [](double a) { return 1.0 / a; });
-       }},
-      {"Tanh",
-       [](NodeContext &n) {
-         return unary<TanhOp>(n, [](double a) { return std::tanh(a); });
-       }},
-      {"Erf",
-       [](NodeContext &n) {
-         return unary<ErfOp>(n, [](double a) { return std::erf(a); });
-       }},
-      {"Relu",
-       [](NodeContext &n) {
-         return unary<ReluOp>(n, [](double a) { return std::max(a, 0.0); });
-       }},
-      {"Sigmoid", [](NodeContext &n) { return unary<SigmoidOp>(n, sigmoid); }},
       {"Cos",
        [](NodeContext &n) {
          return foldOnly(n, [](double a) { return std::cos(a); });
@@ -1301,6 +1272,9 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
       {"GlobalMaxPool", lowerGlobalPool<ReduceMaxOp>},
       {"SoftmaxCrossEntropyLoss", classificationLoss<CrossEntropyOp>},
       {"NegativeLogLikelihoodLoss", classificationLoss<NllLossOp>},
-  };
+    };
+    t.erase(""); // rows of UnaryOps.def without an ONNX op
+    return t;
+  }();
   return table;
 }

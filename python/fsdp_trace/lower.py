@@ -14,6 +14,8 @@ builds it, so fsdp-opt still recognises a causal mask at T = 8192.
 """
 import math
 import operator
+import os
+import re
 
 import torch
 
@@ -356,12 +358,24 @@ def _to(c, node, args, kwargs):
 
 
 # -- elementwise ---------------------------------------------------------------
-UNARY = {"aten.neg": "fsdp.neg", "aten.exp": "fsdp.exp", "aten.log": "fsdp.log",
-         "aten.sqrt": "fsdp.sqrt", "aten.rsqrt": "fsdp.rsqrt",
-         "aten.reciprocal": "fsdp.reciprocal", "aten.tanh": "fsdp.tanh",
-         "aten.erf": "fsdp.erf", "aten.relu": "fsdp.relu", "aten.sigmoid": "fsdp.sigmoid",
-         "aten.silu": "fsdp.silu", "aten.abs": "fsdp.abs",
-         "aten.logical_not": "fsdp.not", "aten.bitwise_not": "fsdp.not"}
+def _unary_rows():
+    """aten op -> fsdp op of runtime/plan/UnaryOps.def's rows (the registry
+    of elementwise unary ops the C++ side is generated from)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                        "runtime", "plan", "UnaryOps.def")
+    rows = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r'FSDP_UNARY\(\w+, "(\w+)", "\w*", "([\w.]*)",', line)
+            if m and m.group(2):
+                rows[m.group(2)] = "fsdp." + m.group(1)
+    if not rows:
+        raise ImportError(f"{path}: no FSDP_UNARY rows")
+    return rows
+
+
+UNARY = dict(_unary_rows(), **{"aten.logical_not": "fsdp.not",
+                               "aten.bitwise_not": "fsdp.not"})
 
 
 @lowers(*UNARY)

@@ -10,6 +10,7 @@
 #include "runtime/cpu/VectorMath.h"
 #include "runtime/plan/ComputeOps.h"
 #include "runtime/plan/OpShapes.h"
+#include "runtime/plan/UnaryMath.h"
 #include "runtime/support/Half.h"
 #include "runtime/support/Threads.h"
 
@@ -239,25 +240,13 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   });
 }
 
-#define UNARY(NAME, EXPR)                                                      \
-  Status NAME(const Instruction &in, Context &c) {                             \
-    return unary(in, c, [](float x) -> float { return EXPR; });                \
+// The elementwise unary ops of runtime/plan/UnaryOps.def: k<Class>.
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  Status k##Class(const Instruction &in, Context &c) {                         \
+    return unary(in, c, [](float x) -> float { return um::unary##Class(x); }); \
   }
-UNARY(kNeg, -x)
-UNARY(kAbs, std::fabs(x))
-UNARY(kExp, expf(x))
-UNARY(kLog, logf(x))
-UNARY(kSqrt, std::sqrt(x))
-UNARY(kRsqrt, 1.0f / std::sqrt(x))
-UNARY(kReciprocal, 1.0f / x)
-UNARY(kTanh, tanhf(x))
-UNARY(kErf, erff(x))
-// NaN propagates, as in torch (relu, maximum, minimum): a NaN input must
-// not come out as a finite loss.
-UNARY(kRelu, !(x <= 0) ? x : 0.0f)
-UNARY(kSigmoid, 1.0f / (1.0f + expf(-x)))
-UNARY(kSilu, x / (1.0f + expf(-x)))
-#undef UNARY
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
 
 Status kGelu(const Instruction &in, Context &c) {
   if (attrString(in, "approximate", "none") == "tanh")
@@ -2340,18 +2329,10 @@ struct OpInfo {
 
 const std::map<std::string, OpInfo> &table() {
   static const std::map<std::string, OpInfo> t = {
-      {"neg", {kNeg, 1, 1, 1}},
-      {"abs", {kAbs, 1, 1, 1}},
-      {"exp", {kExp, 1, 1, 1}},
-      {"log", {kLog, 1, 1, 1}},
-      {"sqrt", {kSqrt, 1, 1, 1}},
-      {"rsqrt", {kRsqrt, 1, 1, 1}},
-      {"reciprocal", {kReciprocal, 1, 1, 1}},
-      {"tanh", {kTanh, 1, 1, 1}},
-      {"erf", {kErf, 1, 1, 1}},
-      {"relu", {kRelu, 1, 1, 1}},
-      {"sigmoid", {kSigmoid, 1, 1, 1}},
-      {"silu", {kSilu, 1, 1, 1}},
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  {name, {k##Class, 1, 1, 1}},
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
       {"gelu", {kGelu, 1, 1, 1}},
       {"gelu_grad", {kGeluGrad, 2, 2, 1}},
       {"not", {kNot, 1, 1, 1}},

@@ -1,6 +1,6 @@
 //===- VectorMath.h - glibc's vector math for the CPU kernels ---*- C++ -*-===//
 //
-// glibc ships vector variants of expf, tanhf, erff and logf in libmvec
+// glibc ships vector variants of expf, tanhf, erff, logf and log1pf in libmvec
 // (SSE, AVX2 and AVX-512 builds, within 4 ulp), but its <math.h> declares
 // them only under -ffast-math, which the kernels must not use (NaN and inf
 // must propagate as PyTorch's do). Declaring them here the way glibc does
@@ -27,6 +27,8 @@ float tanhf(float);
 float erff(float);
 #pragma omp declare simd notinbranch
 float logf(float);
+#pragma omp declare simd notinbranch
+float log1pf(float);
 }
 
 /// Compiles a kernel three times, for x86-64 with AVX-512 (v4), with AVX2

@@ -25,6 +25,7 @@
 
 #include "runtime/plan/BatchNormMath.h"
 #include "runtime/plan/ConvGeometry.h"
+#include "runtime/plan/UnaryMath.h"
 
 #include <cmath>
 #include <cstddef>
@@ -318,49 +319,22 @@ void runKernelOnHost(int64_t n, const F &f, std::vector<double> &smem);
 // Elementwise
 //===----------------------------------------------------------------------===//
 
+/// The ops of runtime/plan/UnaryOps.def, and GELU's two forms.
 enum class UnaryKind {
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Reciprocal,
-  Tanh,
-  Erf,
-  Relu,
-  Sigmoid,
-  Silu,
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar) Class,
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
   Gelu,
   GeluTanh
 };
 
 FSDP_HD inline float unaryOp(UnaryKind k, float x) {
   switch (k) {
-  case UnaryKind::Neg:
-    return -x;
-  case UnaryKind::Abs:
-    return fabsf(x);
-  case UnaryKind::Exp:
-    return expf(x);
-  case UnaryKind::Log:
-    return logf(x);
-  case UnaryKind::Sqrt:
-    return sqrtf(x);
-  case UnaryKind::Rsqrt:
-    return 1.0f / sqrtf(x);
-  case UnaryKind::Reciprocal:
-    return 1.0f / x;
-  case UnaryKind::Tanh:
-    return tanhf(x);
-  case UnaryKind::Erf:
-    return erff(x);
-  case UnaryKind::Relu: // NaN propagates, as in torch
-    return !(x <= 0) ? x : 0.0f;
-  case UnaryKind::Sigmoid:
-    return 1.0f / (1.0f + expf(-x));
-  case UnaryKind::Silu:
-    return x / (1.0f + expf(-x));
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  case UnaryKind::Class:                                                       \
+    return um::unary##Class(x);
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
   case UnaryKind::Gelu:
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
   case UnaryKind::GeluTanh: {

@@ -1242,18 +1242,10 @@ Status lowerLogSoftmax(Ctx &c) { return softmaxLike(c, true); }
 
 const std::map<std::string, Lowerer> &table() {
   static const std::map<std::string, Lowerer> t = {
-      {"neg", un<UnaryKind::Neg>},
-      {"abs", un<UnaryKind::Abs>},
-      {"exp", un<UnaryKind::Exp>},
-      {"log", un<UnaryKind::Log>},
-      {"sqrt", un<UnaryKind::Sqrt>},
-      {"rsqrt", un<UnaryKind::Rsqrt>},
-      {"reciprocal", un<UnaryKind::Reciprocal>},
-      {"tanh", un<UnaryKind::Tanh>},
-      {"erf", un<UnaryKind::Erf>},
-      {"relu", un<UnaryKind::Relu>},
-      {"sigmoid", un<UnaryKind::Sigmoid>},
-      {"silu", un<UnaryKind::Silu>},
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  {name, un<UnaryKind::Class>},
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
       {"gelu", lowerGelu},
       {"conv", lowerConv},
       {"batch_norm", lowerBatchNorm},

@@ -18,36 +18,45 @@
 
 namespace fsdp {
 
+/// Whether `op` is one of runtime/plan/UnaryOps.def's elementwise unary ops.
+inline bool isUnaryElementwise(std::string_view op) {
+  static constexpr std::string_view ops[] = {
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar) name,
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
+  };
+  return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
+}
+
+/// Whether `ops` is sorted (the lists below are searched by bisection).
+template <size_t N>
+constexpr bool sortedNames(const std::string_view (&ops)[N]) {
+  for (size_t i = 1; i < N; ++i)
+    if (!(ops[i - 1] < ops[i]))
+      return false;
+  return true;
+}
+
 /// Whether `op`'s kernels compute in f32 (and so need f32 operands); the
 /// others only move bytes and take any dtype.
 inline bool computesInF32(std::string_view op) {
   static constexpr std::string_view ops[] = {
-      "abs",           "add",
-      "attention",     "attention_grad",
-      "batch_norm",    "batch_norm_grad",
-      "conv",          "conv_grad_input",
-      "conv_grad_weight", "cross_entropy",
-      "cross_entropy_grad", "cross_entropy_with_grad",
-      "div",           "equal",
-      "erf",           "exp",
-      "gelu",          "gelu_grad",
-      "gemm",          "greater",
-      "layer_norm",    "layer_norm_grad",
-      "less",          "log",
-      "log_softmax",   "matmul",
-      "max",           "min",
-      "mul",           "neg",
-      "nll_loss",      "pool",
-      "pool_grad",     "pow",
-      "reciprocal",    "reduce_max",
-      "reduce_mean",   "reduce_sum",
-      "relu",          "rms_norm",
-      "rms_norm_grad", "rsqrt",
-      "scatter_add",   "sigmoid",
-      "silu",          "softmax",
-      "sqrt",          "sub",
-      "sum_squares",   "tanh"};
-  return std::binary_search(std::begin(ops), std::end(ops), op);
+      "add",           "attention",        "attention_grad",
+      "batch_norm",    "batch_norm_grad",  "conv",
+      "conv_grad_input", "conv_grad_weight", "cross_entropy",
+      "cross_entropy_grad", "cross_entropy_with_grad", "div",
+      "equal",         "gelu",             "gelu_grad",
+      "gemm",          "greater",          "layer_norm",
+      "layer_norm_grad", "less",           "log_softmax",
+      "matmul",        "max",              "min",
+      "mul",           "nll_loss",         "pool",
+      "pool_grad",     "pow",              "reduce_max",
+      "reduce_mean",   "reduce_sum",       "rms_norm",
+      "rms_norm_grad", "scatter_add",      "softmax",
+      "sub",           "sum_squares"};
+  static_assert(sortedNames(ops));
+  return isUnaryElementwise(op) ||
+         std::binary_search(std::begin(ops), std::end(ops), op);
 }
 
 /// The elementwise ops of the list above: the device kernels compute each
@@ -57,11 +66,11 @@ inline bool computesInF32(std::string_view op) {
 /// way).
 inline bool isElementwise(std::string_view op) {
   static constexpr std::string_view ops[] = {
-      "abs",   "add",       "div",     "equal", "erf",        "exp",
-      "gelu",  "gelu_grad", "greater", "less",  "log",        "max",
-      "min",   "mul",       "neg",     "pow",   "reciprocal", "relu",
-      "rsqrt", "sigmoid",   "silu",    "sqrt",  "sub",        "tanh"};
-  return std::binary_search(std::begin(ops), std::end(ops), op);
+      "add",  "div", "equal", "gelu", "gelu_grad", "greater",
+      "less", "max", "min",   "mul",  "pow",       "sub"};
+  static_assert(sortedNames(ops));
+  return isUnaryElementwise(op) ||
+         std::binary_search(std::begin(ops), std::end(ops), op);
 }
 
 /// Whether the device's flash-attention kernels (runtime/device/
@@ -120,14 +129,14 @@ inline bool runsNarrowOnDevice(std::string_view op,
 inline bool runsNarrowOnCpu(std::string_view op, bool oneNarrowType, bool bf16,
                             bool nativeBf16Products) {
   static constexpr std::string_view ops[] = {
-      "abs",  "add",   "div",     "erf",  "exp",  "gelu", "gelu_grad",
-      "log",  "max",   "min",     "mul",  "neg",  "pow",  "reciprocal",
-      "relu", "rsqrt", "sigmoid", "silu", "sqrt", "sub",  "tanh"};
+      "add", "div", "gelu", "gelu_grad", "max", "min", "mul", "pow", "sub"};
+  static_assert(sortedNames(ops));
   if (!oneNarrowType)
     return false;
   if (op == "matmul")
     return bf16 && nativeBf16Products;
-  return std::binary_search(std::begin(ops), std::end(ops), op);
+  return isUnaryElementwise(op) ||
+         std::binary_search(std::begin(ops), std::end(ops), op);
 }
 
 /// Threads a split reduction aims for: a reduction into fewer outputs

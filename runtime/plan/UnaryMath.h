@@ -1,0 +1,48 @@
+//===- UnaryMath.h - The math UnaryOps.def's scalars are written in -*- C++ -*-//
+//
+// One name per function, overloaded for float (the kernels: glibc's expf,
+// which the CPU kernels' loops vectorise through libmvec, and CUDA's device
+// functions) and double (the ONNX importer's constant folds), so one
+// expression serves both precisions. Header-only, no dependencies.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_PLAN_UNARYMATH_H
+#define FSDP_RUNTIME_PLAN_UNARYMATH_H
+
+#include <cmath>
+
+#ifndef FSDP_HD
+#ifdef __CUDACC__
+#define FSDP_HD __host__ __device__
+#else
+#define FSDP_HD
+#endif
+#endif
+
+namespace fsdp::um {
+
+FSDP_HD inline float abs(float x) { return fabsf(x); }
+FSDP_HD inline float exp(float x) { return expf(x); }
+FSDP_HD inline float log(float x) { return logf(x); }
+FSDP_HD inline float log1p(float x) { return log1pf(x); }
+FSDP_HD inline float sqrt(float x) { return sqrtf(x); }
+FSDP_HD inline float tanh(float x) { return tanhf(x); }
+FSDP_HD inline float erf(float x) { return erff(x); }
+
+inline double abs(double x) { return std::fabs(x); }
+inline double exp(double x) { return std::exp(x); }
+inline double log(double x) { return std::log(x); }
+inline double log1p(double x) { return std::log1p(x); }
+inline double sqrt(double x) { return std::sqrt(x); }
+inline double tanh(double x) { return std::tanh(x); }
+inline double erf(double x) { return std::erf(x); }
+
+/// The scalar of a UnaryOps.def row, in T's precision.
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  template <typename T> FSDP_HD inline T unary##Class(T x) { return scalar; }
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
+
+} // namespace fsdp::um
+
+#endif // FSDP_RUNTIME_PLAN_UNARYMATH_H
