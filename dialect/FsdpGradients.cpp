@@ -160,6 +160,19 @@ FSDP_UNARY_VJP(SiluOp, [&] {
   Value one = g.scalarLike(x, 1);
   return g.mul(dy, g.mul(s, g.add(one, g.mul(x, g.sub(one, s)))));
 }())
+FSDP_UNARY_VJP(SoftplusOp, g.mul(dy, g.unary<SigmoidOp>(x)))
+FSDP_UNARY_VJP(MishOp, [&] { // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2)
+  Value t = g.unary<TanhOp>(g.unary<SoftplusOp>(x));
+  Value one = g.scalarLike(x, 1);
+  Value dt = g.mul(g.mul(x, g.unary<SigmoidOp>(x)), g.sub(one, g.mul(t, t)));
+  return g.mul(dy, g.add(t, dt));
+}())
+FSDP_UNARY_VJP(HardswishOp, [&] { // 0 below -3, 1 above 3, x/3 + 1/2 between
+  Value mid = g.mul(dy, g.add(g.div(x, g.scalarLike(x, 3)), g.scalarLike(x, 0.5)));
+  return g.where(g.greater(x, g.scalarLike(x, 3)), dy,
+                 g.where(g.greater(g.scalarLike(x, -3), x), g.scalarLike(x, 0),
+                         mid));
+}())
 #undef FSDP_UNARY_VJP
 
 LogicalResult NotOp::buildVJP(OpBuilder &, ValueRange,

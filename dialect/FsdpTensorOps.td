@@ -94,6 +94,9 @@ def Fsdp_ErfOp : Fsdp_UnaryOp<"erf", "error function">;
 def Fsdp_ReluOp : Fsdp_UnaryOp<"relu", "max(x, 0)">;
 def Fsdp_SigmoidOp : Fsdp_UnaryOp<"sigmoid", "logistic sigmoid">;
 def Fsdp_SiluOp : Fsdp_UnaryOp<"silu", "x * sigmoid(x)">;
+def Fsdp_SoftplusOp : Fsdp_UnaryOp<"softplus", "log(1 + exp(x)), x above 20 (torch's threshold)">;
+def Fsdp_MishOp : Fsdp_UnaryOp<"mish", "x * tanh(softplus(x))">;
+def Fsdp_HardswishOp : Fsdp_UnaryOp<"hardswish", "x * min(max(x + 3, 0), 6) / 6">;
 def Fsdp_NotOp : Fsdp_UnaryOp<"not", "logical negation", Fsdp_BoolTensor>;
 
 def Fsdp_GeluOp : Fsdp_Op<"gelu", [Pure, SameOperandsAndResultType,

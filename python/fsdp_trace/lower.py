@@ -374,13 +374,24 @@ def _unary_rows():
     return rows
 
 
-UNARY = dict(_unary_rows(), **{"aten.logical_not": "fsdp.not",
-                               "aten.bitwise_not": "fsdp.not"})
+UNARY_ROWS = _unary_rows()
+UNARY = dict(UNARY_ROWS, **{"aten.logical_not": "fsdp.not", "aten.bitwise_not": "fsdp.not"})
 
 
 @lowers(*UNARY)
 def _unary(c, node, args, kwargs):
     shape, dtype = c.out()
+    # The fsdp op is the ATen op at its defaults (softplus's beta=1,
+    # threshold=20): any other argument is refused, never dropped.
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None:
+        for i, arg in enumerate(schema.arguments[1:], start=1):
+            given = args[i] if i < len(args) else kwargs.get(arg.name, arg.default_value)
+            if arg.kwarg_only and arg.name in ("out",):
+                continue
+            if given != arg.default_value:
+                raise TraceError(f"{arg.name}={given!r}: only {arg.name}="
+                                 f"{arg.default_value!r} maps to {UNARY[op_name(node.target)]}")
     x = c.cast(c.v(args[0]), dtype)
     return c.emit(UNARY[op_name(node.target)], [x], [(shape, dtype)])
 

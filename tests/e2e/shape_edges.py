@@ -63,6 +63,13 @@ CASES = {
     "mse-0dim": ([S, S], lambda a, b: F.mse_loss(a, b)),
     "embedding-0dim": ([(4, 2)], lambda w: F.embedding(torch.tensor(2), w)),
     "select-0dim-result": ([(3,)], lambda a: a[1] * 2),
+    # The registry's three newest rows (softplus past its threshold of 20,
+    # hardswish on both sides of its kinks); softplus with beta != 1 has no
+    # one-to-one op and is refused, never dropped.
+    "softplus": ([(2, 5)], lambda a: F.softplus(a * 12)),
+    "mish": ([S], F.mish), "mish-wide": ([(2, 5)], lambda a: F.mish(a * 4)),
+    "hardswish": ([(2, 5)], lambda a: F.hardswish(a * 4)),
+    "softplus-beta2": ([S], lambda a: F.softplus(a, beta=2.0)),
 }
 
 
