@@ -12,6 +12,7 @@
 #include "passes/Pipeline.h"
 #include "passes/UnitTable.h"
 
+#include "mlir/Debug/Counter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -34,38 +35,43 @@
 
 using namespace mlir;
 
-static llvm::cl::OptionCategory onnxCategory("ONNX import options");
+// fsdp-opt --help shows these groups; MLIR's own options are behind
+// --help-hidden.
+static llvm::cl::OptionCategory modelCategory("Model (import of .onnx, traced .mlir)");
+static llvm::cl::OptionCategory trainCategory("Training step");
+static llvm::cl::OptionCategory fsdpCategory("FSDP: units, sharding, precision, schedule");
+static llvm::cl::OptionCategory deviceCategory("Device model and tuning");
+static llvm::cl::OptionCategory outputCategory("Output");
 static llvm::cl::opt<int64_t>
     batchSize("batch-size",
               llvm::cl::desc("Fix the leading (batch) dimension of every "
                              "graph input of an .onnx model"),
-              llvm::cl::init(0), llvm::cl::cat(onnxCategory));
+              llvm::cl::init(0), llvm::cl::cat(modelCategory));
 static llvm::cl::opt<bool>
     noFuseAttention("no-fuse-attention",
                     llvm::cl::desc("Import attention subgraphs unfused"),
-                    llvm::cl::cat(onnxCategory));
+                    llvm::cl::cat(modelCategory));
 static llvm::cl::opt<bool>
     noFuseGelu("no-fuse-gelu",
                llvm::cl::desc("Import GELU written as elementwise ops unfused"),
-               llvm::cl::cat(onnxCategory));
+               llvm::cl::cat(modelCategory));
 static llvm::cl::opt<bool> noFuseRmsNorm(
     "no-fuse-rms-norm",
     llvm::cl::desc("Import RMSNorm written as elementwise ops unfused"),
-    llvm::cl::cat(onnxCategory));
+    llvm::cl::cat(modelCategory));
 static llvm::cl::opt<bool>
     summary("summary",
             llvm::cl::desc("Print what the model holds (inputs, outputs, "
                            "parameters, blocks, ops) instead of the IR"),
-            llvm::cl::cat(onnxCategory));
+            llvm::cl::cat(modelCategory));
 
 static llvm::cl::opt<bool> listOnnxOps(
     "list-onnx-ops",
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
-    llvm::cl::cat(onnxCategory));
+    llvm::cl::cat(modelCategory));
 
 // Training-step options, forwarded to fsdp-build-train-step when the output
 // is a plan (-o model.plan).
-static llvm::cl::OptionCategory trainCategory("Training step options");
 static llvm::cl::opt<std::string>
     lossOpt("loss", llvm::cl::desc("auto | cross-entropy | mse | bce"),
             llvm::cl::init("auto"), llvm::cl::cat(trainCategory));
@@ -85,21 +91,22 @@ static llvm::cl::opt<std::string> optimizerOpt("optimizer",
                                                llvm::cl::desc("adamw | sgd"),
                                                llvm::cl::init("adamw"),
                                                llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> lrOpt("lr", llvm::cl::init(1e-3f),
+static llvm::cl::opt<float> lrOpt("lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3f),
                                   llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> beta1Opt("beta1", llvm::cl::init(0.9f),
+static llvm::cl::opt<float> beta1Opt("beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9f),
                                      llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> beta2Opt("beta2", llvm::cl::init(0.999f),
+static llvm::cl::opt<float> beta2Opt("beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999f),
                                      llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> epsOpt("eps", llvm::cl::init(1e-8f),
+static llvm::cl::opt<float> epsOpt("eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8f),
                                    llvm::cl::cat(trainCategory));
 static llvm::cl::opt<float>
     weightDecayOpt("weight-decay",
                    llvm::cl::desc("default 0.01 (AdamW), 0 (SGD)"),
                    llvm::cl::init(-1.0f), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> momentumOpt("momentum", llvm::cl::init(0.0f),
+static llvm::cl::opt<float> momentumOpt("momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0f),
                                         llvm::cl::cat(trainCategory));
 static llvm::cl::opt<bool> nesterovOpt("nesterov",
+                                       llvm::cl::desc("SGD Nesterov momentum"),
                                        llvm::cl::cat(trainCategory));
 static llvm::cl::opt<float>
     gradClipOpt("grad-clip", llvm::cl::desc("max global gradient norm"),
@@ -107,128 +114,131 @@ static llvm::cl::opt<float>
 static llvm::cl::opt<std::string>
     lrScheduleOpt("lr-schedule", llvm::cl::desc("constant | cosine"),
                   llvm::cl::init("constant"), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> warmupOpt("warmup-steps", llvm::cl::init(0),
+static llvm::cl::opt<int64_t> warmupOpt("warmup-steps", llvm::cl::desc("linear warm-up steps"), llvm::cl::init(0),
                                         llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> totalStepsOpt("total-steps", llvm::cl::init(0),
+static llvm::cl::opt<int64_t> totalStepsOpt("total-steps", llvm::cl::desc("steps of the cosine schedule"), llvm::cl::init(0),
                                             llvm::cl::cat(trainCategory));
 static llvm::cl::opt<std::string> wrapOpt(
     "wrap",
     llvm::cl::desc(
-        "FSDP units: transformer[:PATTERN] | size:N | regex:R1,R2 | none"),
-    llvm::cl::init("transformer"), llvm::cl::cat(trainCategory));
+        "FSDP units: transformer[:PATTERN] | class:NAME,... | size:MIN_PARAMS "
+        "| regex:R1,R2,... | none"),
+    llvm::cl::init("transformer"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t>
     worldSizeOpt("world-size", llvm::cl::desc("data-parallel ranks"),
-                 llvm::cl::init(1), llvm::cl::cat(trainCategory));
+                 llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> strategyOpt(
     "strategy",
     llvm::cl::desc("full-shard | shard-grad-op | hybrid-shard | no-shard"),
-    llvm::cl::init("full-shard"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("full-shard"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t> replicateGroupsOpt(
     "replicate-groups",
     llvm::cl::desc("hybrid-shard: replica groups (each shards over "
                    "world-size / R ranks)"),
-    llvm::cl::init(1), llvm::cl::cat(trainCategory));
+    llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> paramDtypeOpt(
     "param-dtype",
     llvm::cl::desc("mixed precision: gather parameters in f32 | bf16 | "
                    "f16 (master weights stay f32)"),
-    llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("f32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> computeDtypeOpt(
     "compute-dtype",
     llvm::cl::desc("mixed precision: activations and the forward/backward "
                    "math in f32 | bf16 | f16 (PyTorch FSDP's param_dtype "
                    "computes in it; pair it with --param-dtype)"),
-    llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("f32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string>
     reduceDtypeOpt("reduce-dtype",
                    llvm::cl::desc("dtype of gradient reduction (f32)"),
-                   llvm::cl::init("f32"), llvm::cl::cat(trainCategory));
+                   llvm::cl::init("f32"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> bufferDtypeOpt(
     "buffer-dtype",
     llvm::cl::desc("mixed precision: keep buffers (batch norm's running "
                    "statistics, masks) in f32 | bf16 | f16, as "
                    "MixedPrecision.buffer_dtype (default: as stored, f32)"),
-    llvm::cl::init(""), llvm::cl::cat(trainCategory));
+    llvm::cl::init(""), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<bool> syncBatchNormOpt(
     "sync-batch-norm",
     llvm::cl::desc("batch norm normalises the whole batch, every rank's "
                    "slice together (torch.nn.SyncBatchNorm; default: each "
                    "rank its own slice, as PyTorch's BatchNorm)"),
-    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> reshardOpt(
     "reshard-after-forward",
-    llvm::cl::desc("default (every unit but the root) | true | false"),
-    llvm::cl::init("default"), llvm::cl::cat(trainCategory));
+    llvm::cl::desc("[default|true|false|N][,UNIT=true|false|N...]: default "
+                   "every unit but the root; N keeps 1/N gathered (FSDP2's "
+                   "integer form); per unit after a comma"),
+    llvm::cl::init("default"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<bool>
     forwardPrefetchOpt("forward-prefetch",
                        llvm::cl::desc("prefetch the next unit in forward"),
-                       llvm::cl::init(true), llvm::cl::cat(trainCategory));
+                       llvm::cl::init(true), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string>
     backwardPrefetchOpt("backward-prefetch",
                         llvm::cl::desc("pre | post | none"),
-                        llvm::cl::init("pre"), llvm::cl::cat(trainCategory));
+                        llvm::cl::init("pre"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t>
     prefetchDepthOpt("prefetch-depth", llvm::cl::desc("units gathered ahead"),
-                     llvm::cl::init(1), llvm::cl::cat(trainCategory));
+                     llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<int64_t>
     limitAllGathersOpt("limit-all-gathers",
                        llvm::cl::desc("all-gathers in flight at once"),
-                       llvm::cl::init(2), llvm::cl::cat(trainCategory));
+                       llvm::cl::init(2), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> checkpointingOpt(
     "activation-checkpointing",
     llvm::cl::desc("none | units: recompute each unit's forward in backward "
                    "| ops: recompute all but its matmuls and attention | "
                    "UNIT[:ops],...: those units"),
-    llvm::cl::init("none"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("none"), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> emitOpt(
     "emit",
     llvm::cl::desc("what -o receives: plan | mlir (default: a plan for a "
                    "*.plan output, MLIR text otherwise)"),
-    llvm::cl::init(""), llvm::cl::cat(trainCategory));
+    llvm::cl::init(""), llvm::cl::cat(outputCategory));
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
-             llvm::cl::init(false), llvm::cl::cat(trainCategory));
+             llvm::cl::init(false), llvm::cl::cat(outputCategory));
 static llvm::cl::opt<std::string> deviceOpt(
     "device",
     llvm::cl::desc("device model the plan is simulated on: h100-sxm | h200 | "
                    "a100-80g | cpu | FILE.json"),
-    llvm::cl::init("cpu"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("cpu"), llvm::cl::cat(deviceCategory));
 static llvm::cl::opt<std::string> simulateRuntimeOpt(
     "simulate-runtime",
     llvm::cl::desc("runtime the simulation prices: fsdp (fsdp-run's) | "
                    "fsdp2-eager (PyTorch FSDP2's all-gather copy-out and an "
                    "eager f32 RMSNorm, as torchtitan measured)"),
-    llvm::cl::init("fsdp"), llvm::cl::cat(trainCategory));
+    llvm::cl::init("fsdp"), llvm::cl::cat(deviceCategory));
 static llvm::cl::opt<int64_t>
     gpusPerNodeOpt("gpus-per-node",
                    llvm::cl::desc("devices per node (0: the device model's)"),
-                   llvm::cl::init(0), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::init(1),
+                   llvm::cl::init(0), llvm::cl::cat(deviceCategory));
+static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::desc("micro-steps per optimizer step"), llvm::cl::init(1),
                                            llvm::cl::cat(trainCategory));
 
 static llvm::cl::opt<int64_t> mergeUnitsOpt(
     "merge-units",
     llvm::cl::desc("merge every K consecutive units into one (coarser units)"),
-    llvm::cl::init(1), llvm::cl::cat(trainCategory));
+    llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> memoryBudgetOpt(
     "memory-budget",
     llvm::cl::desc("bytes a rank may use (KiB/MiB/GiB/TiB, KB/MB/GB): with "
                    "--autotune the budget to tune for (default: the "
                    "device's); alone, an error if the plan's peak exceeds it"),
-    llvm::cl::cat(trainCategory));
+    llvm::cl::cat(deviceCategory));
 static llvm::cl::opt<bool> autotuneOpt(
     "autotune",
     llvm::cl::desc("choose per-unit resharding and recomputation, prefetch "
                    "depth and unit granularity for the fastest simulated "
                    "step within the memory budget"),
-    llvm::cl::init(false), llvm::cl::cat(trainCategory));
+    llvm::cl::init(false), llvm::cl::cat(deviceCategory));
 
 static llvm::cl::opt<std::string> autotuneCandidatesOpt(
     "autotune-candidates",
     llvm::cl::desc("with --autotune: write every plan it simulated (choices, "
                    "predicted step and peak, the chosen one marked) as JSON, "
                    "for fsdp-inspect --candidates"),
-    llvm::cl::cat(trainCategory));
+    llvm::cl::cat(deviceCategory));
 
 /// Autotune's candidates as JSON, the chosen configuration marked.
 static LogicalResult
@@ -577,6 +587,25 @@ int main(int argc, char **argv) {
   registerCSEPass();
   registerSymbolDCEPass();
 
+  // --help shows fsdp's options, grouped; MLIR's generic ones (the pass
+  // pipeline, IR printing, timing: registered here, ahead of the parse)
+  // are listed by --help-hidden.
+  MlirOptMainConfig::registerCLOptions(registry);
+  registerAsmPrinterCLOptions();
+  registerMLIRContextCLOptions();
+  registerPassManagerCLOptions();
+  registerDefaultTimingManagerCLOptions();
+  tracing::DebugCounter::registerCLOptions();
+  const llvm::cl::OptionCategory *ours[] = {&modelCategory, &trainCategory,
+                                            &fsdpCategory, &deviceCategory,
+                                            &outputCategory};
+  for (auto &[name, option] : llvm::cl::getRegisteredOptions()) {
+    bool shown = name == "help" || name == "version";
+    for (const llvm::cl::OptionCategory *c : option->Categories)
+      shown |= llvm::is_contained(ours, c);
+    if (!shown && option->getOptionHiddenFlag() == llvm::cl::NotHidden)
+      option->setHiddenFlag(llvm::cl::Hidden);
+  }
   auto [input, output] =
       registerAndParseCLIOptions(argc, argv, "fsdp compiler driver", registry);
   MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
