@@ -14,63 +14,48 @@
 #include <cstdint>
 #include <iterator>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace fsdp {
 
-/// Whether `op` is one of runtime/plan/UnaryOps.def's elementwise unary ops.
-inline bool isUnaryElementwise(std::string_view op) {
-  static constexpr std::string_view ops[] = {
-#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar) name,
-#include "runtime/plan/UnaryOps.def"
-#undef FSDP_UNARY
-  };
-  return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
-}
+/// The compute-dtype rules of an op's row in runtime/plan/Ops.def.
+enum OpRule : unsigned {
+  kOpF32 = 1,         // its kernels compute in f32
+  kOpElementwise = 2, // elementwise (narrow values loaded and rounded exactly)
+  kOpNarrowCpu = 4,   // the CPU kernel takes bf16/f16 as they are
+  kOpNarrowDevice = 8 // the device kernels take bf16/f16 as they are
+};
 
-/// Whether `ops` is sorted (the lists below are searched by bisection).
-template <size_t N>
-constexpr bool sortedNames(const std::string_view (&ops)[N]) {
-  for (size_t i = 1; i < N; ++i)
-    if (!(ops[i - 1] < ops[i]))
-      return false;
-  return true;
+/// The OpRule bits of `op` (0 for an op without a row).
+inline unsigned opRules(std::string_view op) {
+  static const std::unordered_map<std::string_view, unsigned> rules = [] {
+    constexpr unsigned F32 = kOpF32, EW = kOpElementwise, NC = kOpNarrowCpu,
+                       ND = kOpNarrowDevice;
+    (void)F32, (void)EW, (void)NC, (void)ND;
+    std::unordered_map<std::string_view, unsigned> m;
+#define FSDP_OP(name, cpu, device, minIn, maxIn, outs, r) m.emplace(name, r);
+#include "runtime/plan/Ops.def"
+#undef FSDP_OP
+    return m;
+  }();
+  auto it = rules.find(op);
+  return it == rules.end() ? 0 : it->second;
 }
 
 /// Whether `op`'s kernels compute in f32 (and so need f32 operands); the
 /// others only move bytes and take any dtype.
 inline bool computesInF32(std::string_view op) {
-  static constexpr std::string_view ops[] = {
-      "add",           "attention",        "attention_grad",
-      "batch_norm",    "batch_norm_grad",  "conv",
-      "conv_grad_input", "conv_grad_weight", "cross_entropy",
-      "cross_entropy_grad", "cross_entropy_with_grad", "div",
-      "equal",         "gelu",             "gelu_grad",
-      "gemm",          "greater",          "layer_norm",
-      "layer_norm_grad", "less",           "log_softmax",
-      "matmul",        "max",              "min",
-      "mul",           "nll_loss",         "pool",
-      "pool_grad",     "pow",              "reduce_max",
-      "reduce_mean",   "reduce_sum",       "rms_norm",
-      "rms_norm_grad", "scatter_add",      "softmax",
-      "sub",           "sum_squares"};
-  static_assert(sortedNames(ops));
-  return isUnaryElementwise(op) ||
-         std::binary_search(std::begin(ops), std::end(ops), op);
+  return opRules(op) & kOpF32;
 }
 
-/// The elementwise ops of the list above: the device kernels compute each
+/// The elementwise ops among them: the device kernels compute each
 /// element in f32 from bf16/f16 operands as they load them and round the
 /// result as they store it, which is exactly what the CPU's widened copies
 /// give, element for element (a comparison's i1 result is exact either
 /// way).
 inline bool isElementwise(std::string_view op) {
-  static constexpr std::string_view ops[] = {
-      "add",  "div", "equal", "gelu", "gelu_grad", "greater",
-      "less", "max", "min",   "mul",  "pow",       "sub"};
-  static_assert(sortedNames(ops));
-  return isUnaryElementwise(op) ||
-         std::binary_search(std::begin(ops), std::end(ops), op);
+  return opRules(op) & kOpElementwise;
 }
 
 /// Whether the device's flash-attention kernels (runtime/device/
@@ -106,15 +91,7 @@ inline bool runsNarrowOnDevice(std::string_view op,
                                bool causal) {
   if (op == "attention" || op == "attention_grad")
     return flashAttentionShapes(op, in, causal);
-  return isElementwise(op) || op == "layer_norm" || op == "layer_norm_grad" ||
-         op == "rms_norm" || op == "rms_norm_grad" ||
-         op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max" ||
-         op == "sum_squares" ||
-         op == "matmul" || op == "conv" || op == "conv_grad_input" ||
-         op == "conv_grad_weight" || op == "pool" || op == "pool_grad" ||
-         op == "batch_norm" || op == "batch_norm_grad" ||
-         op == "cross_entropy" || op == "cross_entropy_grad" ||
-         op == "cross_entropy_with_grad" || op == "nll_loss";
+  return opRules(op) & kOpNarrowDevice;
 }
 
 /// Whether the CPU backend (cpu::runsNarrow) runs `op` on bf16/f16 tensors
@@ -128,15 +105,11 @@ inline bool runsNarrowOnDevice(std::string_view op,
 /// is then narrowed (runtime/plan/Widen.h).
 inline bool runsNarrowOnCpu(std::string_view op, bool oneNarrowType, bool bf16,
                             bool nativeBf16Products) {
-  static constexpr std::string_view ops[] = {
-      "add", "div", "gelu", "gelu_grad", "max", "min", "mul", "pow", "sub"};
-  static_assert(sortedNames(ops));
   if (!oneNarrowType)
     return false;
   if (op == "matmul")
     return bf16 && nativeBf16Products;
-  return isUnaryElementwise(op) ||
-         std::binary_search(std::begin(ops), std::end(ops), op);
+  return opRules(op) & kOpNarrowCpu;
 }
 
 /// Threads a split reduction aims for: a reduction into fewer outputs
