@@ -100,29 +100,48 @@ def run_case(name, shapes, fn, tools, tmp):
         why = [l for l in r.stderr.splitlines() if "error" in l][:1]
         return ("refused (fsdp-opt)" if r.returncode == 1 else f"FAIL fsdp-opt exit {r.returncode}",
                 why[0] if why else r.stderr[-200:])
-    r = bounded.run([tools[1], base + ".plan", "--data", base + ".npz", "--steps", "1",
-                        "--dump-grads", base + ".grads.safetensors", "--quiet"],
-                       capture_output=True, text=True, timeout=120)
-    if r.returncode != 0:
-        return f"FAIL fsdp-run exit {r.returncode}", r.stderr.strip()[-300:]
-    ours = read_safetensors(base + ".grads.safetensors")
     ref = Case(shapes, fn, seed=len(name)).double()
     loss = ref(x.double())
     loss.backward()
+    worst = 0.0
+    # The CPU backend's gradients against PyTorch; then the device lowering
+    # run on the host (--backend emulated: the CUDA backend's kernels and
+    # memory plan, without a GPU) must end the step where the CPU does.
+    weights = {}
+    for backend in ("cpu", "emulated"):
+        extra = ["--dump-grads", base + ".grads.safetensors"] if backend == "cpu" else []
+        r = bounded.run([tools[1], base + ".plan", "--data", base + ".npz", "--steps", "1",
+                         "--backend", backend, "--save-full", f"{base}.{backend}.safetensors",
+                         "--quiet"] + extra, capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            return f"FAIL fsdp-run ({backend}) exit {r.returncode}", r.stderr.strip()[-300:]
+        weights[backend] = read_safetensors(f"{base}.{backend}.safetensors")
+    worst = compare(ref, read_safetensors(base + ".grads.safetensors"))
+    if isinstance(worst, str):
+        return "FAIL", worst
+    if not worst <= 1e-5:
+        return "FAIL wrong gradient", f"relative error {worst:.3g}"
+    for key, w in weights["cpu"].items():
+        e = weights["emulated"].get(key)
+        if e is None or not np.allclose(e, w, rtol=1e-5, atol=1e-7):
+            return "FAIL emulated device", f"{key} after one step differs from the CPU's"
+    return "ok", f"gradient within {worst:.1e}; the emulated device's step agrees"
+
+
+def compare(ref, ours):
+    """The worst relative gradient error against the float64 module `ref`,
+    or what is missing."""
     worst = 0.0
     for i, p in enumerate(ref.ps):
         key = f"ps.{i}"
         if p.grad is None:
             continue
         if key not in ours:
-            return "FAIL", f"no gradient for {key}"
+            return f"no gradient for {key}"
         g = np.asarray(ours[key], np.float64).reshape(p.grad.shape)
         t = p.grad.numpy()
-        err = float(np.abs(g - t).max() / max(np.abs(t).max(), 1e-6))
-        worst = max(worst, err)
-    if not worst <= 1e-5:
-        return "FAIL wrong gradient", f"relative error {worst:.3g}"
-    return "ok", f"gradient within {worst:.1e}"
+        worst = max(worst, float(np.abs(g - t).max() / max(np.abs(t).max(), 1e-6)))
+    return worst
 
 
 def main():
