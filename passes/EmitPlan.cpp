@@ -1,7 +1,7 @@
 //===- EmitPlan.cpp - The runtime plan, as JSON ---------------------------===//
 //
-// The compiler → runtime contract (the README's plan section; the runtime
-// reads it with runtime/plan/Plan.h). Each instruction names its op, its tensors (space, offset or index, shape,
+// The compiler → runtime contract (docs/Plan.md; the runtime reads it with
+// runtime/plan/Plan.h). Each instruction names its op, its tensors (space, offset or index, shape,
 // dtype) and its attributes; reshapes, parameter reads and constants are
 // not instructions (they are views of storage the runtime already has).
 //
