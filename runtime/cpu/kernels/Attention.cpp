@@ -1,0 +1,209 @@
+//===- Attention.cpp - Fused attention (CPU) ------------------------------===//
+//
+// Fused attention and its gradient (query blocks over the threads).
+// (Declared in KernelSupport.h; dispatched by runtime/cpu/Kernels.cpp.)
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/kernels/KernelSupport.h"
+
+namespace fsdp::cpu::kernels {
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+/// Attention's shape: q [..., tq, d], k [..., tk, d], v [..., tk, dv], an
+/// optional mask broadcast to the scores [..., tq, tk].
+struct AttentionShape {
+  int64_t r, tq, d, tk, dv, batch;
+  Shape bshape, ms;
+  const TensorRef *mask;
+};
+
+/// Query rows [i0, i1) of batch element `b` attend to keys [0, kmax): with
+/// a causal flag and no mask, blocks of kQueryBlock rows stop at the
+/// diagonal, so the products above it (half of them) are never computed.
+struct QueryBlock {
+  int64_t i0, i1, kmax;
+};
+constexpr int64_t kQueryBlock = 32;
+
+/// How many blocks, and block `n` (no allocation: kernels run in a step).
+int64_t queryBlockCount(const AttentionShape &a, bool causal) {
+  if (!causal || a.mask || a.tq <= kQueryBlock)
+    return 1;
+  return (a.tq + kQueryBlock - 1) / kQueryBlock;
+}
+QueryBlock queryBlock(const AttentionShape &a, bool causal, int64_t n) {
+  if (queryBlockCount(a, causal) == 1)
+    return {0, a.tq, a.tk};
+  int64_t offset = a.tk - a.tq; // row i sees keys j <= i + offset
+  int64_t i0 = n * kQueryBlock, i1 = std::min(a.tq, i0 + kQueryBlock);
+  return {i0, i1, std::clamp<int64_t>(i1 + offset, 1, a.tk)};
+}
+
+/// Scores of batch element `b`'s rows [blk.i0, blk.i1) against keys
+/// [0, blk.kmax), masked and softmaxed into `s` (row i0, rows of tk): the
+/// forward's probabilities, recomputed by the backward.
+void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
+                    const float *pk, float scale, bool causal, int64_t b,
+                    const QueryBlock &blk, float *s) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  sgemmSerial(false, true, blk.i1 - blk.i0, blk.kmax, a.d, scale,
+              pq + (b * a.tq + blk.i0) * a.d, a.d, pk + b * a.tk * a.d, a.d,
+              0.0f, s, a.tk);
+  int64_t mbase = 0;
+  if (a.mask)
+    for (int64_t dd = (int64_t)a.bshape.size() - 1, rest = b; dd >= 0; --dd) {
+      mbase += (rest % a.bshape[dd]) * a.ms[dd];
+      rest /= a.bshape[dd];
+    }
+  for (int64_t i = blk.i0; i < blk.i1; ++i) {
+    float *row = s + (i - blk.i0) * a.tk;
+    if (!a.mask) { // causal: the keys after i + (tk - tq) are hidden
+      if (causal)
+        std::fill(row + std::clamp<int64_t>(i + (a.tk - a.tq) + 1, 0, blk.kmax),
+                  row + blk.kmax, ninf);
+      softmaxRow(row, row, blk.kmax, false);
+      continue;
+    }
+    for (int64_t j = 0; j < blk.kmax; ++j) {
+      if (causal && j > i + (a.tk - a.tq))
+        row[j] = ninf;
+      if (a.mask) {
+        int64_t off = mbase + i * a.ms[a.r - 2] + j * a.ms[a.r - 1];
+        if (a.mask->dtype == DType::I1) {
+          if (!c.get<uint8_t>(*a.mask)[off])
+            row[j] = ninf;
+        } else {
+          row[j] += c.get<float>(*a.mask)[off];
+        }
+      }
+    }
+    softmaxRow(row, row, blk.kmax, false);
+  }
+}
+
+Status attentionShape(const TensorRef &q, const TensorRef &k,
+                      const TensorRef &v, const TensorRef *mask,
+                      AttentionShape &a) {
+  a.r = q.rank();
+  if (a.r < 2 || k.rank() != a.r || v.rank() != a.r)
+    return Status::error("q, k, v need one rank >= 2");
+  a.tq = q.shape[a.r - 2];
+  a.d = q.shape[a.r - 1];
+  a.tk = k.shape[a.r - 2];
+  a.dv = v.shape[a.r - 1];
+  if (k.shape[a.r - 1] != a.d || v.shape[a.r - 2] != a.tk ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
+      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+    return Status::error("q, k, v shapes do not match");
+  Shape scores(q.shape.begin(), q.shape.end() - 1);
+  scores.push_back(a.tk);
+  a.mask = mask;
+  if (mask && !broadcastStrides(mask->shape, scores, a.ms))
+    return Status::error("mask " + shapeString(mask->shape) +
+                         " does not broadcast to " + shapeString(scores));
+  a.batch = product(q.shape, 0, a.r - 2);
+  a.bshape = Shape(q.shape.begin(), q.shape.end() - 2);
+  return Status::ok();
+}
+
+Status kAttention(const Instruction &in, Context &c) {
+  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &y = in.out[0];
+  AttentionShape a;
+  FSDP_RETURN_IF_ERROR(
+      attentionShape(q, k, v, in.in.size() == 4 ? &in.in[3] : nullptr, a));
+  if (y.numel() != a.batch * a.tq * a.dv)
+    return Status::error("output does not match q and v");
+  float scale = (float)attrFloat(in, "scale", 1.0);
+  bool causal = attrBool(in, "causal", false);
+  const float *pq = c.get<float>(q), *pk = c.get<float>(k),
+              *pv = c.get<float>(v);
+  float *py = c.get<float>(y);
+  int64_t tq = a.tq, tk = a.tk, dv = a.dv;
+  int64_t blocks = queryBlockCount(a, causal);
+#pragma omp parallel for
+  for (int64_t b = 0; b < a.batch; ++b) {
+#ifdef _OPENMP
+    float *p = c.scratch + threadNum() * tq * tk; // per-thread scores
+#else
+    float *p = c.scratch;
+#endif
+    for (int64_t n = 0; n < blocks; ++n) {
+      QueryBlock blk = queryBlock(a, causal, n);
+      attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
+      sgemmSerial(false, false, blk.i1 - blk.i0, dv, blk.kmax, 1.0f, p, tk,
+                  pv + b * tk * dv, dv, 0.0f, py + (b * tq + blk.i0) * dv);
+    }
+  }
+  return Status::ok();
+}
+
+FSDP_VECTOR_CLONES
+Status kAttentionGrad(const Instruction &in, Context &c) {
+  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &dy = in.in[3];
+  AttentionShape a;
+  FSDP_RETURN_IF_ERROR(
+      attentionShape(q, k, v, in.in.size() == 5 ? &in.in[4] : nullptr, a));
+  if (dy.numel() != a.batch * a.tq * a.dv || in.out[0].numel() != q.numel() ||
+      in.out[1].numel() != k.numel() || in.out[2].numel() != v.numel())
+    return Status::error("gradient shapes do not match q, k, v");
+  float scale = (float)attrFloat(in, "scale", 1.0);
+  bool causal = attrBool(in, "causal", false);
+  const float *pq = c.get<float>(q), *pk = c.get<float>(k),
+              *pv = c.get<float>(v), *pdy = c.get<float>(dy);
+  float *dq = c.get<float>(in.out[0]), *dk = c.get<float>(in.out[1]),
+        *dv = c.get<float>(in.out[2]);
+  int64_t tq = a.tq, tk = a.tk, d = a.d, nv = a.dv;
+  int64_t blocks = queryBlockCount(a, causal);
+#pragma omp parallel for
+  for (int64_t b = 0; b < a.batch; ++b) {
+#ifdef _OPENMP
+    float *p = c.scratch + threadNum() * 2 * tq * tk;
+#else
+    float *p = c.scratch;
+#endif
+    float *dp = p + tq * tk;
+    // dk and dv sum over the query blocks.
+    float beta = 0.0f;
+    for (int64_t n = 0; n < blocks; ++n) {
+      QueryBlock blk = queryBlock(a, causal, n);
+      int64_t rows = blk.i1 - blk.i0, keys = blk.kmax;
+      attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
+      const float *gy = pdy + (b * tq + blk.i0) * nv;
+      const float *qb = pq + (b * tq + blk.i0) * d;
+      // Keys past this block's reach get nothing from it: with beta 0 (the
+      // first block) they are zeroed first.
+      if (beta == 0.0f && keys < tk) {
+        std::fill(dv + (b * tk + keys) * nv, dv + (b + 1) * tk * nv, 0.0f);
+        std::fill(dk + (b * tk + keys) * d, dk + (b + 1) * tk * d, 0.0f);
+      }
+      // dv = pᵀ·dy ; dp = dy·vᵀ ; ds = p ⊙ (dp - rowsum(dp ⊙ p)) (into dp)
+      sgemmSerial(true, false, keys, nv, rows, 1.0f, p, tk, gy, nv, beta,
+                  dv + b * tk * nv);
+      sgemmSerial(false, true, rows, keys, nv, 1.0f, gy, nv, pv + b * tk * nv,
+                  nv, 0.0f, dp, tk);
+      for (int64_t i = 0; i < rows; ++i) {
+        float *dpi = dp + i * tk;
+        const float *pi = p + i * tk;
+        double dot = 0;
+#pragma omp simd reduction(+ : dot)
+        for (int64_t j = 0; j < keys; ++j)
+          dot += (double)dpi[j] * pi[j];
+#pragma omp simd
+        for (int64_t j = 0; j < keys; ++j)
+          dpi[j] = pi[j] * (float)(dpi[j] - dot);
+      }
+      // dq = scale·ds·k ; dk = scale·dsᵀ·q
+      sgemmSerial(false, false, rows, d, keys, scale, dp, tk, pk + b * tk * d,
+                  d, 0.0f, dq + (b * tq + blk.i0) * d);
+      sgemmSerial(true, false, keys, d, rows, scale, dp, tk, qb, d, beta,
+                  dk + b * tk * d);
+      beta = 1.0f;
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace fsdp::cpu::kernels

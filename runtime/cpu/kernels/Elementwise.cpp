@@ -1,0 +1,303 @@
+//===- Elementwise.cpp - Elementwise kernels (CPU) ------------------------===//
+//
+// Elementwise ops: unary (UnaryOps.def), GELU, binary with broadcasting, where,
+// casts. (Declared in KernelSupport.h; dispatched by runtime/cpu/Kernels.cpp.)
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/kernels/KernelSupport.h"
+
+namespace fsdp::cpu::kernels {
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// How an elementwise kernel reads and writes an element type: f32 as it
+/// is; bf16 and f16 widened to f32 as loaded and rounded once as stored
+/// (runsNarrow: the numerics of widened copies, without the copies).
+struct F32Elems {
+  using T = float;
+  static float load(float v) { return v; }
+  static float store(float v) { return v; }
+};
+struct Bf16Elems {
+  using T = uint16_t;
+  static float load(uint16_t v) { return floatFromBf16(v); }
+  static uint16_t store(float v) { return bf16FromFloat(v); }
+};
+struct F16Elems {
+  using T = uint16_t;
+  static float load(uint16_t v) { return floatFromF16(v); }
+  static uint16_t store(float v) { return f16FromFloat(v); }
+};
+
+/// Calls body(E{}) with the element traits of `t` (f32, bf16 or f16).
+template <typename Body> Status withElems(DType t, Body body) {
+  switch (t) {
+  case DType::F32:
+    return body(F32Elems{});
+  case DType::BF16:
+    return body(Bf16Elems{});
+  case DType::F16:
+    return body(F16Elems{});
+  default:
+    return Status::error("expects f32, bf16 or f16 tensors");
+  }
+}
+
+/// o[i] = f(a[i]) from element type In to Out, vectorised and over the
+/// threads (a cast is f = identity).
+template <typename In, typename Out, typename F>
+FSDP_VECTOR_CLONES void mapLoop(const typename In::T *a, typename Out::T *o,
+                                int64_t n, F f) {
+#pragma omp parallel for simd if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = Out::store(f(In::load(a[i])));
+}
+
+template <typename F> Status unary(const Instruction &in, Context &c, F f) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.dtype != y.dtype)
+    return Status::error("expects input and output of one shape and dtype");
+  return withElems(x.dtype, [&](auto e) {
+    using E = decltype(e);
+    mapLoop<E, E>(c.get<typename E::T>(x), c.get<typename E::T>(y), x.numel(),
+                  f);
+    return Status::ok();
+  });
+}
+
+// The elementwise unary ops of runtime/plan/UnaryOps.def: k<Class>.
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  Status k##Class(const Instruction &in, Context &c) {                         \
+    return unary(in, c, [](float x) -> float { return um::unary##Class(x); }); \
+  }
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
+
+Status kGelu(const Instruction &in, Context &c) {
+  if (attrString(in, "approximate", "none") == "tanh")
+    return unary(in, c, [](float x) -> float {
+      const float k = 0.7978845608028654f; // sqrt(2/pi)
+      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    });
+  return unary(in, c, [](float x) -> float {
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  });
+}
+
+/// dy * gelu'(x), as DeviceKernels.h's geluGrad (the same float steps).
+#pragma omp declare simd uniform(tanhApprox) notinbranch
+inline float geluGrad(bool tanhApprox, float x, float dy) {
+  if (tanhApprox) {
+    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
+    float x2 = x * x;
+    float t = tanhf(k * (x + c3 * x2 * x));
+    float du = k * (1.0f + 3.0f * c3 * x2);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
+  return dy * (cdf + x * pdf);
+}
+
+template <typename E>
+FSDP_VECTOR_CLONES void geluGradLoop(bool tanhApprox, const typename E::T *px,
+                                     const typename E::T *pg, typename E::T *py,
+                                     int64_t n) {
+  // One loop per form, so each vectorises without a branch per element.
+  if (tanhApprox) {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      py[i] = E::store(geluGrad(true, E::load(px[i]), E::load(pg[i])));
+  } else {
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      py[i] = E::store(geluGrad(false, E::load(px[i]), E::load(pg[i])));
+  }
+}
+
+/// On f32 tensors, or bf16/f16 ones as they are (runsNarrow).
+Status kGeluGrad(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &g = in.in[1], &y = in.out[0];
+  if (x.shape != y.shape || g.shape != y.shape || x.dtype != y.dtype ||
+      g.dtype != y.dtype)
+    return Status::error("expects x, grad and output of one shape and dtype");
+  bool tanhApprox = attrString(in, "approximate", "none") == "tanh";
+  return withElems(y.dtype, [&](auto e) {
+    using E = decltype(e);
+    geluGradLoop<E>(tanhApprox, c.get<typename E::T>(x),
+                    c.get<typename E::T>(g), c.get<typename E::T>(y),
+                    y.numel());
+    return Status::ok();
+  });
+}
+
+Status kNot(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.dtype != DType::I1 || y.dtype != DType::I1)
+    return Status::error("expects i1 input and output of one shape");
+  const uint8_t *a = c.get<uint8_t>(x);
+  uint8_t *o = c.get<uint8_t>(y);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    o[i] = !a[i];
+  return Status::ok();
+}
+
+/// y = f(a, b) on tensors of one float type E (f32 math on loaded values):
+/// no broadcast, one operand repeated along leading dimensions (a bias, a
+/// scale), a scalar operand, or any broadcast (strides `sa`, `sb`).
+template <typename E, typename F>
+FSDP_VECTOR_CLONES void
+binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
+            const Shape &sa, const Shape &sb, const typename E::T *fa,
+            const typename E::T *fb, typename E::T *fy, F f) {
+  auto op = [&](typename E::T u, typename E::T v) {
+    return E::store((float)f(E::load(u), E::load(v)));
+  };
+  int64_t n = y.numel();
+  if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      fy[i] = op(fa[i], fb[i]);
+    return;
+  }
+  auto trailing = [&](const Shape &s) {
+    size_t lead = y.shape.size() - s.size();
+    for (size_t d = 0; d < s.size(); ++d)
+      if (s[d] != y.shape[lead + d])
+        return false;
+    return true;
+  };
+  // One operand repeats along leading dimensions (a bias, a scale).
+  bool bRepeats = a.shape == y.shape && trailing(b.shape);
+  if (bRepeats || (b.shape == y.shape && trailing(a.shape))) {
+    const typename E::T *big = bRepeats ? fa : fb, *small = bRepeats ? fb : fa;
+    int64_t m = std::max<int64_t>((bRepeats ? b : a).numel(), 1);
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; i += m)
+#pragma omp simd
+      for (int64_t j = 0; j < m; ++j)
+        fy[i + j] =
+            bRepeats ? op(big[i + j], small[j]) : op(small[j], big[i + j]);
+    return;
+  }
+  if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
+    typename E::T sb0 = fb[0];
+#pragma omp parallel for simd if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      fy[i] = op(fa[i], sb0);
+    return;
+  }
+  forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+    fy[i] = op(fa[off[0]], fb[off[1]]);
+  });
+}
+
+/// Broadcasting binary op: float math on tensors of one float type (bf16
+/// and f16 loaded as f32, the result rounded once), double on the mixed
+/// and integer paths (exact for the small integers shape arithmetic
+/// produces). `f` is inlined per op.
+template <typename F> Status binary(const Instruction &in, Context &c, F f) {
+  const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
+  Shape sa, sb;
+  if (!broadcastStrides(a.shape, y.shape, sa) ||
+      !broadcastStrides(b.shape, y.shape, sb))
+    return Status::error("operands " + shapeString(a.shape) + " and " +
+                         shapeString(b.shape) + " do not broadcast to " +
+                         shapeString(y.shape));
+  const void *pa = c.data(a), *pb = c.data(b);
+  void *py = c.data(y);
+  bool oneFloatType = a.dtype == y.dtype && b.dtype == y.dtype &&
+                      (y.dtype == DType::F32 || y.dtype == DType::BF16 ||
+                       y.dtype == DType::F16);
+  if (oneFloatType)
+    return withElems(y.dtype, [&](auto e) {
+      using E = decltype(e);
+      binaryLoops<E>(a, b, y, sa, sb, static_cast<const typename E::T *>(pa),
+                     static_cast<const typename E::T *>(pb),
+                     static_cast<typename E::T *>(py), f);
+      return Status::ok();
+    });
+  forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+    storeDouble(
+        y, py, i,
+        (double)f(loadAsDouble(a, pa, off[0]), loadAsDouble(b, pb, off[1])));
+  });
+  return Status::ok();
+}
+
+// Generic lambdas: float math on float tensors (as ATen does), double on
+// the mixed and integer paths.
+#define BINARY(NAME, EXPR)                                                     \
+  Status NAME(const Instruction &in, Context &c) {                             \
+    return binary(in, c, [](auto a, auto b) { return EXPR; });                 \
+  }
+BINARY(kAdd, a + b)
+BINARY(kSub, a - b)
+BINARY(kMul, a *b)
+BINARY(kDiv, a / b)
+BINARY(kPow, std::pow(a, b))
+BINARY(kMax, (a > b || a != a) ? a : b)
+BINARY(kMin, (a < b || a != a) ? a : b)
+BINARY(kEqual, decltype(a)(a == b))
+BINARY(kLess, decltype(a)(a < b))
+BINARY(kGreater, decltype(a)(a > b))
+BINARY(kAnd, decltype(a)(a != 0 && b != 0))
+BINARY(kOr, decltype(a)(a != 0 || b != 0))
+#undef BINARY
+
+Status kWhere(const Instruction &in, Context &c) {
+  const TensorRef &cond = in.in[0], &x = in.in[1], &yv = in.in[2],
+                  &out = in.out[0];
+  Shape sc, sx, sy;
+  if (cond.dtype != DType::I1 || x.dtype != out.dtype ||
+      yv.dtype != out.dtype || !broadcastStrides(cond.shape, out.shape, sc) ||
+      !broadcastStrides(x.shape, out.shape, sx) ||
+      !broadcastStrides(yv.shape, out.shape, sy))
+    return Status::error("operands do not broadcast to " +
+                         shapeString(out.shape));
+  const uint8_t *pc = c.get<uint8_t>(cond);
+  int64_t size = dtypeSize(out.dtype);
+  const uint8_t *px = c.get<uint8_t>(x), *py = c.get<uint8_t>(yv);
+  uint8_t *po = c.get<uint8_t>(out);
+  forEach(out.shape, {&sc, &sx, &sy}, [&](int64_t i, const int64_t *off) {
+    std::memcpy(po + i * size,
+                pc[off[0]] ? px + off[1] * size : py + off[2] * size, size);
+  });
+  return Status::ok();
+}
+
+Status kCast(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.numel() != y.numel())
+    return Status::error("changes the element count");
+  const void *px = c.data(x);
+  void *py = c.data(y);
+  int64_t n = x.numel();
+  auto isFloat = [](DType t) {
+    return t == DType::F32 || t == DType::BF16 || t == DType::F16;
+  };
+  if (x.dtype == y.dtype) {
+    std::memmove(py, px, x.bytes());
+    return Status::ok();
+  }
+  // Between float types (a bf16/f16 plan's casts, every step): one vector
+  // loop, widened exactly and rounded to nearest even as storeDouble does.
+  if (isFloat(x.dtype) && isFloat(y.dtype))
+    return withElems(x.dtype, [&](auto in) {
+      return withElems(y.dtype, [&](auto out) {
+        using In = decltype(in);
+        using Out = decltype(out);
+        mapLoop<In, Out>(static_cast<const typename In::T *>(px),
+                         static_cast<typename Out::T *>(py), n,
+                         [](float v) { return v; });
+        return Status::ok();
+      });
+    });
+  for (int64_t i = 0; i < n; ++i)
+    storeDouble(y, py, i, loadAsDouble(x, px, i));
+  return Status::ok();
+}
+
+} // namespace fsdp::cpu::kernels
