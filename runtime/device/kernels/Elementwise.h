@@ -1,0 +1,225 @@
+//===- Elementwise.h - Elementwise kernels (device) -------------*- C++ -*-===//
+//
+// Elementwise kernels: unary (UnaryOps.def), binary, GELU, casts.
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_RUNTIME_DEVICE_KERNELS_ELEMENTWISE_H
+#define FSDP_RUNTIME_DEVICE_KERNELS_ELEMENTWISE_H
+
+#include "runtime/device/kernels/Block.h"
+
+namespace fsdp::device {
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+/// The ops of runtime/plan/UnaryOps.def, and GELU's two forms.
+enum class UnaryKind {
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar) Class,
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
+  Gelu,
+  GeluTanh
+};
+
+FSDP_HD inline float unaryOp(UnaryKind k, float x) {
+  switch (k) {
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  case UnaryKind::Class:                                                       \
+    return um::unary##Class(x);
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
+  case UnaryKind::Gelu:
+    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+  case UnaryKind::GeluTanh: {
+    const float k = 0.7978845608028654f; // sqrt(2/pi)
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+  }
+  }
+  return x;
+}
+
+/// dy * gelu'(x) (the CPU backend's geluGrad, step for step).
+FSDP_HD inline float geluGrad(bool tanhApprox, float x, float dy) {
+  if (tanhApprox) {
+    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
+    float x2 = x * x;
+    float t = tanhf(k * (x + c3 * x2 * x));
+    float du = k * (1.0f + 3.0f * c3 * x2);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
+  return dy * (cdf + x * pdf);
+}
+
+/// y = dy * gelu'(x), all of one shape; each f32, bf16 or f16.
+struct GeluGrad {
+  bool tanhApprox;
+  const void *x, *dy;
+  void *y;
+  ElemType tx = ElemType::F32, tdy = ElemType::F32, ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t i) const {
+    storeFloat(
+        ty, y, i,
+        geluGrad(tanhApprox, loadFloat(tx, x, i), loadFloat(tdy, dy, i)));
+  }
+};
+
+/// y = op(x), one shape; each f32, bf16 or f16.
+struct Unary {
+  UnaryKind kind;
+  const void *x;
+  void *y;
+  ElemType tx = ElemType::F32, ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t i) const {
+    storeFloat(ty, y, i, unaryOp(kind, loadFloat(tx, x, i)));
+  }
+};
+
+enum class BinaryKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Max,
+  Min,
+  Equal,
+  Less,
+  Greater,
+  And,
+  Or
+};
+
+/// In float for f32 tensors (pow through double on the host, as the CPU
+/// backend's std::pow does), in double for integer, boolean and mixed ones.
+template <typename T> FSDP_HD inline T binaryOp(BinaryKind k, T a, T b) {
+  switch (k) {
+  case BinaryKind::Add:
+    return a + b;
+  case BinaryKind::Sub:
+    return a - b;
+  case BinaryKind::Mul:
+    return a * b;
+  case BinaryKind::Div:
+    return a / b;
+  case BinaryKind::Pow:
+    return (T)pow(a, b);
+  case BinaryKind::Max: // NaN propagates, as torch.maximum
+    return (a > b || a != a) ? a : b;
+  case BinaryKind::Min:
+    return (a < b || a != a) ? a : b;
+  case BinaryKind::Equal:
+    return a == b;
+  case BinaryKind::Less:
+    return a < b;
+  case BinaryKind::Greater:
+    return a > b;
+  case BinaryKind::And:
+    return a != 0 && b != 0;
+  case BinaryKind::Or:
+    return a != 0 || b != 0;
+  }
+  return a;
+}
+
+/// y = a op b in float, both broadcast to y (`index`: operands 0 and 1);
+/// each f32, bf16 or f16.
+struct Binary {
+  BinaryKind kind;
+  Strided index;
+  const void *a, *b;
+  void *y;
+  ElemType ta = ElemType::F32, tb = ElemType::F32, ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[2];
+    index.offsets(i, off, 2);
+    storeFloat(
+        ty, y, i,
+        binaryOp(kind, loadFloat(ta, a, off[0]), loadFloat(tb, b, off[1])));
+  }
+};
+
+/// y = a op b on any element types, computed in double (shape arithmetic,
+/// masks, comparisons).
+struct BinaryMixed {
+  BinaryKind kind;
+  Strided index;
+  ElemType ta, tb, ty;
+  const void *a, *b;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[2];
+    index.offsets(i, off, 2);
+    storeElem(ty, y, i,
+              binaryOp<double>(kind, loadElem(ta, a, off[0]),
+                               loadElem(tb, b, off[1])));
+  }
+};
+
+/// Logical not of an i1 tensor (bytes).
+struct LogicalNot {
+  const uint8_t *x;
+  uint8_t *y;
+  FSDP_HD void operator()(int64_t i) const { y[i] = !x[i]; }
+};
+
+/// out = cond ? x : y, all broadcast to out (`index`: cond, x, y), elements
+/// of `elemBytes` bytes.
+struct Select {
+  Strided index;
+  int64_t elemBytes;
+  const uint8_t *cond, *x, *y;
+  uint8_t *out;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[3];
+    index.offsets(i, off, 3);
+    const uint8_t *src =
+        cond[off[0]] ? x + off[1] * elemBytes : y + off[2] * elemBytes;
+    copyElem(out + i * elemBytes, src, elemBytes);
+  }
+};
+
+/// y = x converted element by element (through double, as the CPU does).
+struct Cast {
+  ElemType from, to;
+  const void *x;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    storeElem(to, y, i, loadElem(from, x, i));
+  }
+};
+
+/// y = scale * x broadcast to y (`index`: operand 0 is x).
+struct Scaled {
+  Strided index;
+  float scale;
+  const float *x;
+  float *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off;
+    index.offsets(i, &off, 1);
+    y[i] = scale * x[off];
+  }
+};
+
+/// Keeps the upper (col - row >= k) or lower (col - row <= k) triangle of
+/// each trailing [rows, cols] matrix, zeroes the rest.
+struct Trilu {
+  int64_t rows, cols, k;
+  bool upper;
+  ElemType type;
+  const void *x;
+  void *y;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t col = i % cols, row = (i / cols) % rows;
+    bool keep = upper ? col - row >= k : col - row <= k;
+    storeElem(type, y, i, keep ? loadElem(type, x, i) : 0.0);
+  }
+};
+
+} // namespace fsdp::device
+
+#endif // FSDP_RUNTIME_DEVICE_KERNELS_ELEMENTWISE_H
