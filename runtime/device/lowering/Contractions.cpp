@@ -1,5 +1,4 @@
-//===- Contractions.cpp - Matrix products, convolutions, pools, batch norm
-//(device lowering) ---===//
+//===- Contractions.cpp - Products, convolutions (device lowering) --------===//
 //
 // Matrix products, convolutions, pools, batch norm as device operations
 // (declared in LoweringSupport.h; found through runtime/plan/Ops.def by
@@ -331,10 +330,10 @@ Status lowerBatchNorm(Ctx &c) {
   if (c.attrInt("sync_group_size", 0) != 0)
     return lowerBatchNormSynced(
         c,
-        BatchNormSyncedChannels{BatchNormStep::Sum, l,
-                                c.attrFloat("epsilon", 1e-5), 0,
-                                elemOf(x.dtype), c.at(x), c.at(w), c.at(b),
-                                nullptr, c.at(y), c.at(mean), c.at(var)},
+        BatchNormSyncedChannels{
+            BatchNormStep::Sum, l, c.attrFloat("epsilon", 1e-5), 0,
+            elemOf(x.dtype), c.at(x), c.at(w), c.at(b), nullptr, c.at(y),
+            c.at(mean), c.at(var), nullptr},
         {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::Apply});
   c.emit(l.c, BatchNormChannels{l, c.attrFloat("epsilon", 1e-5),
                                 elemOf(x.dtype), c.at(x), c.at(w), c.at(b),
@@ -353,10 +352,10 @@ Status lowerBatchNormGrad(Ctx &c) {
   if (c.attrInt("sync_group_size", 0) != 0)
     return lowerBatchNormSynced(
         c,
-        BatchNormSyncedChannels{BatchNormStep::Sum, l,
-                                c.attrFloat("epsilon", 1e-5), 0,
-                                elemOf(x.dtype), c.at(x), c.at(w), nullptr,
-                                c.at(dy), c.at(dx), c.at(dw), c.at(db)},
+        BatchNormSyncedChannels{
+            BatchNormStep::Sum, l, c.attrFloat("epsilon", 1e-5), 0,
+            elemOf(x.dtype), c.at(x), c.at(w), nullptr, c.at(dy), c.at(dx),
+            c.at(dw), c.at(db), nullptr},
         {BatchNormStep::Sum, BatchNormStep::Squares, BatchNormStep::GradSums,
          BatchNormStep::GradApply});
   c.emit(l.c, BatchNormGradChannels{l, c.attrFloat("epsilon", 1e-5),
