@@ -1,0 +1,404 @@
+//===- Compute.cpp - Compute (ONNX) ---------------------------------------===//
+//
+// Products, reductions, norms, convolutions, pools, losses: their lowerings
+// from ONNX and their rows of the importer's table (frontend/OnnxOps.cpp
+// gathers the families).
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/onnx/OnnxOpsSupport.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using namespace mlir::fsdp::onnx_ops;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Compute
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy> LogicalResult softmaxLike(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  auto axis = axisOf(n, n.attrInt("axis", -1), t.getRank());
+  if (failed(axis))
+    return failure();
+  return n.setResult(
+      0, build<OpTy>(n, t, {n.operand(0)}, {i64Attr(n, "axis", *axis)}));
+}
+
+LogicalResult lowerMatMul(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  RankedTensorType a = n.inputType(0), b = n.inputType(1);
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return n.error() << "1-D MatMul operands are not supported (" << a << ", "
+                     << b << ")";
+  auto type = shape::matmul(n.loc, a, b, false, false);
+  if (failed(type))
+    return failure();
+  return n.setResult(0,
+                     build<MatmulOp>(n, *type, {n.operand(0), n.operand(1)}));
+}
+
+LogicalResult lowerGemm(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  bool ta = n.attrInt("transA", 0), tb = n.attrInt("transB", 0);
+  RankedTensorType c = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::gemm(n.loc, n.inputType(0), n.inputType(1), c, ta, tb);
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (c)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0,
+      build<GemmOp>(n, *type, operands,
+                    {n.b.getNamedAttr(
+                         "alpha", n.b.getF32FloatAttr(n.attrFloat("alpha", 1))),
+                     n.b.getNamedAttr(
+                         "beta", n.b.getF32FloatAttr(n.attrFloat("beta", 1))),
+                     boolAttr(n, "trans_a", ta), boolAttr(n, "trans_b", tb)}));
+}
+
+template <typename OpTy>
+LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset) {
+  if (failed(expectInputs(n, 1, 2)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  auto axesOrNone = axesOf(n, 1, n.opset >= axesInputOpset);
+  if (failed(axesOrNone))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (*axesOrNone && !(*axesOrNone)->empty()) {
+    for (int64_t a : **axesOrNone) {
+      auto ax = axisOf(n, a, t.getRank());
+      if (failed(ax))
+        return failure();
+      if (llvm::is_contained(axes, *ax))
+        return n.error() << "repeats axis " << a;
+      axes.push_back(*ax);
+    }
+    llvm::sort(axes);
+  } else if (n.attrInt("noop_with_empty_axes", 0)) {
+    return n.setAlias(0, n.input(0));
+  } else {
+    for (int64_t i = 0; i < t.getRank(); ++i)
+      axes.push_back(i);
+  }
+  bool keepdims = n.attrInt("keepdims", 1);
+  auto type = shape::reduce(n.loc, t, axes, keepdims);
+  if (failed(type))
+    return failure();
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, foldReduce(*c, axes, keepdims, kind));
+  return n.setResult(0, build<OpTy>(n, *type, {n.operand(0)},
+                                    {arrayAttr(n, "axes", axes),
+                                     boolAttr(n, "keepdims", keepdims)}));
+}
+
+LogicalResult lowerLayerNorm(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  if (failed(
+          n.setUnsupported(1, "LayerNormalization's mean is not imported")) ||
+      failed(n.setUnsupported(2, "LayerNormalization's inverse standard "
+                                 "deviation is not imported")))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  auto axis = axisOf(n, n.attrInt("axis", -1), x.getRank());
+  if (failed(axis))
+    return failure();
+  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  if (failed(shape::checkLayerNorm(n.loc, x, n.inputType(1), bias, *axis)))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (bias)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0, build<LayerNormOp>(
+             n, x, operands,
+             {i64Attr(n, "axis", *axis),
+              n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(n.attrFloat(
+                                              "epsilon", 1e-5f)))}));
+}
+
+/// Explicit pads from ONNX's auto_pad (NOTSET: `pads` as given) for
+/// windows of `kernel` (dilated) along the spatial axes of `x`.
+FailureOr<SmallVector<int64_t>> windowPads(NodeContext &n, StringRef op,
+                                           RankedTensorType x,
+                                           ArrayRef<int64_t> kernel,
+                                           ArrayRef<int64_t> strides,
+                                           ArrayRef<int64_t> dilations) {
+  int64_t spatial = x.getRank() - 2;
+  SmallVector<int64_t> pads =
+      n.attrInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad == "VALID")
+    return SmallVector<int64_t>(2 * spatial, 0);
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    // Output extent ceil(S / stride); the odd pad goes after (SAME_UPPER)
+    // or before (SAME_LOWER).
+    pads.assign(2 * spatial, 0);
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t in = x.getDimSize(2 + d), st = std::max<int64_t>(strides[d], 1);
+      int64_t k = (kernel[d] - 1) * dilations[d] + 1;
+      int64_t total =
+          std::max<int64_t>(((in + st - 1) / st - 1) * st + k - in, 0);
+      int64_t small = total / 2, large = total - small;
+      pads[d] = autoPad == "SAME_UPPER" ? small : large;
+      pads[d + spatial] = autoPad == "SAME_UPPER" ? large : small;
+    }
+    return pads;
+  }
+  if (autoPad != "NOTSET")
+    return n.error() << op << " auto_pad '" << autoPad << "' is not supported";
+  return pads;
+}
+
+LogicalResult lowerConv(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  RankedTensorType x = n.inputType(0), w = n.inputType(1);
+  int64_t spatial = x.getRank() - 2;
+  if (spatial != 1 && spatial != 2)
+    return n.error() << "Conv of " << (spatial < 0 ? 0 : spatial)
+                     << " spatial axes is not supported (1-D and 2-D are)";
+  if (w.getRank() != x.getRank())
+    return n.error() << "Conv weight " << w << " must have the input's rank";
+  auto ones = SmallVector<int64_t>(spatial, 1);
+  SmallVector<int64_t> strides = n.attrInts("strides").value_or(ones);
+  SmallVector<int64_t> dilations = n.attrInts("dilations").value_or(ones);
+  if (auto k = n.attrInts("kernel_shape");
+      k && ArrayRef<int64_t>(*k) != w.getShape().drop_front(2))
+    return n.error() << "Conv kernel_shape does not match the weight " << w;
+  if ((int64_t)strides.size() != spatial ||
+      (int64_t)dilations.size() != spatial)
+    return n.error() << "Conv needs " << spatial << " strides and dilations";
+  SmallVector<int64_t> kernel(w.getShape().drop_front(2));
+  auto padded = windowPads(n, "Conv", x, kernel, strides, dilations);
+  if (failed(padded))
+    return failure();
+  SmallVector<int64_t> pads = *padded;
+  int64_t group = n.attrInt("group", 1);
+  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::conv(n.loc, x, w, bias, {strides, pads, dilations, group});
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (bias)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0,
+      build<ConvOp>(
+          n, *type, operands,
+          {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+           n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
+           n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
+           i64Attr(n, "groups", group)}));
+}
+
+/// MaxPool and AveragePool: fsdp.pool.
+LogicalResult lowerPool(NodeContext &n, StringRef mode) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  if (mode == "max" &&
+      failed(n.setUnsupported(1, "MaxPool's indices are not imported")))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  int64_t spatial = x.getRank() - 2;
+  StringRef op = mode == "max" ? "MaxPool" : "AveragePool";
+  if (!isa<FloatType>(x.getElementType()))
+    return n.error() << op << " of " << x
+                     << " is not supported (float tensors are)";
+  if (spatial != 1 && spatial != 2)
+    return n.error() << op << " of " << (spatial < 0 ? 0 : spatial)
+                     << " spatial axes is not supported (1-D and 2-D are)";
+  auto kernel = n.attrInts("kernel_shape");
+  if (!kernel || (int64_t)kernel->size() != spatial)
+    return n.error() << op << " needs kernel_shape with " << spatial
+                     << " extents";
+  auto ones = SmallVector<int64_t>(spatial, 1);
+  SmallVector<int64_t> strides = n.attrInts("strides").value_or(ones);
+  SmallVector<int64_t> dilations = n.attrInts("dilations").value_or(ones);
+  if ((int64_t)strides.size() != spatial ||
+      (int64_t)dilations.size() != spatial)
+    return n.error() << op << " needs " << spatial << " strides and dilations";
+  if (n.attrInt("storage_order", 0) != 0)
+    return n.error() << "MaxPool storage_order 1 (column-major indices) is "
+                        "not supported";
+  auto pads = windowPads(n, op, x, *kernel, strides, dilations);
+  if (failed(pads))
+    return failure();
+  bool ceil = n.attrInt("ceil_mode", 0),
+       includePad = n.attrInt("count_include_pad", 0);
+  auto type =
+      shape::pool(n.loc, x, {mode, *kernel, strides, *pads, dilations, ceil});
+  if (failed(type))
+    return failure();
+  return n.setResult(
+      0,
+      build<PoolOp>(
+          n, *type, {n.operand(0)},
+          {n.b.getNamedAttr("mode", n.b.getStringAttr(mode)),
+           n.b.getNamedAttr("kernel", n.b.getDenseI64ArrayAttr(*kernel)),
+           n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+           n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(*pads)),
+           n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
+           n.b.getNamedAttr("ceil_mode", n.b.getBoolAttr(ceil)),
+           n.b.getNamedAttr("count_include_pad",
+                            n.b.getBoolAttr(includePad))}));
+}
+
+/// GlobalAveragePool / GlobalMaxPool: a mean or maximum over the spatial
+/// axes, keeping them as extents of 1.
+template <typename OpTy> LogicalResult lowerGlobalPool(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  if (x.getRank() < 3)
+    return n.error() << "global pooling needs [N, C, spatial...], got " << x;
+  SmallVector<int64_t> axes;
+  for (int64_t d = 2; d < x.getRank(); ++d)
+    axes.push_back(d);
+  auto type = shape::reduce(n.loc, x, axes, true);
+  if (failed(type))
+    return failure();
+  return n.setResult(
+      0, build<OpTy>(n, *type, {n.operand(0)},
+                     {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr(axes)),
+                      n.b.getNamedAttr("keepdims", n.b.getBoolAttr(true))}));
+}
+
+/// BatchNormalization. In training mode (training_mode = 1, what
+/// torch.onnx.export writes with TrainingMode.TRAINING): fsdp.batch_norm
+/// with the batch's statistics, and the running statistics updated as
+/// PyTorch does, `running = momentum·running + (1 - momentum)·batch` with
+/// the unbiased variance, stored back into their buffers. Otherwise the
+/// running statistics normalise: elementwise ops.
+LogicalResult lowerBatchNorm(NodeContext &n) {
+  if (failed(expectInputs(n, 5, 5)))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  if (!isa<FloatType>(x.getElementType()) || x.getRank() < 2)
+    return n.error() << "BatchNormalization of " << x
+                     << " is not supported (float [N, C, ...] is)";
+  auto stats = shape::batchNormStats(n.loc, x, n.inputType(1), n.inputType(2));
+  if (failed(stats))
+    return failure();
+  for (int i : {3, 4})
+    if (n.inputType(i) != *stats)
+      return n.error() << "BatchNormalization running statistics must be "
+                       << *stats << ", got " << n.inputType(i);
+  float eps = n.attrFloat("epsilon", 1e-5f);
+  Type elem = x.getElementType();
+  auto scalar = [&](double v) -> Value {
+    auto t = RankedTensorType::get({}, elem);
+    return ConstantOp::create(
+        n.b, n.loc, DenseElementsAttr::get(t, n.b.getFloatAttr(elem, v)));
+  };
+  auto binaryOp = [&](auto tag, Value a, Value b) -> Value {
+    using OpTy = decltype(tag);
+    auto t = shape::binary(n.loc, cast<RankedTensorType>(a.getType()),
+                           cast<RankedTensorType>(b.getType()), Type());
+    return build<OpTy>(n, *t, {a, b});
+  };
+  // [C] as [C, 1, ...]: broadcast against x's channel axis.
+  SmallVector<int64_t> channelShape(x.getRank() - 1, 1);
+  channelShape[0] = x.getDimSize(1);
+  auto perChannel = [&](Value v) -> Value {
+    return build<ReshapeOp>(n, RankedTensorType::get(channelShape, elem), {v});
+  };
+  if (!n.attrInt("training_mode", 0)) {
+    Value rstd = build<SqrtOp>(n, *stats,
+                               {binaryOp(AddOp(), n.operand(4), scalar(eps))});
+    Value centred = binaryOp(SubOp(), n.operand(0), perChannel(n.operand(3)));
+    Value y = binaryOp(DivOp(), centred, perChannel(rstd));
+    y = binaryOp(MulOp(), y, perChannel(n.operand(1)));
+    y = binaryOp(AddOp(), y, perChannel(n.operand(2)));
+    if (failed(n.setUnsupported(1, "BatchNormalization's running mean output "
+                                   "exists in training mode only")) ||
+        failed(n.setUnsupported(2, "BatchNormalization's running variance "
+                                   "output exists in training mode only")))
+      return failure();
+    return n.setResult(0, y);
+  }
+  for (int i : {3, 4})
+    if (n.input(i).parameter.empty())
+      return n.error() << "BatchNormalization in training mode with running "
+                          "statistics that are not initializers (buffers the "
+                          "step updates) is not supported";
+  auto bn = BatchNormOp::create(
+      n.b, n.loc, TypeRange{x, *stats, *stats},
+      ValueRange{n.operand(0), n.operand(1), n.operand(2)},
+      {n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(eps))});
+  double momentum = n.attrFloat("momentum", 0.9f);
+  auto update = [&](int input, Value batch, double factor) {
+    Value kept = binaryOp(MulOp(), n.operand(input), scalar(momentum));
+    Value added = binaryOp(MulOp(), batch, scalar((1 - momentum) * factor));
+    Value running = binaryOp(AddOp(), kept, added);
+    AssignBufferOp::create(
+        n.b, n.loc, FlatSymbolRefAttr::get(n.ctx(), n.input(input).parameter),
+        running);
+    return running;
+  };
+  Value mean = update(3, bn.getMean(), 1.0);
+  Value var = update(4, bn.getVar(), 1.0); // unbiased already
+  if ((n.numOutputs() > 1 && failed(n.setResult(1, mean))) ||
+      (n.numOutputs() > 2 && failed(n.setResult(2, var))))
+    return failure();
+  return n.setResult(0, bn.getResult());
+}
+
+template <typename OpTy> LogicalResult classificationLoss(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  if (failed(n.setUnsupported(1, "log_prob outputs are not imported")))
+    return failure();
+  std::string reduction = n.attrString("reduction", "mean");
+  RankedTensorType weight = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::classificationLoss(n.loc, n.inputType(0), n.inputType(1),
+                                        weight, reduction);
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{n.operand(0), n.operand(1)};
+  if (weight)
+    operands.push_back(n.operand(2));
+  SmallVector<NamedAttribute> attrs{
+      n.b.getNamedAttr("reduction", n.b.getStringAttr(reduction))};
+  if (n.attr("ignore_index"))
+    attrs.push_back(i64Attr(n, "ignore_index", n.attrInt("ignore_index", 0)));
+  return n.setResult(0, build<OpTy>(n, *type, operands, attrs));
+}
+
+} // namespace
+
+void mlir::fsdp::onnx_ops::addCompute(llvm::StringMap<LowerFn> &table) {
+  addRows(
+      table,
+      {
+          {"Softmax", softmaxLike<SoftmaxOp>},
+          {"LogSoftmax", softmaxLike<LogSoftmaxOp>},
+          {"MatMul", lowerMatMul},
+          {"Gemm", lowerGemm},
+          {"ReduceSum",
+           [](NodeContext &n) { return reduction<ReduceSumOp>(n, 0, 13); }},
+          {"ReduceMean",
+           [](NodeContext &n) { return reduction<ReduceMeanOp>(n, 1, 18); }},
+          {"ReduceMax",
+           [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
+          {"LayerNormalization", lowerLayerNorm},
+          {"Conv", lowerConv},
+          {"BatchNormalization", lowerBatchNorm},
+          {"MaxPool", [](NodeContext &n) { return lowerPool(n, "max"); }},
+          {"AveragePool", [](NodeContext &n) { return lowerPool(n, "avg"); }},
+          {"GlobalAveragePool", lowerGlobalPool<ReduceMeanOp>},
+          {"GlobalMaxPool", lowerGlobalPool<ReduceMaxOp>},
+          {"SoftmaxCrossEntropyLoss", classificationLoss<CrossEntropyOp>},
+          {"NegativeLogLikelihoodLoss", classificationLoss<NllLossOp>},
+      });
+}

@@ -1,0 +1,285 @@
+//===- Elementwise.cpp - Elementwise ops (ONNX) ---------------------------===//
+//
+// Elementwise ops and their constant folds: their lowerings from ONNX and their
+// rows of the importer's table (frontend/OnnxOps.cpp gathers the families).
+//
+//===----------------------------------------------------------------------===//
+#include "frontend/onnx/OnnxOpsSupport.h"
+#include "runtime/plan/UnaryMath.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+using namespace mlir::fsdp::onnx_ops;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class Kind { Arith, Compare, Logic };
+
+/// The two operand types after casting a constant side to the other's
+/// element type (ONNX allows Pow(float, int); PyTorch scalars may differ).
+LogicalResult unifyConstants(NodeContext &n,
+                             SmallVectorImpl<ImportedValue> &v) {
+  Type target;
+  for (auto &x : v)
+    if (!x.constant)
+      target = x.type.getElementType();
+  if (!target)
+    return success();
+  for (auto &x : v) {
+    if (!x.constant || x.type.getElementType() == target)
+      continue;
+    auto c = std::make_shared<const HostTensor>(x.constant->cast(target));
+    x = ImportedValue();
+    x.type = c->type();
+    x.constant = std::move(c);
+  }
+  (void)n;
+  return success();
+}
+
+/// Input `input` as a value: the table's own when `unifyConstants` left it
+/// alone (so it is materialised once), the converted constant otherwise.
+Value operandOf(NodeContext &n, SmallVectorImpl<ImportedValue> &v, int k,
+                int input) {
+  if (v[k].type == n.inputType(input))
+    return n.operand(input);
+  return n.materialize(v[k]);
+}
+
+template <typename OpTy>
+LogicalResult binary(NodeContext &n, double (*fn)(double, double),
+                     Kind kind = Kind::Arith) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  SmallVector<ImportedValue> v{n.input(0), n.input(1)};
+  if (kind == Kind::Arith && failed(unifyConstants(n, v)))
+    return failure();
+  Type resultElement = kind == Kind::Compare ? (Type)n.b.getI1Type() : Type();
+  if (kind == Kind::Logic && (!v[0].type.getElementType().isInteger(1) ||
+                              !v[1].type.getElementType().isInteger(1)))
+    return n.error() << "expects boolean operands";
+  auto type = shape::binary(n.loc, v[0].type, v[1].type, resultElement);
+  if (failed(type))
+    return failure();
+  if (v[0].constant && v[1].constant && isSmall(type->getShape()))
+    return n.setConst(
+        0,
+        foldElementwise({v[0].constant.get(), v[1].constant.get()},
+                        type->getShape(), type->getElementType(),
+                        [fn](ArrayRef<double> a) { return fn(a[0], a[1]); }));
+  return n.setResult(
+      0, build<OpTy>(n, *type, {operandOf(n, v, 0, 0), operandOf(n, v, 1, 1)}));
+}
+
+/// ONNX Pow allows an exponent of another type: a float base takes an
+/// integer exponent converted to float (exact for the small integers seen).
+LogicalResult lowerPow(NodeContext &n) {
+  auto pow = [](double a, double b) { return std::pow(a, b); };
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  Type base = n.inputType(0).getElementType(),
+       exponent = n.inputType(1).getElementType();
+  if (base == exponent || n.constInput(1) || n.constInput(0))
+    return binary<PowOp>(n, pow);
+  if (!isa<FloatType>(base))
+    return n.error() << "an integer base with a " << exponent
+                     << " exponent is not supported";
+  auto type = shape::binary(
+      n.loc, n.inputType(0),
+      RankedTensorType::get(n.inputType(1).getShape(), base), Type());
+  if (failed(type))
+    return failure();
+  Value e =
+      build<CastOp>(n, RankedTensorType::get(n.inputType(1).getShape(), base),
+                    {n.operand(1)});
+  return n.setResult(0, build<PowOp>(n, *type, {n.operand(0), e}));
+}
+
+/// Max/Min take one or more inputs: a left fold of the binary op.
+template <typename OpTy>
+LogicalResult variadic(NodeContext &n, double (*fn)(double, double)) {
+  if (failed(allInputs(n, 1)))
+    return failure();
+  if (n.numInputs() <= 2)
+    return n.numInputs() == 1 ? n.setAlias(0, n.input(0)) : binary<OpTy>(n, fn);
+  Value acc = n.operand(0);
+  for (int i = 1; i < n.numInputs(); ++i) {
+    auto type = shape::binary(n.loc, cast<RankedTensorType>(acc.getType()),
+                              n.inputType(i), Type());
+    if (failed(type))
+      return failure();
+    acc = build<OpTy>(n, *type, {acc, n.operand(i)});
+  }
+  return n.setResult(0, acc);
+}
+
+template <typename OpTy>
+LogicalResult unary(NodeContext &n, double (*fn)(double),
+                    bool needsFloat = true) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  if (needsFloat && !isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(
+        0, foldElementwise({c}, t.getShape(), t.getElementType(),
+                           [fn](ArrayRef<double> a) { return fn(a[0]); }));
+  return n.setResult(0, build<OpTy>(n, t, {n.operand(0)}));
+}
+
+LogicalResult lowerWhere(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  SmallVector<ImportedValue> v{n.input(0), n.input(1), n.input(2)};
+  SmallVector<ImportedValue> xy{v[1], v[2]};
+  if (failed(unifyConstants(n, xy)))
+    return failure();
+  v[1] = xy[0];
+  v[2] = xy[1];
+  if (!v[0].type.getElementType().isInteger(1))
+    return n.error() << "condition must be boolean, got " << v[0].type;
+  auto type = shape::where(n.loc, v[0].type, v[1].type, v[2].type);
+  if (failed(type))
+    return failure();
+  if (v[0].constant && v[1].constant && v[2].constant &&
+      isSmall(type->getShape()))
+    return n.setConst(
+        0, foldElementwise(
+               {v[0].constant.get(), v[1].constant.get(), v[2].constant.get()},
+               type->getShape(), type->getElementType(),
+               [](ArrayRef<double> a) { return a[0] ? a[1] : a[2]; }));
+  return n.setResult(0, build<WhereOp>(n, *type,
+                                       {n.operand(0), operandOf(n, v, 1, 1),
+                                        operandOf(n, v, 2, 2)}));
+}
+
+LogicalResult lowerCast(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  Type to = onnxElementType(n.ctx(), n.attrInt("to", 0));
+  if (!to)
+    return n.error() << "unsupported target type " << n.attrInt("to", 0);
+  RankedTensorType t = n.inputType(0);
+  if (const HostTensor *c = n.constInput(0))
+    return n.setConst(0, c->cast(to));
+  if (t.getElementType() == to)
+    return n.setAlias(0, n.input(0));
+  return n.setResult(0,
+                     build<CastOp>(n, RankedTensorType::get(t.getShape(), to),
+                                   {n.operand(0)}));
+}
+
+/// Ops with no fsdp counterpart that still appear in shape/constant
+/// subgraphs (RoPE tables built from positions): folded, else an error.
+LogicalResult foldOnly(NodeContext &n, double (*fn)(double)) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  const HostTensor *c = n.constInput(0);
+  if (!c)
+    return n.error() << "is only supported on values known at import time";
+  return n.setConst(
+      0, foldElementwise({c}, c->shape, c->elementType,
+                         [fn](ArrayRef<double> a) { return fn(a[0]); }));
+}
+
+} // namespace
+
+void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
+  addRows(
+      table,
+      {
+  // The elementwise unary ops with an ONNX op (runtime/plan/UnaryOps.def):
+  // folded with the row's scalar in double when the input is constant.
+#define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
+  {onnx, [](NodeContext &n) {                                                  \
+     return unary<Class##Op>(                                                  \
+         n, [](double x) { return ::fsdp::um::unary##Class(x); }, floatOnly);  \
+   }},
+#include "runtime/plan/UnaryOps.def"
+#undef FSDP_UNARY
+          {"Add",
+           [](NodeContext &n) {
+             return binary<AddOp>(n, [](double a, double b) { return a + b; });
+           }},
+          {"Sub",
+           [](NodeContext &n) {
+             return binary<SubOp>(n, [](double a, double b) { return a - b; });
+           }},
+          {"Mul",
+           [](NodeContext &n) {
+             return binary<MulOp>(n, [](double a, double b) { return a * b; });
+           }},
+          {"Div",
+           [](NodeContext &n) {
+             return binary<DivOp>(n, [](double a, double b) {
+               // Integer division truncates, as ONNX does for integer types.
+               return a / b;
+             });
+           }},
+          {"Pow", lowerPow},
+          {"Max",
+           [](NodeContext &n) {
+             return variadic<MaxOp>(
+                 n, [](double a, double b) { return std::max(a, b); });
+           }},
+          {"Min",
+           [](NodeContext &n) {
+             return variadic<MinOp>(
+                 n, [](double a, double b) { return std::min(a, b); });
+           }},
+          {"Equal",
+           [](NodeContext &n) {
+             return binary<EqualOp>(
+                 n, [](double a, double b) { return double(a == b); },
+                 Kind::Compare);
+           }},
+          {"Less",
+           [](NodeContext &n) {
+             return binary<LessOp>(
+                 n, [](double a, double b) { return double(a < b); },
+                 Kind::Compare);
+           }},
+          {"Greater",
+           [](NodeContext &n) {
+             return binary<GreaterOp>(
+                 n, [](double a, double b) { return double(a > b); },
+                 Kind::Compare);
+           }},
+          {"And",
+           [](NodeContext &n) {
+             return binary<AndOp>(
+                 n, [](double a, double b) { return double(a && b); },
+                 Kind::Logic);
+           }},
+          {"Or",
+           [](NodeContext &n) {
+             return binary<OrOp>(
+                 n, [](double a, double b) { return double(a || b); },
+                 Kind::Logic);
+           }},
+          {"Not",
+           [](NodeContext &n) {
+             if (failed(expectInputs(n, 1, 1)))
+               return failure();
+             if (!n.inputType(0).getElementType().isInteger(1))
+               return LogicalResult(n.error() << "expects a boolean tensor");
+             return unary<NotOp>(
+                 n, [](double a) { return double(!a); }, false);
+           }},
+          {"Cos",
+           [](NodeContext &n) {
+             return foldOnly(n, [](double a) { return std::cos(a); });
+           }},
+          {"Sin",
+           [](NodeContext &n) {
+             return foldOnly(n, [](double a) { return std::sin(a); });
+           }},
+          {"Where", lowerWhere},
+          {"Cast", lowerCast},
+      });
+}

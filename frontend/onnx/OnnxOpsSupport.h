@@ -1,0 +1,122 @@
+//===- OnnxOpsSupport.h - What the ONNX lowering files share ----*- C++ -*-===//
+//
+// Private to frontend/: the helpers every file of frontend/onnx/ (one op
+// family each: its lowerings and its rows of the importer's table) uses,
+// and the functions that add each family's rows (frontend/OnnxOps.cpp
+// gathers them).
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_FRONTEND_ONNX_ONNXOPSSUPPORT_H
+#define FSDP_FRONTEND_ONNX_ONNXOPSSUPPORT_H
+
+#include "frontend/NodeContext.h"
+#include "frontend/OnnxModel.h"
+
+#include "dialect/FsdpOps.h"
+#include "dialect/ShapeInference.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <cstdio>
+
+namespace mlir::fsdp::onnx_ops {
+
+template <typename OpTy>
+Value build(NodeContext &n, Type type, ValueRange operands,
+            ArrayRef<NamedAttribute> attrs = {}) {
+  return OpTy::create(n.b, n.loc, TypeRange{type}, operands, attrs)
+      ->getResult(0);
+}
+
+inline NamedAttribute i64Attr(NodeContext &n, StringRef name, int64_t v) {
+  return n.b.getNamedAttr(name, n.b.getI64IntegerAttr(v));
+}
+inline NamedAttribute arrayAttr(NodeContext &n, StringRef name,
+                                ArrayRef<int64_t> v) {
+  return n.b.getNamedAttr(name, n.b.getDenseI64ArrayAttr(v));
+}
+inline NamedAttribute boolAttr(NodeContext &n, StringRef name, bool v) {
+  return n.b.getNamedAttr(name, n.b.getBoolAttr(v));
+}
+
+/// All inputs present (no empty names), between `min` and `max` of them.
+inline LogicalResult allInputs(NodeContext &n, int min) {
+  if (n.numInputs() < min)
+    return n.error() << "needs at least " << min << " input(s)";
+  for (int i = 0; i < n.numInputs(); ++i)
+    if (!n.hasInput(i))
+      return n.error() << "input " << i << " is missing";
+  return success();
+}
+
+inline LogicalResult expectInputs(NodeContext &n, int min, int max) {
+  int count = n.numInputs();
+  if (count < min || count > max || !n.hasInput(0))
+    return n.error() << "expects " << min
+                     << (max > min ? " to " + std::to_string(max) : "")
+                     << " inputs, got " << count;
+  for (int i = 0; i < min; ++i)
+    if (!n.hasInput(i))
+      return n.error() << "required input " << i << " is missing";
+  return success();
+}
+
+inline bool isSmall(ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  return count <= kMaxFoldElements;
+}
+
+inline FailureOr<int64_t> axisOf(NodeContext &n, int64_t axis, int64_t rank) {
+  return shape::normalizeAxis(n.loc, axis, rank);
+}
+
+/// Axes from input `i` (newer opsets) or attribute "axes" (older ones).
+inline FailureOr<std::optional<SmallVector<int64_t>>>
+axesOf(NodeContext &n, int inputIndex, bool fromInput) {
+  if (!fromInput)
+    return n.attrInts("axes");
+  if (!n.hasInput(inputIndex))
+    return std::optional<SmallVector<int64_t>>();
+  auto axes = n.requireConst(inputIndex, "axes");
+  if (failed(axes))
+    return failure();
+  std::vector<int64_t> v = (*axes)->toInts();
+  return std::optional<SmallVector<int64_t>>(
+      SmallVector<int64_t>(v.begin(), v.end()));
+}
+
+/// A 1-D shape given as constant input `i` (Reshape, Expand,
+/// ConstantOfShape).
+inline FailureOr<SmallVector<int64_t>> shapeInput(NodeContext &n, int i,
+                                                  StringRef what) {
+  auto c = n.requireConst(i, what);
+  if (failed(c))
+    return failure();
+  if ((*c)->shape.size() != 1)
+    return n.error() << what << " must be a 1-D tensor";
+  std::vector<int64_t> v = (*c)->toInts();
+  return SmallVector<int64_t>(v.begin(), v.end());
+}
+
+/// Adds a family's rows; a row without a name (a UnaryOps.def op ONNX does
+/// not have) is left out, and an op type two families claim is a bug.
+inline void addRows(llvm::StringMap<LowerFn> &table,
+                    std::initializer_list<std::pair<StringRef, LowerFn>> rows) {
+  for (const auto &row : rows)
+    if (!row.first.empty() && !table.insert(row).second)
+      llvm::report_fatal_error("ONNX op type '" + row.first +
+                               "' is lowered by two families");
+}
+
+/// Each family's rows of the importer's table, by ONNX op type.
+void addElementwise(llvm::StringMap<LowerFn> &table);  // Elementwise.cpp
+void addShapeOps(llvm::StringMap<LowerFn> &table);     // ShapeOps.cpp
+void addDataMovement(llvm::StringMap<LowerFn> &table); // DataMovement.cpp
+void addCompute(llvm::StringMap<LowerFn> &table);      // Compute.cpp
+
+} // namespace mlir::fsdp::onnx_ops
+
+#endif // FSDP_FRONTEND_ONNX_ONNXOPSSUPPORT_H
