@@ -1,6 +1,6 @@
 //===- ShapeInference.cpp - Shape rules of fsdp tensor ops ----------------===//
 #include "dialect/ShapeInference.h"
-#include "runtime/plan/ConvGeometry.h"
+#include "common/ConvGeometry.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/TypeRange.h"

@@ -10,7 +10,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
-#include "runtime/plan/MemoryCategories.h"
+#include "common/MemoryCategories.h"
 #include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
 

@@ -13,7 +13,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
-#include "runtime/plan/MemoryCategories.h"
+#include "common/MemoryCategories.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -210,7 +210,7 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
 
   /// The memory timeline the simulator and fsdp-inspect draw: bytes held
   /// after each op (its dead inputs and unread outputs released), in all
-  /// and by what the buffers hold (runtime/plan/MemoryCategories.h).
+  /// and by what the buffers hold (common/MemoryCategories.h).
   void timeline(func::FuncOp func, int64_t n,
                 const std::vector<Lifetime> &lifetimes,
                 const std::vector<::fsdp::MemoryCategory> &categories) {

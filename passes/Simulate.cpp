@@ -23,7 +23,7 @@
 #include "passes/TrainStep.h"
 
 #include "dialect/FsdpOps.h"
-#include "runtime/plan/ComputeOps.h"
+#include "common/ComputeOps.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -418,7 +418,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// Kernel scratch the backend sizes before the first step. On a GPU: the
   /// device kernels' and the widening buffer. On the CPU: the largest need
   /// of one instruction, by the rule the CPU backend sizes it with
-  /// (cpuScratchFloats, runtime/plan/ComputeOps.h), and its buffer of
+  /// (cpuScratchFloats, common/ComputeOps.h), and its buffer of
   /// widened copies.
   int64_t scratchBytes(ModuleOp module, const DeviceModel &model) {
     if (model.cores == 0) // a GPU: the device kernels' scratch
@@ -453,7 +453,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   }
 
   /// The largest scratch one instruction's device kernels need
-  /// (runtime/plan/ComputeOps.h), at least the 8 bytes the backend
+  /// (common/ComputeOps.h), at least the 8 bytes the backend
   /// allocates.
   int64_t deviceScratch(ModuleOp module) {
     int64_t most = 8;

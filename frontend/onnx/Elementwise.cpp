@@ -5,7 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/OnnxOpsSupport.h"
-#include "runtime/plan/UnaryMath.h"
+#include "common/UnaryMath.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -193,14 +193,14 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
   addRows(
       table,
       {
-  // The elementwise unary ops with an ONNX op (runtime/plan/UnaryOps.def):
+  // The elementwise unary ops with an ONNX op (common/UnaryOps.def):
   // folded with the row's scalar in double when the input is constant.
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   {onnx, [](NodeContext &n) {                                                  \
      return unary<Class##Op>(                                                  \
          n, [](double x) { return ::fsdp::um::unary##Class(x); }, floatOnly);  \
    }},
-#include "runtime/plan/UnaryOps.def"
+#include "common/UnaryOps.def"
 #undef FSDP_UNARY
           {"Add",
            [](NodeContext &n) {

@@ -359,10 +359,10 @@ def _to(c, node, args, kwargs):
 
 # -- elementwise ---------------------------------------------------------------
 def _unary_rows():
-    """aten op -> fsdp op of runtime/plan/UnaryOps.def's rows (the registry
+    """aten op -> fsdp op of common/UnaryOps.def's rows (the registry
     of elementwise unary ops the C++ side is generated from)."""
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                        "runtime", "plan", "UnaryOps.def")
+                        "common", "UnaryOps.def")
     rows = {}
     with open(path) as f:
         for line in f:

@@ -1,7 +1,7 @@
 //===- Kernels.cpp - The CPU backend's dispatch ---------------------------===//
 //
 // Every op of a plan runs one kernel of runtime/cpu/kernels/ (one op family
-// a file), found in the table runtime/plan/Ops.def generates. Kernels check
+// a file), found in the table common/Ops.def generates. Kernels check
 // the shapes they are given (a malformed plan is an error, not an
 // out-of-bounds access), accumulate reductions in double, and run every
 // matrix product through Gemm.h (OpenBLAS or oneDNN).
@@ -28,7 +28,7 @@ const std::map<std::string, OpInfo> &table() {
   static const std::map<std::string, OpInfo> t = {
 #define FSDP_OP(name, cpu, device, minIn, maxIn, outs, rules)                  \
   {name, {cpu, minIn, maxIn, outs}},
-#include "runtime/plan/Ops.def"
+#include "common/Ops.def"
 #undef FSDP_OP
   };
   return t;

@@ -119,7 +119,7 @@ struct SmemCarve {
 
 /// q [batch, tq, d], k and v [batch, tk, d] (batch: every leading
 /// dimension), 16-bit; causal rows see keys up to i + tk - tq (tq <= tk).
-/// d is a multiple of 16 up to 128 (runtime/plan/ComputeOps.h's
+/// d is a multiple of 16 up to 128 (common/ComputeOps.h's
 /// flashAttentionShapes decides which attentions come here).
 struct FlashLayout {
   int64_t tq = 0, tk = 0, d = 0;

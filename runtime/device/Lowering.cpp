@@ -1,6 +1,6 @@
 //===- Lowering.cpp - A plan's instructions as device operations ----------===//
 //
-// Each op lowers through the function its row of runtime/plan/Ops.def
+// Each op lowers through the function its row of common/Ops.def
 // names (runtime/device/lowering/, one op family a file), with the CPU
 // kernels' checks and arithmetic (the functors of DeviceKernels.h are the
 // CPU kernels' math, one element at a time); ops the device does not take
@@ -22,7 +22,7 @@ using namespace lowering;
 const std::map<std::string, Lowerer> &table() {
   static const std::map<std::string, Lowerer> t = {
 #define FSDP_OP(name, cpu, device, minIn, maxIn, outs, rules) {name, device},
-#include "runtime/plan/Ops.def"
+#include "common/Ops.def"
 #undef FSDP_OP
   };
   return t;

@@ -8,8 +8,8 @@
 #ifndef FSDP_RUNTIME_PLAN_OPSHAPES_H
 #define FSDP_RUNTIME_PLAN_OPSHAPES_H
 
-#include "runtime/plan/BatchNormMath.h"
-#include "runtime/plan/ConvGeometry.h"
+#include "common/BatchNormMath.h"
+#include "common/ConvGeometry.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>

@@ -14,7 +14,7 @@
 #ifndef FSDP_RUNTIME_PLAN_WIDEN_H
 #define FSDP_RUNTIME_PLAN_WIDEN_H
 
-#include "runtime/plan/ComputeOps.h"
+#include "common/ComputeOps.h"
 #include "runtime/plan/Plan.h"
 
 #include <optional>

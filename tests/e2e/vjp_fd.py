@@ -135,7 +135,7 @@ def cases():
          helper.make_node("Mul", ["x", "s"], ["p"], name="/p"),
          helper.make_node("Mul", ["half", "p"], ["y"], name="/op")],
         [param("x", (3, 4))], [("y", (3, 4))])
-    # Every row of the unary ops' registry (runtime/plan/UnaryOps.def), as
+    # Every row of the unary ops' registry (common/UnaryOps.def), as
     # the dialect's op itself: a new row is tested with no edit here.
     for name in sorted(set(UNARY_ROWS.values())):
         op = name[len("fsdp."):]

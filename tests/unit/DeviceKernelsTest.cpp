@@ -8,7 +8,7 @@
 
 using namespace kerneltest;
 
-// Every row of runtime/plan/UnaryOps.def (and GELU's two forms): the CPU
+// Every row of common/UnaryOps.def (and GELU's two forms): the CPU
 // kernel against the device kernel, and both against the row's scalar in
 // double, over inputs that cross each op's interesting range.
 TEST(DeviceKernels, UnaryMatchesCpu) {
@@ -20,7 +20,7 @@ TEST(DeviceKernels, UnaryMatchesCpu) {
   } cases[] = {
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   {name, UnaryKind::Class, [](double x) { return um::unary##Class(x); }, false},
-#include "runtime/plan/UnaryOps.def"
+#include "common/UnaryOps.def"
 #undef FSDP_UNARY
       {"gelu", UnaryKind::Gelu, nullptr, false},
       {"gelu", UnaryKind::GeluTanh, nullptr, true}};

@@ -11,7 +11,7 @@ namespace fsdp::cpu::kernels {
 
 //===----------------------------------------------------------------------===//
 // Convolution: image by image, im2col into scratch and a GEMM per group
-// (runtime/plan/ConvGeometry.h); the column buffer is [groups][rows][P].
+// (common/ConvGeometry.h); the column buffer is [groups][rows][P].
 //===----------------------------------------------------------------------===//
 
 Status convCheck(const Instruction &in, const TensorRef &x, const TensorRef &w,

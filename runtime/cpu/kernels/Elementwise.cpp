@@ -67,12 +67,12 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   });
 }
 
-// The elementwise unary ops of runtime/plan/UnaryOps.def: k<Class>.
+// The elementwise unary ops of common/UnaryOps.def: k<Class>.
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   Status k##Class(const Instruction &in, Context &c) {                         \
     return unary(in, c, [](float x) -> float { return um::unary##Class(x); }); \
   }
-#include "runtime/plan/UnaryOps.def"
+#include "common/UnaryOps.def"
 #undef FSDP_UNARY
 
 Status kGelu(const Instruction &in, Context &c) {

@@ -3,7 +3,7 @@
 // Private to runtime/cpu: the inline shape and stride helpers, attribute
 // readers and element loads the kernel files (runtime/cpu/kernels/, one op
 // family each) use, and the declaration of every kernel (from
-// runtime/plan/Ops.def), which runtime/cpu/Kernels.cpp dispatches to.
+// common/Ops.def), which runtime/cpu/Kernels.cpp dispatches to.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_RUNTIME_CPU_KERNELS_KERNELSUPPORT_H
@@ -12,9 +12,9 @@
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/VectorMath.h"
-#include "runtime/plan/ComputeOps.h"
+#include "common/ComputeOps.h"
 #include "runtime/plan/OpShapes.h"
-#include "runtime/plan/UnaryMath.h"
+#include "common/UnaryMath.h"
 #include "runtime/support/Half.h"
 #include "runtime/support/Threads.h"
 
@@ -182,10 +182,10 @@ inline void storeDouble(const TensorRef &t, void *p, int64_t i, double v) {
   }
 }
 
-/// Every kernel of runtime/plan/Ops.def's rows (one op family a file).
+/// Every kernel of common/Ops.def's rows (one op family a file).
 #define FSDP_OP(name, cpu, device, minIn, maxIn, outs, rules)                  \
   Status cpu(const Instruction &in, Context &c);
-#include "runtime/plan/Ops.def"
+#include "common/Ops.def"
 #undef FSDP_OP
 
 /// softmax or log_softmax of one row (Reductions.cpp; attention uses it).

@@ -8,9 +8,9 @@
 #ifndef FSDP_RUNTIME_DEVICE_KERNELS_CORE_H
 #define FSDP_RUNTIME_DEVICE_KERNELS_CORE_H
 
-#include "runtime/plan/BatchNormMath.h"
-#include "runtime/plan/ConvGeometry.h"
-#include "runtime/plan/UnaryMath.h"
+#include "common/BatchNormMath.h"
+#include "common/ConvGeometry.h"
+#include "common/UnaryMath.h"
 
 #include <cmath>
 #include <cstddef>

@@ -14,10 +14,10 @@ namespace fsdp::device {
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-/// The ops of runtime/plan/UnaryOps.def, and GELU's two forms.
+/// The ops of common/UnaryOps.def, and GELU's two forms.
 enum class UnaryKind {
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar) Class,
-#include "runtime/plan/UnaryOps.def"
+#include "common/UnaryOps.def"
 #undef FSDP_UNARY
   Gelu,
   GeluTanh
@@ -28,7 +28,7 @@ FSDP_HD inline float unaryOp(UnaryKind k, float x) {
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   case UnaryKind::Class:                                                       \
     return um::unary##Class(x);
-#include "runtime/plan/UnaryOps.def"
+#include "common/UnaryOps.def"
 #undef FSDP_UNARY
   case UnaryKind::Gelu:
     return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));

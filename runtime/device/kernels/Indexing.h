@@ -202,7 +202,7 @@ struct LossGradRows {
 };
 
 /// im2col of a whole batch into `col`, laid out [groups][rows][N][P]
-/// (runtime/plan/ConvGeometry.h): a group's columns for every image side
+/// (common/ConvGeometry.h): a group's columns for every image side
 /// by side, so one GEMM per group covers the batch. Zeros in the padding.
 struct Im2Col {
   ConvGeometry g;

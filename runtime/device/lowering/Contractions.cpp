@@ -1,7 +1,7 @@
 //===- Contractions.cpp - Products, convolutions (device lowering) --------===//
 //
 // Matrix products, convolutions, pools, batch norm as device operations
-// (declared in LoweringSupport.h; found through runtime/plan/Ops.def by
+// (declared in LoweringSupport.h; found through common/Ops.def by
 // runtime/device/Lowering.cpp).
 //
 //===----------------------------------------------------------------------===//
@@ -141,7 +141,7 @@ Status lowerGemm(Ctx &c) {
 
 //===----------------------------------------------------------------------===//
 // Convolution: im2col of the whole batch into scratch, a GEMM per group
-// batched over the images, col2im (runtime/plan/ConvGeometry.h; scratch
+// batched over the images, col2im (common/ConvGeometry.h; scratch
 // sized by ComputeOps.h's deviceScratchBytes)
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- Elementwise.cpp - Elementwise ops (device lowering) ----------------===//
 //
 // Elementwise ops as device operations (declared in LoweringSupport.h; found
-// through runtime/plan/Ops.def by runtime/device/Lowering.cpp).
+// through common/Ops.def by runtime/device/Lowering.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/device/lowering/LoweringSupport.h"

@@ -1,7 +1,7 @@
 //===- Losses.cpp - Indexing and losses (device lowering) -----------------===//
 //
 // Indexing and losses as device operations (declared in LoweringSupport.h;
-// found through runtime/plan/Ops.def by runtime/device/Lowering.cpp).
+// found through common/Ops.def by runtime/device/Lowering.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/device/lowering/LoweringSupport.h"

@@ -2,7 +2,7 @@
 //
 // Private to runtime/device: the lowering context, the helpers every op
 // family's file (runtime/device/lowering/) uses, and the declaration of
-// every lowering function that runtime/plan/Ops.def's rows name (the
+// every lowering function that common/Ops.def's rows name (the
 // table in runtime/device/Lowering.cpp; a row naming an undeclared one
 // does not compile).
 //
@@ -57,7 +57,7 @@ struct Ctx {
 
 using Lowerer = Status (*)(Ctx &);
 
-/// The shapes of `in`'s operands, as runtime/plan/ComputeOps.h takes them.
+/// The shapes of `in`'s operands, as common/ComputeOps.h takes them.
 inline std::vector<std::vector<int64_t>>
 shapesOf(const std::vector<TensorRef> &ts) {
   std::vector<std::vector<int64_t>> shapes;

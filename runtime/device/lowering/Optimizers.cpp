@@ -1,7 +1,7 @@
 //===- Optimizers.cpp - Optimizers (device lowering) ----------------------===//
 //
 // Optimizers as device operations (declared in LoweringSupport.h; found
-// through runtime/plan/Ops.def by runtime/device/Lowering.cpp).
+// through common/Ops.def by runtime/device/Lowering.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/device/lowering/LoweringSupport.h"

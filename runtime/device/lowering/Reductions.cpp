@@ -1,7 +1,7 @@
 //===- Reductions.cpp - Reductions and norms (device lowering) ------------===//
 //
 // Reductions and norms as device operations (declared in LoweringSupport.h;
-// found through runtime/plan/Ops.def by runtime/device/Lowering.cpp).
+// found through common/Ops.def by runtime/device/Lowering.cpp).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/device/lowering/LoweringSupport.h"

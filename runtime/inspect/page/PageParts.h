@@ -11,7 +11,7 @@
 #define FSDP_RUNTIME_INSPECT_PAGE_PAGEPARTS_H
 
 #include "runtime/inspect/Inspect.h"
-#include "runtime/plan/MemoryCategories.h"
+#include "common/MemoryCategories.h"
 #include "runtime/support/File.h"
 
 #include <algorithm>

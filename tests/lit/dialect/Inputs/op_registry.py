@@ -1,9 +1,9 @@
 """The runtime's op tables against the dialect:
 
-- runtime/plan/UnaryOps.def (the elementwise unary ops' scalars) against
+- common/UnaryOps.def (the elementwise unary ops' scalars) against
   dialect/FsdpTensorOps.td's Fsdp_UnaryOp definitions: every such op has a
   row with its class and mnemonic, and every row names one;
-- runtime/plan/Ops.def (every op a plan's program holds: the CPU and
+- common/Ops.def (every op a plan's program holds: the CPU and
   device dispatch, the compute-dtype rules) against every op of the
   dialect: each op that becomes an instruction has a row, and every row
   names an op.
@@ -33,8 +33,8 @@ def main():
     for path in glob.glob(f"{root}/dialect/*.td"):
         all_ops |= set(re.findall(r'def Fsdp_\w+\s*:\s*Fsdp_\w*Op<"(\w+)"', open(path).read()))
     unary_rows = dict(re.findall(r'^FSDP_UNARY\((\w+), "(\w+)"',
-                                 open(f"{root}/runtime/plan/UnaryOps.def").read(), re.M))
-    op_rows = re.findall(r'^FSDP_OP\("(\w+)"', open(f"{root}/runtime/plan/Ops.def").read(), re.M)
+                                 open(f"{root}/common/UnaryOps.def").read(), re.M))
+    op_rows = re.findall(r'^FSDP_OP\("(\w+)"', open(f"{root}/common/Ops.def").read(), re.M)
     problems = []
     for cls, name in sorted(unary_ops.items()):
         if cls in NOT_UNARY_MATH:

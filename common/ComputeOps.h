@@ -5,10 +5,10 @@
 // memory those copies take.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_PLAN_COMPUTEOPS_H
-#define FSDP_RUNTIME_PLAN_COMPUTEOPS_H
+#ifndef FSDP_COMMON_COMPUTEOPS_H
+#define FSDP_COMMON_COMPUTEOPS_H
 
-#include "runtime/plan/ConvGeometry.h"
+#include "common/ConvGeometry.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -19,7 +19,7 @@
 
 namespace fsdp {
 
-/// The compute-dtype rules of an op's row in runtime/plan/Ops.def.
+/// The compute-dtype rules of an op's row in common/Ops.def.
 enum OpRule : unsigned {
   kOpF32 = 1,         // its kernels compute in f32
   kOpElementwise = 2, // elementwise (narrow values loaded and rounded exactly)
@@ -35,7 +35,7 @@ inline unsigned opRules(std::string_view op) {
     (void)F32, (void)EW, (void)NC, (void)ND;
     std::unordered_map<std::string_view, unsigned> m;
 #define FSDP_OP(name, cpu, device, minIn, maxIn, outs, r) m.emplace(name, r);
-#include "runtime/plan/Ops.def"
+#include "common/Ops.def"
 #undef FSDP_OP
     return m;
   }();
@@ -217,4 +217,4 @@ inline long long widenedCopyBytes(long long elements) {
 
 } // namespace fsdp
 
-#endif // FSDP_RUNTIME_PLAN_COMPUTEOPS_H
+#endif // FSDP_COMMON_COMPUTEOPS_H

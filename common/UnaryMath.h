@@ -6,8 +6,8 @@
 // expression serves both precisions. Header-only, no dependencies.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_PLAN_UNARYMATH_H
-#define FSDP_RUNTIME_PLAN_UNARYMATH_H
+#ifndef FSDP_COMMON_UNARYMATH_H
+#define FSDP_COMMON_UNARYMATH_H
 
 #include <cmath>
 
@@ -40,9 +40,9 @@ inline double erf(double x) { return std::erf(x); }
 /// The scalar of a UnaryOps.def row, in T's precision.
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   template <typename T> FSDP_HD inline T unary##Class(T x) { return scalar; }
-#include "runtime/plan/UnaryOps.def"
+#include "common/UnaryOps.def"
 #undef FSDP_UNARY
 
 } // namespace fsdp::um
 
-#endif // FSDP_RUNTIME_PLAN_UNARYMATH_H
+#endif // FSDP_COMMON_UNARYMATH_H

@@ -8,8 +8,8 @@
 // the steps, and M counts every rank's values.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_PLAN_BATCHNORMMATH_H
-#define FSDP_RUNTIME_PLAN_BATCHNORMMATH_H
+#ifndef FSDP_COMMON_BATCHNORMMATH_H
+#define FSDP_COMMON_BATCHNORMMATH_H
 
 #include <cmath>
 #include <cstdint>
@@ -215,4 +215,4 @@ FSDP_BN_HD void batchNormSyncedStep(BatchNormStep step,
 
 } // namespace fsdp
 
-#endif // FSDP_RUNTIME_PLAN_BATCHNORMMATH_H
+#endif // FSDP_COMMON_BATCHNORMMATH_H

@@ -10,8 +10,8 @@
 // columns over output positions p = oh·OW + ow.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
-#define FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
+#ifndef FSDP_COMMON_CONVGEOMETRY_H
+#define FSDP_COMMON_CONVGEOMETRY_H
 
 #include <cmath>
 #include <cstdint>
@@ -282,4 +282,4 @@ inline int64_t convImageColumnElements(
 
 } // namespace fsdp
 
-#endif // FSDP_RUNTIME_PLAN_CONVGEOMETRY_H
+#endif // FSDP_COMMON_CONVGEOMETRY_H

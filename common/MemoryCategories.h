@@ -6,8 +6,8 @@
 // stacks them in this order.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_RUNTIME_PLAN_MEMORYCATEGORIES_H
-#define FSDP_RUNTIME_PLAN_MEMORYCATEGORIES_H
+#ifndef FSDP_COMMON_MEMORYCATEGORIES_H
+#define FSDP_COMMON_MEMORYCATEGORIES_H
 
 #include <cstddef>
 #include <iterator>
@@ -47,4 +47,4 @@ inline size_t memoryCategoryIndex(std::string_view name) {
 
 } // namespace fsdp
 
-#endif // FSDP_RUNTIME_PLAN_MEMORYCATEGORIES_H
+#endif // FSDP_COMMON_MEMORYCATEGORIES_H
