@@ -1,7 +1,7 @@
 //===- FsdpGradients.cpp - Vector-Jacobian products of fsdp ops -----------===//
 //
 // Each op's GradientOpInterface::buildVJP, written with fsdp ops so that
-// autodiff (passes/Autodiff.cpp) stays generic. VJPs that need the forward
+// autodiff (autodiff/Autodiff.cpp) stays generic. VJPs that need the forward
 // value recompute nothing they can read: they use the op's own results
 // (exp, sqrt, softmax, ...). GELU, layer norm and attention have one fused
 // backward op each; layer norm's and attention's recompute their

@@ -2,7 +2,7 @@
 #ifndef FSDP_FRONTEND_ONNXIMPORTER_H
 #define FSDP_FRONTEND_ONNXIMPORTER_H
 
-#include "passes/Pipeline.h"
+#include "pipeline/Pipeline.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

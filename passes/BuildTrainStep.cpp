@@ -13,8 +13,8 @@
 //   }
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Autodiff.h"
-#include "passes/ComputeDtype.h"
+#include "autodiff/Autodiff.h"
+#include "precision/ComputeDtype.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 

@@ -32,7 +32,7 @@
 // adjacent); fsdp-schedule moves them apart for overlap.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Autodiff.h"
+#include "autodiff/Autodiff.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 

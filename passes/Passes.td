@@ -323,7 +323,7 @@ def FsdpPlanMemory : Pass<"fsdp-plan-memory", "::mlir::ModuleOp"> {
     its op (while the op's inputs are still live) through its last use.
     Parameter reads live in parameter storage, constants in the plan, and
     reshapes alias their operand (their uses extend its life). Offsets,
-    64-byte aligned, come from offline packing (passes/ArenaPacking.h:
+    64-byte aligned, come from offline packing (memory/ArenaPacking.h:
     largest buffer first into the smallest gap among those alive at the
     same time). Results get `fsdp.offsets`, arguments `fsdp.offset`,
     functions `fsdp.live_bytes` (bytes held after each op), and the module

@@ -8,7 +8,7 @@
 // constants). Reshape results take their operand's offset.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/ArenaPacking.h"
+#include "memory/ArenaPacking.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 

@@ -18,7 +18,7 @@
 // the simulated times.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/DeviceModel.h"
+#include "costmodel/DeviceModel.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 

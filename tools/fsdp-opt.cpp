@@ -6,11 +6,11 @@
 //===----------------------------------------------------------------------===//
 #include "dialect/FsdpDialect.h"
 #include "frontend/OnnxImporter.h"
-#include "passes/Autotune.h"
-#include "passes/DeviceModel.h"
+#include "autotune/Autotune.h"
+#include "costmodel/DeviceModel.h"
 #include "passes/Passes.h"
-#include "passes/Pipeline.h"
-#include "passes/UnitTable.h"
+#include "pipeline/Pipeline.h"
+#include "pipeline/UnitTable.h"
 
 #include "mlir/Debug/Counter.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"

@@ -11,7 +11,7 @@ namespace fsdp::cpu {
 /// Microbenchmarks the machine as the CPU backend uses it: sgemm throughput
 /// with the rank's threads, copy bandwidth, and (with more than one rank)
 /// all-reduce latency and bandwidth between ranks. Returns a device
-/// description fsdp-opt --device=FILE.json reads (passes/DeviceModel.h).
+/// description fsdp-opt --device=FILE.json reads (costmodel/DeviceModel.h).
 Status calibrate(Comm &comm, nlohmann::json &device);
 
 } // namespace fsdp::cpu

@@ -11,8 +11,8 @@
 // cited where DeviceModel.cpp sets it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_PASSES_DEVICEMODEL_H
-#define FSDP_PASSES_DEVICEMODEL_H
+#ifndef FSDP_COSTMODEL_DEVICEMODEL_H
+#define FSDP_COSTMODEL_DEVICEMODEL_H
 
 #include "mlir/IR/Types.h"
 #include "llvm/ADT/StringMap.h"
@@ -125,4 +125,4 @@ llvm::Expected<DeviceModel> loadDeviceModel(llvm::StringRef nameOrPath);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_DEVICEMODEL_H
+#endif // FSDP_COSTMODEL_DEVICEMODEL_H

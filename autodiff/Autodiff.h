@@ -1,6 +1,6 @@
 //===- Autodiff.h - Reverse-mode differentiation of a block -----*- C++ -*-===//
-#ifndef FSDP_PASSES_AUTODIFF_H
-#define FSDP_PASSES_AUTODIFF_H
+#ifndef FSDP_AUTODIFF_AUTODIFF_H
+#define FSDP_AUTODIFF_AUTODIFF_H
 
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/LLVM.h"
@@ -22,4 +22,4 @@ void eraseDeadOps(Block &block);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_AUTODIFF_H
+#endif // FSDP_AUTODIFF_AUTODIFF_H

@@ -7,8 +7,8 @@
 // before the norm, the reduction and the update.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_PASSES_COMPUTEDTYPE_H
-#define FSDP_PASSES_COMPUTEDTYPE_H
+#ifndef FSDP_PRECISION_COMPUTEDTYPE_H
+#define FSDP_PRECISION_COMPUTEDTYPE_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -28,4 +28,4 @@ Value castToComputeDtype(func::FuncOp step, FloatType dtype, Value loss);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_COMPUTEDTYPE_H
+#endif // FSDP_PRECISION_COMPUTEDTYPE_H

@@ -1,5 +1,5 @@
 //===- DeviceModel.cpp - Built-in devices and JSON descriptions -----------===//
-#include "passes/DeviceModel.h"
+#include "costmodel/DeviceModel.h"
 
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"

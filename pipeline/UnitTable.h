@@ -1,6 +1,6 @@
 //===- UnitTable.h - A planned module's units, as a table -------*- C++ -*-===//
-#ifndef FSDP_PASSES_UNITTABLE_H
-#define FSDP_PASSES_UNITTABLE_H
+#ifndef FSDP_PIPELINE_UNITTABLE_H
+#define FSDP_PIPELINE_UNITTABLE_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/raw_ostream.h"
@@ -13,4 +13,4 @@ void printUnitTable(ModuleOp module, llvm::raw_ostream &os);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_UNITTABLE_H
+#endif // FSDP_PIPELINE_UNITTABLE_H

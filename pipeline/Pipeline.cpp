@@ -1,5 +1,5 @@
 //===- Pipeline.cpp - The plan pipeline, as one configuration -------------===//
-#include "passes/Pipeline.h"
+#include "pipeline/Pipeline.h"
 
 #include "mlir/Pass/PassManager.h"
 

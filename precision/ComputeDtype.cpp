@@ -13,7 +13,7 @@
 // f32 (the runtime's contract), as PyTorch's bf16 CPU and CUDA kernels do.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/ComputeDtype.h"
+#include "precision/ComputeDtype.h"
 
 #include "dialect/FsdpOps.h"
 

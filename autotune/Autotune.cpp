@@ -42,8 +42,8 @@
 // wins, and every strategy tried is reported with its step and peak.
 //
 //===----------------------------------------------------------------------===//
-#include "passes/Autotune.h"
-#include "passes/DeviceModel.h"
+#include "autotune/Autotune.h"
+#include "costmodel/DeviceModel.h"
 
 #include "dialect/FsdpOps.h"
 

@@ -9,8 +9,8 @@
 // ever live on Llama-shaped steps; this lands within a few percent of it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_PASSES_ARENAPACKING_H
-#define FSDP_PASSES_ARENAPACKING_H
+#ifndef FSDP_MEMORY_ARENAPACKING_H
+#define FSDP_MEMORY_ARENAPACKING_H
 
 #include <cstdint>
 #include <vector>
@@ -40,4 +40,4 @@ Packing liveOnly(const std::vector<Lifetime> &buffers, int64_t align);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_ARENAPACKING_H
+#endif // FSDP_MEMORY_ARENAPACKING_H

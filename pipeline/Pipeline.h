@@ -5,8 +5,8 @@
 // from it.
 //
 //===----------------------------------------------------------------------===//
-#ifndef FSDP_PASSES_PIPELINE_H
-#define FSDP_PASSES_PIPELINE_H
+#ifndef FSDP_PIPELINE_PIPELINE_H
+#define FSDP_PIPELINE_PIPELINE_H
 
 #include "passes/Passes.h"
 
@@ -44,4 +44,4 @@ void addPlanPasses(PassManager &pm, const PlanConfig &config, bool verify);
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_PIPELINE_H
+#endif // FSDP_PIPELINE_PIPELINE_H

@@ -1,5 +1,5 @@
 //===- ArenaPacking.cpp - Greedy-by-size offline arena packing ------------===//
-#include "passes/ArenaPacking.h"
+#include "memory/ArenaPacking.h"
 
 #include <algorithm>
 #include <numeric>

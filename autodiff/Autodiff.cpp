@@ -1,5 +1,5 @@
 //===- Autodiff.cpp - Reverse-mode differentiation of a block -------------===//
-#include "passes/Autodiff.h"
+#include "autodiff/Autodiff.h"
 
 #include "dialect/FsdpOps.h"
 

@@ -1,8 +1,8 @@
 //===- Autotune.h - Choose a plan under a memory budget --------*- C++ -*-===//
-#ifndef FSDP_PASSES_AUTOTUNE_H
-#define FSDP_PASSES_AUTOTUNE_H
+#ifndef FSDP_AUTOTUNE_AUTOTUNE_H
+#define FSDP_AUTOTUNE_AUTOTUNE_H
 
-#include "passes/Pipeline.h"
+#include "pipeline/Pipeline.h"
 
 #include <optional>
 #include <string>
@@ -42,4 +42,4 @@ autotunePlan(ModuleOp trained, const PlanConfig &base, int64_t budget,
 
 } // namespace mlir::fsdp
 
-#endif // FSDP_PASSES_AUTOTUNE_H
+#endif // FSDP_AUTOTUNE_AUTOTUNE_H

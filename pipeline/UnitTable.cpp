@@ -1,5 +1,5 @@
 //===- UnitTable.cpp - A planned module's units, as a table ---------------===//
-#include "passes/UnitTable.h"
+#include "pipeline/UnitTable.h"
 
 #include "dialect/FsdpOps.h"
 
