@@ -1,6 +1,6 @@
 //===- OneCloneMain.cpp - The kernel tests on one forced vector clone -----===//
 //
-// fsdp-kernel-tests-clone-N links runtime/cpu/Kernels.cpp built with
+// fsdp-kernel-tests-clone-N links the CPU kernel sources built with
 // FSDP_ONE_CLONE=N (cpu/VectorMath.h): only the AVX-512 (4), AVX2 (3) or
 // baseline (0) version of each kernel, whatever this CPU would pick. A CPU
 // that cannot run the version skips the binary (exit 77).
