@@ -30,9 +30,9 @@ enum OpRule : unsigned {
 /// The OpRule bits of `op` (0 for an op without a row).
 inline unsigned opRules(std::string_view op) {
   static const std::unordered_map<std::string_view, unsigned> rules = [] {
+    // The rules' names in Ops.def's rows.
     constexpr unsigned F32 = kOpF32, EW = kOpElementwise, NC = kOpNarrowCpu,
                        ND = kOpNarrowDevice;
-    (void)F32, (void)EW, (void)NC, (void)ND;
     std::unordered_map<std::string_view, unsigned> m;
 #define FSDP_OP(name, cpu, device, minIn, maxIn, outs, r) m.emplace(name, r);
 #include "common/Ops.def"

@@ -72,19 +72,18 @@ class Traced:
         return weights
 
 
-def _unsupported(gm, constant_nodes):
-    """Every op the lowering lacks, with the module paths that use it."""
-    missing = {}
+def _ops_where(gm, pick):
+    """The ATen ops of the nodes `pick` selects, each with the module paths
+    that use it, as the lines of an error (four paths at most a line)."""
+    found = {}
     for node in gm.graph.nodes:
-        if node.op != "call_function" or node in constant_nodes:
-            continue
-        name = op_name(node.target)
-        if name not in LOWERINGS:
-            missing.setdefault(name, [])
+        if node.op == "call_function" and pick(node):
+            paths = found.setdefault(op_name(node.target), [])
             path = node.meta.get("module_path", "") or "<root>"
-            if path not in missing[name]:
-                missing[name].append(path)
-    return missing
+            if path not in paths:
+                paths.append(path)
+    return [f"  {name}  (in {', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})"
+            for name, paths in sorted(found.items())]
 
 
 _DROPOUTS = ("aten.dropout", "aten.native_dropout", "aten.feature_dropout",
@@ -105,18 +104,9 @@ def _refuse_random(gm, module):
     value drawn at trace time and applied at every step, training something
     other than the model. Every such op is refused, with its modules.
     Dropout with p = 0 or in eval mode traces to no op at all."""
-    found = {}
-    for node in gm.graph.nodes:
-        if (node.op == "call_function" and is_random(node.target)
-                and not _identity_dropout(node)):
-            paths = found.setdefault(op_name(node.target), [])
-            path = node.meta.get("module_path", "") or "<root>"
-            if path not in paths:
-                paths.append(path)
-    if found:
-        lines = [f"  {name}  (in {', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})"
-                 for name, paths in sorted(found.items())]
-        raise TraceError(f"{len(found)} random ATen op(s) in {type(module).__name__}: the plan "
+    lines = _ops_where(gm, lambda n: is_random(n.target) and not _identity_dropout(n))
+    if lines:
+        raise TraceError(f"{len(lines)} random ATen op(s) in {type(module).__name__}: the plan "
                          f"draws no random numbers yet, and a value drawn once at trace time "
                          f"would be the same at every step:\n" + "\n".join(lines) +
                          "\n(dropout: trace with p=0 or in eval mode, train=False)")
@@ -151,11 +141,10 @@ def trace(module, example_inputs, loss_fn=None, train=True):
         elif node.op == "call_function":
             if all(d in constant_nodes for d in node.all_input_nodes):
                 constant_nodes.add(node)
-    missing = _unsupported(gm, constant_nodes)
-    if missing:
-        lines = [f"  {name}  (in {', '.join(paths[:4])}{', ...' if len(paths) > 4 else ''})"
-                 for name, paths in sorted(missing.items())]
-        raise TraceError(f"{len(missing)} ATen op(s) of {type(module).__name__} have no "
+    lines = _ops_where(gm, lambda n: n not in constant_nodes
+                       and op_name(n.target) not in LOWERINGS)
+    if lines:
+        raise TraceError(f"{len(lines)} ATen op(s) of {type(module).__name__} have no "
                          f"fsdp lowering:\n" + "\n".join(lines))
 
     w = Writer()

@@ -387,9 +387,7 @@ def _unary(c, node, args, kwargs):
     if schema is not None:
         for i, arg in enumerate(schema.arguments[1:], start=1):
             given = args[i] if i < len(args) else kwargs.get(arg.name, arg.default_value)
-            if arg.kwarg_only and arg.name in ("out",):
-                continue
-            if given != arg.default_value:
+            if arg.name != "out" and given != arg.default_value:
                 raise TraceError(f"{arg.name}={given!r}: only {arg.name}="
                                  f"{arg.default_value!r} maps to {UNARY[op_name(node.target)]}")
     x = c.cast(c.v(args[0]), dtype)
@@ -622,10 +620,8 @@ def _mse(c, node, args, kwargs):
 
 @lowers("aten.native_dropout", "aten.dropout")
 def _dropout(c, node, args, kwargs):
-    p, train = args[1], args[2]
-    if train and p > 0:
-        raise TraceError(f"dropout with p={p} in training (the plan draws no random "
-                         f"numbers; use p=0 or trace in eval mode)")
+    # An identity: trace() refused every dropout that draws (p > 0 in
+    # training) before lowering.
     x = c.v(args[0])
     return [x, None] if op_name(node.target) == "aten.native_dropout" else x
 

@@ -157,11 +157,7 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   // same work: a few milliseconds measured cold came out 3x slow now and
   // then (thread start, clock ramp, a shared machine's neighbours).
   openblas_set_num_threads(1);
-#ifdef _OPENMP
   int threads = maxThreads(), cores = numProcs();
-#else
-  int threads = 1, cores = 1;
-#endif
   double flops = 0;
   FSDP_RETURN_IF_ERROR(measureBlockProducts(false, flops));
   // The machine's sgemm peak as benchmarks quote it (one 1024^2 product,

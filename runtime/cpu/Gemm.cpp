@@ -117,11 +117,7 @@ void sgemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
   }
 #pragma omp parallel
   {
-#ifdef _OPENMP
     int parts = numThreads(), id = threadNum();
-#else
-    int parts = 1, id = 0;
-#endif
     int64_t rows = (m + parts - 1) / parts, r0 = id * rows,
             r1 = std::min(m, r0 + rows);
     if (r0 < r1)

@@ -89,15 +89,9 @@ Status loadSafetensorsWeights(
     const std::function<std::vector<Piece>(size_t)> &pieces,
     const std::string &base) {
   std::map<std::string, LoadedTensor> tensors;
-  if (base.empty()) {
-    FSDP_RETURN_IF_ERROR(readSafetensors(path, tensors));
-  } else {
-    std::string bytes;
-    size_t skip = base == "/" ? 1 : base.size() + 1;
-    FSDP_RETURN_IF_ERROR(readFileInside(base, path.substr(skip), bytes,
-                                        "the weights file the model names"));
-    FSDP_RETURN_IF_ERROR(parseSafetensors(bytes, tensors).withContext(path));
-  }
+  std::string bytes;
+  FSDP_RETURN_IF_ERROR(readFileBelow(path, base, bytes, "the weights file"));
+  FSDP_RETURN_IF_ERROR(parseSafetensors(bytes, tensors).withContext(path));
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const ParamInfo &p = plan.params[i];
     auto it = tensors.find(p.name);
@@ -110,8 +104,7 @@ Status loadSafetensorsWeights(
       if (!satisfies(p.valueRule(), it->second.data.data() + piece.begin,
                      piece.count))
         return Status::error(path + ": '" + p.name + "' holds " +
-                             violationName(p.valueRule()) +
-                             (p.trainable ? " (it is trained)" : ""));
+                             violationName(p.valueRule()));
       std::copy_n(it->second.data.data() + piece.begin, piece.count, piece.dst);
     }
   }

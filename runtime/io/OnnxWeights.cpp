@@ -19,12 +19,8 @@ loadOnnxWeights(const std::string &path, const Plan &plan,
                 const std::function<std::vector<Piece>(size_t)> &pieces,
                 const std::string &base) {
   std::string bytes;
-  if (base.empty())
-    FSDP_RETURN_IF_ERROR(readFile(path, bytes, "the model for its weights"));
-  else
-    FSDP_RETURN_IF_ERROR(
-        readFileInside(base, path.substr(base == "/" ? 1 : base.size() + 1),
-                       bytes, "the model file the plan names"));
+  FSDP_RETURN_IF_ERROR(
+      readFileBelow(path, base, bytes, "the model for its weights"));
   onnx::ModelProto model;
   if (bytes.size() > INT32_MAX ||
       !model.ParseFromArray(bytes.data(), (int)bytes.size()))
@@ -101,8 +97,7 @@ loadOnnxWeights(const std::string &path, const Plan &plan,
     for (const Piece &piece : mine)
       if (!satisfies(p.valueRule(), piece.dst, piece.count))
         return Status::error(where + " holds " +
-                             violationName(p.valueRule()) +
-                             (p.trainable ? " (it is trained)" : ""));
+                             violationName(p.valueRule()));
   }
   return Status::ok();
 }

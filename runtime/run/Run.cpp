@@ -79,7 +79,6 @@ nlohmann::json logNumber(double v) {
 Status runPlan(const RunOptions &o, RunOutcome &out) {
   // Ranks sharing a machine share its cores: split them, or the kernels'
   // threads and the MPI progress loops oversubscribe the CPU many times over.
-#ifdef _OPENMP
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (!local)
     local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun
@@ -87,7 +86,6 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     int ranksHere = std::max(1, std::atoi(local));
     setNumThreads(std::max(1, numProcs() / ranksHere));
   }
-#endif
   LaunchInfo launch;
   if (Status s = launchInfo(launch); !s)
     return (s);

@@ -134,10 +134,13 @@ Status readFile(const std::string &path, std::string &out,
   return in.read(0, out.data(), in.size());
 }
 
-Status readFileInside(const std::string &base, const std::string &relative,
-                      std::string &out, const std::string &what) {
+Status readFileBelow(const std::string &path, const std::string &base,
+                     std::string &out, const std::string &what) {
+  if (base.empty())
+    return readFile(path, out, what);
   InputFile in;
-  FSDP_RETURN_IF_ERROR(in.openInside(base, relative, what));
+  std::string below = path.substr(base == "/" ? 1 : base.size() + 1);
+  FSDP_RETURN_IF_ERROR(in.openInside(base, below, what));
   out.resize((size_t)in.size());
   return in.read(0, out.data(), in.size());
 }

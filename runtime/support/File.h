@@ -44,10 +44,12 @@ private:
 Status readFile(const std::string &path, std::string &out,
                 const std::string &what = "the file");
 
-/// Reads `relative` inside `base` (InputFile::openInside: a path a file
-/// named, no link on the way) into `out`.
-Status readFileInside(const std::string &base, const std::string &relative,
-                      std::string &out, const std::string &what);
+/// Reads `path` into `out`: as the user named it when `base` is empty
+/// (readFile), else as a path a file named, lying below the directory
+/// `base` and opened with no link on the way below it
+/// (InputFile::openInside).
+Status readFileBelow(const std::string &path, const std::string &base,
+                     std::string &out, const std::string &what);
 
 /// A file written whole or not at all, without trusting the directory it
 /// goes in: the bytes go to a temporary created exclusively under a unique

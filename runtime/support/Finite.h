@@ -53,10 +53,12 @@ inline bool satisfies(ValueRule rule, const float *data, int64_t count) {
                                    : noNaN(data, count);
 }
 
-/// How a value that breaks `rule` is named in an error.
+/// How a value that breaks `rule` is named in an error (Finite applies to
+/// trained state only).
 inline const char *violationName(ValueRule rule) {
-  return rule == ValueRule::Finite ? "a non-finite value (NaN or inf)"
-                                   : "NaN";
+  return rule == ValueRule::Finite
+             ? "a non-finite value (NaN or inf) (it is trained)"
+             : "NaN";
 }
 
 /// A double as a log shows it: the number, or "nan", "inf", "-inf".

@@ -257,7 +257,7 @@ def train_torch(torch_model, batches, opts, steps, low, kinks=None):
     return torch_losses, torch_grads, state
 
 
-def Kinks_for(model, reference_flips, flips):
+def kinks_for(model, reference_flips, flips):
     """A Kinks forcing `flips` on top of `reference_flips` (an element in
     both is flipped back)."""
     forced = {(n, c, tuple(i)) for n, c, i in reference_flips}
@@ -290,7 +290,7 @@ def explain_by_kinks(initial, batches, opts, ours_grads, ref_grads, grad_error, 
     for _, name, call, index, x in candidates:
         model = copy.deepcopy(initial)
         _, g, _ = train_torch(model, batches, opts, 1, None,
-                              Kinks_for(model, reference_flips, [(name, call, index, x)]))
+                              kinks_for(model, reference_flips, [(name, call, index, x)]))
         d = {n: g[n].numpy() - ref_grads[n].numpy() for n in names}
         if any(np.any(v != 0) for v in d.values()):
             deltas.append(((name, call, index, x), d))
@@ -431,7 +431,7 @@ def run_case(name, gen, gen_args, opts, tools, steps, tmp):
             # The reference takes ours' side of them, for the whole run.
             torch_losses, torch_grads, state = train_torch(
                 copy.deepcopy(initial), batches, opts, steps, None,
-                Kinks_for(initial, reference_flips, flips))
+                kinks_for(initial, reference_flips, flips))
     for n, g in ours_grads.items():
         if n not in torch_grads:
             failures.append(f"gradient of {n}: PyTorch computes none")

@@ -125,11 +125,7 @@ Status kAttention(const Instruction &in, Context &c) {
   int64_t blocks = queryBlockCount(a, causal);
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
-#ifdef _OPENMP
     float *p = c.scratch + threadNum() * tq * tk; // per-thread scores
-#else
-    float *p = c.scratch;
-#endif
     for (int64_t n = 0; n < blocks; ++n) {
       QueryBlock blk = queryBlock(a, causal, n);
       attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
@@ -159,11 +155,7 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
   int64_t blocks = queryBlockCount(a, causal);
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
-#ifdef _OPENMP
     float *p = c.scratch + threadNum() * 2 * tq * tk;
-#else
-    float *p = c.scratch;
-#endif
     float *dp = p + tq * tk;
     // dk and dv sum over the query blocks.
     float beta = 0.0f;
