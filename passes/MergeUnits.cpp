@@ -1,12 +1,12 @@
 //===- MergeUnits.cpp - Coarser FSDP units --------------------------------===//
 //
-// group=K merges every K consecutive units (in module order, which is the
+// merge-units=K merges every K consecutive units (in module order, which is the
 // wrap policy's block order) into one; the root unit stays alone. Fewer,
 // larger units mean fewer collectives (less latency paid per step) and more
 // bytes gathered at once (more memory): the wrap-granularity knob of
 // `--autotune`, and `--merge-units=K` on the command line.
 //
-// Before (group=2):                  After:
+// Before (merge-units=2):                  After:
 //   fsdp.unit @h.0 {params = [@a]}     fsdp.unit @"h.0+h.1" {params = [@a, @b]}
 //   fsdp.unit @h.1 {params = [@b]}     fsdp.unit @root {params = [@c]}
 //   fsdp.unit @root {params = [@c]}

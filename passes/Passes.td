@@ -101,10 +101,11 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "cross-entropy targets with this value are ignored">,
     Option<"frozen", "frozen", "std::string", "\"\"",
-           "regular expression: matching parameters are not trained">,
+           "regex of parameters not to train">,
     Option<"buffers", "buffers", "std::string", "\"\"",
-           "regular expression: matching initializers are buffers (never "
-           "trained, never sharded)">,
+           "regex of initializers that are buffers: never trained, kept "
+           "whole on every rank (ONNX cannot tell a buffer the step reads "
+           "differentiably from a parameter)">,
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"",
            "adamw | sgd">,
     Option<"lr", "lr", "float", "1e-3f", "learning rate">,
@@ -112,11 +113,11 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"beta2", "beta2", "float", "0.999f", "AdamW beta2">,
     Option<"eps", "eps", "float", "1e-8f", "AdamW epsilon">,
     Option<"weightDecay", "weight-decay", "float", "-1.0f",
-           "weight decay (default: 0.01 for AdamW, 0 for SGD)">,
+           "weight decay (default 0.01 for AdamW, 0 for SGD)">,
     Option<"momentum", "momentum", "float", "0.0f", "SGD momentum">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
     Option<"gradClip", "grad-clip", "float", "0.0f",
-           "clip gradients to this global norm (0: off)">,
+           "max global gradient norm (0: no clipping)">,
     Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
            "constant | cosine">,
     Option<"warmupSteps", "warmup-steps", "int64_t", "0",
@@ -126,8 +127,9 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-steps per optimizer step">,
     Option<"computeDtypeName", "compute-dtype", "std::string", "\"f32\"",
-           "dtype of activations and of the forward/backward math: f32 | "
-           "bf16 | f16">,
+           "mixed precision: activations and the forward/backward math in "
+           "f32 | bf16 | f16 (PyTorch FSDP's param_dtype computes in it; "
+           "pair it with --param-dtype)">,
   ];
 }
 
@@ -181,7 +183,7 @@ def FsdpWrapUnits : Pass<"fsdp-wrap-units", "::mlir::ModuleOp"> {
 def FsdpMergeUnits : Pass<"fsdp-merge-units", "::mlir::ModuleOp"> {
   let summary = "Merges every K consecutive FSDP units into one";
   let description = [{
-    `group=K`: every K consecutive non-root units (in the wrap policy's
+    `merge-units=K`: every K consecutive non-root units (in the wrap policy's
     order) become one unit named `first+...+last`; the root unit stays
     alone. Fewer units mean fewer, larger collectives: less latency paid per
     step, more bytes gathered at a time. The wrap-granularity choice of
@@ -189,21 +191,22 @@ def FsdpMergeUnits : Pass<"fsdp-merge-units", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
-    Option<"group", "group", "int64_t", "1", "units merged into one">,
+    Option<"group", "merge-units", "int64_t", "1",
+           "merge every K consecutive units into one (coarser units)">,
   ];
 }
 
 def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::ModuleOp"> {
   let summary = "Recomputes each unit's forward in the reverse pass";
   let description = [{
-    `mode=units`: activation checkpointing per FSDP unit (torch's
-    checkpoint_wrapper on each block); `mode=UNIT,UNIT,...` checkpoints only
+    `activation-checkpointing=units`: activation checkpointing per FSDP unit (torch's
+    checkpoint_wrapper on each block); `UNIT,UNIT,...` checkpoints only
     the named units (what `--autotune` chooses). Values a non-root unit's forward
     computes only for the reverse pass are not kept; the ops computing them
     are cloned right before their first reverse-pass use. Each block's input
     is kept. The clones read the unit's parameters in the reverse pass, so
     one backward all-gather serves both recomputation and gradients.
-    `mode=ops` (or `UNIT:ops` in the list) is selective: the outputs of
+    `ops` (or `UNIT:ops` in the list) is selective: the outputs of
     matmuls and attention are kept too, and only the cheap ops between them
     (norms, activations, RoPE, casts) are recomputed from them, as
     torchtitan's selective op checkpointing saves matmul and attention
@@ -211,10 +214,10 @@ def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::Mod
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
-    Option<"mode", "mode", "std::string", "\"none\"",
-           "none | units (every non-root unit) | ops (every non-root unit, "
-           "keeping matmul and attention outputs) | UNIT[:ops],... (those "
-           "units)">,
+    Option<"mode", "activation-checkpointing", "std::string", "\"none\"",
+           "none | units: recompute each unit's forward in backward | ops: "
+           "recompute all but its matmuls and attention | UNIT[:ops],...: "
+           "those units">,
   ];
 }
 
@@ -252,22 +255,30 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
-    Option<"worldSize", "world-size", "int64_t", "1", "number of ranks">,
+    Option<"worldSize", "world-size", "int64_t", "1", "data-parallel ranks">,
     Option<"strategy", "strategy", "std::string", "\"full-shard\"",
            "full-shard | shard-grad-op | hybrid-shard | no-shard">,
     Option<"replicateGroups", "replicate-groups", "int64_t", "1",
-           "hybrid-shard: replicas (each shards over world-size / R ranks)">,
+           "hybrid-shard: replica groups (each shards over world-size / R "
+           "ranks)">,
     Option<"reshardAfterForward", "reshard-after-forward", "std::string",
            "\"default\"",
-           "[default|true|false|N][,UNIT=true|false|N...]">,
+           "[default|true|false|N][,UNIT=true|false|N...]: default every "
+           "unit but the root; N keeps 1/N gathered (FSDP2's integer "
+           "form); per unit after a comma">,
     Option<"paramDtype", "param-dtype", "std::string", "\"f32\"",
-           "dtype parameters are gathered and computed in: f32 | bf16 | f16">,
+           "mixed precision: gather parameters in f32 | bf16 | f16 (master "
+           "weights stay f32)">,
     Option<"reduceDtype", "reduce-dtype", "std::string", "\"f32\"",
-           "dtype gradients are reduced in: f32 | bf16 | f16">,
+           "dtype of gradient reduction: f32 | bf16 | f16">,
     Option<"bufferDtype", "buffer-dtype", "std::string", "\"\"",
-           "dtype buffers are kept in: f32 | bf16 | f16 (empty: as stored)">,
+           "mixed precision: keep buffers (batch norm's running statistics, "
+           "masks) in f32 | bf16 | f16, as MixedPrecision.buffer_dtype "
+           "(default: as stored, f32)">,
     Option<"syncBatchNorm", "sync-batch-norm", "bool", "false",
-           "batch norm statistics over every rank's slice (SyncBatchNorm)">,
+           "batch norm normalises the whole batch, every rank's slice together "
+           "(torch.nn.SyncBatchNorm; default: each rank its own slice, as "
+           "PyTorch's BatchNorm)">,
   ];
 }
 
@@ -306,7 +317,7 @@ def FsdpSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"forwardPrefetch", "forward-prefetch", "bool", "true",
-           "prefetch the next unit's parameters in forward">,
+           "prefetch the next unit in forward">,
     Option<"backwardPrefetch", "backward-prefetch", "std::string", "\"pre\"",
            "pre | post | none">,
     Option<"prefetchDepth", "prefetch-depth", "int64_t", "1",
@@ -379,15 +390,17 @@ def FsdpSimulate : Pass<"fsdp-simulate", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"device", "device", "std::string", "\"cpu\"",
-           "h100-sxm | h200 | a100-80g | cpu | FILE.json">,
-    Option<"devicesPerNode", "devices-per-node", "int64_t", "0",
-           "devices per node (0: the device's own)">,
+           "device model the plan is simulated on: h100-sxm | h200 | "
+           "a100-80g | cpu | FILE.json">,
+    Option<"devicesPerNode", "gpus-per-node", "int64_t", "0",
+           "devices per node (0: the device model's)">,
     Option<"annotate", "annotate", "bool", "true",
            "write fsdp.sim on every instruction (false: only the module's "
            "fsdp.predicted, all the autotuner's trials read)">,
-    Option<"runtime", "runtime", "std::string", "\"fsdp\"",
-           "the runtime priced: fsdp (fsdp-run) | fsdp2-eager (PyTorch "
-           "FSDP2 and an eager f32 RMSNorm, as torchtitan ran)">,
+    Option<"runtime", "simulate-runtime", "std::string", "\"fsdp\"",
+           "runtime the simulation prices: fsdp (fsdp-run's) | fsdp2-eager "
+           "(PyTorch FSDP2's all-gather copy-out and an eager f32 RMSNorm, "
+           "as torchtitan measured)">,
   ];
 }
 

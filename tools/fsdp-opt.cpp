@@ -9,6 +9,7 @@
 #include "autotune/Autotune.h"
 #include "costmodel/DeviceModel.h"
 #include "passes/Passes.h"
+#include "pipeline/DriverFlag.h"
 #include "pipeline/Pipeline.h"
 #include "pipeline/UnitTable.h"
 
@@ -42,6 +43,37 @@ static llvm::cl::OptionCategory trainCategory("Training step");
 static llvm::cl::OptionCategory fsdpCategory("FSDP: units, sharding, precision, schedule");
 static llvm::cl::OptionCategory deviceCategory("Device model and tuning");
 static llvm::cl::OptionCategory outputCategory("Output");
+
+// The flags that set a pass option: each is that option of Passes.td (its
+// name, type, default and help), generated from pipeline/DriverFlags.td.
+#define FSDP_CHOICES(...)                                                      \
+  { __VA_ARGS__ }
+#define FSDP_FLAG(PASS, FIELD, ARG, TYPE, GROUP, HELP, CHOICES)                \
+  static fsdp::Flag<TYPE> PASS##_##FIELD(ARG, HELP, fsdp::PASS##Options().FIELD, \
+                                         GROUP##Category, CHOICES);
+#include "DriverFlags.inc"
+#undef FSDP_FLAG
+
+/// The flags' values, in the options structs of their passes.
+struct PassFlags {
+  fsdp::FsdpBuildTrainStepOptions train;
+  fsdp::PlanConfig plan;
+};
+static PassFlags passFlags() {
+  PassFlags f;
+  auto &FsdpBuildTrainStep = f.train;
+  auto &FsdpWrapUnits = f.plan.wrap;
+  auto &FsdpMergeUnits = f.plan.merge;
+  auto &FsdpCheckpointActivations = f.plan.checkpointing;
+  auto &FsdpShard = f.plan.shard;
+  auto &FsdpSchedule = f.plan.schedule;
+  auto &FsdpSimulate = f.plan.simulate;
+#define FSDP_FLAG(PASS, FIELD, ...) PASS.FIELD = PASS##_##FIELD;
+#include "DriverFlags.inc"
+#undef FSDP_FLAG
+  return f;
+}
+
 static llvm::cl::opt<int64_t>
     batchSize("batch-size",
               llvm::cl::desc("Fix the leading (batch) dimension of every "
@@ -70,156 +102,15 @@ static llvm::cl::opt<bool> listOnnxOps(
     llvm::cl::desc("Print the ONNX op types the importer supports and exit"),
     llvm::cl::cat(modelCategory));
 
-// Training-step options, forwarded to fsdp-build-train-step when the output
-// is a plan (-o model.plan).
-static llvm::cl::opt<std::string>
-    lossOpt("loss", llvm::cl::desc("auto | cross-entropy | mse | bce"),
-            llvm::cl::init("auto"), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t>
-    ignoreIndexOpt("ignore-index", llvm::cl::desc("cross-entropy ignore index"),
-                   llvm::cl::init(-100), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string>
-    frozenOpt("frozen", llvm::cl::desc("regex of parameters not to train"),
-              llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string> buffersOpt(
-    "buffers",
-    llvm::cl::desc("regex of initializers that are buffers: never trained, "
-                   "kept whole on every rank (ONNX cannot tell a buffer the "
-                   "step reads differentiably from a parameter)"),
-    llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string> optimizerOpt("optimizer",
-                                               llvm::cl::desc("adamw | sgd"),
-                                               llvm::cl::init("adamw"),
-                                               llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> lrOpt("lr", llvm::cl::desc("learning rate"), llvm::cl::init(1e-3f),
-                                  llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> beta1Opt("beta1", llvm::cl::desc("AdamW beta1"), llvm::cl::init(0.9f),
-                                     llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> beta2Opt("beta2", llvm::cl::desc("AdamW beta2"), llvm::cl::init(0.999f),
-                                     llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> epsOpt("eps", llvm::cl::desc("AdamW epsilon"), llvm::cl::init(1e-8f),
-                                   llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float>
-    weightDecayOpt("weight-decay",
-                   llvm::cl::desc("default 0.01 (AdamW), 0 (SGD)"),
-                   llvm::cl::init(-1.0f), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float> momentumOpt("momentum", llvm::cl::desc("SGD momentum"), llvm::cl::init(0.0f),
-                                        llvm::cl::cat(trainCategory));
-static llvm::cl::opt<bool> nesterovOpt("nesterov",
-                                       llvm::cl::desc("SGD Nesterov momentum"),
-                                       llvm::cl::cat(trainCategory));
-static llvm::cl::opt<float>
-    gradClipOpt("grad-clip", llvm::cl::desc("max global gradient norm"),
-                llvm::cl::init(0.0f), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string>
-    lrScheduleOpt("lr-schedule", llvm::cl::desc("constant | cosine"),
-                  llvm::cl::init("constant"), llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> warmupOpt("warmup-steps", llvm::cl::desc("linear warm-up steps"), llvm::cl::init(0),
-                                        llvm::cl::cat(trainCategory));
-static llvm::cl::opt<int64_t> totalStepsOpt("total-steps", llvm::cl::desc("steps of the cosine schedule"), llvm::cl::init(0),
-                                            llvm::cl::cat(trainCategory));
-static llvm::cl::opt<std::string> wrapOpt(
-    "wrap",
-    llvm::cl::desc(
-        "FSDP units: transformer[:PATTERN] | class:NAME,... | size:MIN_PARAMS "
-        "| regex:R1,R2,... | none"),
-    llvm::cl::init("transformer"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<int64_t>
-    worldSizeOpt("world-size", llvm::cl::desc("data-parallel ranks"),
-                 llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> strategyOpt(
-    "strategy",
-    llvm::cl::desc("full-shard | shard-grad-op | hybrid-shard | no-shard"),
-    llvm::cl::init("full-shard"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<int64_t> replicateGroupsOpt(
-    "replicate-groups",
-    llvm::cl::desc("hybrid-shard: replica groups (each shards over "
-                   "world-size / R ranks)"),
-    llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> paramDtypeOpt(
-    "param-dtype",
-    llvm::cl::desc("mixed precision: gather parameters in f32 | bf16 | "
-                   "f16 (master weights stay f32)"),
-    llvm::cl::init("f32"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> computeDtypeOpt(
-    "compute-dtype",
-    llvm::cl::desc("mixed precision: activations and the forward/backward "
-                   "math in f32 | bf16 | f16 (PyTorch FSDP's param_dtype "
-                   "computes in it; pair it with --param-dtype)"),
-    llvm::cl::init("f32"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string>
-    reduceDtypeOpt("reduce-dtype",
-                   llvm::cl::desc("dtype of gradient reduction (f32)"),
-                   llvm::cl::init("f32"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> bufferDtypeOpt(
-    "buffer-dtype",
-    llvm::cl::desc("mixed precision: keep buffers (batch norm's running "
-                   "statistics, masks) in f32 | bf16 | f16, as "
-                   "MixedPrecision.buffer_dtype (default: as stored, f32)"),
-    llvm::cl::init(""), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<bool> syncBatchNormOpt(
-    "sync-batch-norm",
-    llvm::cl::desc("batch norm normalises the whole batch, every rank's "
-                   "slice together (torch.nn.SyncBatchNorm; default: each "
-                   "rank its own slice, as PyTorch's BatchNorm)"),
-    llvm::cl::init(false), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> reshardOpt(
-    "reshard-after-forward",
-    llvm::cl::desc("[default|true|false|N][,UNIT=true|false|N...]: default "
-                   "every unit but the root; N keeps 1/N gathered (FSDP2's "
-                   "integer form); per unit after a comma"),
-    llvm::cl::init("default"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<bool>
-    forwardPrefetchOpt("forward-prefetch",
-                       llvm::cl::desc("prefetch the next unit in forward"),
-                       llvm::cl::init(true), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string>
-    backwardPrefetchOpt("backward-prefetch",
-                        llvm::cl::desc("pre | post | none"),
-                        llvm::cl::init("pre"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<int64_t>
-    prefetchDepthOpt("prefetch-depth", llvm::cl::desc("units gathered ahead"),
-                     llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<int64_t>
-    limitAllGathersOpt("limit-all-gathers",
-                       llvm::cl::desc("all-gathers in flight at once"),
-                       llvm::cl::init(2), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> checkpointingOpt(
-    "activation-checkpointing",
-    llvm::cl::desc("none | units: recompute each unit's forward in backward "
-                   "| ops: recompute all but its matmuls and attention | "
-                   "UNIT[:ops],...: those units"),
-    llvm::cl::init("none"), llvm::cl::cat(fsdpCategory));
-static llvm::cl::opt<std::string> emitOpt(
-    "emit",
-    llvm::cl::desc("what -o receives: plan | mlir (default: a plan for a "
-                   "*.plan output, MLIR text otherwise)"),
-    llvm::cl::init(""), llvm::cl::cat(outputCategory));
+static fsdp::Flag<std::string>
+    emitOpt("emit",
+            "what -o receives: plan | mlir (default: a plan for a *.plan "
+            "output, MLIR text otherwise)",
+            "", outputCategory, {"plan", "mlir"});
 static llvm::cl::opt<bool>
     unitsOpt("units", llvm::cl::desc("print the FSDP unit table of the plan"),
              llvm::cl::init(false), llvm::cl::cat(outputCategory));
-static llvm::cl::opt<std::string> deviceOpt(
-    "device",
-    llvm::cl::desc("device model the plan is simulated on: h100-sxm | h200 | "
-                   "a100-80g | cpu | FILE.json"),
-    llvm::cl::init("cpu"), llvm::cl::cat(deviceCategory));
-static llvm::cl::opt<std::string> simulateRuntimeOpt(
-    "simulate-runtime",
-    llvm::cl::desc("runtime the simulation prices: fsdp (fsdp-run's) | "
-                   "fsdp2-eager (PyTorch FSDP2's all-gather copy-out and an "
-                   "eager f32 RMSNorm, as torchtitan measured)"),
-    llvm::cl::init("fsdp"), llvm::cl::cat(deviceCategory));
-static llvm::cl::opt<int64_t>
-    gpusPerNodeOpt("gpus-per-node",
-                   llvm::cl::desc("devices per node (0: the device model's)"),
-                   llvm::cl::init(0), llvm::cl::cat(deviceCategory));
-static llvm::cl::opt<int64_t> gradAccumOpt("grad-accum", llvm::cl::desc("micro-steps per optimizer step"), llvm::cl::init(1),
-                                           llvm::cl::cat(trainCategory));
 
-static llvm::cl::opt<int64_t> mergeUnitsOpt(
-    "merge-units",
-    llvm::cl::desc("merge every K consecutive units into one (coarser units)"),
-    llvm::cl::init(1), llvm::cl::cat(fsdpCategory));
 static llvm::cl::opt<std::string> memoryBudgetOpt(
     "memory-budget",
     llvm::cl::desc("bytes a rank may use (KiB/MiB/GiB/TiB, KB/MB/GB): with "
@@ -280,29 +171,6 @@ writeCandidates(StringRef path, int64_t budget,
   return success();
 }
 
-/// The plan pipeline's options, from the command line.
-static fsdp::PlanConfig planConfig() {
-  fsdp::PlanConfig c;
-  c.wrap.wrap = wrapOpt;
-  c.merge.group = mergeUnitsOpt;
-  c.checkpointing.mode = checkpointingOpt;
-  c.shard.worldSize = worldSizeOpt;
-  c.shard.strategy = strategyOpt;
-  c.shard.replicateGroups = replicateGroupsOpt;
-  c.shard.paramDtype = paramDtypeOpt;
-  c.shard.reduceDtype = reduceDtypeOpt;
-  c.shard.bufferDtype = bufferDtypeOpt;
-  c.shard.syncBatchNorm = syncBatchNormOpt;
-  c.shard.reshardAfterForward = reshardOpt;
-  c.schedule.forwardPrefetch = forwardPrefetchOpt;
-  c.schedule.backwardPrefetch = backwardPrefetchOpt;
-  c.schedule.prefetchDepth = prefetchDepthOpt;
-  c.schedule.limitAllGathers = limitAllGathersOpt;
-  c.simulate.device = deviceOpt;
-  c.simulate.devicesPerNode = gpusPerNodeOpt;
-  c.simulate.runtime = simulateRuntimeOpt;
-  return c;
-}
 
 /// Train step → (autotune) → units, sharding, schedule, memory plan,
 /// verification, simulation → plan file. `pm` holds the passes the command
@@ -319,24 +187,25 @@ static LogicalResult checkTrainingFlags() {
     return failure();
   };
   auto finite = [](double v) { return std::isfinite(v); };
-  if (!finite(lrOpt) || lrOpt < 0)
-    return bad("lr", lrOpt, "must be a finite number >= 0");
-  if (!finite(beta1Opt) || beta1Opt < 0 || beta1Opt >= 1)
-    return bad("beta1", beta1Opt, "must lie in [0, 1)");
-  if (!finite(beta2Opt) || beta2Opt < 0 || beta2Opt >= 1)
-    return bad("beta2", beta2Opt, "must lie in [0, 1)");
-  if (!finite(epsOpt) || epsOpt <= 0)
-    return bad("eps", epsOpt, "must be a finite number > 0");
-  if (weightDecayOpt.getNumOccurrences() &&
-      (!finite(weightDecayOpt) || weightDecayOpt < 0))
-    return bad("weight-decay", weightDecayOpt, "must be a finite number >= 0");
-  if (!finite(momentumOpt) || momentumOpt < 0)
-    return bad("momentum", momentumOpt, "must be a finite number >= 0");
-  if (!finite(gradClipOpt) || gradClipOpt < 0)
-    return bad("grad-clip", gradClipOpt,
+  const fsdp::FsdpBuildTrainStepOptions t = passFlags().train;
+  if (!finite(t.lr) || t.lr < 0)
+    return bad("lr", t.lr, "must be a finite number >= 0");
+  if (!finite(t.beta1) || t.beta1 < 0 || t.beta1 >= 1)
+    return bad("beta1", t.beta1, "must lie in [0, 1)");
+  if (!finite(t.beta2) || t.beta2 < 0 || t.beta2 >= 1)
+    return bad("beta2", t.beta2, "must lie in [0, 1)");
+  if (!finite(t.eps) || t.eps <= 0)
+    return bad("eps", t.eps, "must be a finite number > 0");
+  if (FsdpBuildTrainStep_weightDecay.getNumOccurrences() &&
+      (!finite(t.weightDecay) || t.weightDecay < 0))
+    return bad("weight-decay", t.weightDecay, "must be a finite number >= 0");
+  if (!finite(t.momentum) || t.momentum < 0)
+    return bad("momentum", t.momentum, "must be a finite number >= 0");
+  if (!finite(t.gradClip) || t.gradClip < 0)
+    return bad("grad-clip", t.gradClip,
                "must be a finite number >= 0 (0: no clipping)");
-  if (gpusPerNodeOpt < 0)
-    return bad("gpus-per-node", (double)gpusPerNodeOpt,
+  if (FsdpSimulate_devicesPerNode < 0)
+    return bad("gpus-per-node", (double)FsdpSimulate_devicesPerNode,
                "must be a count (0: the device model's)");
   return success();
 }
@@ -384,31 +253,13 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   DeferredRemarks remarks(module.getContext());
   if (failed(checkTrainingFlags()))
     return failure();
-  fsdp::FsdpBuildTrainStepOptions train;
-  train.loss = lossOpt;
-  train.ignoreIndex = ignoreIndexOpt;
-  train.frozen = frozenOpt;
-  train.buffers = buffersOpt;
-  train.optimizer = optimizerOpt;
-  train.lr = lrOpt;
-  train.beta1 = beta1Opt;
-  train.beta2 = beta2Opt;
-  train.eps = epsOpt;
-  train.weightDecay = weightDecayOpt;
-  train.momentum = momentumOpt;
-  train.nesterov = nesterovOpt;
-  train.gradClip = gradClipOpt;
-  train.lrSchedule = lrScheduleOpt;
-  train.warmupSteps = warmupOpt;
-  train.totalSteps = totalStepsOpt;
-  train.gradAccum = gradAccumOpt;
-  train.computeDtypeName = computeDtypeOpt;
-  pm.addPass(fsdp::createFsdpBuildTrainStep(train));
+  PassFlags flags = passFlags();
+  pm.addPass(fsdp::createFsdpBuildTrainStep(flags.train));
   pm.addPass(fsdp::createFsdpFuseLossGrad());
   if (failed(pm.run(module)))
     return failure();
 
-  fsdp::PlanConfig config = planConfig();
+  fsdp::PlanConfig config = flags.plan;
   int64_t budget = 0;
   if (memoryBudgetOpt.getNumOccurrences()) {
     auto bytes = fsdp::parseByteSize(memoryBudgetOpt);
@@ -421,13 +272,13 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   }
   if (autotuneOpt) {
     if (!budget) {
-      auto model = fsdp::loadDeviceModel(deviceOpt);
+      auto model = fsdp::loadDeviceModel(config.simulate.device);
       if (model && model->memoryBytes)
         budget = model->memoryBytes;
       else {
         llvm::consumeError(model.takeError());
         llvm::errs() << "fsdp-opt: --autotune needs --memory-budget: device '"
-                     << deviceOpt << "' gives no memory size\n";
+                     << config.simulate.device << "' gives no memory size\n";
         return failure();
       }
     }
@@ -637,15 +488,10 @@ int main(int argc, char **argv) {
   // for `*.plan`, MLIR text otherwise. Said when the name does not say it
   // (`-o model.p2` silently wrote MLIR).
   bool plan;
-  if (emitOpt == "plan" || emitOpt == "mlir") {
+  if (!emitOpt.empty())
     plan = emitOpt == "plan";
-  } else if (emitOpt.empty()) {
+  else
     plan = StringRef(output).ends_with(".plan");
-  } else {
-    llvm::errs() << "fsdp-opt: error: --emit=" << emitOpt
-                 << ": expected plan or mlir\n";
-    return 1;
-  }
   if (unitsOpt && !plan) {
     llvm::errs() << "fsdp-opt: error: --units prints the units of a plan; "
                     "this compile writes MLIR (--emit=plan)\n";

@@ -1,17 +1,17 @@
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=units 2>/dev/null | FileCheck %s
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=none 2>/dev/null | FileCheck %s --check-prefix=NONE
-// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=all 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=units 2>/dev/null | FileCheck %s
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=none 2>/dev/null | FileCheck %s --check-prefix=NONE
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=all 2>&1 | FileCheck %s --check-prefix=BAD
 // Per unit: naming layers.3 is the same as `units` here; naming layers.1
 // alone recomputes nothing (its values are all kept for the next layer).
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=layers.3 2>/dev/null | FileCheck %s
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=layers.1 2>/dev/null | FileCheck %s --check-prefix=NONE
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.3 2>/dev/null | FileCheck %s
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.1 2>/dev/null | FileCheck %s --check-prefix=NONE
 // BAD: error: --activation-checkpointing: 'all' is not none, units, ops or the name of a unit (optionally with :ops)
 // Selective (every unit, or layers.3 alone): the matmul's output is kept
 // and only the difference the MSE gradient needs is recomputed from it,
 // with no second read of layers.3.w and no second matmul.
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=ops 2>/dev/null | FileCheck %s --check-prefix=OPS
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=layers.3:ops 2>/dev/null | FileCheck %s --check-prefix=OPS
-// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=mode=layers.3:most 2>&1 | FileCheck %s --check-prefix=BADHOW
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=ops 2>/dev/null | FileCheck %s --check-prefix=OPS
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.3:ops 2>/dev/null | FileCheck %s --check-prefix=OPS
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.3:most 2>&1 | FileCheck %s --check-prefix=BADHOW
 // BADHOW: error: --activation-checkpointing: 'layers.3:most' is not none, units, ops or the name of a unit (optionally with :ops)
 // OPS-LABEL: func.func @train_step
 // OPS: fsdp.get_parameter @layers.3.w

@@ -1,7 +1,7 @@
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-merge-units=group=2 2>/dev/null | FileCheck %s
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-merge-units=group=3 2>/dev/null | FileCheck %s --check-prefix=THREE
-// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-merge-units=group=2 2>&1 | FileCheck %s --check-prefix=NOUNITS
-// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-merge-units=group=0 2>&1 | FileCheck %s --check-prefix=ZERO
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-merge-units=merge-units=2 2>/dev/null | FileCheck %s
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-merge-units=merge-units=3 2>/dev/null | FileCheck %s --check-prefix=THREE
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-merge-units=merge-units=2 2>&1 | FileCheck %s --check-prefix=NOUNITS
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-merge-units=merge-units=0 2>&1 | FileCheck %s --check-prefix=ZERO
 
 // Pairs of consecutive blocks become one unit each, in block order.
 // CHECK: fsdp.unit @"layers.0+layers.1" {params = [@layers.0.w, @layers.1.w]}

@@ -1,13 +1,13 @@
 // The same plan priced as fsdp-run runs it and as eager PyTorch FSDP2 ran
-// torchtitan's Llama (runtime=fsdp2-eager), on an H100 pair (4 us a
+// torchtitan's Llama (simulate-runtime=fsdp2-eager), on an H100 pair (4 us a
 // kernel launch): FSDP2 copies each gathered unit out of its flat buffer
 // on the compute stream (the wait lasts a launch more), divides each
 // reduce-scatter's input in place before it (the reduce-scatter starts a
 // launch later), runs RMSNorm as 8 eager f32 kernels and its backward as
 // 12, and AdamW(foreach=True) as 8 passes.
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=h100-sxm' 2>/dev/null | FileCheck %s --check-prefix=FSDP
-// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=h100-sxm runtime=fsdp2-eager' 2>/dev/null | FileCheck %s --check-prefix=EAGER
-// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=h100-sxm runtime=fsdp1' 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=h100-sxm simulate-runtime=fsdp2-eager' 2>/dev/null | FileCheck %s --check-prefix=EAGER
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=h100-sxm simulate-runtime=fsdp1' 2>&1 | FileCheck %s --check-prefix=BAD
 // BAD: error: --simulate-runtime must be fsdp or fsdp2-eager, not 'fsdp1'
 
 // FSDP: fsdp.wait %{{.*}} {{{.*}}fsdp.sim = array<f64: 5.0001111111111112E-6, 5.0001111111111112E-6>}
