@@ -16,8 +16,7 @@
 
 namespace fsdp::cpu {
 
-/// The largest tensor rank the CPU backend takes (checked at plan load).
-constexpr size_t kMaxRank = 8;
+using fsdp::kMaxRank;
 
 /// Optimizer state and schedule the optimizer kernels read and update.
 struct OptimizerState {
@@ -48,11 +47,7 @@ struct Context {
 
 using Kernel = Status (*)(const Instruction &, Context &);
 
-/// Validates an instruction's operand counts, dtypes and attributes for its
-/// kernel; an unknown op is an error.
-Status checkInstruction(const Plan &plan, const Instruction &instr);
-
-/// The kernel of `op` (checked by checkInstruction first).
+/// The kernel of `op` (checked by fsdp::checkInstruction first).
 Kernel kernelFor(const std::string &op);
 
 /// Whether the kernel of `instr` takes its bf16 operands as they are (a

@@ -1,6 +1,5 @@
 //===- Plan.cpp - Load and validate a plan --------------------------------===//
 #include "runtime/plan/Plan.h"
-#include "runtime/cpu/Kernels.h"
 #include "runtime/support/CheckedJson.h"
 #include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
@@ -88,10 +87,10 @@ struct Reader : JsonReader {
     if (!f->is_array())
       return fail(where + ".shape", "expected an array");
     out.clear();
-    if (f->size() > cpu::kMaxRank)
+    if (f->size() > kMaxRank)
       return fail(where + ".shape", "rank " + std::to_string(f->size()) +
                                         " exceeds the CPU backend's " +
-                                        std::to_string(cpu::kMaxRank));
+                                        std::to_string(kMaxRank));
     int64_t count = 1;
     for (const json &d : *f) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
@@ -281,7 +280,7 @@ Status parseProgram(Reader &r, const json &doc, const char *key,
     } else {
       instr.attrs = json::object();
     }
-    FSDP_RETURN_IF_ERROR(cpu::checkInstruction(plan, instr).withContext(where));
+    FSDP_RETURN_IF_ERROR(checkInstruction(plan, instr).withContext(where));
     out.push_back(std::move(instr));
   }
   return Status::ok();

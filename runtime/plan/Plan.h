@@ -187,6 +187,14 @@ struct Plan {
 Status checkChoice(const std::string &what, const std::string &value,
                    const std::vector<const char *> &allowed);
 
+/// The largest tensor rank a plan may hold (checked at plan load).
+constexpr size_t kMaxRank = 8;
+
+/// Validates an instruction's op (a row of common/Ops.def), operand and
+/// result counts, choice attributes and where it writes
+/// (plan/CheckInstruction.cpp); an unknown op is an error.
+Status checkInstruction(const Plan &plan, const Instruction &instr);
+
 /// Parses and validates a plan held in memory (the fuzzing entry point).
 Status parsePlan(const std::string &text, Plan &plan);
 /// Reads and validates the plan at `path`.
