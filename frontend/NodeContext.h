@@ -103,6 +103,12 @@ FailureOr<HostTensor> readTensorProto(const onnx::TensorProto &t,
                                       MLIRContext *ctx, Location loc,
                                       StringRef what);
 
+/// Bytes of one element of `t` (frontend/TensorProto.cpp).
+int64_t byteWidth(Type t);
+
+/// Elements a TensorProto holds in its typed fields (not raw_data).
+int64_t typedCount(const onnx::TensorProto &t);
+
 /// Validates dims (non-negative, product without overflow) and returns them.
 FailureOr<SmallVector<int64_t>> checkedDims(ArrayRef<int64_t> dims,
                                             Location loc, StringRef what);

@@ -1,0 +1,478 @@
+// The CUDA backend's network-level kernels (losses, layouts, convolution,
+// pooling, batch norm, AdamW, attention, 16-bit conversions;
+// runtime/device/DeviceKernels.h), run on the host, against the CPU
+// backend's kernel of the same op on the same random inputs (the
+// elementwise, reduction and norm kernels: DeviceKernelsTest.cpp). Both compute element math in float and accumulate in
+// double in the same order, so most agree exactly; the tolerance (1e-6
+// relative to |value| + 0.1) covers the CPU's float accumulation in the
+// reductions over middle axes and libm's last bit.
+#include "tests/unit/KernelTestSupport.h"
+
+using namespace kerneltest;
+
+TEST(DeviceKernels, CrossEntropyAndGradientMatchCpu) {
+  struct Case {
+    const char *reduction;
+    LossReduction kind;
+    bool weighted, ignore;
+    Dims x, t;
+  } cases[] = {
+      {"mean", LossReduction::Mean, false, true, {6, 5}, {6}},
+      {"mean", LossReduction::Mean, true, true, {6, 5}, {6}},
+      {"sum", LossReduction::Sum, false, false, {2, 5, 3}, {2, 3}},
+      {"none", LossReduction::None, true, true, {2, 5, 3}, {2, 3}},
+  };
+  // bf16 logits: the device reads them as they are and writes a bf16
+  // gradient; the CPU computes on an f32 copy and rounds its result. The
+  // same double sums and one rounding: equal.
+  for (bool narrow : {false, true})
+    for (const Case &k : cases) {
+      Arena a;
+      int64_t classes = k.x[1], inner = k.x.size() == 3 ? k.x[2] : 1;
+      int64_t positions = k.x[0] * inner;
+      TensorRef x = a.add(k.x), t = a.add(k.t, DType::I64),
+                w = a.add({classes}),
+                loss = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
+                g = a.add(k.kind == LossReduction::None ? k.t : Dims{}),
+                dx = a.add(k.x);
+      a.fill(x, -3.0f, 3.0f);
+      std::vector<uint16_t> xb(x.numel()), gradb(dx.numel());
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        xb[i] = toBf16(a.at<float>(x)[i]);
+        if (narrow)
+          a.at<float>(x)[i] = fromBf16(xb[i]);
+      }
+      a.fill(w, 0.5f, 2.0f);
+      a.fill(g, 0.5f, 1.5f);
+      a.fillInts(t, {4, 0, 2, 1, 3, 2});
+      nlohmann::json attrs = {{"reduction", k.reduction}};
+      if (k.ignore)
+        attrs["ignore_index"] = 2;
+      LossLayout layout{classes,  inner, true,
+                        k.ignore, 2,     k.weighted ? a.at<float>(w) : nullptr};
+      if (narrow)
+        layout.type = ElemType::BF16;
+      const void *xs = narrow ? (const void *)xb.data() : a.at<float>(x);
+      std::vector<double> terms(positions), weights(positions);
+      std::vector<float> got(loss.numel()), grad(dx.numel());
+      double total = 0;
+      int error = 0;
+      runHost(positions, LossTerms{layout, xs, a.at<int64_t>(t), terms.data(),
+                                   weights.data(), &error});
+      runHost(1, LossReduce{k.kind, positions, terms.data(), weights.data(),
+                            got.data(), &total});
+      runHost(positions, LossGradRows{layout, k.kind, xs, a.at<float>(g),
+                                      a.at<int64_t>(t), &total,
+                                      narrow ? (void *)gradb.data()
+                                             : (void *)grad.data()});
+      if (narrow)
+        for (int64_t i = 0; i < dx.numel(); ++i)
+          grad[i] = fromBf16(gradb[i]);
+      EXPECT_EQ(error, 0);
+      std::vector<TensorRef> ins = {x, t}, gradIns = {x, t, g};
+      if (k.weighted) {
+        ins.push_back(w);
+        gradIns.push_back(w);
+      }
+      runCpu(a, instr("cross_entropy", ins, {loss}, attrs));
+      runCpu(a, instr("cross_entropy_grad", gradIns, {dx}, attrs));
+      std::string what =
+          std::string(narrow ? "bf16 " : "") + "cross_entropy " + k.reduction;
+      if (narrow)
+        for (int64_t i = 0; i < dx.numel(); ++i)
+          a.at<float>(dx)[i] = fromBf16(toBf16(a.at<float>(dx)[i]));
+      expectClose(a.at<float>(loss), got.data(), loss.numel(), what);
+      expectClose(a.at<float>(dx), grad.data(), dx.numel(), what + " gradient");
+      if (k.kind == LossReduction::None)
+        continue;
+      // The fused loss and gradient (fsdp-fuse-loss-grad) equal the pair:
+      // the same log-sum-exps, summed the same way. Its outputs start
+      // poisoned, so an element or a loss it does not write shows.
+      TensorRef fusedLoss = a.add({}), fusedDx = a.add(k.x);
+      a.fill(fusedLoss, 1e30f, 1e30f);
+      a.fill(fusedDx, 1e30f, 1e30f);
+      runCpu(a, instr("cross_entropy_with_grad", gradIns, {fusedLoss, fusedDx},
+                      attrs));
+      if (narrow)
+        for (int64_t i = 0; i < dx.numel(); ++i)
+          a.at<float>(fusedDx)[i] = fromBf16(toBf16(a.at<float>(fusedDx)[i]));
+      expectClose(a.at<float>(loss), a.at<float>(fusedLoss), 1,
+                  what + " fused");
+      expectClose(a.at<float>(dx), a.at<float>(fusedDx), dx.numel(),
+                  what + " fused gradient");
+    }
+}
+
+TEST(DeviceKernels, TransposeMatchesCpu) {
+  Arena a;
+  Dims in = {2, 3, 4}, perm = {2, 0, 1};
+  TensorRef x = a.add(in), y = a.add({4, 2, 3});
+  a.fill(x, -1.0f, 1.0f);
+  StridedCopy f{{}, 4, 0, 0, a.at<uint8_t>(x), nullptr};
+  ASSERT_TRUE(transposeIndex(in, perm, f.index));
+  Dims dst = contiguousStrides(y.shape);
+  for (size_t d = 0; d < dst.size(); ++d)
+    f.index.strides[1][d] = dst[d];
+  std::vector<float> got(y.numel());
+  f.y = reinterpret_cast<uint8_t *>(got.data());
+  runOnHost(y.numel(), f);
+  runCpu(a, instr("transpose", {x}, {y}, {{"perm", perm}}));
+  expectClose(a.at<float>(y), got.data(), y.numel(), "transpose");
+}
+
+// Convolutions as lowered (im2col, a GEMM per group batched over the
+// images, col2im) against the CPU kernels (image by image): 2-D with
+// padding, stride and bias; groups with dilation and unequal pads; 1-D.
+// The GEMMs sum in another order, so the tolerance is 1e-5.
+TEST(DeviceKernels, ConvolutionsMatchCpu) {
+  struct Case {
+    Dims x, w, y;
+    nlohmann::json attrs;
+    bool bias;
+  };
+  std::vector<Case> cases = {
+      {{2, 3, 6, 5},
+       {4, 3, 3, 3},
+       {2, 4, 3, 3},
+       {{"strides", {2, 2}},
+        {"pads", {1, 1, 1, 1}},
+        {"dilations", {1, 1}},
+        {"groups", 1}},
+       true},
+      {{3, 4, 7, 6},
+       {6, 2, 2, 3},
+       {3, 6, 6, 2},
+       {{"strides", {1, 2}},
+        {"pads", {1, 0, 0, 1}},
+        {"dilations", {2, 2}},
+        {"groups", 2}},
+       false},
+      {{2, 3, 7},
+       {3, 1, 4},
+       {2, 3, 4},
+       {{"strides", {2}}, {"pads", {1, 2}}, {"dilations", {1}}, {"groups", 3}},
+       true}};
+  for (const Case &k : cases) {
+    Arena a;
+    TensorRef x = a.add(k.x), w = a.add(k.w), b = a.add({k.w[0]}),
+              dy = a.add(k.y), y = a.add(k.y), gotY = a.add(k.y),
+              dx = a.add(k.x), gotDx = a.add(k.x), dw = a.add(k.w),
+              gotDw = a.add(k.w);
+    a.fill(x, -1.0f, 1.0f);
+    a.fill(w, -1.0f, 1.0f);
+    a.fill(b, -1.0f, 1.0f);
+    a.fill(dy, -1.0f, 1.0f);
+    std::vector<TensorRef> in = {x, w};
+    if (k.bias)
+      in.push_back(b);
+    runCpu(a, instr("conv", in, {y}, k.attrs));
+    runLowered(a, instr("conv", in, {gotY}, k.attrs));
+    expectClose(a.at<float>(y), a.at<float>(gotY), y.numel(), "conv", 1e-5f);
+    runCpu(a, instr("conv_grad_input", {dy, w}, {dx}, k.attrs));
+    runLowered(a, instr("conv_grad_input", {dy, w}, {gotDx}, k.attrs));
+    expectClose(a.at<float>(dx), a.at<float>(gotDx), dx.numel(),
+                "conv_grad_input", 1e-5f);
+    runCpu(a, instr("conv_grad_weight", {x, dy}, {dw}, k.attrs));
+    runLowered(a, instr("conv_grad_weight", {x, dy}, {gotDw}, k.attrs));
+    expectClose(a.at<float>(dw), a.at<float>(gotDw), dw.numel(),
+                "conv_grad_weight", 1e-5f);
+  }
+}
+
+// Pools as lowered against the CPU kernels, forward and input gradient:
+// max with padding and strides, average with ceil_mode excluding padding,
+// average including it, 1-D max with dilation. Same float steps: exact.
+TEST(DeviceKernels, PoolsMatchCpu) {
+  struct Case {
+    Dims x, y;
+    nlohmann::json attrs;
+  };
+  std::vector<Case> cases = {{{2, 3, 7, 6},
+                              {2, 3, 4, 3},
+                              {{"mode", "max"},
+                               {"kernel", {3, 3}},
+                               {"strides", {2, 2}},
+                               {"pads", {1, 1, 1, 1}},
+                               {"dilations", {1, 1}}}},
+                             {{1, 2, 5, 5},
+                              {1, 2, 3, 3},
+                              {{"mode", "avg"},
+                               {"kernel", {2, 2}},
+                               {"strides", {2, 2}},
+                               {"pads", {1, 1, 1, 1}},
+                               {"dilations", {1, 1}},
+                               {"ceil_mode", true}}},
+                             {{1, 2, 5, 4},
+                              {1, 2, 5, 4},
+                              {{"mode", "avg"},
+                               {"kernel", {3, 3}},
+                               {"strides", {1, 1}},
+                               {"pads", {1, 1, 1, 1}},
+                               {"dilations", {1, 1}},
+                               {"count_include_pad", true}}},
+                             {{2, 2, 9},
+                              {2, 2, 5},
+                              {{"mode", "max"},
+                               {"kernel", {3}},
+                               {"strides", {1}},
+                               {"pads", {0, 0}},
+                               {"dilations", {2}}}}};
+  for (const Case &k : cases) {
+    Arena a;
+    TensorRef x = a.add(k.x), y = a.add(k.y), gotY = a.add(k.y),
+              dy = a.add(k.y), dx = a.add(k.x), gotDx = a.add(k.x);
+    a.fill(x, -1.0f, 1.0f);
+    a.fill(dy, -1.0f, 1.0f);
+    runCpu(a, instr("pool", {x}, {y}, k.attrs));
+    runLowered(a, instr("pool", {x}, {gotY}, k.attrs));
+    expectClose(a.at<float>(y), a.at<float>(gotY), y.numel(), "pool");
+    runCpu(a, instr("pool_grad", {x, dy}, {dx}, k.attrs));
+    runLowered(a, instr("pool_grad", {x, dy}, {gotDx}, k.attrs));
+    expectClose(a.at<float>(dx), a.at<float>(gotDx), dx.numel(), "pool_grad");
+  }
+}
+
+// Batch norm, forward (y, batch mean and variance) and backward, as
+// lowered against the CPU kernels: one set of float steps, so exact. And
+// synchronised (SyncBatchNorm's steps, on one rank: the all-reduces sum
+// one slice), lowered against the CPU, and both against the unsynchronised
+// results (the same statistics, its per-channel sums rounded to f32).
+TEST(DeviceKernels, BatchNormMatchesCpu) {
+  for (Dims shape : {Dims{4, 3, 5, 2}, Dims{6, 5}}) {
+    Arena a;
+    Dims ch = {shape[1]};
+    TensorRef x = a.add(shape), w = a.add(ch), b = a.add(ch), dy = a.add(shape);
+    TensorRef outs[4][6];
+    for (auto &o : outs)
+      o[0] = a.add(shape), o[1] = a.add(ch), o[2] = a.add(ch),
+      o[3] = a.add(shape), o[4] = a.add(ch), o[5] = a.add(ch);
+    a.fill(x, -2.0f, 3.0f);
+    a.fill(w, 0.5f, 1.5f);
+    a.fill(b, -1.0f, 1.0f);
+    a.fill(dy, -1.0f, 1.0f);
+    for (int k = 0; k < 4; ++k) {
+      nlohmann::json attrs = {{"epsilon", 1e-5}};
+      if (k >= 2)
+        attrs["sync_group_size"] = 1;
+      const TensorRef *o = outs[k];
+      Instruction fwd =
+                      instr("batch_norm", {x, w, b}, {o[0], o[1], o[2]}, attrs),
+                  bwd = instr("batch_norm_grad", {x, w, dy}, {o[3], o[4], o[5]},
+                              attrs);
+      if (k % 2 == 0) {
+        runCpu(a, fwd);
+        runCpu(a, bwd);
+      } else {
+        runLowered(a, fwd);
+        runLowered(a, bwd);
+      }
+    }
+    const char *what[6] = {"y", "mean", "var", "dx", "dscale", "dbias"};
+    for (int k : {1, 2, 3})
+      for (int i = 0; i < 6; ++i)
+        expectClose(a.at<float>(outs[0][i]), a.at<float>(outs[k][i]),
+                    outs[0][i].numel(), what[i]);
+  }
+}
+
+TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
+  Arena a;
+  TensorRef g = a.add({37});
+  std::vector<float> cpuParam(37), devParam(37), m(37, 0.0f), v(37, 0.0f);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int i = 0; i < 37; ++i)
+    cpuParam[i] = devParam[i] = u(rng);
+  cpu::OptimizerState opt;
+  opt.first = {std::vector<float>(37, 0.0f)};
+  opt.second = {std::vector<float>(37, 0.0f)};
+  float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+  for (int64_t step = 1; step <= 3; ++step) {
+    a.fill(g, -1.0f, 1.0f);
+    opt.step = step;
+    runCpu(a,
+           instr("adamw", {g}, {},
+                 {{"param", 0},
+                  {"lr", lr},
+                  {"beta1", b1},
+                  {"beta2", b2},
+                  {"eps", eps},
+                  {"weight_decay", wd}}),
+           &opt, {cpuParam.data()});
+    double scalars[2] = {1.0, (double)step};
+    float sched[4];
+    runOnHost(1, AdamWSchedule{lr, b1, b2, scalars, sched});
+    runOnHost(37, AdamW{b1, b2, eps, wd, sched, nullptr, a.at<float>(g),
+                        devParam.data(), m.data(), v.data()});
+  }
+  expectClose(cpuParam.data(), devParam.data(), 37, "adamw parameters");
+  expectClose(opt.first[0].data(), m.data(), 37, "adamw first moment");
+  expectClose(opt.second[0].data(), v.data(), 37, "adamw second moment");
+}
+
+// Attention sums its dot products in a different order than OpenBLAS's
+// sgemm (and sums dk, dv over query rows in row order), so it agrees to float
+// rounding over the sums' lengths: 1e-5 relative. Beyond 64 query rows the
+// CPU's causal attention works in blocks of 64 rows that stop at the
+// diagonal (dk, dv summed over the blocks): 150 and 130 rows cover a
+// partial last block, the latter with tk > tq.
+TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {6, 6},
+      {4, 6},
+      {150, 150},
+      {130, 200}}; // tq < tk: rows offset by tk - tq
+  for (bool causal : {false, true})
+    for (auto [tq, tk] : shapes) {
+      Arena a;
+      int64_t batch = 3, d = 8, dv = 5;
+      float scale = 0.35f;
+      TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
+                v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
+                dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
+                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv});
+      for (const TensorRef &t : {q, k, v, dy})
+        a.fill(t, -1.5f, 1.5f);
+      AttentionLayout layout{tq,
+                             tk,
+                             d,
+                             dv,
+                             scale,
+                             causal,
+                             a.at<float>(q),
+                             a.at<float>(k),
+                             a.at<float>(v)};
+      std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel(), 0.0f),
+          gv(dvv.numel(), 0.0f);
+      runOnHost(batch * tq, AttentionRows{layout, got.data()});
+      std::vector<double> stats(3 * batch * tq);
+      runOnHost(batch * tq, AttentionGradQueryRows{layout, a.at<float>(dy),
+                                                   gq.data(), stats.data()});
+      runOnHost(batch * tk,
+                AttentionGradKeyRows{layout, a.at<float>(dy), stats.data(),
+                                     gk.data(), gv.data()});
+      nlohmann::json attrs = {{"scale", scale}, {"causal", causal}};
+      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dvv}, attrs));
+      std::string what = std::string(causal ? "causal " : "") + "attention";
+      expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
+      expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
+      expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
+      expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
+                  1e-5f);
+    }
+}
+
+// Flash attention (runtime/device/FlashAttention.h: tiles of 64 rows,
+// tensor-core products emulated on the host) on bf16 and f16 q, k, v,
+// against the CPU's attention on the same values widened to f32. The flash
+// kernels round probabilities and score gradients to 16 bits before their
+// products, as FlashAttention does: an output moves by at most 2^-9 (bf16)
+// of the largest value it sums, then by its own rounding. 1e-2 of the
+// tensor's largest |value| (2.5 bf16 roundings) covers that; a wrong mask,
+// tile edge or index moves outputs by the order of the values themselves.
+// The shapes cover partial tiles of queries and keys, tq < tk with and
+// without a causal mask, and head sizes 16 to 128.
+TEST(DeviceKernels, FlashAttentionMatchesCpu) {
+  struct Case {
+    int64_t batch, tq, tk, d;
+    bool causal;
+  };
+  const Case cases[] = {{2, 80, 80, 32, true},    {2, 80, 80, 32, false},
+                        {1, 48, 112, 16, true},   {3, 64, 64, 64, true},
+                        {1, 130, 130, 128, true}, {1, 20, 150, 16, false}};
+  for (bool f16 : {false, true})
+    for (const Case &t : cases) {
+      Arena a;
+      TensorRef q = a.add({t.batch, t.tq, t.d}),
+                k = a.add({t.batch, t.tk, t.d}),
+                v = a.add({t.batch, t.tk, t.d}),
+                y = a.add({t.batch, t.tq, t.d}),
+                dy = a.add({t.batch, t.tq, t.d}),
+                dq = a.add({t.batch, t.tq, t.d}),
+                dk = a.add({t.batch, t.tk, t.d}),
+                dv = a.add({t.batch, t.tk, t.d});
+      auto narrow = [&](const TensorRef &r) {
+        a.fill(r, -1.5f, 1.5f);
+        std::vector<uint16_t> n(r.numel());
+        for (int64_t i = 0; i < r.numel(); ++i) {
+          n[i] = floatToNarrow(f16, a.at<float>(r)[i]);
+          a.at<float>(r)[i] = narrowToFloat(f16, n[i]);
+        }
+        return n;
+      };
+      std::vector<uint16_t> qn = narrow(q), kn = narrow(k), vn = narrow(v),
+                            dyn = narrow(dy);
+      float scale = 1.5f / std::sqrt((float)t.d);
+      FlashLayout f;
+      f.tq = t.tq;
+      f.tk = t.tk;
+      f.d = t.d;
+      f.scale = scale;
+      f.causal = t.causal;
+      f.f16 = f16;
+      f.q = qn.data();
+      f.k = kn.data();
+      f.v = vn.data();
+      std::vector<uint16_t> yn(y.numel()), dqn(dq.numel()), dkn(dk.numel()),
+          dvn(dv.numel());
+      std::vector<float> stats(3 * t.batch * t.tq);
+      std::vector<double> smem;
+      runBlocksOnHost(t.batch * f.tiles(t.tq), FlashAttention{f, yn.data()},
+                      smem);
+      runBlocksOnHost(
+          t.batch * f.tiles(t.tq),
+          FlashAttentionGradQueries{f, dyn.data(), dqn.data(), stats.data()},
+          smem);
+      runBlocksOnHost(t.batch * f.tiles(t.tk),
+                      FlashAttentionGradKeys{f, dyn.data(), stats.data(),
+                                             dkn.data(), dvn.data()},
+                      smem);
+      nlohmann::json attrs = {{"scale", scale}, {"causal", t.causal}};
+      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dv}, attrs));
+      auto check = [&](const TensorRef &want, const std::vector<uint16_t> &got,
+                       const char *name) {
+        const float *w = a.at<float>(want);
+        float most = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          most = std::max(most, std::fabs(w[i]));
+        for (int64_t i = 0; i < want.numel(); ++i)
+          ASSERT_NEAR(w[i], narrowToFloat(f16, got[i]), 1e-2f * most)
+              << name << " element " << i << " (" << (f16 ? "f16" : "bf16")
+              << ", batch " << t.batch << ", tq " << t.tq << ", tk " << t.tk
+              << ", d " << t.d << (t.causal ? ", causal" : "") << ")";
+      };
+      check(y, yn, "y");
+      check(dq, dqn, "dq");
+      check(dk, dkn, "dk");
+      check(dv, dvn, "dv");
+    }
+}
+
+// The device's 16-bit conversions against the host's (runtime/support/
+// Half.h): every 16-bit pattern back to float, and floats around every
+// rounding boundary, subnormals, overflow and NaN to 16 bits.
+TEST(DeviceKernels, SixteenBitConversionsMatchHost) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    float a = floatFromF16((uint16_t)h), b = fromF16((uint16_t)h);
+    if (std::isnan(a)) {
+      EXPECT_TRUE(std::isnan(b)) << h;
+      continue;
+    }
+    ASSERT_EQ(floatToBits(a), floatToBits(b)) << "f16 " << h;
+    ASSERT_EQ(floatToBits(floatFromBf16((uint16_t)h)),
+              floatToBits(fromBf16((uint16_t)h)))
+        << "bf16 " << h;
+  }
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (int i = 0; i < 2000000; ++i) {
+    uint32_t x = bits(rng);
+    if (i % 2) // half of them near f16's range, where the cases are
+      x = (x & 0x80000000u) | (0x33000000u + x % (0x47800000u - 0x33000000u));
+    float f = bitsToFloat(x);
+    ASSERT_EQ(f16FromFloat(f), toF16(f)) << std::hex << x;
+    ASSERT_EQ(bf16FromFloat(f), toBf16(f)) << std::hex << x;
+  }
+}
