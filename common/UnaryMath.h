@@ -28,6 +28,7 @@ FSDP_HD inline float log1p(float x) { return log1pf(x); }
 FSDP_HD inline float sqrt(float x) { return sqrtf(x); }
 FSDP_HD inline float tanh(float x) { return tanhf(x); }
 FSDP_HD inline float erf(float x) { return erff(x); }
+FSDP_HD inline float pow(float a, float b) { return powf(a, b); }
 
 inline double abs(double x) { return std::fabs(x); }
 inline double exp(double x) { return std::exp(x); }
@@ -36,12 +37,21 @@ inline double log1p(double x) { return std::log1p(x); }
 inline double sqrt(double x) { return std::sqrt(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
+inline double pow(double a, double b) { return std::pow(a, b); }
 
 /// The scalar of a UnaryOps.def row, in T's precision.
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   template <typename T> FSDP_HD inline T unary##Class(T x) { return scalar; }
 #include "common/UnaryOps.def"
 #undef FSDP_UNARY
+
+/// The scalar of a BinaryOps.def row, in T's precision.
+#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+  template <typename T> FSDP_HD inline T binary##Class(T a, T b) {             \
+    return scalar;                                                             \
+  }
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
 
 } // namespace fsdp::um
 

@@ -78,7 +78,7 @@ LogicalResult binary(NodeContext &n, double (*fn)(double, double),
 /// ONNX Pow allows an exponent of another type: a float base takes an
 /// integer exponent converted to float (exact for the small integers seen).
 LogicalResult lowerPow(NodeContext &n) {
-  auto pow = [](double a, double b) { return std::pow(a, b); };
+  auto pow = ::fsdp::um::binaryPow<double>;
   if (failed(expectInputs(n, 2, 2)))
     return failure();
   Type base = n.inputType(0).getElementType(),
@@ -202,65 +202,24 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
    }},
 #include "common/UnaryOps.def"
 #undef FSDP_UNARY
-          {"Add",
-           [](NodeContext &n) {
-             return binary<AddOp>(n, [](double a, double b) { return a + b; });
-           }},
-          {"Sub",
-           [](NodeContext &n) {
-             return binary<SubOp>(n, [](double a, double b) { return a - b; });
-           }},
-          {"Mul",
-           [](NodeContext &n) {
-             return binary<MulOp>(n, [](double a, double b) { return a * b; });
-           }},
-          {"Div",
-           [](NodeContext &n) {
-             return binary<DivOp>(n, [](double a, double b) {
-               // Integer division truncates, as ONNX does for integer types.
-               return a / b;
-             });
-           }},
+  // The elementwise binary ops with an ONNX op (common/BinaryOps.def):
+  // folded with the row's scalar in double when both inputs are constant.
+#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+  {onnx, [](NodeContext &n) {                                                  \
+     return binary<Class##Op>(                                                 \
+         n, [](double a, double b) { return ::fsdp::um::binary##Class(a, b); }, \
+         Kind::kind);                                                          \
+   }},
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
           {"Pow", lowerPow},
           {"Max",
            [](NodeContext &n) {
-             return variadic<MaxOp>(
-                 n, [](double a, double b) { return std::max(a, b); });
+             return variadic<MaxOp>(n, ::fsdp::um::binaryMax<double>);
            }},
           {"Min",
            [](NodeContext &n) {
-             return variadic<MinOp>(
-                 n, [](double a, double b) { return std::min(a, b); });
-           }},
-          {"Equal",
-           [](NodeContext &n) {
-             return binary<EqualOp>(
-                 n, [](double a, double b) { return double(a == b); },
-                 Kind::Compare);
-           }},
-          {"Less",
-           [](NodeContext &n) {
-             return binary<LessOp>(
-                 n, [](double a, double b) { return double(a < b); },
-                 Kind::Compare);
-           }},
-          {"Greater",
-           [](NodeContext &n) {
-             return binary<GreaterOp>(
-                 n, [](double a, double b) { return double(a > b); },
-                 Kind::Compare);
-           }},
-          {"And",
-           [](NodeContext &n) {
-             return binary<AndOp>(
-                 n, [](double a, double b) { return double(a && b); },
-                 Kind::Logic);
-           }},
-          {"Or",
-           [](NodeContext &n) {
-             return binary<OrOp>(
-                 n, [](double a, double b) { return double(a || b); },
-                 Kind::Logic);
+             return variadic<MinOp>(n, ::fsdp::um::binaryMin<double>);
            }},
           {"Not",
            [](NodeContext &n) {

@@ -49,14 +49,36 @@ TEST(DeviceKernels, UnaryMatchesCpu) {
   }
 }
 
+/// The plan name of a BinaryOps.def row.
+static const char *planName(BinaryKind k) {
+  switch (k) {
+#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+  case BinaryKind::Class:                                                      \
+    return name;
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
+  }
+  return "";
+}
+
 TEST(DeviceKernels, BroadcastBinaryMatchesCpu) {
+  // The arithmetic rows of common/BinaryOps.def, each with its scalar in
+  // double as the reference.
   struct Case {
     const char *op;
     BinaryKind kind;
-  } cases[] = {{"add", BinaryKind::Add}, {"sub", BinaryKind::Sub},
-               {"mul", BinaryKind::Mul}, {"div", BinaryKind::Div},
-               {"pow", BinaryKind::Pow}, {"max", BinaryKind::Max},
-               {"min", BinaryKind::Min}};
+    double (*reference)(double, double);
+  } cases[] = {
+#define Arith(Class) {#Class, BinaryKind::Class, ::fsdp::um::binary##Class<double>},
+#define Compare(Class)
+#define Logic(Class)
+#define FSDP_BINARY(Class, name, onnx, kind, scalar) kind(Class)
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
+#undef Arith
+#undef Compare
+#undef Logic
+  };
   // A bias along the last axis, a column, a scalar, and both sides
   // broadcasting.
   std::vector<std::pair<Dims, Dims>> shapes = {{{2, 3, 4}, {4}},
@@ -75,8 +97,17 @@ TEST(DeviceKernels, BroadcastBinaryMatchesCpu) {
       std::vector<float> got(y.numel());
       f.y = got.data();
       runOnHost(y.numel(), f);
-      runCpu(a, instr(k.op, {ta, tb}, {y}));
+      runCpu(a, instr(planName(k.kind), {ta, tb}, {y}));
       expectClose(a.at<float>(y), got.data(), y.numel(), k.op);
+      // Against the double scalar on the same (broadcast) operands.
+      std::vector<float> want(y.numel());
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        int64_t off[2];
+        f.index.offsets(i, off, 2);
+        want[i] = (float)k.reference(a.at<float>(ta)[off[0]],
+                                     a.at<float>(tb)[off[1]]);
+      }
+      expectClose(want.data(), got.data(), y.numel(), k.op);
     }
   Dims bad = {5}, out = {2, 3, 4};
   Strided s;

@@ -227,25 +227,16 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
   return Status::ok();
 }
 
-// Generic lambdas: float math on float tensors (as ATen does), double on
-// the mixed and integer paths.
-#define BINARY(NAME, EXPR)                                                     \
-  Status NAME(const Instruction &in, Context &c) {                             \
-    return binary(in, c, [](auto a, auto b) { return EXPR; });                 \
+// One kernel a row of common/BinaryOps.def: float math on float tensors
+// (as ATen does), double on the mixed and integer paths.
+#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+  Status k##Class(const Instruction &in, Context &c) {                         \
+    return binary(in, c, [](auto a, auto b) {                                  \
+      return ::fsdp::um::binary##Class(a, b);                                  \
+    });                                                                        \
   }
-BINARY(kAdd, a + b)
-BINARY(kSub, a - b)
-BINARY(kMul, a *b)
-BINARY(kDiv, a / b)
-BINARY(kPow, std::pow(a, b))
-BINARY(kMax, (a > b || a != a) ? a : b)
-BINARY(kMin, (a < b || a != a) ? a : b)
-BINARY(kEqual, decltype(a)(a == b))
-BINARY(kLess, decltype(a)(a < b))
-BINARY(kGreater, decltype(a)(a > b))
-BINARY(kAnd, decltype(a)(a != 0 && b != 0))
-BINARY(kOr, decltype(a)(a != 0 || b != 0))
-#undef BINARY
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
 
 Status kWhere(const Instruction &in, Context &c) {
   const TensorRef &cond = in.in[0], &x = in.in[1], &yv = in.in[2],

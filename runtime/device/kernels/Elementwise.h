@@ -79,48 +79,20 @@ struct Unary {
 };
 
 enum class BinaryKind {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Max,
-  Min,
-  Equal,
-  Less,
-  Greater,
-  And,
-  Or
+#define FSDP_BINARY(Class, name, onnx, kind, scalar) Class,
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
 };
 
-/// In float for f32 tensors (pow through double on the host, as the CPU
-/// backend's std::pow does), in double for integer, boolean and mixed ones.
+/// The row of common/BinaryOps.def: in float for f32 tensors, in double
+/// for integer, boolean and mixed ones.
 template <typename T> FSDP_HD inline T binaryOp(BinaryKind k, T a, T b) {
   switch (k) {
-  case BinaryKind::Add:
-    return a + b;
-  case BinaryKind::Sub:
-    return a - b;
-  case BinaryKind::Mul:
-    return a * b;
-  case BinaryKind::Div:
-    return a / b;
-  case BinaryKind::Pow:
-    return (T)pow(a, b);
-  case BinaryKind::Max: // NaN propagates, as torch.maximum
-    return (a > b || a != a) ? a : b;
-  case BinaryKind::Min:
-    return (a < b || a != a) ? a : b;
-  case BinaryKind::Equal:
-    return a == b;
-  case BinaryKind::Less:
-    return a < b;
-  case BinaryKind::Greater:
-    return a > b;
-  case BinaryKind::And:
-    return a != 0 && b != 0;
-  case BinaryKind::Or:
-    return a != 0 || b != 0;
+#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+  case BinaryKind::Class:                                                      \
+    return ::fsdp::um::binary##Class(a, b);
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
   }
   return a;
 }

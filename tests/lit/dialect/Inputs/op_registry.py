@@ -3,6 +3,8 @@
 - common/UnaryOps.def (the elementwise unary ops' scalars) against
   dialect/FsdpTensorOps.td's Fsdp_UnaryOp definitions: every such op has a
   row with its class and mnemonic, and every row names one;
+- common/BinaryOps.def against the Fsdp_BinaryOp definitions, the same
+  way;
 - common/Ops.def (every op a plan's program holds: the CPU and
   device dispatch, the compute-dtype rules) against every op of the
   dialect: each op that becomes an instruction has a row, and every row
@@ -32,6 +34,9 @@ def main():
     all_ops = set()
     for path in glob.glob(f"{root}/dialect/*.td"):
         all_ops |= set(re.findall(r'def Fsdp_\w+\s*:\s*Fsdp_\w*Op<"(\w+)"', open(path).read()))
+    binary_ops = dict(re.findall(r'def Fsdp_(\w+)Op\s*:\s*Fsdp_BinaryOp<"(\w+)"', td))
+    binary_rows = dict(re.findall(r'^FSDP_BINARY\((\w+), "(\w+)"',
+                                  open(f"{root}/common/BinaryOps.def").read(), re.M))
     unary_rows = dict(re.findall(r'^FSDP_UNARY\((\w+), "(\w+)"',
                                  open(f"{root}/common/UnaryOps.def").read(), re.M))
     op_rows = re.findall(r'^FSDP_OP\("(\w+)"', open(f"{root}/common/Ops.def").read(), re.M)
@@ -46,6 +51,14 @@ def main():
     for cls, name in sorted(unary_rows.items()):
         if cls not in unary_ops:
             problems.append(f"row {cls} ('{name}') names no Fsdp_UnaryOp of the dialect")
+    for cls, name in sorted(binary_ops.items()):
+        if binary_rows.get(cls) != name:
+            problems.append(f"fsdp.{name} (Fsdp_{cls}Op) has no row {cls} in BinaryOps.def")
+    for cls, name in sorted(binary_rows.items()):
+        if binary_ops.get(cls) != name:
+            problems.append(f"BinaryOps.def row {cls} ('{name}') names no Fsdp_BinaryOp")
+        elif name not in op_rows:
+            problems.append(f"BinaryOps.def row {cls} ('{name}') has no row in Ops.def")
     rows = list(op_rows) + list(unary_rows.values())
     if len(set(rows)) != len(rows):
         problems.append("Ops.def names an op twice: " +
@@ -58,7 +71,7 @@ def main():
         print(p)
     if problems:
         sys.exit(1)
-    print("agree", len(unary_rows), len(set(rows)))
+    print("agree", len(unary_rows), len(binary_rows), len(set(rows)))
 
 
 main()
