@@ -42,6 +42,7 @@
 // wins, and every strategy tried is reported with its step and peak.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "autotune/Autotune.h"
 #include "costmodel/DeviceModel.h"
 
@@ -281,7 +282,7 @@ private:
       }
       return t;
     }
-    auto predicted = (*copy)->getAttrOfType<DictionaryAttr>("fsdp.predicted");
+    auto predicted = (*copy)->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::predicted);
     if (!predicted)
       return t;
     auto integer = [&](StringRef key) {

@@ -5,6 +5,7 @@
 // that later become FSDP units, and how many ops of each kind were imported.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/FsdpOps.h"
 #include "frontend/OnnxImporter.h"
 
@@ -26,20 +27,20 @@ static std::string typeString(Type t) {
 }
 
 void mlir::fsdp::printImportSummary(ModuleOp module, llvm::raw_ostream &os) {
-  if (auto src = module->getAttrOfType<StringAttr>("fsdp.source"))
+  if (auto src = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::source))
     os << "model: " << src.getValue();
-  if (auto opset = module->getAttrOfType<IntegerAttr>("fsdp.opset"))
+  if (auto opset = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::opset))
     os << " (opset " << opset.getInt() << ")";
   os << "\n";
 
   for (auto func : module.getOps<func::FuncOp>()) {
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto name = func.getArgAttrOfType<StringAttr>(i, "fsdp.name");
+      auto name = func.getArgAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
       os << "  input  " << (name ? name.getValue() : "?") << " : "
          << func.getArgument(i).getType() << "\n";
     }
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
       os << "  output " << (name ? name.getValue() : "?") << " : "
          << func.getResultTypes()[i] << "\n";
     }

@@ -7,6 +7,7 @@
 // symbols; their bytes are never read, only their location checked.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "frontend/OnnxImporter.h"
 #include "frontend/NodeContext.h"
 #include "frontend/OnnxModel.h"
@@ -446,7 +447,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   Block *body = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
     values[name].value = body->getArgument(i);
-    func.setArgAttr(i, "fsdp.name", builder.getStringAttr(name));
+    func.setArgAttr(i, mlir::fsdp::attrs::name, builder.getStringAttr(name));
   }
   builder.setInsertionPointToEnd(body);
 
@@ -488,13 +489,13 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   func::ReturnOp::create(builder, fileLoc, results);
   func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
   for (auto [i, out] : llvm::enumerate(g.graph->output()))
-    func.setResultAttr(i, "fsdp.name", builder.getStringAttr(out.name()));
+    func.setResultAttr(i, mlir::fsdp::attrs::name, builder.getStringAttr(out.name()));
 
   ModuleOp m = *module;
-  m->setAttr("fsdp.source", builder.getStringAttr(displayName));
-  m->setAttr("fsdp.opset", builder.getI64IntegerAttr(g.opset));
+  m->setAttr(mlir::fsdp::attrs::source, builder.getStringAttr(displayName));
+  m->setAttr(mlir::fsdp::attrs::opset, builder.getI64IntegerAttr(g.opset));
   if (options.batchSize)
-    m->setAttr("fsdp.batch_size",
+    m->setAttr(mlir::fsdp::attrs::batchSize,
                builder.getI64IntegerAttr(*options.batchSize));
   if (failed(verify(m)))
     return nullptr;

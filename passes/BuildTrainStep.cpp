@@ -13,6 +13,7 @@
 //   }
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "autodiff/Autodiff.h"
 #include "precision/ComputeDtype.h"
 #include "passes/Passes.h"
@@ -74,7 +75,7 @@ FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
     std::string s;
     llvm::raw_string_ostream os(s);
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      auto name = step.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+      auto name = step.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
       os << (i ? ", " : "") << (name ? name.getValue() : "?") << " : "
          << v.getType();
     }
@@ -120,7 +121,7 @@ FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
   unsigned index = step.getNumArguments();
   if (failed(step.insertArgument(index, targetType, {}, loc)))
     return failure();
-  step.setArgAttr(index, "fsdp.name", b.getStringAttr("targets"));
+  step.setArgAttr(index, mlir::fsdp::attrs::name, b.getStringAttr("targets"));
   Value targets = body.getArgument(index);
 
   if (loss == "cross-entropy") {
@@ -287,7 +288,7 @@ void FsdpBuildTrainStep::runOnOperation() {
   if (failed(lossValue))
     return signalPassFailure();
   Operation *lossDef = lossValue->getDefiningOp();
-  module->setAttr("fsdp.compute_dtype", TypeAttr::get(compute));
+  module->setAttr(mlir::fsdp::attrs::computeDtype, TypeAttr::get(compute));
   if (!compute.isF32()) {
     lossValue = castToComputeDtype(step, compute, *lossValue);
     if (!*lossValue)
@@ -401,7 +402,7 @@ void FsdpBuildTrainStep::runOnOperation() {
     StringRef leaf = param.getSymName().rsplit('.').second;
     if (leaf.empty())
       leaf = param.getSymName();
-    if (g && module->hasAttr("fsdp.opset") && !leaf.ends_with("weight") &&
+    if (g && module->hasAttr(mlir::fsdp::attrs::opset) && !leaf.ends_with("weight") &&
         !leaf.ends_with("bias"))
       param.emitRemark("'")
           << param.getSymName()
@@ -420,9 +421,9 @@ void FsdpBuildTrainStep::runOnOperation() {
         b.getFunctionType(argTypes, {lossType, norm.getType()}));
     step.setAllResultAttrs(ArrayRef<DictionaryAttr>{
         b.getDictionaryAttr(
-            b.getNamedAttr("fsdp.name", b.getStringAttr("loss"))),
+            b.getNamedAttr(mlir::fsdp::attrs::name, b.getStringAttr("loss"))),
         b.getDictionaryAttr(
-            b.getNamedAttr("fsdp.name", b.getStringAttr("grad_norm")))});
+            b.getNamedAttr(mlir::fsdp::attrs::name, b.getStringAttr("grad_norm")))});
   } else {
     // Micro-steps accumulate (gradients of loss / K); @apply_update reads
     // the sums and updates, once per K micro-steps.
@@ -434,7 +435,7 @@ void FsdpBuildTrainStep::runOnOperation() {
     ret.erase();
     step.setFunctionType(b.getFunctionType(argTypes, {lossType}));
     step.setAllResultAttrs(ArrayRef<DictionaryAttr>{b.getDictionaryAttr(
-        b.getNamedAttr("fsdp.name", b.getStringAttr("loss")))});
+        b.getNamedAttr(mlir::fsdp::attrs::name, b.getStringAttr("loss")))});
 
     OpBuilder ub(module.getBodyRegion());
     ub.setInsertionPointAfter(step);
@@ -451,12 +452,12 @@ void FsdpBuildTrainStep::runOnOperation() {
     Value norm = emitUpdate(ub, loc, lossType, trained, sums);
     func::ReturnOp::create(ub, loc, ValueRange{norm});
     update.setFunctionType(ub.getFunctionType({}, {norm.getType()}));
-    update.setResultAttr(0, "fsdp.name", ub.getStringAttr("grad_norm"));
+    update.setResultAttr(0, mlir::fsdp::attrs::name, ub.getStringAttr("grad_norm"));
   }
   eraseDeadOps(body);
 
   module->setAttr(
-      "fsdp.train",
+      mlir::fsdp::attrs::train,
       b.getDictionaryAttr({
           b.getNamedAttr("loss", b.getStringAttr(loss)),
           b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),

@@ -6,6 +6,7 @@
 // not instructions (they are views of storage the runtime already has).
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
@@ -189,17 +190,17 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     llvm::DenseMap<Value, int64_t> offsets;
     for (BlockArgument arg : body.getArguments())
       if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                        "fsdp.offset"))
+                                                        mlir::fsdp::attrs::offset))
         offsets[arg] = off.getInt();
     for (Operation &op : body) {
-      if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets"))
+      if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::offsets))
         for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
           offsets[r] = o;
       if (isStorageView(&op))
         continue;
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+          auto name = func.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
           json::Object t = e.tensor(v, offsets.lookup(v));
           t["name"] = name ? name.getValue() : "";
           outputs.push_back(std::move(t));
@@ -219,7 +220,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       for (NamedAttribute a : op.getAttrs()) {
         StringRef name = a.getName().getValue();
         // Planning marks stay in the IR; the stream goes to the runtime.
-        if (name.consume_front("fsdp.") && name != "stream")
+        if (name.consume_front(mlir::fsdp::attrs::prefix) && name != "stream")
           continue;
         attrs[name] = e.attribute(a.getValue());
       }
@@ -228,7 +229,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
                          {"out", std::move(out)},
                          {"attrs", std::move(attrs)}};
       // fsdp-simulate's predicted start and end, in seconds.
-      if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim"))
+      if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
         instr["predicted"] = json::Array{sim[0], sim[1]};
       program.push_back(std::move(instr));
     }
@@ -241,7 +242,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
   static json::Array phases(Block &body) {
     double lossEnd = -1, updateStart = -1, end = 0;
     for (Operation &op : body) {
-      auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim");
+      auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
       if (!sim)
         continue;
       end = std::max(end, sim[1]);
@@ -267,7 +268,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     std::map<std::string, double> seconds;
     for (Operation &op : body)
       if (auto unit = op.getAttrOfType<StringAttr>(kRecomputeAttr))
-        if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim"))
+        if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
           seconds[unit.str()] += sim[1] - sim[0];
     json::Object out;
     for (auto &[unit, s] : seconds)
@@ -278,7 +279,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>(function);
-    auto arena = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes");
+    auto arena = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::arenaBytes);
     if (!func || !arena) {
       module.emitError("fsdp-emit-plan needs @")
           << function << " planned by fsdp-plan-memory";
@@ -299,9 +300,9 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     // a relative source is below it, an absolute one below "/"), which
     // fsdp-run opens following no link below the base.
     std::string source, sourceBase;
-    if (auto s = module->getAttrOfType<StringAttr>("fsdp.source")) {
+    if (auto s = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::source)) {
       SmallString<256> abs(s.getValue());
-      auto base = module->getAttrOfType<StringAttr>("fsdp.source_base");
+      auto base = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::sourceBase);
       if (base && !abs.empty()) {
         if (llvm::sys::path::is_absolute(abs)) {
           sourceBase = "/";
@@ -376,9 +377,9 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     json::Array inputs;
     for (BlockArgument arg : body.getArguments()) {
       auto name =
-          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "fsdp.name");
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), mlir::fsdp::attrs::name);
       auto off =
-          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), "fsdp.offset");
+          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), mlir::fsdp::attrs::offset);
       json::Object t = e.tensor(arg, off ? off.getInt() : 0);
       t["name"] = name ? name.getValue() : "";
       inputs.push_back(std::move(t));
@@ -392,24 +393,26 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         return signalPassFailure();
 
     json::Object train;
-    if (auto t = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
+    if (auto t = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train))
       for (NamedAttribute a : t)
         train[a.getName().getValue()] = e.attribute(a.getValue());
     int64_t worldSize = 1;
-    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+    if (auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
       worldSize = w.getInt();
     json::Object meta{{"source", source}, {"world_size", worldSize}};
     if (!sourceBase.empty())
       meta["source_base"] = sourceBase;
-    if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
+    if (auto r = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::replicateGroups))
       meta["replicate_groups"] = r.getInt();
-    if (auto st = module->getAttrOfType<StringAttr>("fsdp.strategy"))
+    if (auto st = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::strategy))
       meta["strategy"] = st.getValue();
-    if (auto b = module->getAttrOfType<IntegerAttr>("fsdp.batch_size"))
+    if (auto b = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::batchSize))
       meta["batch_size"] = b.getInt();
     // Mixed precision: gathered, reduced and computed in.
-    for (StringRef key : {"param_dtype", "reduce_dtype", "compute_dtype"})
-      if (auto t = module->getAttrOfType<TypeAttr>(("fsdp." + key).str()))
+    for (auto [key, attr] : {std::pair{"param_dtype", mlir::fsdp::attrs::paramDtype},
+                             {"reduce_dtype", mlir::fsdp::attrs::reduceDtype},
+                             {"compute_dtype", mlir::fsdp::attrs::computeDtype}})
+      if (auto t = module->getAttrOfType<TypeAttr>(attr))
         meta[key] = dtypeName(t.getValue());
     json::Object plan{{"format", "fsdp-plan"},
                       {"version", kPlanVersion},
@@ -427,14 +430,14 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       plan["update"] = std::move(update);
       plan["update_outputs"] = std::move(updateOutputs);
     }
-    if (auto p = module->getAttrOfType<DictionaryAttr>("fsdp.predicted")) {
+    if (auto p = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::predicted)) {
       json::Object predicted;
       for (NamedAttribute a : p)
         predicted[a.getName().getValue()] = e.attribute(a.getValue());
       // The arena in use over the step: (predicted time, bytes) after each
       // instruction of @train_step.
       json::Array memory;
-      auto live = func->getAttrOfType<DenseI64ArrayAttr>("fsdp.live_bytes");
+      auto live = func->getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::liveBytes);
       if (live) {
         size_t i = 0;
         double at = 0;
@@ -443,7 +446,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
             break;
           // Memory moves with the compute stream (collectives end on
           // theirs, later).
-          auto sim = op.getAttrOfType<DenseF64ArrayAttr>("fsdp.sim");
+          auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
           if (sim && !isCollectiveStart(&op))
             at = std::max(at, sim[1]);
           memory.push_back(json::Array{at, live[i++]});
@@ -454,7 +457,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       // which add up to the arena in use at every point).
       json::Object byCategory;
       if (auto cats = func->getAttrOfType<DictionaryAttr>(
-              "fsdp.live_bytes_by_category"))
+              mlir::fsdp::attrs::liveBytesByCategory))
         for (const char *name : ::fsdp::kMemoryCategories)
           if (auto held = cats.getAs<DenseI64ArrayAttr>(name)) {
             json::Array points;

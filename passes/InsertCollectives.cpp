@@ -32,6 +32,7 @@
 // adjacent); fsdp-schedule moves them apart for overlap.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "autodiff/Autodiff.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
@@ -79,7 +80,7 @@ struct FsdpInsertCollectives
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t worldSize = 1;
-    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+    if (auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
       worldSize = w.getInt();
     // Unsharded parameters (all of them without flat buffers; buffers
     // always) are read where they are stored.
@@ -110,7 +111,7 @@ struct FsdpInsertCollectives
   void castParameterReads(ModuleOp module, bool buffersOnly) {
     SymbolTable symbols(module);
     Type bufferElem;
-    if (auto t = module->getAttrOfType<TypeAttr>("fsdp.buffer_dtype"))
+    if (auto t = module->getAttrOfType<TypeAttr>(mlir::fsdp::attrs::bufferDtype))
       bufferElem = t.getValue();
     auto withElem = [](Type t, Type elem) {
       return RankedTensorType::get(cast<RankedTensorType>(t).getShape(), elem);
@@ -177,7 +178,7 @@ struct FsdpInsertCollectives
   void averageLoss(func::FuncOp step, int64_t worldSize) {
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      auto name = step.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+      auto name = step.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
       if (!name || name.getValue() != "loss")
         continue;
       OpBuilder b(ret);
@@ -219,7 +220,7 @@ LogicalResult FsdpInsertCollectives::shard(ModuleOp module, func::FuncOp step,
                                            func::FuncOp update,
                                            int64_t worldSize) {
   replicas = 1;
-  if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
+  if (auto r = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::replicateGroups))
     replicas = r.getInt();
   if (replicas < 1 || worldSize % replicas != 0)
     return module.emitError("fsdp.replicate_groups = ")
@@ -260,7 +261,7 @@ LogicalResult FsdpInsertCollectives::gatherParameters(ModuleOp module,
   auto at = positions(body);
   int64_t forwardEnd = loss ? at.lookup(loss) : (int64_t)at.size();
   Type paramDtype;
-  if (auto t = module->getAttrOfType<TypeAttr>("fsdp.param_dtype"))
+  if (auto t = module->getAttrOfType<TypeAttr>(mlir::fsdp::attrs::paramDtype))
     paramDtype = t.getValue();
 
   llvm::StringMap<Placement> where = placements(module);
@@ -422,7 +423,7 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
   auto at = positions(body);
   OpBuilder b(&getContext());
   Type reduceDtype;
-  if (auto t = module->getAttrOfType<TypeAttr>("fsdp.reduce_dtype"))
+  if (auto t = module->getAttrOfType<TypeAttr>(mlir::fsdp::attrs::reduceDtype))
     reduceDtype = t.getValue();
 
   // Gradient shards: from accumulators (in @apply_update), or packed and
@@ -505,7 +506,7 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     SqrtOp sqrt;
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      auto name = func.getResultAttrOfType<StringAttr>(i, "fsdp.name");
+      auto name = func.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
       if (name && name.getValue() == "grad_norm")
         sqrt = v.getDefiningOp<SqrtOp>();
     }

@@ -8,6 +8,7 @@
 // constants). Reshape results take their operand's offset.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "memory/ArenaPacking.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
@@ -77,9 +78,9 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     if (auto update = module.lookupSymbol<func::FuncOp>("apply_update"))
       peak = std::max(peak, plan(update));
     auto i64 = IntegerType::get(&getContext(), 64);
-    module->setAttr("fsdp.arena_bytes", IntegerAttr::get(i64, peak));
+    module->setAttr(mlir::fsdp::attrs::arenaBytes, IntegerAttr::get(i64, peak));
     // The packing's lower bound: the most bytes live at one instruction.
-    module->setAttr("fsdp.live_peak_bytes", IntegerAttr::get(i64, livePeak));
+    module->setAttr(mlir::fsdp::attrs::livePeakBytes, IntegerAttr::get(i64, livePeak));
   }
 
   int64_t livePeak = 0;
@@ -148,7 +149,7 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
       offset[v] = at;
     for (BlockArgument arg : body.getArguments())
       func.setArgAttr(
-          arg.getArgNumber(), "fsdp.offset",
+          arg.getArgNumber(), mlir::fsdp::attrs::offset,
           IntegerAttr::get(IntegerType::get(&getContext(), 64), offset[arg]));
     for (Operation &op : body) {
       SmallVector<int64_t> offsets;
@@ -166,7 +167,7 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
         offsets.push_back(offset[r]);
       }
       if (!offsets.empty())
-        op.setAttr("fsdp.offsets",
+        op.setAttr(mlir::fsdp::attrs::offsets,
                    DenseI64ArrayAttr::get(&getContext(), offsets));
     }
   }
@@ -240,9 +241,9 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
             NamedAttribute(StringAttr::get(&getContext(), kMemoryCategories[c]),
                            DenseI64ArrayAttr::get(&getContext(), held)));
     }
-    func->setAttr("fsdp.live_bytes",
+    func->setAttr(mlir::fsdp::attrs::liveBytes,
                   DenseI64ArrayAttr::get(&getContext(), live));
-    func->setAttr("fsdp.live_bytes_by_category",
+    func->setAttr(mlir::fsdp::attrs::liveBytesByCategory,
                   DictionaryAttr::get(&getContext(), byCategory));
   }
 };

@@ -19,6 +19,7 @@
 // all_gather, reduce_scatter, all_reduce); everything else is compute.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
@@ -65,11 +66,11 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
     // Streams.
     body.walk([&](Operation *op) {
       if (isa<AllGatherStartOp>(op))
-        op->setAttr("fsdp.stream", StringAttr::get(ctx, "all_gather"));
+        op->setAttr(mlir::fsdp::attrs::stream, StringAttr::get(ctx, "all_gather"));
       else if (isa<ReduceScatterStartOp>(op))
-        op->setAttr("fsdp.stream", StringAttr::get(ctx, "reduce_scatter"));
+        op->setAttr(mlir::fsdp::attrs::stream, StringAttr::get(ctx, "reduce_scatter"));
       else if (isa<AllReduceOp>(op))
-        op->setAttr("fsdp.stream", StringAttr::get(ctx, "all_reduce"));
+        op->setAttr(mlir::fsdp::attrs::stream, StringAttr::get(ctx, "all_reduce"));
     });
 
     // Reductions complete late, so they overlap the rest of the reverse

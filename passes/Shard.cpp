@@ -15,6 +15,7 @@
 // inserted by fsdp-insert-collectives.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 
 #include "dialect/FsdpOps.h"
@@ -63,12 +64,12 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
     }
     // Hybrid: shard within groups of world / R ranks, replicate across R.
     int64_t groupSize = worldSize / replicateGroups;
-    module->setAttr("fsdp.world_size",
+    module->setAttr(mlir::fsdp::attrs::worldSize,
                     IntegerAttr::get(IntegerType::get(ctx, 64), worldSize));
     module->setAttr(
-        "fsdp.replicate_groups",
+        mlir::fsdp::attrs::replicateGroups,
         IntegerAttr::get(IntegerType::get(ctx, 64), replicateGroups));
-    module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
+    module->setAttr(mlir::fsdp::attrs::strategy, StringAttr::get(ctx, strategy));
     auto dtype = [&](StringRef name) -> Type {
       return name == "f32"    ? (Type)Float32Type::get(ctx)
              : name == "bf16" ? (Type)BFloat16Type::get(ctx)
@@ -108,10 +109,10 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           << " on one rank: parameters used in place, no gathers or "
              "reduce-scatters (as no-shard)";
       strategy = "no-shard";
-      module->setAttr("fsdp.strategy", StringAttr::get(ctx, strategy));
+      module->setAttr(mlir::fsdp::attrs::strategy, StringAttr::get(ctx, strategy));
     }
-    module->setAttr("fsdp.param_dtype", TypeAttr::get(paramType));
-    module->setAttr("fsdp.reduce_dtype", TypeAttr::get(reduceType));
+    module->setAttr(mlir::fsdp::attrs::paramDtype, TypeAttr::get(paramType));
+    module->setAttr(mlir::fsdp::attrs::reduceDtype, TypeAttr::get(reduceType));
     if (!bufferDtype.empty()) {
       Type bufferType = dtype(bufferDtype);
       if (!bufferType) {
@@ -119,7 +120,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
             << bufferDtype << "'";
         return signalPassFailure();
       }
-      module->setAttr("fsdp.buffer_dtype", TypeAttr::get(bufferType));
+      module->setAttr(mlir::fsdp::attrs::bufferDtype, TypeAttr::get(bufferType));
     }
     if (syncBatchNorm) {
       // SyncBatchNorm: the kernels all-reduce their per-channel sums over

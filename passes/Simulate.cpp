@@ -18,6 +18,7 @@
 // the simulated times.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "costmodel/DeviceModel.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
@@ -148,7 +149,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     }
     Timing total;
     int64_t accum = 1;
-    if (auto train = module->getAttrOfType<DictionaryAttr>("fsdp.train"))
+    if (auto train = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train))
       if (auto k = train.getAs<IntegerAttr>("grad_accum"))
         accum = std::max<int64_t>(k.getInt(), 1);
     for (StringRef name : {"train_step", "apply_update"}) {
@@ -164,16 +165,16 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     }
     Builder b(&getContext());
     int64_t arena = 0;
-    if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.arena_bytes"))
+    if (auto a = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::arenaBytes))
       arena = a.getInt();
     int64_t livePeak = arena;
-    if (auto a = module->getAttrOfType<IntegerAttr>("fsdp.live_peak_bytes"))
+    if (auto a = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::livePeakBytes))
       livePeak = a.getInt();
     int64_t state = stateBytes(module), scratch = scratchBytes(module, *model);
     int64_t commScratch = commScratchBytes(module, *model);
     int64_t ranks = ranksOnNode(module, *model);
     module->setAttr(
-        "fsdp.predicted",
+        mlir::fsdp::attrs::predicted,
         b.getDictionaryAttr({
             b.getNamedAttr("device", b.getStringAttr(model->name)),
             b.getNamedAttr("step_seconds", b.getF64FloatAttr(total.step)),
@@ -220,7 +221,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
 
   /// Ranks on one node (0 when the plan has no world size).
   int64_t ranksOnNode(ModuleOp module, const DeviceModel &model) {
-    auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+    auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize);
     return w ? std::min<int64_t>(w.getInt(), model.devicesPerNode) : 0;
   }
 
@@ -237,7 +238,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     std::vector<std::pair<double, double>> busy;
     int64_t world = 1;
     if (auto w = func->getParentOfType<ModuleOp>()->getAttrOfType<IntegerAttr>(
-            "fsdp.world_size"))
+            mlir::fsdp::attrs::worldSize))
       world = std::max<int64_t>(w.getInt(), 1);
     llvm::DenseMap<Value, double> ready;
     bool eager = runtime == "fsdp2-eager";
@@ -256,7 +257,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         continue;
       }
       if (isCollectiveStart(&op)) {
-        auto stream = op.getAttrOfType<StringAttr>("fsdp.stream");
+        auto stream = op.getAttrOfType<StringAttr>(mlir::fsdp::attrs::stream);
         std::string s = stream ? stream.getValue().str() : "comm";
         Value in = op.getOperand(0);
         auto buffer =
@@ -319,7 +320,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           ready[wait.getFuture()] = begin + seconds;
           if (annotate)
             wait.getFuture().getDefiningOp()->setAttr(
-                "fsdp.sim", b.getDenseF64ArrayAttr({begin, begin + seconds}));
+                mlir::fsdp::attrs::sim, b.getDenseF64ArrayAttr({begin, begin + seconds}));
         }
         double done = readyOf(wait.getFuture());
         if (done > compute)
@@ -389,7 +390,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           ready[r] = end;
       }
       if (annotate)
-        op.setAttr("fsdp.sim", b.getDenseF64ArrayAttr({start, end}));
+        op.setAttr(mlir::fsdp::attrs::sim, b.getDenseF64ArrayAttr({start, end}));
     }
     t.step = compute;
     for (auto &[name, at] : streams)
@@ -403,7 +404,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   /// collective runs; the largest one is the most held at once (the
   /// executor waits on them in order). GPUs' NCCL reduces in place.
   int64_t commScratchBytes(ModuleOp module, const DeviceModel &model) {
-    auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size");
+    auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize);
     if (model.cores == 0 || !w || w.getInt() <= 1)
       return 0;
     int64_t most = 0;
@@ -566,7 +567,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   int64_t stateBytes(ModuleOp module) {
     llvm::StringSet<> inFlat;
     int64_t bytes = 0;
-    auto train = module->getAttrOfType<DictionaryAttr>("fsdp.train");
+    auto train = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train);
     bool adam = !train || !train.getAs<StringAttr>("optimizer") ||
                 train.getAs<StringAttr>("optimizer").getValue() == "adamw";
     bool accum = train && train.getAs<IntegerAttr>("grad_accum") &&

@@ -9,6 +9,7 @@
 #define FSDP_PASSES_TRAINSTEP_H
 
 #include "dialect/FsdpOps.h"
+#include "dialect/AttrNames.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -16,11 +17,11 @@ namespace mlir::fsdp {
 
 /// fsdp-build-train-step marks the op computing the loss with this unit
 /// attribute: forward is every op up to it, the reverse pass follows it.
-constexpr llvm::StringLiteral kLossAttr = "fsdp.loss";
+constexpr llvm::StringLiteral kLossAttr = mlir::fsdp::attrs::loss;
 
 /// fsdp-checkpoint-activations marks each op it clones into the reverse
 /// pass with the unit whose forward it recomputes (for reports).
-constexpr llvm::StringLiteral kRecomputeAttr = "fsdp.recompute";
+constexpr llvm::StringLiteral kRecomputeAttr = mlir::fsdp::attrs::recompute;
 
 /// The op marked as the loss in `func`, or null (e.g. @apply_update).
 inline Operation *lossOp(func::FuncOp func) {

@@ -13,6 +13,7 @@
 //   - planned arena offsets never overlap while both tensors are live.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
@@ -80,9 +81,9 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t world = 1;
-    if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+    if (auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
       world = w.getInt();
-    if (auto r = module->getAttrOfType<IntegerAttr>("fsdp.replicate_groups"))
+    if (auto r = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::replicateGroups))
       replicas = std::max<int64_t>(r.getInt(), 1);
     llvm::StringMap<FlatParameterOp> flatOf; // parameter -> its flat buffer
     for (auto flat : module.getOps<FlatParameterOp>())
@@ -231,7 +232,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
       return last;
     };
     for (Operation &op : body) {
-      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("fsdp.offsets");
+      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::offsets);
       if (!offsets || isa<ParamViewOp, ReshapeOp, WaitOp>(op))
         continue;
       for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
@@ -241,7 +242,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
     }
     for (BlockArgument arg : body.getArguments())
       if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                        "fsdp.offset"))
+                                                        mlir::fsdp::attrs::offset))
         intervals.push_back({off.getInt(), bufferBytes(arg.getType()), -1,
                              lastUse(arg), nullptr});
     // Sweep in program order; a live map keyed by offset finds neighbours.

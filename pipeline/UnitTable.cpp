@@ -1,4 +1,5 @@
 //===- UnitTable.cpp - A planned module's units, as a table ---------------===//
+#include "dialect/AttrNames.h"
 #include "pipeline/UnitTable.h"
 
 #include "dialect/FsdpOps.h"
@@ -10,10 +11,10 @@ using namespace mlir::fsdp;
 
 void mlir::fsdp::printUnitTable(ModuleOp module, llvm::raw_ostream &os) {
   int64_t world = 1;
-  if (auto w = module->getAttrOfType<IntegerAttr>("fsdp.world_size"))
+  if (auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
     world = w.getInt();
   StringRef strategy = "no-shard";
-  if (auto s = module->getAttrOfType<StringAttr>("fsdp.strategy"))
+  if (auto s = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::strategy))
     strategy = s.getValue();
   os << llvm::format("%-14s %6s %12s %12s %14s  %s\n", "unit", "params",
                      "elements", "padded", "bytes/rank", "reshard");

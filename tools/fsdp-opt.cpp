@@ -4,6 +4,7 @@
 // input it imports the model first, then runs the same pass pipeline.
 //
 //===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
 #include "dialect/FsdpDialect.h"
 #include "frontend/OnnxImporter.h"
 #include "autotune/Autotune.h"
@@ -309,7 +310,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   if (failed(plan.run(module)))
     return failure();
   if (budget && !autotuneOpt) {
-    auto predicted = module->getAttrOfType<DictionaryAttr>("fsdp.predicted");
+    auto predicted = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::predicted);
     int64_t peak = predicted.getAs<IntegerAttr>("peak_bytes").getInt();
     if (peak > budget) {
       emitError(module.getLoc(), "--memory-budget=")
@@ -411,12 +412,12 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
     llvm::sys::path::remove_dots(dir, /*remove_dot_dot=*/false);
     if (dir.size() > 1 && dir.back() == '/')
       dir.pop_back();
-    (*module)->setAttr("fsdp.source_base",
+    (*module)->setAttr(mlir::fsdp::attrs::sourceBase,
                        StringAttr::get(&ctx, dir.str()));
   }
   // A traced PyTorch module (python/fsdp_trace) is cleaned as an imported
   // ONNX graph is; a hand-written module is taken as it is.
-  if ((*module)->hasAttr("fsdp.frontend")) {
+  if ((*module)->hasAttr(mlir::fsdp::attrs::frontend)) {
     PassManager frontend(&ctx);
     fsdp::addFrontendPasses(frontend, frontendFusions());
     if (failed(frontend.run(*module)))

@@ -1,0 +1,46 @@
+//===- AttrNames.h - The names of the fsdp attributes on IR ----*- C++ -*-===//
+//
+// Every discardable attribute the passes, the importers and fsdp-opt put
+// on a module or an op, named once: `attrs::worldSize` is
+// "fsdp.world_size". (The plan's JSON keys are the runtime's contract:
+// passes/EmitPlan.cpp.)
+//
+//===----------------------------------------------------------------------===//
+#ifndef FSDP_DIALECT_ATTRNAMES_H
+#define FSDP_DIALECT_ATTRNAMES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::fsdp::attrs {
+
+/// What every name below starts with.
+inline constexpr llvm::StringLiteral prefix = "fsdp.";
+inline constexpr llvm::StringLiteral arenaBytes = "fsdp.arena_bytes";
+inline constexpr llvm::StringLiteral batchSize = "fsdp.batch_size";
+inline constexpr llvm::StringLiteral bufferDtype = "fsdp.buffer_dtype";
+inline constexpr llvm::StringLiteral computeDtype = "fsdp.compute_dtype";
+inline constexpr llvm::StringLiteral frontend = "fsdp.frontend";
+inline constexpr llvm::StringLiteral liveBytes = "fsdp.live_bytes";
+inline constexpr llvm::StringLiteral liveBytesByCategory = "fsdp.live_bytes_by_category";
+inline constexpr llvm::StringLiteral livePeakBytes = "fsdp.live_peak_bytes";
+inline constexpr llvm::StringLiteral loss = "fsdp.loss";
+inline constexpr llvm::StringLiteral name = "fsdp.name";
+inline constexpr llvm::StringLiteral offset = "fsdp.offset";
+inline constexpr llvm::StringLiteral offsets = "fsdp.offsets";
+inline constexpr llvm::StringLiteral opset = "fsdp.opset";
+inline constexpr llvm::StringLiteral paramDtype = "fsdp.param_dtype";
+inline constexpr llvm::StringLiteral predicted = "fsdp.predicted";
+inline constexpr llvm::StringLiteral recompute = "fsdp.recompute";
+inline constexpr llvm::StringLiteral reduceDtype = "fsdp.reduce_dtype";
+inline constexpr llvm::StringLiteral replicateGroups = "fsdp.replicate_groups";
+inline constexpr llvm::StringLiteral sim = "fsdp.sim";
+inline constexpr llvm::StringLiteral source = "fsdp.source";
+inline constexpr llvm::StringLiteral sourceBase = "fsdp.source_base";
+inline constexpr llvm::StringLiteral strategy = "fsdp.strategy";
+inline constexpr llvm::StringLiteral stream = "fsdp.stream";
+inline constexpr llvm::StringLiteral train = "fsdp.train";
+inline constexpr llvm::StringLiteral worldSize = "fsdp.world_size";
+
+} // namespace mlir::fsdp::attrs
+
+#endif // FSDP_DIALECT_ATTRNAMES_H
