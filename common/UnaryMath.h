@@ -45,6 +45,31 @@ inline double pow(double a, double b) { return std::pow(a, b); }
 #include "common/UnaryOps.def"
 #undef FSDP_UNARY
 
+/// GELU, exact (erf) and tanh-approximated, and dy * gelu'(x): one float
+/// expression the CPU and the device kernels share, step for step.
+FSDP_HD inline float gelu(float x) {
+  return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+}
+FSDP_HD inline float geluTanh(float x) {
+  const float k = 0.7978845608028654f; // sqrt(2/pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+#if defined(_OPENMP) && !defined(__CUDACC__)
+#pragma omp declare simd uniform(tanhApprox) notinbranch
+#endif
+FSDP_HD inline float geluGrad(bool tanhApprox, float x, float dy) {
+  if (tanhApprox) {
+    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
+    float x2 = x * x;
+    float t = tanhf(k * (x + c3 * x2 * x));
+    float du = k * (1.0f + 3.0f * c3 * x2);
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
+  }
+  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
+  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
+  return dy * (cdf + x * pdf);
+}
+
 /// The scalar of a BinaryOps.def row, in T's precision.
 #define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
   template <typename T> FSDP_HD inline T binary##Class(T a, T b) {             \

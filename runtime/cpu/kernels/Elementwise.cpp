@@ -77,28 +77,8 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
 
 Status kGelu(const Instruction &in, Context &c) {
   if (attrString(in, "approximate", "none") == "tanh")
-    return unary(in, c, [](float x) -> float {
-      const float k = 0.7978845608028654f; // sqrt(2/pi)
-      return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-    });
-  return unary(in, c, [](float x) -> float {
-    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  });
-}
-
-/// dy * gelu'(x), as DeviceKernels.h's geluGrad (the same float steps).
-#pragma omp declare simd uniform(tanhApprox) notinbranch
-inline float geluGrad(bool tanhApprox, float x, float dy) {
-  if (tanhApprox) {
-    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
-    float x2 = x * x;
-    float t = tanhf(k * (x + c3 * x2 * x));
-    float du = k * (1.0f + 3.0f * c3 * x2);
-    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
-  }
-  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
-  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
-  return dy * (cdf + x * pdf);
+    return unary(in, c, [](float x) -> float { return um::geluTanh(x); });
+  return unary(in, c, [](float x) -> float { return um::gelu(x); });
 }
 
 template <typename E>
@@ -109,11 +89,11 @@ FSDP_VECTOR_CLONES void geluGradLoop(bool tanhApprox, const typename E::T *px,
   if (tanhApprox) {
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
-      py[i] = E::store(geluGrad(true, E::load(px[i]), E::load(pg[i])));
+      py[i] = E::store(um::geluGrad(true, E::load(px[i]), E::load(pg[i])));
   } else {
 #pragma omp parallel for simd if (n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
-      py[i] = E::store(geluGrad(false, E::load(px[i]), E::load(pg[i])));
+      py[i] = E::store(um::geluGrad(false, E::load(px[i]), E::load(pg[i])));
   }
 }
 

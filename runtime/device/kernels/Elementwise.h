@@ -31,27 +31,11 @@ FSDP_HD inline float unaryOp(UnaryKind k, float x) {
 #include "common/UnaryOps.def"
 #undef FSDP_UNARY
   case UnaryKind::Gelu:
-    return 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-  case UnaryKind::GeluTanh: {
-    const float k = 0.7978845608028654f; // sqrt(2/pi)
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-  }
+    return um::gelu(x);
+  case UnaryKind::GeluTanh:
+    return um::geluTanh(x);
   }
   return x;
-}
-
-/// dy * gelu'(x) (the CPU backend's geluGrad, step for step).
-FSDP_HD inline float geluGrad(bool tanhApprox, float x, float dy) {
-  if (tanhApprox) {
-    const float k = 0.7978845608028654f, c3 = 0.044715f; // sqrt(2/pi)
-    float x2 = x * x;
-    float t = tanhf(k * (x + c3 * x2 * x));
-    float du = k * (1.0f + 3.0f * c3 * x2);
-    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
-  }
-  float cdf = 0.5f * (1.0f + erff(x * 0.7071067811865476f));
-  float pdf = expf(-0.5f * x * x) * 0.3989422804014327f; // 1/sqrt(2pi)
-  return dy * (cdf + x * pdf);
 }
 
 /// y = dy * gelu'(x), all of one shape; each f32, bf16 or f16.
@@ -63,7 +47,7 @@ struct GeluGrad {
   FSDP_HD void operator()(int64_t i) const {
     storeFloat(
         ty, y, i,
-        geluGrad(tanhApprox, loadFloat(tx, x, i), loadFloat(tdy, dy, i)));
+        um::geluGrad(tanhApprox, loadFloat(tx, x, i), loadFloat(tdy, dy, i)));
   }
 };
 
