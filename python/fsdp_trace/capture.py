@@ -170,6 +170,21 @@ def input_names(module, example_inputs):
     return list(zip(names, example_inputs))
 
 
+def _decompositions():
+    """PyTorch's own decompositions (torch._decomp, into other ATen ops) of
+    the ATen ops fsdp has no lowering of: elu, hardtanh, leaky_relu, stack,
+    flip, roll, logsumexp, var, the smooth-L1 and margin losses, ... are
+    traced as the ops they are made of. Never a random op's (a draw must
+    stay visible to be refused), and not the reference implementations of
+    torch._refs, which are written in prims ops fsdp does not lower."""
+    from torch._decomp import decomposition_table
+    from .lower import LOWERINGS, SPLATS, is_random, op_name
+    return {op: fn for op, fn in decomposition_table.items()
+            if getattr(fn, "__module__", "").startswith("torch._decomp")
+            and op_name(op) not in LOWERINGS and op_name(op) not in SPLATS
+            and not is_random(op)}
+
+
 def capture(module, example_inputs, loss_fn=None):
     """Traces `module` (forward, then `loss_fn(output, *rest)` on the inputs
     forward does not take) into an ATen graph.
@@ -218,7 +233,8 @@ def capture(module, example_inputs, loss_fn=None):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's
         # running statistics) does not move the module's state.
-        gm = make_fx(functionalize(step, remove="mutations_and_views"))(
+        gm = make_fx(functionalize(step, remove="mutations_and_views"),
+                     decomposition_table=_decompositions())(
             [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
              for e in tensors], *data)
     gm.graph.eliminate_dead_code()

@@ -92,6 +92,9 @@ class Context:
 
     # -- values ------------------------------------------------------------
     def meta(self, node):
+        if node.op == "get_attr":  # a tensor the module holds (not a buffer)
+            t = getattr(self.gm, node.target)
+            return tuple(t.shape), t.dtype
         m = node.meta.get("tensor_meta")
         if m is None or not hasattr(m, "shape"):
             raise TraceError(f"{op_name(node.target)}: no shape recorded for {node.name}")

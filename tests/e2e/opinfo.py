@@ -1,0 +1,321 @@
+"""Op coverage on PyTorch's own operator database (OpInfo's op_db).
+
+For every in-scope entry (FAMILIES) and each of its float32 samples: a
+module whose parameters are the sample's float tensors (integer and
+boolean tensors are step inputs, read from an .npz), whose loss is the sum
+of each float output times fixed random weights; traced, compiled, run one
+step on one rank, and its gradients judged against PyTorch's float64
+gradients relative to PyTorch float32's own error:
+
+    ours = max|g - g64| / max|g64|,  torch32 = the same for PyTorch f32,
+    ok when ours <= max(TOLERANCE_FACTOR * torch32, FLOOR).
+
+An entry passes when every sample tried passes. Prints a line per entry,
+then N/M per family, then the out-of-scope entries with their reasons.
+
+    opinfo.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
+              [--samples K] [--only NAME,...] [--family F] [--json OUT]
+
+`--samples 1` (make test) tries each entry's first sample; the default
+tries up to 4 (make opinfo).
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "stub"))       # expecttest
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+from torch.utils._pytree import tree_flatten, tree_unflatten  # noqa: E402
+
+import bounded  # noqa: E402  (subprocess.run with a deadline)
+import fsdp_trace  # noqa: E402
+from parity import read_safetensors  # noqa: E402
+
+TOLERANCE_FACTOR = 10.0
+FLOOR = 1e-5
+
+# family -> in-scope op_db entries ("name" or "name.variant").
+FAMILIES = {
+    "activation": """nn.functional.relu nn.functional.elu nn.functional.celu nn.functional.selu
+        nn.functional.silu nn.functional.hardsigmoid nn.functional.logsigmoid nn.functional.mish
+        nn.functional.softsign nn.functional.tanhshrink nn.functional.threshold
+        nn.functional.softshrink nn.functional.hardshrink nn.functional.hardtanh
+        nn.functional.relu6 nn.functional.leaky_relu nn.functional.gelu nn.functional.glu
+        nn.functional.softplus nn.functional.hardswish nn.functional.prelu sigmoid tanh logit""",
+    "unary": """abs neg positive exp exp2 expm1 log log1p log2 log10 sqrt rsqrt reciprocal square
+        sin cos tan sinh cosh asin acos atan asinh acosh atanh erf erfc erfinv sign sgn ceil floor
+        round trunc frac clone contiguous nan_to_num sinc deg2rad rad2deg""",
+    "binary": """add sub rsub mul div.no_rounding_mode div.trunc_rounding div.floor_rounding
+        true_divide pow float_power maximum minimum fmax fmin max.binary min.binary fmod remainder
+        atan2 hypot copysign clamp clamp_min clamp_max lerp addcmul addcdiv where masked_fill
+        xlogy logaddexp __radd__ __rsub__ __rmul__ __rdiv__ __rpow__""",
+    "reduction": """sum mean amax amin prod std var std_mean var_mean logsumexp nansum nanmean
+        max.reduction_with_dim max.reduction_no_dim min.reduction_with_dim min.reduction_no_dim
+        norm linalg.vector_norm softmax log_softmax nn.functional.softmin nn.functional.normalize
+        nn.functional.cosine_similarity nn.functional.pairwise_distance""",
+    "scan": "cumsum cumprod logcumsumexp cummax cummin",
+    "shape": """reshape view view_as reshape_as flatten unflatten ravel squeeze unsqueeze permute
+        transpose t T mT movedim expand expand_as broadcast_to repeat tile cat stack hstack vstack
+        dstack column_stack split split_with_sizes chunk tensor_split unbind narrow select slice
+        flip fliplr flipud roll rot90 tril triu diagonal diag_embed atleast_1d atleast_2d
+        atleast_3d constant_pad_nd nn.functional.pad.constant nn.functional.pad.reflect
+        nn.functional.pad.replicate nn.functional.pad.circular nn.functional.pixel_shuffle
+        nn.functional.pixel_unshuffle unfold nn.functional.unfold""",
+    "indexing": """gather index_select take_along_dim __getitem__ scatter scatter_add index_add
+        index_fill index_copy nn.functional.embedding""",
+    "sort": "sort topk msort kthvalue",
+    "matmul": """mm bmm matmul addmm addmv baddbmm addbmm dot mv outer inner einsum
+        nn.functional.linear nn.functional.bilinear tensordot""",
+    "convolution": """nn.functional.conv1d nn.functional.conv2d nn.functional.conv_transpose1d
+        nn.functional.conv_transpose2d nn.functional.avg_pool1d nn.functional.avg_pool2d
+        nn.functional.max_pool1d nn.functional.max_pool2d nn.functional.adaptive_avg_pool1d
+        nn.functional.adaptive_avg_pool2d nn.functional.adaptive_max_pool1d
+        nn.functional.adaptive_max_pool2d nn.functional.interpolate.nearest
+        nn.functional.interpolate.linear nn.functional.interpolate.bilinear
+        nn.functional.upsample_nearest nn.functional.upsample_bilinear""",
+    "normalization": """nn.functional.layer_norm nn.functional.batch_norm nn.functional.group_norm
+        nn.functional.instance_norm native_layer_norm native_batch_norm
+        nn.functional.local_response_norm nn.functional._scaled_dot_product_attention""",
+    "loss": """nn.functional.cross_entropy nn.functional.nll_loss nn.functional.mse_loss
+        nn.functional.l1_loss nn.functional.smooth_l1_loss nn.functional.huber_loss
+        nn.functional.binary_cross_entropy nn.functional.binary_cross_entropy_with_logits
+        nn.functional.kl_div nn.functional.soft_margin_loss nn.functional.margin_ranking_loss
+        nn.functional.hinge_embedding_loss nn.functional.cosine_embedding_loss
+        nn.functional.poisson_nll_loss nn.functional.gaussian_nll_loss
+        nn.functional.triplet_margin_loss nn.functional.multilabel_soft_margin_loss
+        nn.functional.multi_margin_loss nn.functional.multilabel_margin_loss""",
+}
+FAMILIES = {f: v.split() for f, v in FAMILIES.items()}
+
+# Entries out of scope, by the reason (a prefix or an exact name).
+OUT_OF_SCOPE = [
+    ("linalg.", "linear-algebra decompositions and solvers"),
+    ("fft.", "spectral transforms (complex numbers)"),
+    ("sparse.", "sparse tensors"),
+    ("masked.", "masked tensors (a prototype API)"),
+    ("special.", "special functions no model forward of the zoos uses"),
+    ("polygamma", "special functions no model forward of the zoos uses"),
+    ("mvlgamma", "special functions no model forward of the zoos uses"),
+    ("nonzero masked_select unique unique_consecutive repeat_interleave combinations "
+     "nn.functional.ctc_loss nn.functional.embedding_bag segment_reduce",
+     "output shapes that depend on the data"),
+    ("complex polar view_as_complex angle real conj conj_physical resolve_conj resolve_neg chalf "
+     "vdot stft istft", "complex numbers"),
+    ("normal bernoulli nn.functional.rrelu nn.functional.dropout nn.functional.dropout2d "
+     "nn.functional.dropout3d nn.functional.feature_alpha_dropout nn.functional.alpha_dropout "
+     "nn.functional.fractional_max_pool2d nn.functional.fractional_max_pool3d",
+     "random numbers (the plan draws none yet: dropout is its own work item)"),
+]
+
+
+def out_of_scope_reason(name):
+    for key, reason in OUT_OF_SCOPE:
+        if key.endswith("."):
+            if name.startswith(key):
+                return reason
+        elif name.split(".")[0] in key.split() or name in key.split():
+            return reason
+    return None
+
+
+def full_name(entry):
+    return entry.name + ("." + entry.variant_test_name if entry.variant_test_name else "")
+
+
+class Sample(nn.Module):
+    """An op_db sample as a module: its float tensors are parameters, its
+    integer and boolean tensors step inputs; loss = Σ (output_i · w_i)."""
+
+    def __init__(self, entry, sample, seed=0):
+        super().__init__()
+        self.fn = entry.op
+        leaves, self.spec = tree_flatten((sample.input, sample.args, sample.kwargs))
+        self.kinds, params, self.data = [], [], {}
+        for leaf in leaves:
+            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+                self.kinds.append(("param", len(params)))
+                params.append(nn.Parameter(leaf.detach().clone().float()))
+            elif isinstance(leaf, torch.Tensor):
+                name = f"in{len(self.data)}"
+                self.kinds.append(("input", name))
+                self.data[name] = leaf.detach().clone()
+            else:
+                self.kinds.append(("value", leaf))
+        self.ps = nn.ParameterList(params)
+        # The loss's weights, one per float output: drawn here, once (a
+        # constant of the traced step).
+        with torch.no_grad():
+            outs = self.outputs(**self.data)
+        g = torch.Generator().manual_seed(seed)
+        self.weights = [torch.rand(tuple(o.shape), generator=g) + 0.5 for o in outs]
+
+    def outputs(self, **inputs):
+        leaves = []
+        for kind, v in self.kinds:
+            leaves.append(self.ps[v] if kind == "param" else inputs[v] if kind == "input" else v)
+        inp, args, kwargs = tree_unflatten(leaves, self.spec)
+        out = self.fn(inp, *args, **kwargs)
+        return [o for o in tree_flatten(out)[0]
+                if isinstance(o, torch.Tensor) and o.is_floating_point()]
+
+    def forward(self, **inputs):
+        loss = None
+        for o, w in zip(self.outputs(**inputs), self.weights):
+            term = (o * w.to(o.dtype)).sum()
+            loss = term if loss is None else loss + term
+        return loss
+
+
+def reference_grads(entry, sample, dtype):
+    m = Sample(entry, sample).to(dtype)
+    m.weights = [w.to(dtype) for w in m.weights]
+    loss = m(**m.data)
+    if loss is None or not loss.requires_grad:
+        return None
+    loss.backward()
+    return [None if p.grad is None else p.grad.double().numpy() for p in m.ps]
+
+
+def relative(g, ref):
+    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-6)
+    return float(np.abs(g - ref).max()) / scale if ref.size else 0.0
+
+
+def run_sample(entry, sample, tools, base):
+    """(verdict, detail) for one sample."""
+    try:
+        g64 = reference_grads(entry, sample, torch.float64)
+        g32 = reference_grads(entry, sample, torch.float32)
+    except Exception as e:  # PyTorch itself refuses the sample at f64
+        return "skip", f"PyTorch: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    if g64 is None or all(g is None for g in g64):
+        return "skip", "no float output depends on a float input"
+    module = Sample(entry, sample)
+    try:
+        fsdp_trace.trace(module, dict(module.data)).save(base + ".mlir")
+    except fsdp_trace.TraceError as e:
+        return "tracer", str(e).strip().splitlines()[-1 if "ATen op" in str(e) else 0][:160]
+    except Exception as e:
+        return "tracer", f"{type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}"
+    np.savez(base + ".npz", **{k: v.numpy() for k, v in module.data.items()})
+    r = bounded.run([tools[0], base + ".mlir", "-o", base + ".plan"],
+                    capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        why = [line for line in r.stderr.splitlines() if "error" in line][:1]
+        return ("fsdp-opt" if r.returncode == 1 else "CRASH fsdp-opt",
+                (why[0] if why else r.stderr[-160:]).strip()[:160])
+    argv = [tools[1], base + ".plan", "--steps", "1", "--quiet",
+            "--dump-grads", base + ".grads.safetensors"]
+    if module.data:
+        argv += ["--data", base + ".npz"]
+    r = bounded.run(argv, capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return ("fsdp-run" if r.returncode == 1 else "CRASH fsdp-run",
+                r.stderr.strip()[-160:])
+    ours = read_safetensors(base + ".grads.safetensors")
+    worst, worst32 = 0.0, 0.0
+    for i, (a, b) in enumerate(zip(g64, g32)):
+        if a is None:
+            continue
+        key = f"ps.{i}"
+        if key not in ours:
+            if np.abs(a).max() == 0:
+                continue
+            return "wrong", f"no gradient for {key}"
+        g = np.asarray(ours[key], np.float64).reshape(a.shape)
+        if not np.all(np.isfinite(g)) and np.all(np.isfinite(a)):
+            return "wrong", f"{key}: non-finite gradient"
+        worst = max(worst, relative(g, a))
+        worst32 = max(worst32, relative(b, a))
+    if worst <= max(TOLERANCE_FACTOR * worst32, FLOOR):
+        return "ok", f"{worst:.1e} (torch f32 {worst32:.1e})"
+    return "wrong", f"gradient {worst:.2e} from float64, torch f32 {worst32:.1e}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--samples", type=int, default=4, help="samples tried per entry")
+    ap.add_argument("--only", help="comma-separated entry names")
+    ap.add_argument("--family", help="only this family")
+    ap.add_argument("--json", help="write every verdict here")
+    ap.add_argument("--min-pass", type=float, default=0.0,
+                    help="fail unless this fraction of in-scope entries passes")
+    a = ap.parse_args()
+    from torch.testing._internal.common_methods_invocations import op_db
+    entries = {full_name(e): e for e in op_db}
+    tools = (a.fsdp_opt, a.fsdp_run)
+    only = set(a.only.split(",")) if a.only else None
+    results, table = {}, {}
+    start = time.time()
+    with tempfile.TemporaryDirectory() as tmp:
+        for family, names in FAMILIES.items():
+            if a.family and family != a.family:
+                continue
+            for name in names:
+                if only and name not in only:
+                    continue
+                entry = entries.get(name)
+                if entry is None:
+                    verdicts = [("missing", "not in this PyTorch's op_db")]
+                else:
+                    verdicts = []
+                    torch.manual_seed(0)
+                    samples = entry.sample_inputs("cpu", torch.float32, requires_grad=True)
+                    for k, sample in enumerate(samples):
+                        if len(verdicts) >= a.samples:
+                            break
+                        base = os.path.join(tmp, f"{name}.{k}".replace("/", "_"))
+                        verdicts.append(run_sample(entry, sample, tools, base))
+                tried = [v for v in verdicts if v[0] != "skip"]
+                bad = [v for v in tried if v[0] != "ok"]
+                status = "missing" if entry is None else "skip" if not tried else \
+                    "ok" if not bad else bad[0][0]
+                detail = (bad[0][1] if bad else tried[0][1] if tried else
+                          verdicts[0][1] if verdicts else "no samples")
+                results[name] = {"family": family, "status": status, "detail": detail,
+                                 "samples": [list(v) for v in verdicts]}
+                print(f"{status:14s} {family:13s} {name:44s} {detail}", flush=True)
+                row = table.setdefault(family, [0, 0])
+                if status != "skip":
+                    row[1] += 1
+                    row[0] += status == "ok"
+    total = [sum(r[0] for r in table.values()), sum(r[1] for r in table.values())]
+    print(f"\n{'family':14s} passed")
+    for family, (ok, n) in table.items():
+        print(f"{family:14s} {ok}/{n}")
+    print(f"{'all':14s} {total[0]}/{total[1]} in scope "
+          f"({100.0 * total[0] / max(total[1], 1):.0f}%), {time.time() - start:.0f} s")
+    out = sorted({full_name(e): out_of_scope_reason(full_name(e)) for e in op_db
+                  if out_of_scope_reason(full_name(e))}.items())
+    reasons = {}
+    for name, why in out:
+        reasons.setdefault(why, []).append(name)
+    print("\nout of scope:")
+    for why, names in reasons.items():
+        print(f"  {why}: {', '.join(names)}")
+    crashes = [n for n, r in results.items() if r["status"].startswith("CRASH")]
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"results": results, "table": table, "out_of_scope": reasons}, f, indent=1)
+    if crashes:
+        print("crashed: " + ", ".join(crashes))
+        return 1
+    if total[1] and total[0] / total[1] < a.min_pass:
+        print(f"below the required {a.min_pass:.0%}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
