@@ -86,7 +86,7 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   if (info.outs == 0 && instr.op != "free") {
     int64_t p = instr.attrInt("param", -1);
     if (p < 0 || p >= (int64_t)plan.slotCount() ||
-        plan.slotNumel(p) != instr.in[0].numel() || plan.slotNumel(p) == 0 ||
+        plan.slotNumel(p) != instr.in[0].numel() ||
         !plan.slotTrainable(p) || instr.in[0].dtype != DType::F32)
       return Status::error("does not name a parameter matching its gradient");
   }

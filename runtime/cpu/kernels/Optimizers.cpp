@@ -18,8 +18,9 @@ namespace fsdp::cpu::kernels {
 Status optimizerArgs(const Instruction &in, Context &c, int64_t &param,
                      float &scale) {
   param = attrInt(in, "param", -1);
-  if (param < 0 || param >= (int64_t)c.params.size() || !c.params[param] ||
-      !c.optimizer)
+  // (An empty parameter, torch.empty(0) as nn.Parameter, has no storage.)
+  if (param < 0 || param >= (int64_t)c.params.size() ||
+      (!c.params[param] && in.in[0].numel() != 0) || !c.optimizer)
     return Status::error("bad parameter index");
   scale = 1.0f;
   if (in.in.size() == 2) {

@@ -14,8 +14,9 @@ namespace fsdp::device::lowering {
 
 Status optimizerArgs(Ctx &c, int64_t &param, const float *&scale) {
   param = c.attrInt("param", -1);
+  // (An empty parameter, torch.empty(0) as nn.Parameter, has no storage.)
   if (param < 0 || param >= (int64_t)c.mem.params.size() ||
-      !c.mem.params[param])
+      (!c.mem.params[param] && c.in.in[0].numel() != 0))
     return Status::error("bad parameter index");
   scale = nullptr;
   if (c.in.in.size() == 2) {
@@ -30,6 +31,8 @@ Status lowerAdamW(Ctx &c) {
   int64_t p;
   const float *scale;
   FSDP_RETURN_IF_ERROR(optimizerArgs(c, p, scale));
+  if (c.in.in[0].numel() == 0) // an empty parameter: nothing to update
+    return Status::ok();
   if (!c.mem.first[p] || !c.mem.second[p])
     return Status::error("no optimizer state for this parameter");
   double b1 = c.attrFloat("beta1", 0.9), b2 = c.attrFloat("beta2", 0.999);
@@ -47,6 +50,8 @@ Status lowerSgd(Ctx &c) {
   int64_t p;
   const float *scale;
   FSDP_RETURN_IF_ERROR(optimizerArgs(c, p, scale));
+  if (c.in.in[0].numel() == 0) // an empty parameter: nothing to update
+    return Status::ok();
   if (!c.mem.first[p] || !c.mem.started[p])
     return Status::error("no optimizer state for this parameter");
   c.emit(1, SgdSchedule{c.attrFloat("lr", 1e-3), c.mem.stepScalars,
