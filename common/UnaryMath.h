@@ -29,6 +29,13 @@ FSDP_HD inline float sqrt(float x) { return sqrtf(x); }
 FSDP_HD inline float tanh(float x) { return tanhf(x); }
 FSDP_HD inline float erf(float x) { return erff(x); }
 FSDP_HD inline float pow(float a, float b) { return powf(a, b); }
+FSDP_HD inline float sin(float x) { return sinf(x); }
+FSDP_HD inline float cos(float x) { return cosf(x); }
+FSDP_HD inline float expm1(float x) { return expm1f(x); }
+FSDP_HD inline float floor(float x) { return floorf(x); }
+FSDP_HD inline float ceil(float x) { return ceilf(x); }
+FSDP_HD inline float trunc(float x) { return truncf(x); }
+FSDP_HD inline float nearbyint(float x) { return nearbyintf(x); }
 
 inline double abs(double x) { return std::fabs(x); }
 inline double exp(double x) { return std::exp(x); }
@@ -38,6 +45,13 @@ inline double sqrt(double x) { return std::sqrt(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
 inline double pow(double a, double b) { return std::pow(a, b); }
+inline double sin(double x) { return std::sin(x); }
+inline double cos(double x) { return std::cos(x); }
+inline double expm1(double x) { return std::expm1(x); }
+inline double floor(double x) { return std::floor(x); }
+inline double ceil(double x) { return std::ceil(x); }
+inline double trunc(double x) { return std::trunc(x); }
+inline double nearbyint(double x) { return std::nearbyint(x); }
 
 /// The scalar of a UnaryOps.def row, in T's precision.
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \

@@ -173,6 +173,16 @@ FSDP_UNARY_VJP(HardswishOp, [&] { // 0 below -3, 1 above 3, x/3 + 1/2 between
                  g.where(g.greater(g.scalarLike(x, -3), x), g.scalarLike(x, 0),
                          mid));
 }())
+FSDP_UNARY_VJP(SinOp, g.mul(dy, g.unary<CosOp>(x)))
+FSDP_UNARY_VJP(CosOp, g.mul(g.unary<NegOp>(dy), g.unary<SinOp>(x)))
+FSDP_UNARY_VJP(Log1pOp, g.div(dy, g.add(x, g.scalarLike(x, 1))))
+FSDP_UNARY_VJP(Expm1Op, g.mul(dy, g.add(y, g.scalarLike(y, 1))))
+// Piecewise constant: zero almost everywhere, as torch's.
+FSDP_UNARY_VJP(FloorOp, g.mul(dy, 0.0))
+FSDP_UNARY_VJP(CeilOp, g.mul(dy, 0.0))
+FSDP_UNARY_VJP(RoundOp, g.mul(dy, 0.0))
+FSDP_UNARY_VJP(TruncOp, g.mul(dy, 0.0))
+FSDP_UNARY_VJP(SignOp, g.mul(dy, 0.0))
 #undef FSDP_UNARY_VJP
 
 LogicalResult NotOp::buildVJP(OpBuilder &, ValueRange,

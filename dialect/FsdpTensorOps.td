@@ -97,6 +97,15 @@ def Fsdp_SiluOp : Fsdp_UnaryOp<"silu", "x * sigmoid(x)">;
 def Fsdp_SoftplusOp : Fsdp_UnaryOp<"softplus", "log(1 + exp(x)), x above 20 (torch's threshold)">;
 def Fsdp_MishOp : Fsdp_UnaryOp<"mish", "x * tanh(softplus(x))">;
 def Fsdp_HardswishOp : Fsdp_UnaryOp<"hardswish", "x * min(max(x + 3, 0), 6) / 6">;
+def Fsdp_SinOp : Fsdp_UnaryOp<"sin", "sine">;
+def Fsdp_CosOp : Fsdp_UnaryOp<"cos", "cosine">;
+def Fsdp_Log1pOp : Fsdp_UnaryOp<"log1p", "log(1 + x), exact near 0">;
+def Fsdp_Expm1Op : Fsdp_UnaryOp<"expm1", "exp(x) - 1, exact near 0">;
+def Fsdp_FloorOp : Fsdp_UnaryOp<"floor", "largest integer not above x (zero gradient)">;
+def Fsdp_CeilOp : Fsdp_UnaryOp<"ceil", "smallest integer not below x (zero gradient)">;
+def Fsdp_RoundOp : Fsdp_UnaryOp<"round", "nearest integer, halves to even (zero gradient)">;
+def Fsdp_TruncOp : Fsdp_UnaryOp<"trunc", "integer part, toward zero (zero gradient)">;
+def Fsdp_SignOp : Fsdp_UnaryOp<"sign", "-1, 0 or 1 as x is negative, zero or positive (zero gradient)">;
 def Fsdp_NotOp : Fsdp_UnaryOp<"not", "logical negation", Fsdp_BoolTensor>;
 
 def Fsdp_GeluOp : Fsdp_Op<"gelu", [Pure, SameOperandsAndResultType,

@@ -230,14 +230,6 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
              return unary<NotOp>(
                  n, [](double a) { return double(!a); }, false);
            }},
-          {"Cos",
-           [](NodeContext &n) {
-             return foldOnly(n, [](double a) { return std::cos(a); });
-           }},
-          {"Sin",
-           [](NodeContext &n) {
-             return foldOnly(n, [](double a) { return std::sin(a); });
-           }},
           {"Where", lowerWhere},
           {"Cast", lowerCast},
       });

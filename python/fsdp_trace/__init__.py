@@ -21,6 +21,7 @@ import torch
 
 from .capture import capture, meta_device  # noqa: F401 (public)
 from .lower import LOWERINGS, Context, is_random, op_name
+from . import decompose  # noqa: F401 (registers its lowerings)
 from .patterns import fold_batched_products, fold_cross_entropy
 from .mlir import TraceError, Value, Writer, string, symbol, tensor_type  # noqa: F401
 from .safetensors import write_safetensors
