@@ -30,6 +30,9 @@ FSDP_HD inline float tanh(float x) { return tanhf(x); }
 FSDP_HD inline float erf(float x) { return erff(x); }
 FSDP_HD inline float pow(float a, float b) { return powf(a, b); }
 FSDP_HD inline float sin(float x) { return sinf(x); }
+FSDP_HD inline float asin(float x) { return asinf(x); }
+FSDP_HD inline float acos(float x) { return acosf(x); }
+FSDP_HD inline float atan(float x) { return atanf(x); }
 FSDP_HD inline float cos(float x) { return cosf(x); }
 FSDP_HD inline float expm1(float x) { return expm1f(x); }
 FSDP_HD inline float floor(float x) { return floorf(x); }
@@ -46,6 +49,9 @@ inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
 inline double pow(double a, double b) { return std::pow(a, b); }
 inline double sin(double x) { return std::sin(x); }
+inline double asin(double x) { return std::asin(x); }
+inline double acos(double x) { return std::acos(x); }
+inline double atan(double x) { return std::atan(x); }
 inline double cos(double x) { return std::cos(x); }
 inline double expm1(double x) { return std::expm1(x); }
 inline double floor(double x) { return std::floor(x); }

@@ -175,6 +175,10 @@ FSDP_UNARY_VJP(HardswishOp, [&] { // 0 below -3, 1 above 3, x/3 + 1/2 between
 }())
 FSDP_UNARY_VJP(SinOp, g.mul(dy, g.unary<CosOp>(x)))
 FSDP_UNARY_VJP(CosOp, g.mul(g.unary<NegOp>(dy), g.unary<SinOp>(x)))
+FSDP_UNARY_VJP(AsinOp, g.mul(dy, g.unary<RsqrtOp>(g.sub(g.scalarLike(x, 1), g.mul(x, x)))))
+FSDP_UNARY_VJP(AcosOp, g.mul(g.unary<NegOp>(dy),
+                             g.unary<RsqrtOp>(g.sub(g.scalarLike(x, 1), g.mul(x, x)))))
+FSDP_UNARY_VJP(AtanOp, g.div(dy, g.add(g.scalarLike(x, 1), g.mul(x, x))))
 FSDP_UNARY_VJP(Log1pOp, g.div(dy, g.add(x, g.scalarLike(x, 1))))
 FSDP_UNARY_VJP(Expm1Op, g.mul(dy, g.add(y, g.scalarLike(y, 1))))
 // Piecewise constant: zero almost everywhere, as torch's.
@@ -551,6 +555,19 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 //===----------------------------------------------------------------------===//
 // Indexing and losses
 //===----------------------------------------------------------------------===//
+
+LogicalResult ScatterAddOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                     SmallVectorImpl<Value> &operandGrads) {
+  G g{builder, getLoc()};
+  Value dy = resultGrads[0];
+  operandGrads.push_back(dy); // dest
+  operandGrads.push_back(Value()); // indices
+  operandGrads.push_back(
+      dy ? g.make<GatherOp>(tensorOf(getUpdates()), {dy, getIndices()},
+                            {builder.getNamedAttr("axis", getAxisAttr())})
+         : Value());
+  return success();
+}
 
 LogicalResult GatherOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                  SmallVectorImpl<Value> &operandGrads) {

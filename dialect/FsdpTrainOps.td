@@ -7,13 +7,16 @@ include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Fsdp_ScatterAddOp : Fsdp_Op<"scatter_add", [Pure]> {
+def Fsdp_ScatterAddOp : Fsdp_Op<"scatter_add", [Pure,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "Adds slices into a tensor at indices (gather's gradient)";
   let description = [{
     The transpose of `fsdp.gather`: `result = dest`, then for every index
     position `i`, `result[..., indices[i], ...] += updates[..., i, ...]`
     along `axis`. Repeated indices accumulate, which is what a tied or
-    repeated embedding row needs.
+    repeated embedding row needs. In a forward (torch's scatter_add and
+    index_add) its gradient is `dy` for `dest` and `gather(dy, indices)`
+    for `updates`.
 
 ```mlir
 %g = fsdp.scatter_add %zeros, %ids, %dy {axis = 0 : i64}

@@ -291,6 +291,35 @@ def _math(c, node, args, kwargs):
     raise TraceError(f"aten.{name}: no composition")
 
 
+@lowers("aten.asinh", "aten.acosh", "aten.atanh")
+def _inverse_hyperbolic(c, node, args, kwargs):
+    """asinh: sign(x)·log(|x| + sqrt(x² + 1)) (no cancellation for x < 0);
+    acosh: log(x + sqrt(x² - 1)); atanh: log1p(2x / (1 - x)) / 2."""
+    b = B(c)
+    x = float_in(c, args[0])
+    name = node.target.overloadpacket.__name__
+    if name == "asinh":
+        a = b.un("abs", x)
+        y = b.un("log1p", b.add(a, b.div(b.mul(a, a),
+                                          b.add(b.un("sqrt", b.add(b.mul(a, a), 1.0)), 1.0))))
+        return b.where(b.lt(x, 0.0), b.un("neg", y), y)
+    if name == "acosh":
+        return b.un("log", b.add(x, b.un("sqrt", b.sub(b.mul(x, x), 1.0))))
+    return b.mul(b.un("log1p", b.div(b.mul(x, 2.0), b.sub(b.s(1.0, x.dtype), x))), 0.5)
+
+
+@lowers("aten.atan2")
+def _atan2(c, node, args, kwargs):
+    """atan(y/x), moved by ±pi for x < 0 (by the sign of y), ±pi/2 at x = 0."""
+    b = B(c)
+    dtype = c.out()[1]
+    y, x = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    base = b.un("atan", b.div(y, b.where(b.eq(x, 0.0), 1.0, x)))
+    shift = b.where(b.lt(y, 0.0), b.s(-math.pi, dtype), math.pi)
+    at_zero = b.where(b.lt(y, 0.0), -math.pi / 2, b.where(b.gt(y, 0.0), math.pi / 2, 0.0))
+    return b.where(b.eq(x, 0.0), at_zero, b.where(b.lt(x, 0.0), b.add(base, shift), base))
+
+
 @lowers("aten.nan_to_num")
 def _nan_to_num(c, node, args, kwargs):
     b = B(c)
@@ -643,6 +672,62 @@ def _filled(c, node, args, kwargs):
     return c.w.splat(value, shape, dtype)
 
 
+@lowers("aten.fill")
+def _fill(c, node, args, kwargs):
+    shape, dtype = c.out()
+    value = args[1]
+    if hasattr(value, "op"):  # fill.Tensor: a 0-dim tensor's value everywhere
+        v = c.cast(c.v(value), dtype)
+        return c.emit("fsdp.broadcast", [c.reshape(v, ())], [(shape, dtype)])
+    return c.w.splat(value, shape, dtype)
+
+
+@lowers("aten.detach")
+def _detach(c, node, args, kwargs):
+    """No gradient flows through: the identity where none could (a constant,
+    an integer or boolean value); a trained value's is refused."""
+    x = c.v(args[0])
+    if c.is_const(args[0]) or not x.dtype.is_floating_point:
+        return x
+    raise TraceError("aten.detach of a value computed from parameters or inputs "
+                     "(fsdp has no gradient stop yet)")
+
+
+@lowers("aten.slice_scatter")
+def _slice_scatter(c, node, args, kwargs):
+    """x with x[start:end] along dim replaced by src (step 1): a concat."""
+    b = B(c)
+    x, src = c.v(args[0]), c.v(args[1])
+    d = dim(arg(args, kwargs, 2, "dim", 0), x.rank)
+    start, end, step = (arg(args, kwargs, 3, "start"), arg(args, kwargs, 4, "end"),
+                        arg(args, kwargs, 5, "step", 1))
+    start, end, step = slice(start, end, step).indices(x.shape[d])
+    if step != 1:
+        raise TraceError("aten.slice_scatter with a step")
+    src = c.cast(src, x.dtype)
+    return b.concat([b.slice(x, d, 0, start), src, b.slice(x, d, max(end, start), x.shape[d])], d)
+
+
+@lowers("aten.rot90")
+def _rot90(c, node, args, kwargs):
+    x = c.v(args[0])
+    k = int(arg(args, kwargs, 1, "k", 1)) % 4
+    dims = [dim(d, x.rank) for d in arg(args, kwargs, 2, "dims", [0, 1])]
+    perm = list(range(x.rank))
+    perm[dims[0]], perm[dims[1]] = perm[dims[1]], perm[dims[0]]
+    if k == 1:
+        return c.transpose(B(c).gather(x, torch.arange(x.shape[dims[1]] - 1, -1, -1), dims[1]),
+                           perm)
+    if k == 2:
+        for d in dims:
+            x = B(c).gather(x, torch.arange(x.shape[d] - 1, -1, -1), d)
+        return x
+    if k == 3:
+        y = c.transpose(x, perm)
+        return B(c).gather(y, torch.arange(y.shape[dims[1]] - 1, -1, -1), dims[1])
+    return x
+
+
 @lowers("aten.index_select")
 def _index_select(c, node, args, kwargs):
     x = c.v(args[0])
@@ -699,6 +784,36 @@ def _gather(c, node, args, kwargs):
     return c.reshape(y, c.out()[0])
 
 
+@lowers("aten.scatter_add", "aten.index_add")
+def _scatter_add(c, node, args, kwargs):
+    """scatter_add(x, d, index, src): x plus src added at the flat positions
+    of index's elements (_linear_index); index_add(x, d, index, src, alpha):
+    src's slices added at index along d."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    d = dim(args[1], max(x.rank, 1))
+    index, src = c.v(args[2]), c.cast(c.v(args[3]), dtype)
+    if "index_add" in str(node.target):
+        alpha = kwargs.get("alpha", args[4] if len(args) > 4 else 1)
+        if alpha != 1:
+            src = b.mul(src, float(alpha))
+        if x.rank == 0:
+            return b.add(x, c.reshape(src, ()))
+        return c.emit("fsdp.scatter_add", [x, c.reshape(index, (index.numel,)), src],
+                      [(x.shape, dtype)], {"axis": i64_attr(d)})
+    if x.rank == 0:
+        return b.add(x, c.reshape(src, ()))
+    if src.shape != index.shape:  # only the part of src that index covers
+        for axis, n in enumerate(index.shape):
+            src = b.slice(src, axis, 0, n)
+    lin = c.reshape(_linear_index(c, x, index, d), (index.numel,))
+    flat = c.emit("fsdp.scatter_add", [c.reshape(x, (x.numel,)), lin,
+                                       c.reshape(src, (index.numel,))],
+                  [((x.numel,), dtype)], {"axis": i64_attr(0)})
+    return c.reshape(flat, shape)
+
+
 @lowers("aten.index")
 def _index(c, node, args, kwargs):
     """x[..., idx, ...] with one integer index tensor (the others None)."""
@@ -724,6 +839,25 @@ def _dot(c, node, args, kwargs):
     if x.rank != 1 or y.rank != 1:
         raise TraceError(f"{node.target}: only vectors")
     return b.reduce("reduce_sum", b.mul(x, y), [0], False)
+
+
+@lowers("aten.addmv", "aten.addbmm")
+def _addmv(c, node, args, kwargs):
+    """beta·b + alpha·(A v), and beta·b + alpha·Σ_i B1_i B2_i."""
+    b = B(c)
+    shape, dtype = c.out()
+    bias, m1, m2 = c.v(args[0]), c.v(args[1]), c.v(args[2])
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    if "addmv" in str(node.target):
+        prod = c.reshape(c.emit("fsdp.matmul", [m1, c.reshape(m2, (m2.numel, 1))],
+                                [((m1.shape[0], 1), dtype)]), (m1.shape[0],))
+    else:
+        p = c.emit("fsdp.matmul", [m1, m2], [((m1.shape[0], m1.shape[1], m2.shape[2]), dtype)])
+        prod = b.reduce("reduce_sum", p, [0], False)
+    prod = prod if alpha == 1 else b.mul(prod, float(alpha))
+    if beta == 0:
+        return prod
+    return b.add(bias if beta == 1 else b.mul(bias, float(beta)), prod)
 
 
 @lowers("aten.mv")
@@ -794,12 +928,17 @@ def _upsample(c, node, args, kwargs):
     nearest = "nearest" in str(node.target)
     align = False if nearest else bool(args[2]) if len(args) > 2 and isinstance(args[2], bool) \
         else bool(kwargs.get("align_corners", False))
-    scales = [s for s in args[2 if nearest else 3:] if isinstance(s, float)] or None
+    scales = []
+    for a in list(args[2 if nearest else 3:]) + [kwargs.get("scale_factors"),
+                                                  kwargs.get("scales")]:
+        scales += [float(v) for v in (a if isinstance(a, (list, tuple)) else [a])
+                   if isinstance(v, float)]
     spatial = x.rank - 2
+    scales = scales if len(scales) == spatial else None
     for i in range(spatial):
         d = 2 + i
         n_in, n_out = x.shape[d], out_shape[d]
-        scale = scales[i] if scales and len(scales) == spatial else None
+        scale = scales[i] if scales else None
         if nearest:
             r = (1.0 / scale) if scale else n_in / n_out
             idx = torch.clamp((torch.arange(n_out, dtype=torch.float64) * r).floor().long(),
@@ -824,11 +963,11 @@ def _adaptive_avg_pool(c, node, args, kwargs):
     averaging matrix along each spatial axis (the windows are separable)."""
     x = c.v(args[0])
     out = [int(s) for s in args[1]]
-    spatial = x.rank - 2
-    if spatial == 2 and all(x.shape[2 + i] % out[i] == 0 for i in range(2)):
+    first = x.rank - len(out)  # unbatched inputs have no batch axis
+    if x.rank == 4 and all(x.shape[2 + i] % out[i] == 0 for i in range(2)):
         return _even_adaptive(c, node, args, kwargs)
-    for i in range(spatial):
-        x = B(c).along(x, 2 + i, _adaptive_matrix(x.shape[2 + i], out[i]).float())
+    for i, n in enumerate(out):
+        x = B(c).along(x, first + i, _adaptive_matrix(x.shape[first + i], n).float())
     return x
 
 
@@ -837,6 +976,21 @@ for _name in ("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d",
               "aten.adaptive_avg_pool1d", "aten._adaptive_avg_pool3d",
               "aten.adaptive_avg_pool3d"):
     LOWERINGS[_name] = _adaptive_avg_pool
+
+
+@lowers("aten.softplus")
+def _softplus(c, node, args, kwargs):
+    """fsdp.softplus at torch's defaults (beta 1, threshold 20); otherwise
+    log1p(exp(beta·x)) / beta, and x itself where beta·x > threshold."""
+    b = B(c)
+    x = float_in(c, args[0])
+    beta = float(arg(args, kwargs, 1, "beta", 1.0))
+    threshold = float(arg(args, kwargs, 2, "threshold", 20.0))
+    if beta == 1 and threshold == 20:
+        return b.un("softplus", x)
+    bx = b.mul(x, beta)
+    soft = b.div(b.un("log1p", b.un("exp", b.where(b.gt(bx, threshold), 0.0, bx))), beta)
+    return b.where(b.gt(bx, threshold), x, soft)
 
 
 @lowers("aten.native_group_norm")

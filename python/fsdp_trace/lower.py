@@ -416,13 +416,17 @@ def _arith(c, node, args, kwargs):
     a, b = args[0], args[1]
     if name == "aten.rsub":
         a, b = b, a
-    if name == "aten.div" and kwargs.get("rounding_mode") is not None:
-        raise TraceError("aten.div with rounding_mode=" + str(kwargs["rounding_mode"]))
+    rounding = kwargs.get("rounding_mode") if name == "aten.div" else None
+    if rounding is not None and not dtype.is_floating_point:
+        raise TraceError(f"aten.div with rounding_mode={rounding} on integers")
     alpha = kwargs.get("alpha", args[2] if len(args) > 2 and name != "aten.div" else 1)
     lhs, rhs = c.operand(a, dtype), c.operand(b, dtype)
     if alpha != 1:
         rhs = c.emit("fsdp.mul", [rhs, c.scalar(alpha, dtype)], [(rhs.shape, dtype)])
-    return c.emit(ARITH[name], [lhs, rhs], [(shape, dtype)])
+    y = c.emit(ARITH[name], [lhs, rhs], [(shape, dtype)])
+    if rounding is not None:  # "trunc" or "floor": the quotient rounded
+        y = c.emit("fsdp." + rounding, [y], [(shape, dtype)])
+    return y
 
 
 # op -> (fsdp comparison, negated): ne = not equal, le = not greater, ...
@@ -564,6 +568,11 @@ def _layer_norm(c, node, args, kwargs):
     operands = [x, scale] + ([c.v(bias)] if bias is not None else [])
     y = c.emit("fsdp.layer_norm", operands, [(x.shape, x.dtype)],
                {"axis": i64_attr(axis), "epsilon": f32_attr(eps)})
+    users = {u.args[1] for u in node.users if op_name(u.target) == "getitem"}
+    if users & {1, 2}:
+        # PyTorch's autograd gives these no gradient, which a composition
+        # from the ops they are made of would: refused, not traced wrong.
+        raise TraceError("aten.native_layer_norm's saved mean and rstd read by the step")
     return [y, None, None]
 
 
@@ -663,12 +672,25 @@ def _avg_pool(c, node, args, kwargs):
     padding = args[3] if len(args) > 3 else [0]
     ceil = args[4] if len(args) > 4 else False
     include = args[5] if len(args) > 5 else True
-    if len(args) > 6 and args[6] is not None:
-        raise TraceError("aten.avg_pool2d with divisor_override")
-    return c.emit("fsdp.pool", [x], None,
-                  {"mode": string("avg"), "kernel": i64_array(kernel), "strides": i64_array(stride),
-                   "pads": i64_array(_pool_pads(padding, 2)), "dilations": i64_array([1, 1]),
-                   "ceil_mode": bool_attr(ceil), "count_include_pad": bool_attr(include)})
+    divisor = args[6] if len(args) > 6 else kwargs.get("divisor_override")
+    if divisor is not None:
+        include = False
+    y = c.emit("fsdp.pool", [x], None,
+               {"mode": string("avg"), "kernel": i64_array(kernel), "strides": i64_array(stride),
+                "pads": i64_array(_pool_pads(padding, 2)), "dilations": i64_array([1, 1]),
+                "ceil_mode": bool_attr(ceil), "count_include_pad": bool_attr(include)})
+    if divisor is not None:
+        # The window's sum over a fixed divisor: the mean of its real
+        # elements times their count (a constant of the output's shape).
+        pads = _pool_pads(padding, 2)
+        counts = []
+        for axis in range(2):
+            n, k, st, p = x.shape[2 + axis], kernel[axis], stride[axis], pads[axis]
+            counts.append(torch.tensor([max(min(i * st - p + k, n) - max(i * st - p, 0), 0)
+                                        for i in range(y.shape[2 + axis])], dtype=torch.float64))
+        scale = (counts[0][:, None] * counts[1][None, :] / divisor).to(y.dtype)
+        y = c.emit("fsdp.mul", [y, c.w.constant(scale)], [(y.shape, y.dtype)])
+    return y
 
 
 @lowers("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d")

@@ -95,11 +95,14 @@ def write_safetensors(path, tensors):
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
-def mlir_unary(op, attrs="", positive=False):
-    """Ops the importer never emits yet (fused activations): as MLIR text."""
+def mlir_unary(op, attrs="", positive=False, unit=False):
+    """Ops the importer never emits yet (fused activations): as MLIR text.
+    `unit`: inputs inside (-0.9, 0.9) (asin, acos)."""
     x = rng.standard_normal((3, 4)).astype(np.float32)
     if positive:
         x = np.abs(x) + 0.5
+    if unit:
+        x = np.tanh(x).astype(np.float32) * 0.9
     r = rng.standard_normal((3, 4)).astype(np.float32)
     dense = "[" + ", ".join("[" + ", ".join(f"{v:.8e}" for v in row) + "]" for row in r) + "]"
     text = f"""
@@ -140,7 +143,8 @@ def cases():
     for name in sorted(set(UNARY_ROWS.values())):
         op = name[len("fsdp."):]
         c[f"{op}-mlir"] = mlir_unary(op, positive=op in ("log", "log1p", "sqrt", "rsqrt",
-                                                          "reciprocal"))
+                                                          "reciprocal"),
+                                     unit=op in ("asin", "acos"))
     for op in ["Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Abs", "Relu"]:
         c[op] = unary(op)
     for op in ["Log", "Sqrt", "Reciprocal"]:
