@@ -58,7 +58,8 @@ class B:
         return self.bin("div", a, b)
 
     def where(self, cond, a, b):
-        dtype = a.dtype if hasattr(a, "shape") else b.dtype
+        dtype = (a.dtype if hasattr(a, "shape") else b.dtype if hasattr(b, "shape")
+                 else self.c.out()[1])  # two scalars: the node's result dtype
         a = a if hasattr(a, "shape") else self.s(a, dtype)
         b = b if hasattr(b, "shape") else self.s(b, dtype)
         shape = tuple(torch.broadcast_shapes(torch.Size(cond.shape), torch.Size(a.shape),
@@ -315,7 +316,7 @@ def _atan2(c, node, args, kwargs):
     dtype = c.out()[1]
     y, x = c.operand(args[0], dtype), c.operand(args[1], dtype)
     base = b.un("atan", b.div(y, b.where(b.eq(x, 0.0), 1.0, x)))
-    shift = b.where(b.lt(y, 0.0), b.s(-math.pi, dtype), math.pi)
+    shift = b.where(b.lt(y, 0.0), -math.pi, math.pi)
     at_zero = b.where(b.lt(y, 0.0), -math.pi / 2, b.where(b.gt(y, 0.0), math.pi / 2, 0.0))
     return b.where(b.eq(x, 0.0), at_zero, b.where(b.lt(x, 0.0), b.add(base, shift), base))
 
