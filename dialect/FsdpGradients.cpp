@@ -556,6 +556,12 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 // Indexing and losses
 //===----------------------------------------------------------------------===//
 
+LogicalResult StopGradientOp::buildVJP(OpBuilder &, ValueRange,
+                                       SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(Value()); // detach(): nothing flows back
+  return success();
+}
+
 LogicalResult ScatterAddOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                      SmallVectorImpl<Value> &operandGrads) {
   G g{builder, getLoc()};

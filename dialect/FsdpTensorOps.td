@@ -197,6 +197,23 @@ def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape,
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
+def Fsdp_StopGradientOp : Fsdp_Op<"stop_gradient", [Pure,
+    SameOperandsAndResultType, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "The value itself, through which no gradient flows";
+  let description = [{
+    torch's `detach()`: the forward reads `x`; the reverse pass sends
+    nothing back through it. fsdp-build-train-step replaces it by its
+    operand once the gradients are built, so it never reaches a plan.
+
+    ```mlir
+    %d = fsdp.stop_gradient %x : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$x);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Contractions
 //===----------------------------------------------------------------------===//
@@ -270,9 +287,11 @@ class Fsdp_ReduceOp<string mnemonic, string what>
     : tensor<2x4xf32> -> tensor<2x1xf32>
 ```
   }];
-  let arguments = (ins AnyRankedTensor:$x, DenseI64ArrayAttr:$axes,
+  // Floats only: the kernels reduce f32 (bf16/f16 widened); an integer
+  // count is summed in f32 by whoever needs one (the tracer does).
+  let arguments = (ins Fsdp_FloatTensor:$x, DenseI64ArrayAttr:$axes,
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims);
-  let results = (outs AnyRankedTensor:$result);
+  let results = (outs Fsdp_FloatTensor:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 

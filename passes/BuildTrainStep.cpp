@@ -351,6 +351,12 @@ void FsdpBuildTrainStep::runOnOperation() {
   auto grads = buildGradients(body, differentiated, wrt);
   if (failed(grads))
     return signalPassFailure();
+  // A gradient stop has done its work once the gradients are built: the
+  // forward reads its operand.
+  body.walk([](StopGradientOp stop) {
+    stop.getResult().replaceAllUsesWith(stop.getX());
+    stop.erase();
+  });
 
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   OpBuilder b(ret);

@@ -685,13 +685,12 @@ def _fill(c, node, args, kwargs):
 
 @lowers("aten.detach")
 def _detach(c, node, args, kwargs):
-    """No gradient flows through: the identity where none could (a constant,
-    an integer or boolean value); a trained value's is refused."""
+    """No gradient flows through: fsdp.stop_gradient (the identity where
+    none could: a constant, an integer or boolean value)."""
     x = c.v(args[0])
     if c.is_const(args[0]) or not x.dtype.is_floating_point:
         return x
-    raise TraceError("aten.detach of a value computed from parameters or inputs "
-                     "(fsdp has no gradient stop yet)")
+    return c.emit("fsdp.stop_gradient", [x], [(x.shape, x.dtype)])
 
 
 @lowers("aten.slice_scatter")
@@ -815,19 +814,119 @@ def _scatter_add(c, node, args, kwargs):
     return c.reshape(flat, shape)
 
 
+def _select(c, x, pick):
+    """The elements of x that `pick` (a function of a tensor of x's shape)
+    selects, as one gather with a constant index: pick is applied to the
+    positions of x's elements (diagonal, as_strided, constant indexing)."""
+    positions = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
+    if x.numel == 0:  # nothing to select: an empty (or all-empty) result
+        return c.w.splat(0, c.out()[0], x.dtype)
+    index = pick(positions)
+    if isinstance(index, torch.Tensor) and index.dtype == torch.int64:
+        y = B(c).gather(c.reshape(x, (x.numel,)), index.reshape(-1).contiguous(), 0)
+        return c.reshape(y, tuple(index.shape))
+    raise TraceError("an index map that is not a selection of elements")
+
+
+def _place(c, x, out_shape, place):
+    """x's elements written where `place` (a function of a tensor of x's
+    shape, giving a tensor of out_shape) puts them, zeros elsewhere: one
+    scatter_add into zeros with a constant index (diag_embed)."""
+    marks = place(torch.arange(1, x.numel + 1, dtype=torch.int64).reshape(x.shape)).reshape(-1)
+    where = torch.nonzero(marks).reshape(-1)
+    order = torch.argsort(marks[where])
+    index = c.w.constant(where[order])
+    zeros = c.w.splat(0, (math.prod(out_shape),), x.dtype)
+    y = c.emit("fsdp.scatter_add", [zeros, index, c.reshape(x, (x.numel,))],
+               [((math.prod(out_shape),), x.dtype)], {"axis": i64_attr(0)})
+    return c.reshape(y, tuple(out_shape))
+
+
+@lowers("aten.diagonal")
+def _diagonal(c, node, args, kwargs):
+    x = c.v(args[0])
+    offset = int(arg(args, kwargs, 1, "offset", 0))
+    d1, d2 = int(arg(args, kwargs, 2, "dim1", 0)), int(arg(args, kwargs, 3, "dim2", 1))
+    return _select(c, x, lambda t: t.diagonal(offset, d1, d2))
+
+
+@lowers("aten.as_strided")
+def _as_strided(c, node, args, kwargs):
+    """A strided view of x's elements (functionalized values are
+    contiguous): ConvNeXt's and Swin's windows."""
+    x = c.v(args[0])
+    size, stride = [int(v) for v in args[1]], [int(v) for v in args[2]]
+    offset = int(arg(args, kwargs, 3, "storage_offset", 0) or 0)
+    return _select(c, x, lambda t: t.as_strided(size, stride, offset))
+
+
+@lowers("aten.diag_embed")
+def _diag_embed(c, node, args, kwargs):
+    x = c.v(args[0])
+    offset = int(arg(args, kwargs, 1, "offset", 0))
+    d1, d2 = int(arg(args, kwargs, 2, "dim1", -2)), int(arg(args, kwargs, 3, "dim2", -1))
+    return _place(c, x, c.out()[0], lambda t: torch.diag_embed(t, offset, d1, d2))
+
+
 @lowers("aten.index")
 def _index(c, node, args, kwargs):
-    """x[..., idx, ...] with one integer index tensor (the others None)."""
+    """x[idx] (advanced indexing): every index tensor a constant, one
+    constant gather (nn.functional.unfold's); else one integer index tensor
+    along one axis."""
     x = c.v(args[0])
     indices = list(args[1])
     given = [i for i, t in enumerate(indices) if t is not None]
+    if all(c.is_const(indices[i]) for i in given):
+        values = [None if t is None else c.const_value(t) for t in indices]
+        if any(v is not None and v.dtype == torch.bool for v in values):
+            raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
+        return _select(c, x, lambda t: t[tuple(values)])
     if len(given) != 1:
-        raise TraceError("aten.index with more than one index tensor")
+        raise TraceError("aten.index with more than one index tensor computed from the inputs")
     d = given[0]
     idx = c.v(indices[d])
     if idx.dtype == torch.bool:
         raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
     return c.reshape(B(c).gather(x, idx, d), c.out()[0])
+
+
+# Scans as products with a constant triangular matrix along the axis: exact
+# sums, but the matrix is n² elements, so the axis is bounded.
+SCAN_LIMIT = 2048
+
+
+def _scan_matrix(n):
+    if n > SCAN_LIMIT:
+        raise TraceError(f"a cumulative sum over {n} elements (at most {SCAN_LIMIT}: "
+                         f"it is a product with an n x n triangular constant)")
+    return torch.triu(torch.ones(n, n))
+
+
+@lowers("aten.cumsum")
+def _cumsum(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    if x.rank == 0:
+        return x
+    d = dim(args[1], x.rank)
+    if not dtype.is_floating_point:  # integer positions from a mask
+        y = B(c).along(c.cast(x, torch.float32), d, _scan_matrix(x.shape[d]))
+        return c.cast(y, dtype)
+    return B(c).along(x, d, _scan_matrix(x.shape[d]))
+
+
+@lowers("aten.logcumsumexp")
+def _logcumsumexp(c, node, args, kwargs):
+    """log(cumsum(exp(x - m))) + m, m the axis's maximum (finite)."""
+    b = B(c)
+    x = float_in(c, args[0])
+    if x.rank == 0:
+        return x
+    d = dim(args[1], x.rank)
+    m = b.reduce("reduce_max", x, [d], True)
+    m = b.where(b.eq(b.un("abs", m), math.inf), 0.0, m)
+    s = b.along(b.un("exp", b.sub(x, m)), d, _scan_matrix(x.shape[d]))
+    return b.add(b.un("log", s), m)
 
 
 # -- matrix products ---------------------------------------------------------------

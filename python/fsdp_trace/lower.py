@@ -542,8 +542,13 @@ def _reduce(c, node, args, kwargs):
     keep = kwargs.get("keepdim", args[2] if len(args) > 2 and not all_dims else False)
     op = {"aten.sum": "fsdp.reduce_sum", "aten.mean": "fsdp.reduce_mean",
           "aten.amax": "fsdp.reduce_max"}[name]
-    return c.emit(op, [x], [(shape, dtype)],
-                  {"axes": i64_array(axes), "keepdims": bool_attr(bool(keep))})
+    props = {"axes": i64_array(axes), "keepdims": bool_attr(bool(keep))}
+    if not dtype.is_floating_point:
+        # The kernels reduce floats: an integer sum (a count of a mask's
+        # elements) is exact in f32 up to 2^24.
+        y = c.emit(op, [c.cast(x, torch.float32)], [(shape, torch.float32)], props)
+        return c.cast(y, dtype)
+    return c.emit(op, [x], [(shape, dtype)], props)
 
 
 @lowers("aten._softmax", "aten._log_softmax", "aten.softmax", "aten.log_softmax")

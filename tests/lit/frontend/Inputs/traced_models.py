@@ -52,7 +52,7 @@ class Scan(nn.Module):
         self.a = nn.Linear(4, 4)
 
     def forward(self, x):
-        return torch.cumsum(self.a(x), dim=1)
+        return torch.cumprod(self.a(x), dim=1)
 
 
 class Unsupported(nn.Module):
