@@ -65,7 +65,7 @@ class Unsupported(nn.Module):
 
     def forward(self, x):
         z = torch.sort(self.b(self.scan(x)), dim=1).values
-        return torch.cumsum(z, dim=0).sum()
+        return torch.cumprod(z, dim=0).sum()
 
 
 def unsupported():
