@@ -20,7 +20,7 @@ import math
 import torch
 
 from .lower import LOWERINGS, TraceError, _axes, _bshape, dim, lowers
-from .mlir import bool_attr, f32_attr, i64_array, i64_attr
+from .mlir import bool_attr, f32_attr, i64_array, i64_attr, string
 
 # -- a small builder over Context ------------------------------------------------
 
@@ -525,6 +525,44 @@ def _norm(c, node, args, kwargs):
         s = b.reduce("reduce_sum", b.bin("pow", a, float(p)), axes, keep)
         y = b.bin("pow", s, 1.0 / float(p))
     return c.reshape(y, shape) if y.shape != shape else y
+
+
+def _product(c, x, reduce):
+    """Π x as sign · exp(Σ log|x|), 0 where a factor is 0 (`reduce` sums
+    along the axes: a reduction or a scan). Its gradient is Π x / x_i, as
+    torch's where no factor is zero."""
+    b = B(c)
+    zero = c.cast(b.eq(x, 0.0), x.dtype)
+    negative = c.cast(b.lt(x, 0.0), x.dtype)
+    magnitude = b.un("exp", reduce(b.un("log", b.where(b.eq(x, 0.0), 1.0, b.un("abs", x)))))
+    count = reduce(negative)
+    odd = b.sub(count, b.mul(b.un("floor", b.mul(count, 0.5)), 2.0))  # count mod 2
+    sign = b.sub(b.s(1.0, x.dtype), b.mul(odd, 2.0))
+    return b.where(b.gt(reduce(zero), 0.0), 0.0, b.mul(sign, magnitude))
+
+
+@lowers("aten.prod")
+def _prod(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    if not dtype.is_floating_point:
+        raise TraceError("aten.prod on integers")
+    d = arg(args, kwargs, 1, "dim")
+    if isinstance(d, torch.dtype):
+        d = None
+    keep = bool(arg(args, kwargs, 2, "keepdim", False)) if d is not None else False
+    axes = _axes(d, x.rank)
+    y = _product(c, x, lambda v: B(c).reduce("reduce_sum", v, axes, keep))
+    return c.reshape(y, shape) if y.shape != shape else y
+
+
+@lowers("aten.cumprod")
+def _cumprod(c, node, args, kwargs):
+    x = float_in(c, args[0])
+    if x.rank == 0:
+        return x
+    d = dim(args[1], x.rank)
+    return _product(c, x, lambda v: B(c).along(v, d, _scan_matrix(x.shape[d])))
 
 
 @lowers("aten.nansum")
@@ -1091,6 +1129,110 @@ def _softplus(c, node, args, kwargs):
     bx = b.mul(x, beta)
     soft = b.div(b.un("log1p", b.un("exp", b.where(b.gt(bx, threshold), 0.0, bx))), beta)
     return b.where(b.gt(bx, threshold), x, soft)
+
+
+def _pad(c, x, axis, low, high):
+    """x padded with zeros along axis (a negative amount crops)."""
+    b = B(c)
+    x = b.slice(x, axis, max(-low, 0), x.shape[axis] - max(-high, 0))
+    parts = []
+    for n in (low, None, high):
+        if n is None:
+            parts.append(x)
+        elif n > 0:
+            s = list(x.shape)
+            s[axis] = n
+            parts.append(c.w.splat(0, tuple(s), x.dtype))
+    return b.concat(parts, axis)
+
+
+def conv_transpose(c, node, args):
+    """A transposed convolution as the convolution it is the gradient of:
+    the input spread out by the stride (zeros between: a constant
+    scatter), padded by dilation·(k - 1) - padding (+ output_padding after),
+    convolved at stride 1 with the kernel flipped and its in/out channels
+    swapped within each group."""
+    x, w = c.v(args[0]), c.v(args[1])
+    bias = args[2]
+    stride, padding, dilation, _, output_padding, groups = args[3:9]
+    spatial = x.rank - 2
+    expand = (lambda v: [int(v[0])] * spatial if len(v) == 1 else [int(i) for i in v])
+    stride, padding, dilation = expand(stride), expand(padding), expand(dilation)
+    output_padding = expand(output_padding) if output_padding else [0] * spatial
+    groups = int(groups)
+    if any(s > 1 for s in stride):
+        spread = list(x.shape[:2]) + [(n - 1) * s + 1 for n, s in zip(x.shape[2:], stride)]
+
+        def place(t):
+            out = torch.zeros(spread, dtype=t.dtype)
+            out[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)] = t
+            return out
+        x = _place(c, x, tuple(spread), place)
+    for i in range(spatial):
+        k = w.shape[2 + i]
+        q = dilation[i] * (k - 1) - padding[i]
+        x = _pad(c, x, 2 + i, q, q + output_padding[i])
+    # (C_in, C_out/g, k...) -> (C_out, C_in/g, k...), each kernel flipped.
+    cin, cout_g = w.shape[0], w.shape[1]
+    k = w.shape[2:]
+    wg = c.reshape(w, (groups, cin // groups, cout_g) + k)
+    wg = c.transpose(wg, [0, 2, 1] + list(range(3, 3 + spatial)))
+    wf = c.reshape(wg, (groups * cout_g, cin // groups) + k)
+    for i in range(spatial):
+        wf = B(c).gather(wf, torch.arange(k[i] - 1, -1, -1), 2 + i)
+    operands = [x, wf] + ([c.v(bias)] if bias is not None else [])
+    return c.emit("fsdp.conv", operands, None,
+                  {"strides": i64_array([1] * spatial), "pads": i64_array([0] * 2 * spatial),
+                   "dilations": i64_array(dilation), "groups": i64_attr(groups)})
+
+
+@lowers("aten.adaptive_max_pool2d")
+def _adaptive_max_pool(c, node, args, kwargs):
+    """Whole windows: a max pool (the indices are not written)."""
+    x = c.v(args[0])
+    out = [int(s) for s in args[1]]
+    if x.rank != 4 or any(x.shape[2 + i] % out[i] for i in range(2)):
+        raise TraceError(f"adaptive max pooling of {tuple(x.shape[-2:])} to {tuple(out)} "
+                         f"(only whole windows)")
+    kernel = [x.shape[2] // out[0], x.shape[3] // out[1]]
+    y = c.emit("fsdp.pool", [x], [(x.shape[:2] + tuple(out), x.dtype)],
+               {"mode": string("max"), "kernel": i64_array(kernel),
+                "strides": i64_array(kernel), "pads": i64_array([0, 0, 0, 0]),
+                "dilations": i64_array([1, 1]), "ceil_mode": bool_attr(False)})
+    return [y, None]
+
+
+@lowers("aten._scaled_dot_product_attention", "aten._scaled_dot_product_attention_forward",
+        "aten.scaled_dot_product_attention")
+def _sdpa(c, node, args, kwargs):
+    """softmax(q kᵀ / sqrt(d) + mask) v, written out (fsdp-opt's attention
+    fusion recognises it); dropout must be 0."""
+    b = B(c)
+    q, k, v = c.v(args[0]), c.v(args[1]), c.v(args[2])
+    mask = arg(args, kwargs, 3, "attn_mask")
+    p = arg(args, kwargs, 4, "dropout_p", 0.0)
+    if p:
+        raise TraceError("scaled_dot_product_attention with dropout_p > 0 (the plan draws "
+                         "no random numbers yet)")
+    named = node.target.overloadpacket.__name__
+    causal = kwargs.get("is_causal", args[6] if named.startswith("_") and len(args) > 6 else
+                        args[5] if len(args) > 5 else False)
+    n, s = q.shape[-2], k.shape[-2]
+    perm = list(range(k.rank - 2)) + [k.rank - 1, k.rank - 2]
+    kt = c.transpose(k, perm)
+    scores = c.emit("fsdp.matmul", [q, kt], [(q.shape[:-1] + (s,), q.dtype)])
+    scores = b.mul(scores, 1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        m = c.v(mask)
+        scores = (b.where(m, scores, -math.inf) if m.dtype == torch.bool
+                  else b.add(scores, c.cast(m, q.dtype)))
+    if causal:
+        keep = c.w.constant(torch.ones(n, s, dtype=torch.bool).tril())
+        scores = b.where(keep, scores, -math.inf)
+    probs = c.emit("fsdp.softmax", [scores], [(scores.shape, q.dtype)],
+                   {"axis": i64_attr(scores.rank - 1)})
+    out = c.emit("fsdp.matmul", [probs, v], [(q.shape[:-1] + (v.shape[-1],), q.dtype)])
+    return [out, probs] if named.startswith("_") else out
 
 
 @lowers("aten.native_group_norm")

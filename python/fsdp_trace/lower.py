@@ -510,7 +510,8 @@ def _convolution(c, node, args, kwargs):
     bias = args[2]
     stride, padding, dilation, transposed, _, groups = args[3:9]
     if transposed:
-        raise TraceError("aten.convolution: transposed convolution")
+        from .decompose import conv_transpose
+        return conv_transpose(c, node, args)
     spatial = x.rank - 2
     expand = (lambda v: [int(v[0])] * spatial if len(v) == 1 else [int(i) for i in v])
     pads = expand(padding)
