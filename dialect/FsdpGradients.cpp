@@ -289,7 +289,10 @@ static std::pair<Value, Value> matmulGrads(G &g, Value a, Value b, Value dy,
                                            bool ta, bool tb) {
   Value da = ta ? g.matmul(b, dy, tb, true) : g.matmul(dy, b, false, !tb);
   RankedTensorType at = tensorOf(a);
-  if (!ta && at.getRank() > 2 && tensorOf(b).getRank() == 2) {
+  // (An empty contraction, k = 0, takes the general path: its gradients
+  // are empty products.)
+  if (!ta && at.getRank() > 2 && tensorOf(b).getRank() == 2 &&
+      at.getShape().back() > 0) {
     // A weight applied to a batch of rows (nn.Linear): its gradient is one
     // GEMM over all B·T rows, not B products summed afterwards (a [B, k, n]
     // temporary, and bf16 partial sums rounded before the sum).

@@ -527,18 +527,17 @@ def _norm(c, node, args, kwargs):
     return c.reshape(y, shape) if y.shape != shape else y
 
 
-def _product(c, x, reduce):
-    """Π x as sign · exp(Σ log|x|), 0 where a factor is 0 (`reduce` sums
-    along the axes: a reduction or a scan). Its gradient is Π x / x_i, as
-    torch's where no factor is zero."""
+def _tree_product(c, x, axis):
+    """Π along `axis` as a tree of multiplications of halves: the exact
+    value, and an exact gradient where factors are zero (a product of
+    logarithms would give 0 where torch gives the other factors' product)."""
     b = B(c)
-    zero = c.cast(b.eq(x, 0.0), x.dtype)
-    negative = c.cast(b.lt(x, 0.0), x.dtype)
-    magnitude = b.un("exp", reduce(b.un("log", b.where(b.eq(x, 0.0), 1.0, b.un("abs", x)))))
-    count = reduce(negative)
-    odd = b.sub(count, b.mul(b.un("floor", b.mul(count, 0.5)), 2.0))  # count mod 2
-    sign = b.sub(b.s(1.0, x.dtype), b.mul(odd, 2.0))
-    return b.where(b.gt(reduce(zero), 0.0), 0.0, b.mul(sign, magnitude))
+    while x.shape[axis] > 1:
+        n = x.shape[axis]
+        half = n // 2
+        y = b.mul(b.slice(x, axis, 0, half), b.slice(x, axis, half, 2 * half))
+        x = b.concat([y, b.slice(x, axis, 2 * half, n)], axis) if n % 2 else y
+    return x
 
 
 @lowers("aten.prod")
@@ -550,19 +549,36 @@ def _prod(c, node, args, kwargs):
     d = arg(args, kwargs, 1, "dim")
     if isinstance(d, torch.dtype):
         d = None
-    keep = bool(arg(args, kwargs, 2, "keepdim", False)) if d is not None else False
+    if x.numel == 0:
+        return c.w.splat(1.0, shape, dtype)
     axes = _axes(d, x.rank)
-    y = _product(c, x, lambda v: B(c).reduce("reduce_sum", v, axes, keep))
-    return c.reshape(y, shape) if y.shape != shape else y
+    if x.rank == 0:
+        return x
+    # The reduced axes last, as one axis.
+    kept = [i for i in range(x.rank) if i not in axes]
+    moved = c.transpose(x, kept + axes)
+    flat = c.reshape(moved, tuple(x.shape[i] for i in kept) +
+                     (math.prod(x.shape[i] for i in axes),))
+    return c.reshape(_tree_product(c, flat, flat.rank - 1), shape)
 
 
 @lowers("aten.cumprod")
 def _cumprod(c, node, args, kwargs):
+    """Hillis-Steele: log2(n) steps, each multiplying by the value 2^k
+    places before (ones before the start): exact, with zeros too."""
+    b = B(c)
     x = float_in(c, args[0])
-    if x.rank == 0:
+    if x.rank == 0 or x.numel == 0:
         return x
     d = dim(args[1], x.rank)
-    return _product(c, x, lambda v: B(c).along(v, d, _scan_matrix(x.shape[d])))
+    n, step = x.shape[d], 1
+    while step < n:
+        ones = list(x.shape)
+        ones[d] = step
+        shifted = b.concat([c.w.splat(1.0, tuple(ones), x.dtype), b.slice(x, d, 0, n - step)], d)
+        x = b.mul(x, shifted)
+        step *= 2
+    return x
 
 
 @lowers("aten.nansum")
@@ -915,8 +931,8 @@ def _index(c, node, args, kwargs):
     indices = list(args[1])
     given = [i for i, t in enumerate(indices) if t is not None]
     if all(c.is_const(indices[i]) for i in given):
-        values = [None if t is None else c.const_value(t) for t in indices]
-        if any(v is not None and v.dtype == torch.bool for v in values):
+        values = [slice(None) if t is None else c.const_value(t) for t in indices]
+        if any(isinstance(v, torch.Tensor) and v.dtype == torch.bool for v in values):
             raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
         return _select(c, x, lambda t: t[tuple(values)])
     if len(given) != 1:

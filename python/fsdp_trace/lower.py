@@ -342,6 +342,8 @@ def _cat(c, node, args, kwargs):
     parts = [c.cast(c.v(a), dtype) for a in args[0]]
     parts = [p for p in parts if p.numel > 0 or p.rank != 1]
     d = dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), len(shape))
+    if not parts or math.prod(shape) == 0:  # nothing to join: an empty result
+        return c.w.splat(0, shape, dtype)
     if len(parts) == 1:
         return parts[0]
     return c.emit("fsdp.concat", parts, None, {"axis": i64_attr(d)})
@@ -613,13 +615,17 @@ cross_entropy.fsdp_name = "fsdp.cross_entropy"
 def _nll_loss(c, node, args, kwargs):
     x, target, weight, reduction, ignore = args[:5]
     shape, dtype = c.meta(next(iter(node.users))) if node.users else ((), x.dtype)
-    operands = [c.v(x), c.v(target)] + ([c.v(weight)] if weight is not None else [])
+    xv, tv = c.v(x), c.v(target)
+    if xv.rank == 1:  # unbatched: one sample of C classes, a batch of one
+        xv, tv = c.reshape(xv, (1,) + xv.shape), c.reshape(tv, (1,))
+    operands = [xv, tv] + ([c.v(weight)] if weight is not None else [])
     props = {"reduction": string(REDUCTIONS[int(reduction)])}
     if ignore is not None and ignore >= -(1 << 62):
         props["ignore_index"] = i64_attr(ignore)
     op = "fsdp.cross_entropy" if op_name(node.target) == "fsdp.cross_entropy" else "fsdp.nll_loss"
-    loss = c.emit(op, operands, [(shape, dtype)], props)
-    return [loss, None]
+    unbatched = c.v(x).rank == 1 and REDUCTIONS[int(reduction)] == "none"
+    loss = c.emit(op, operands, [((1,) if unbatched else shape, dtype)], props)
+    return [c.reshape(loss, shape) if unbatched else loss, None]
 
 
 @lowers("aten.mse_loss")
@@ -653,7 +659,11 @@ def _pool_pads(padding, spatial):
 @lowers("aten.max_pool2d_with_indices", "aten.max_pool1d_with_indices")
 def _max_pool(c, node, args, kwargs):
     x = c.v(args[0])
-    spatial = x.rank - 2
+    spatial = 1 if "1d" in op_name(node.target) else 2
+    shape, dtype = c.meta(next(u for u in node.users if u.args[1] == 0))
+    if x.rank == spatial + 1:  # unbatched (C, L) or (C, H, W): a batch of one
+        x = c.reshape(x, (1,) + x.shape)
+        shape = (1,) + tuple(shape)
     kernel = list(args[1]) * (spatial if len(args[1]) == 1 else 1)
     stride = list(args[2]) if len(args) > 2 and args[2] else kernel
     stride = stride * (spatial if len(stride) == 1 else 1)
@@ -661,11 +671,12 @@ def _max_pool(c, node, args, kwargs):
     dilation = list(args[4]) if len(args) > 4 else [1]
     dilation = dilation * (spatial if len(dilation) == 1 else 1)
     ceil = args[5] if len(args) > 5 else False
-    shape, dtype = c.meta(next(u for u in node.users if u.args[1] == 0))
-    y = c.emit("fsdp.pool", [x], [(shape, dtype)],
+    y = c.emit("fsdp.pool", [x], [(tuple(shape), dtype)],
                {"mode": string("max"), "kernel": i64_array(kernel), "strides": i64_array(stride),
                 "pads": i64_array(_pool_pads(padding, spatial)),
                 "dilations": i64_array(dilation), "ceil_mode": bool_attr(ceil)})
+    if x.rank != c.v(args[0]).rank:
+        y = c.reshape(y, tuple(shape[1:]))
     return [y, None]
 
 

@@ -7,7 +7,7 @@ of each float output times fixed random weights; traced, compiled, run one
 step on one rank, and its gradients judged against PyTorch's float64
 gradients relative to PyTorch float32's own error:
 
-    ours = max|g - g64| / max|g64|,  torch32 = the same for PyTorch f32,
+    ours = max|g - g64| / max(max|g64|, 1),  torch32 = the same for PyTorch f32,
     ok when ours <= max(TOLERANCE_FACTOR * torch32, FLOOR).
 
 An entry passes when every sample tried passes. Prints a line per entry,
@@ -141,7 +141,10 @@ class Sample(nn.Module):
         leaves, self.spec = tree_flatten((sample.input, sample.args, sample.kwargs))
         self.kinds, params, self.data = [], [], {}
         for leaf in leaves:
-            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+            # A float tensor holding NaN or inf is a step input (fsdp-run
+            # refuses a non-finite trained parameter, by design).
+            if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and \
+                    bool(torch.isfinite(leaf).all()):
                 self.kinds.append(("param", len(params)))
                 params.append(nn.Parameter(leaf.detach().clone().float()))
             elif isinstance(leaf, torch.Tensor):
@@ -181,12 +184,16 @@ def reference_grads(entry, sample, dtype):
     loss = m(**m.data)
     if loss is None or not loss.requires_grad:
         return None
+    if not torch.isfinite(loss):
+        raise ValueError("PyTorch's own loss is not finite")
     loss.backward()
     return [None if p.grad is None else p.grad.double().numpy() for p in m.ps]
 
 
 def relative(g, ref):
-    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1e-6)
+    # Relative to the largest gradient, or absolute below 1: float noise
+    # on a gradient that is zero (x / |x|'s) is not a relative error of 1.
+    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, 1.0)
     return float(np.abs(g - ref).max()) / scale if ref.size else 0.0
 
 
