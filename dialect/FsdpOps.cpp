@@ -1,4 +1,5 @@
 //===- FsdpOps.cpp - Verifiers and type inference of fsdp ops -------------===//
+#include <cmath>
 #include "dialect/FsdpOps.h"
 #include "dialect/ShapeInference.h"
 
@@ -189,8 +190,9 @@ LogicalResult SumSquaresOp::verify() {
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
-/// layer_norm and rms_norm: the result typed as x, a non-negative
-/// epsilon, scale (and bias) shaped like the normalised axes.
+/// layer_norm and rms_norm: the result typed as x, a finite epsilon (a
+/// negative one is computed as PyTorch computes it), scale (and bias)
+/// shaped like the normalised axes.
 static LogicalResult verifyNorm(Operation *op, Value x, Value scale,
                                 Value bias, int64_t axis, float epsilon,
                                 StringRef what) {
@@ -198,8 +200,8 @@ static LogicalResult verifyNorm(Operation *op, Value x, Value scale,
     return op->emitOpError("result type ")
            << op->getResult(0).getType() << " differs from the input's "
            << x.getType();
-  if (epsilon < 0)
-    return op->emitOpError("epsilon must be non-negative");
+  if (!std::isfinite(epsilon))
+    return op->emitOpError("epsilon must be finite");
   return shape::checkLayerNorm(op->getLoc(), tensorOf(x), tensorOf(scale),
                                tensorOf(bias), axis, what);
 }

@@ -130,8 +130,8 @@ func.func @layer_norm_scale(%x: tensor<2x4xf32>, %g: tensor<3xf32>) {
 // -----
 
 func.func @layer_norm_epsilon(%x: tensor<2x4xf32>, %g: tensor<4xf32>) {
-  // expected-error @+1 {{epsilon must be non-negative}}
-  %0 = fsdp.layer_norm %x, %g {axis = 1 : i64, epsilon = -1.0 : f32} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // expected-error @+1 {{epsilon must be finite}}
+  %0 = fsdp.layer_norm %x, %g {axis = 1 : i64, epsilon = 0x7FC00000 : f32} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   return
 }
 
