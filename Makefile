@@ -4,7 +4,7 @@ BUILD ?= build
 CMAKE_ARGS ?=
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test demo docs fuzz bench clean
+.PHONY: all deps configure build test demo docs fuzz bench opinfo clean
 
 all: build
 
@@ -34,6 +34,11 @@ docs: build
 
 fuzz: deps
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGET)
+
+# Every sample of every in-scope entry of PyTorch's op_db (about 3 minutes).
+opinfo: build
+	@/usr/bin/python3 tests/e2e/opinfo.py --fsdp-opt $(BUILD)/tools/fsdp-opt \
+	  --fsdp-run $(BUILD)/tools/fsdp-run --samples 1000 --min-pass 0.9
 
 bench: build
 	@bash bench/import_llama70b.sh $(BUILD)

@@ -311,12 +311,15 @@ def main():
     print("\nout of scope:")
     for why, names in reasons.items():
         print(f"  {why}: {', '.join(names)}")
-    crashes = [n for n, r in results.items() if r["status"].startswith("CRASH")]
+    # A crash or a wrong gradient fails the suite whatever the pass rate: a
+    # refusal says so; a wrong result with exit 0 trains something else.
+    crashes = [n for n, r in results.items()
+               if r["status"].startswith("CRASH") or r["status"] == "wrong"]
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"results": results, "table": table, "out_of_scope": reasons}, f, indent=1)
     if crashes:
-        print("crashed: " + ", ".join(crashes))
+        print("crashed or wrong: " + ", ".join(crashes))
         return 1
     if total[1] and total[0] / total[1] < a.min_pass:
         print(f"below the required {a.min_pass:.0%}")
