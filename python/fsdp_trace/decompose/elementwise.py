@@ -1,0 +1,299 @@
+"""Activations and elementwise math as compositions of fsdp ops."""
+import math
+
+import torch
+
+from ..lower import TraceError, dim, lowers
+from .builder import B, arg, float_in
+
+# -- activations -----------------------------------------------------------------
+
+
+@lowers("aten.clamp", "aten.clip", "aten.hardtanh")
+def _clamp(c, node, args, kwargs):
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    hardtanh = "hardtanh" in str(node.target)
+    lo = arg(args, kwargs, 1, "min_val" if hardtanh else "min", -1.0 if hardtanh else None)
+    hi = arg(args, kwargs, 2, "max_val" if hardtanh else "max", 1.0 if hardtanh else None)
+    if lo is not None:
+        x = b.bin("max", x, c.operand(lo, dtype))
+    if hi is not None:
+        x = b.bin("min", x, c.operand(hi, dtype))
+    return c.reshape(x, shape) if x.shape != shape else x
+
+
+@lowers("aten.leaky_relu")
+def _leaky_relu(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    slope = arg(args, kwargs, 1, "negative_slope", 0.01)
+    return b.where(b.gt(x, 0.0), x, b.mul(x, slope))
+
+
+@lowers("aten.elu")
+def _elu(c, node, args, kwargs):
+    """scale·x above 0, scale·alpha·(exp(input_scale·x) - 1) below (selu and
+    celu are elu with other constants)."""
+    b = B(c)
+    x = float_in(c, args[0])
+    alpha = arg(args, kwargs, 1, "alpha", 1.0)
+    scale = arg(args, kwargs, 2, "scale", 1.0)
+    input_scale = arg(args, kwargs, 3, "input_scale", 1.0)
+    neg = b.mul(b.un("expm1", b.mul(x, input_scale)), alpha * scale)
+    return b.where(b.gt(x, 0.0), b.mul(x, scale), neg)
+
+
+@lowers("aten.celu")
+def _celu(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    alpha = arg(args, kwargs, 1, "alpha", 1.0)
+    return b.where(b.gt(x, 0.0), x, b.mul(b.un("expm1", b.mul(x, 1.0 / alpha)), alpha))
+
+
+@lowers("aten.selu")
+def _selu(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    alpha, scale = 1.6732632423543772, 1.0507009873554805
+    neg = b.mul(b.un("expm1", x), alpha * scale)
+    return b.where(b.gt(x, 0.0), b.mul(x, scale), neg)
+
+
+@lowers("aten.threshold")
+def _threshold(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    return b.where(b.gt(x, float(args[1])), x, float(args[2]))
+
+
+@lowers("aten.softshrink", "aten.hardshrink")
+def _shrink(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    lam = float(arg(args, kwargs, 1, "lambd", 0.5))
+    soft = "softshrink" in str(node.target)
+    above = b.sub(x, lam) if soft else x
+    below = b.add(x, lam) if soft else x
+    return b.where(b.gt(x, lam), above, b.where(b.lt(x, -lam), below, 0.0))
+
+
+@lowers("aten.log_sigmoid_forward", "aten.log_sigmoid")
+def _log_sigmoid(c, node, args, kwargs):
+    """-softplus(-x): min(x, 0) - log1p(exp(-|x|)), as PyTorch computes it."""
+    b = B(c)
+    x = c.v(args[0])
+    y = b.sub(b.bin("min", x, 0.0), b.un("log1p", b.un("exp", b.un("neg", b.un("abs", x)))))
+    return [y, None] if "forward" in str(node.target) else y
+
+
+@lowers("aten.glu")
+def _glu(c, node, args, kwargs):
+    b = B(c)
+    x = c.v(args[0])
+    d = dim(arg(args, kwargs, 1, "dim", -1), x.rank)
+    half = x.shape[d] // 2
+    return b.mul(b.slice(x, d, 0, half), b.un("sigmoid", b.slice(x, d, half, 2 * half)))
+
+
+@lowers("aten.prelu", "aten._prelu_kernel")
+def _prelu(c, node, args, kwargs):
+    b = B(c)
+    x, w = c.v(args[0]), c.v(args[1])
+    if w.numel > 1 and x.rank >= 2:
+        w = c.reshape(w, (w.numel,) + (1,) * (x.rank - 2))
+    elif w.numel == 1:
+        w = c.reshape(w, ())
+    return b.where(b.gt(x, 0.0), x, b.mul(w, x))
+
+
+@lowers("aten.logit")
+def _logit(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    eps = arg(args, kwargs, 1, "eps")
+    if eps is not None:
+        x = b.bin("min", b.bin("max", x, float(eps)), 1.0 - float(eps))
+    return b.un("log", b.div(x, b.sub(b.s(1.0, x.dtype), x)))
+
+
+# -- elementwise math --------------------------------------------------------------
+
+
+@lowers("aten.sinh", "aten.cosh", "aten.tan", "aten.log2", "aten.log10", "aten.exp2",
+        "aten.sinc", "aten.deg2rad", "aten.rad2deg", "aten.sgn", "aten.frac", "aten.erfc",
+        "aten.square")
+def _math(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    name = node.target.overloadpacket.__name__
+    if name == "sinh":   # (expm1(x) - expm1(-x)) / 2: exact near 0
+        return b.mul(b.sub(b.un("expm1", x), b.un("expm1", b.un("neg", x))), 0.5)
+    if name == "cosh":
+        return b.mul(b.add(b.un("exp", x), b.un("exp", b.un("neg", x))), 0.5)
+    if name == "tan":
+        return b.div(b.un("sin", x), b.un("cos", x))
+    if name == "log2":
+        return b.mul(b.un("log", x), 1.0 / math.log(2.0))
+    if name == "log10":
+        return b.mul(b.un("log", x), 1.0 / math.log(10.0))
+    if name == "exp2":
+        return b.un("exp", b.mul(x, math.log(2.0)))
+    if name == "sinc":
+        px = b.mul(x, math.pi)
+        safe = b.where(b.eq(x, 0.0), 1.0, px)
+        return b.where(b.eq(x, 0.0), 1.0, b.div(b.un("sin", safe), safe))
+    if name == "deg2rad":
+        return b.mul(x, math.pi / 180.0)
+    if name == "rad2deg":
+        return b.mul(x, 180.0 / math.pi)
+    if name == "sgn":
+        return b.un("sign", x)
+    if name == "frac":
+        return b.sub(x, b.un("trunc", x))
+    if name == "erfc":
+        return b.sub(b.s(1.0, x.dtype), b.un("erf", x))
+    if name == "square":
+        return b.mul(x, x)
+    raise TraceError(f"aten.{name}: no composition")
+
+
+@lowers("aten.asinh", "aten.acosh", "aten.atanh")
+def _inverse_hyperbolic(c, node, args, kwargs):
+    """asinh: sign(x)·log(|x| + sqrt(x² + 1)) (no cancellation for x < 0);
+    acosh: log(x + sqrt(x² - 1)); atanh: log1p(2x / (1 - x)) / 2."""
+    b = B(c)
+    x = float_in(c, args[0])
+    name = node.target.overloadpacket.__name__
+    if name == "asinh":
+        a = b.un("abs", x)
+        y = b.un("log1p", b.add(a, b.div(b.mul(a, a),
+                                          b.add(b.un("sqrt", b.add(b.mul(a, a), 1.0)), 1.0))))
+        return b.where(b.lt(x, 0.0), b.un("neg", y), y)
+    if name == "acosh":
+        return b.un("log", b.add(x, b.un("sqrt", b.sub(b.mul(x, x), 1.0))))
+    return b.mul(b.un("log1p", b.div(b.mul(x, 2.0), b.sub(b.s(1.0, x.dtype), x))), 0.5)
+
+
+@lowers("aten.atan2")
+def _atan2(c, node, args, kwargs):
+    """atan(y/x), moved by ±pi for x < 0 (by the sign of y), ±pi/2 at x = 0."""
+    b = B(c)
+    dtype = c.out()[1]
+    y, x = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    base = b.un("atan", b.div(y, b.where(b.eq(x, 0.0), 1.0, x)))
+    shift = b.where(b.lt(y, 0.0), -math.pi, math.pi)
+    at_zero = b.where(b.lt(y, 0.0), -math.pi / 2, b.where(b.gt(y, 0.0), math.pi / 2, 0.0))
+    return b.where(b.eq(x, 0.0), at_zero, b.where(b.lt(x, 0.0), b.add(base, shift), base))
+
+
+@lowers("aten.nan_to_num")
+def _nan_to_num(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    info = torch.finfo(x.dtype)
+    nan = arg(args, kwargs, 1, "nan") or 0.0
+    posinf = arg(args, kwargs, 2, "posinf")
+    neginf = arg(args, kwargs, 3, "neginf")
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    y = b.where(b.isnan(x), float(nan), x)
+    y = b.where(b.eq(x, math.inf), float(posinf), y)
+    return b.where(b.eq(x, -math.inf), float(neginf), y)
+
+
+@lowers("aten.xlogy")
+def _xlogy(c, node, args, kwargs):
+    b = B(c)
+    dtype = c.out()[1]
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    return b.where(b.eq(x, 0.0), b.where(b.isnan(y), y, 0.0), b.mul(x, b.un("log", y)))
+
+
+@lowers("aten.logaddexp")
+def _logaddexp(c, node, args, kwargs):
+    b = B(c)
+    dtype = c.out()[1]
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    m = b.bin("max", x, y)
+    return b.add(m, b.un("log1p", b.un("exp", b.un("neg", b.un("abs", b.sub(x, y))))))
+
+
+@lowers("aten.hypot")
+def _hypot(c, node, args, kwargs):
+    b = B(c)
+    dtype = c.out()[1]
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    return b.un("sqrt", b.add(b.mul(x, x), b.mul(y, y)))
+
+
+@lowers("aten.copysign")
+def _copysign(c, node, args, kwargs):
+    b = B(c)
+    dtype = c.out()[1]
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    mag = b.un("abs", x)
+    return b.where(b.lt(y, 0.0), b.un("neg", mag), mag)
+
+
+@lowers("aten.fmod", "aten.remainder", "aten.floor_divide")
+def _modulo(c, node, args, kwargs):
+    """fmod: a - trunc(a/b)·b; remainder: a - floor(a/b)·b (the sign of b)."""
+    b = B(c)
+    shape, dtype = c.out()
+    if not dtype.is_floating_point:
+        raise TraceError(f"{node.target}: on integers")
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    name = node.target.overloadpacket.__name__
+    q = b.un("trunc" if name == "fmod" else "floor", b.div(x, y))
+    return q if name == "floor_divide" else b.sub(x, b.mul(q, y))
+
+
+@lowers("aten.lerp")
+def _lerp(c, node, args, kwargs):
+    b = B(c)
+    dtype = c.out()[1]
+    s, e = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    w = c.operand(args[2], dtype)
+    return b.add(s, b.mul(w, b.sub(e, s)))
+
+
+@lowers("aten.addcmul", "aten.addcdiv")
+def _addc(c, node, args, kwargs):
+    b = B(c)
+    dtype = c.out()[1]
+    x, t1, t2 = (c.operand(a, dtype) for a in args[:3])
+    value = kwargs.get("value", args[3] if len(args) > 3 else 1)
+    op = "mul" if "addcmul" in str(node.target) else "div"
+    term = b.bin(op, t1, t2)
+    if value != 1:
+        term = b.mul(term, float(value))
+    return b.add(x, term)
+
+
+@lowers("aten.fmax", "aten.fmin")
+def _fmax(c, node, args, kwargs):
+    """max/min that ignore a NaN operand."""
+    b = B(c)
+    dtype = c.out()[1]
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    op = "max" if "fmax" in str(node.target) else "min"
+    m = b.bin(op, x, y)
+    return b.where(b.isnan(x), y, b.where(b.isnan(y), x, m))
+
+
+@lowers("aten.softplus")
+def _softplus(c, node, args, kwargs):
+    """fsdp.softplus at torch's defaults (beta 1, threshold 20); otherwise
+    log1p(exp(beta·x)) / beta, and x itself where beta·x > threshold."""
+    b = B(c)
+    x = float_in(c, args[0])
+    beta = float(arg(args, kwargs, 1, "beta", 1.0))
+    threshold = float(arg(args, kwargs, 2, "threshold", 20.0))
+    if beta == 1 and threshold == 20:
+        return b.un("softplus", x)
+    bx = b.mul(x, beta)
+    soft = b.div(b.un("log1p", b.un("exp", b.where(b.gt(bx, threshold), 0.0, bx))), beta)
+    return b.where(b.gt(bx, threshold), x, soft)

@@ -1,0 +1,286 @@
+"""Products, losses and vision ops as compositions of fsdp ops: linear
+resamplings are products with constant matrices; a transposed convolution
+is the strided convolution it is the gradient of."""
+import math
+
+import torch
+
+from ..lower import LOWERINGS, TraceError, lowers
+from ..mlir import bool_attr, f32_attr, i64_array, i64_attr, string
+from .builder import B, arg
+from .shapes import _place
+
+# -- matrix products ---------------------------------------------------------------
+
+
+@lowers("aten.dot", "aten.vdot", "aten.inner")
+def _dot(c, node, args, kwargs):
+    b = B(c)
+    x, y = c.v(args[0]), c.v(args[1])
+    if x.rank != 1 or y.rank != 1:
+        raise TraceError(f"{node.target}: only vectors")
+    return b.reduce("reduce_sum", b.mul(x, y), [0], False)
+
+
+@lowers("aten.addmv", "aten.addbmm")
+def _addmv(c, node, args, kwargs):
+    """beta·b + alpha·(A v), and beta·b + alpha·Σ_i B1_i B2_i."""
+    b = B(c)
+    shape, dtype = c.out()
+    bias, m1, m2 = c.v(args[0]), c.v(args[1]), c.v(args[2])
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    if "addmv" in str(node.target):
+        prod = c.reshape(c.emit("fsdp.matmul", [m1, c.reshape(m2, (m2.numel, 1))],
+                                [((m1.shape[0], 1), dtype)]), (m1.shape[0],))
+    else:
+        p = c.emit("fsdp.matmul", [m1, m2], [((m1.shape[0], m1.shape[1], m2.shape[2]), dtype)])
+        prod = b.reduce("reduce_sum", p, [0], False)
+    prod = prod if alpha == 1 else b.mul(prod, float(alpha))
+    if beta == 0:
+        return prod
+    return b.add(bias if beta == 1 else b.mul(bias, float(beta)), prod)
+
+
+@lowers("aten.mv")
+def _mv(c, node, args, kwargs):
+    a, v = c.v(args[0]), c.v(args[1])
+    y = c.emit("fsdp.matmul", [a, c.reshape(v, (v.numel, 1))], [((a.shape[0], 1), a.dtype)])
+    return c.reshape(y, (a.shape[0],))
+
+
+# -- losses ------------------------------------------------------------------------
+
+REDUCE = {0: None, 1: "reduce_mean", 2: "reduce_sum"}
+
+
+def _reduced(c, v, reduction):
+    op = REDUCE[int(reduction)]
+    return v if op is None else B(c).reduce(op, v, range(v.rank), False)
+
+
+@lowers("aten.smooth_l1_loss", "aten.huber_loss")
+def _smooth_l1(c, node, args, kwargs):
+    b = B(c)
+    x = c.v(args[0])
+    t = c.operand(args[1], x.dtype)
+    reduction = arg(args, kwargs, 2, "reduction", 1)
+    huber = "huber" in str(node.target)
+    k = float(arg(args, kwargs, 3, "delta" if huber else "beta", 1.0))
+    d = b.un("abs", b.sub(x, t))
+    if k == 0 and not huber:
+        return _reduced(c, d, reduction)
+    quad = b.mul(b.mul(d, d), 0.5 if huber else 0.5 / k)
+    lin = b.mul(b.sub(d, 0.5 * k), k) if huber else b.sub(d, 0.5 * k)
+    return _reduced(c, b.where(b.lt(d, k), quad, lin), reduction)
+
+
+# -- vision ------------------------------------------------------------------------
+
+
+def _interp_matrix(n_in, n_out, mode, align_corners, scale=None):
+    """(n_in, n_out): column j holds the weights of output j."""
+    m = torch.zeros(n_in, n_out, dtype=torch.float64)
+    for j in range(n_out):
+        if mode == "nearest":
+            src = min(int(math.floor(j * (n_in / n_out if scale is None else 1.0 / scale))),
+                      n_in - 1)
+            m[src, j] = 1
+            continue
+        if align_corners:
+            pos = j * (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+        else:
+            r = n_in / n_out if scale is None else 1.0 / scale
+            pos = max((j + 0.5) * r - 0.5, 0.0)
+        lo = min(int(math.floor(pos)), n_in - 1)
+        hi = min(lo + 1, n_in - 1)
+        w = pos - lo
+        m[lo, j] += 1 - w
+        m[hi, j] += w
+    return m
+
+
+@lowers("aten.upsample_nearest1d", "aten.upsample_nearest2d", "aten.upsample_nearest3d",
+        "aten.upsample_linear1d", "aten.upsample_bilinear2d", "aten.upsample_trilinear3d")
+def _upsample(c, node, args, kwargs):
+    """Separable along each spatial axis: nearest is a gather, (bi/tri)linear
+    a product with a constant interpolation matrix."""
+    x = c.v(args[0])
+    out_shape = c.out()[0]
+    nearest = "nearest" in str(node.target)
+    align = False if nearest else bool(args[2]) if len(args) > 2 and isinstance(args[2], bool) \
+        else bool(kwargs.get("align_corners", False))
+    scales = []
+    for a in list(args[2 if nearest else 3:]) + [kwargs.get("scale_factors"),
+                                                  kwargs.get("scales")]:
+        scales += [float(v) for v in (a if isinstance(a, (list, tuple)) else [a])
+                   if isinstance(v, float)]
+    spatial = x.rank - 2
+    scales = scales if len(scales) == spatial else None
+    for i in range(spatial):
+        d = 2 + i
+        n_in, n_out = x.shape[d], out_shape[d]
+        scale = scales[i] if scales else None
+        if nearest:
+            r = (1.0 / scale) if scale else n_in / n_out
+            idx = torch.clamp((torch.arange(n_out, dtype=torch.float64) * r).floor().long(),
+                              max=n_in - 1)
+            x = B(c).gather(x, idx, d)
+        else:
+            x = B(c).along(x, d, _interp_matrix(n_in, n_out, "linear", align, scale).float())
+    return x
+
+
+def _adaptive_matrix(n_in, n_out):
+    m = torch.zeros(n_in, n_out, dtype=torch.float64)
+    for j in range(n_out):
+        start = (j * n_in) // n_out
+        end = -((-(j + 1) * n_in) // n_out)
+        m[start:end, j] = 1.0 / (end - start)
+    return m
+
+
+def _adaptive_avg_pool(c, node, args, kwargs):
+    """Whole windows are a pool; uneven ones a product with a constant
+    averaging matrix along each spatial axis (the windows are separable)."""
+    x = c.v(args[0])
+    out = [int(s) for s in args[1]]
+    first = x.rank - len(out)  # unbatched inputs have no batch axis
+    if x.rank == 4 and all(x.shape[2 + i] % out[i] == 0 for i in range(2)):
+        return _even_adaptive(c, node, args, kwargs)
+    for i, n in enumerate(out):
+        x = B(c).along(x, first + i, _adaptive_matrix(x.shape[first + i], n).float())
+    return x
+
+
+_even_adaptive = LOWERINGS["aten._adaptive_avg_pool2d"]
+for _name in ("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d",
+              "aten.adaptive_avg_pool1d", "aten._adaptive_avg_pool3d",
+              "aten.adaptive_avg_pool3d"):
+    LOWERINGS[_name] = _adaptive_avg_pool
+
+
+def _pad(c, x, axis, low, high):
+    """x padded with zeros along axis (a negative amount crops)."""
+    b = B(c)
+    x = b.slice(x, axis, max(-low, 0), x.shape[axis] - max(-high, 0))
+    parts = []
+    for n in (low, None, high):
+        if n is None:
+            parts.append(x)
+        elif n > 0:
+            s = list(x.shape)
+            s[axis] = n
+            parts.append(c.w.splat(0, tuple(s), x.dtype))
+    return b.concat(parts, axis)
+
+
+def conv_transpose(c, node, args):
+    """A transposed convolution as the convolution it is the gradient of:
+    the input spread out by the stride (zeros between: a constant
+    scatter), padded by dilation·(k - 1) - padding (+ output_padding after),
+    convolved at stride 1 with the kernel flipped and its in/out channels
+    swapped within each group."""
+    x, w = c.v(args[0]), c.v(args[1])
+    bias = args[2]
+    stride, padding, dilation, _, output_padding, groups = args[3:9]
+    spatial = x.rank - 2
+    expand = (lambda v: [int(v[0])] * spatial if len(v) == 1 else [int(i) for i in v])
+    stride, padding, dilation = expand(stride), expand(padding), expand(dilation)
+    output_padding = expand(output_padding) if output_padding else [0] * spatial
+    groups = int(groups)
+    if any(s > 1 for s in stride):
+        spread = list(x.shape[:2]) + [(n - 1) * s + 1 for n, s in zip(x.shape[2:], stride)]
+
+        def place(t):
+            out = torch.zeros(spread, dtype=t.dtype)
+            out[(slice(None), slice(None)) + tuple(slice(None, None, s) for s in stride)] = t
+            return out
+        x = _place(c, x, tuple(spread), place)
+    for i in range(spatial):
+        k = w.shape[2 + i]
+        q = dilation[i] * (k - 1) - padding[i]
+        x = _pad(c, x, 2 + i, q, q + output_padding[i])
+    # (C_in, C_out/g, k...) -> (C_out, C_in/g, k...), each kernel flipped.
+    cin, cout_g = w.shape[0], w.shape[1]
+    k = w.shape[2:]
+    wg = c.reshape(w, (groups, cin // groups, cout_g) + k)
+    wg = c.transpose(wg, [0, 2, 1] + list(range(3, 3 + spatial)))
+    wf = c.reshape(wg, (groups * cout_g, cin // groups) + k)
+    for i in range(spatial):
+        wf = B(c).gather(wf, torch.arange(k[i] - 1, -1, -1), 2 + i)
+    operands = [x, wf] + ([c.v(bias)] if bias is not None else [])
+    return c.emit("fsdp.conv", operands, None,
+                  {"strides": i64_array([1] * spatial), "pads": i64_array([0] * 2 * spatial),
+                   "dilations": i64_array(dilation), "groups": i64_attr(groups)})
+
+
+@lowers("aten.adaptive_max_pool2d")
+def _adaptive_max_pool(c, node, args, kwargs):
+    """Whole windows: a max pool (the indices are not written)."""
+    x = c.v(args[0])
+    out = [int(s) for s in args[1]]
+    if x.rank != 4 or any(x.shape[2 + i] % out[i] for i in range(2)):
+        raise TraceError(f"adaptive max pooling of {tuple(x.shape[-2:])} to {tuple(out)} "
+                         f"(only whole windows)")
+    kernel = [x.shape[2] // out[0], x.shape[3] // out[1]]
+    y = c.emit("fsdp.pool", [x], [(x.shape[:2] + tuple(out), x.dtype)],
+               {"mode": string("max"), "kernel": i64_array(kernel),
+                "strides": i64_array(kernel), "pads": i64_array([0, 0, 0, 0]),
+                "dilations": i64_array([1, 1]), "ceil_mode": bool_attr(False)})
+    return [y, None]
+
+
+@lowers("aten._scaled_dot_product_attention", "aten._scaled_dot_product_attention_forward",
+        "aten.scaled_dot_product_attention")
+def _sdpa(c, node, args, kwargs):
+    """softmax(q kᵀ / sqrt(d) + mask) v, written out (fsdp-opt's attention
+    fusion recognises it); dropout must be 0."""
+    b = B(c)
+    q, k, v = c.v(args[0]), c.v(args[1]), c.v(args[2])
+    mask = arg(args, kwargs, 3, "attn_mask")
+    p = arg(args, kwargs, 4, "dropout_p", 0.0)
+    if p:
+        raise TraceError("scaled_dot_product_attention with dropout_p > 0 (the plan draws "
+                         "no random numbers yet)")
+    named = node.target.overloadpacket.__name__
+    causal = kwargs.get("is_causal", args[6] if named.startswith("_") and len(args) > 6 else
+                        args[5] if len(args) > 5 else False)
+    n, s = q.shape[-2], k.shape[-2]
+    perm = list(range(k.rank - 2)) + [k.rank - 1, k.rank - 2]
+    kt = c.transpose(k, perm)
+    scores = c.emit("fsdp.matmul", [q, kt], [(q.shape[:-1] + (s,), q.dtype)])
+    scores = b.mul(scores, 1.0 / math.sqrt(q.shape[-1]))
+    if mask is not None:
+        m = c.v(mask)
+        scores = (b.where(m, scores, -math.inf) if m.dtype == torch.bool
+                  else b.add(scores, c.cast(m, q.dtype)))
+    if causal:
+        keep = c.w.constant(torch.ones(n, s, dtype=torch.bool).tril())
+        scores = b.where(keep, scores, -math.inf)
+    probs = c.emit("fsdp.softmax", [scores], [(scores.shape, q.dtype)],
+                   {"axis": i64_attr(scores.rank - 1)})
+    out = c.emit("fsdp.matmul", [probs, v], [(q.shape[:-1] + (v.shape[-1],), q.dtype)])
+    return [out, probs] if named.startswith("_") else out
+
+
+@lowers("aten.native_group_norm")
+def _group_norm(c, node, args, kwargs):
+    """Layer norm over each group's (C/G)·HW elements, then the per-channel
+    affine."""
+    b = B(c)
+    x = c.v(args[0])
+    weight, bias = args[1], args[2]
+    n, ch, hw, groups, eps = (int(args[3]), int(args[4]), int(args[5]), int(args[6]),
+                              float(args[7]))
+    per = ch // groups * hw
+    g = c.reshape(x, (n, groups, per))
+    ones = c.w.splat(1.0, (per,), x.dtype)
+    y = c.emit("fsdp.layer_norm", [g, ones], [(g.shape, x.dtype)],
+               {"axis": i64_attr(2), "epsilon": f32_attr(eps)})
+    y = c.reshape(y, x.shape)
+    per_channel = (ch,) + (1,) * (x.rank - 2)
+    if weight is not None:
+        y = b.mul(y, c.reshape(c.v(weight), per_channel))
+    if bias is not None:
+        y = b.add(y, c.reshape(c.v(bias), per_channel))
+    return [y, None, None]

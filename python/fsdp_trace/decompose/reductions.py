@@ -1,0 +1,182 @@
+"""Reductions and products as compositions of fsdp ops: var/std about the
+mean, logsumexp shifted by the maximum, norms, exact products (a tree of
+multiplications, a Hillis-Steele scan)."""
+import math
+
+import torch
+
+from ..lower import TraceError, _axes, dim, lowers
+from .builder import B, arg, float_in
+
+# -- reductions --------------------------------------------------------------------
+
+
+def _dims_keep(args, kwargs, rank, i_dim=1, i_keep=2):
+    dims = arg(args, kwargs, i_dim, "dim")
+    keep = bool(arg(args, kwargs, i_keep, "keepdim", False))
+    return _axes(dims, rank), keep
+
+
+@lowers("aten.amin")
+def _amin(c, node, args, kwargs):
+    b = B(c)
+    x = c.v(args[0])
+    axes, keep = _dims_keep(args, kwargs, x.rank)
+    return b.un("neg", b.reduce("reduce_max", b.un("neg", x), axes, keep))
+
+
+@lowers("aten.max", "aten.min")
+def _max_min(c, node, args, kwargs):
+    """max(x) (all), max(x, dim, keepdim) (values and indices: only the
+    values are written) and the binary max(x, y)."""
+    b = B(c)
+    x = c.v(args[0])
+    is_max = node.target.overloadpacket.__name__ == "max"
+    if len(args) > 1 and hasattr(args[1], "op"):  # max.other
+        dtype = c.out()[1]
+        return b.bin("max" if is_max else "min", c.cast(x, dtype), c.operand(args[1], dtype))
+    sign = (lambda v: v) if is_max else (lambda v: b.un("neg", v))
+    if len(args) == 1:
+        return sign(b.reduce("reduce_max", sign(x), range(x.rank), False))
+    axes, keep = _dims_keep(args, kwargs, x.rank)
+    return [sign(b.reduce("reduce_max", sign(x), axes, keep)), None]
+
+
+def _correction(args, kwargs, unbiased_index=None):
+    corr = kwargs.get("correction")
+    if corr is None and "unbiased" in kwargs:
+        corr = 1 if kwargs["unbiased"] else 0
+    if corr is None and unbiased_index is not None and len(args) > unbiased_index \
+            and isinstance(args[unbiased_index], bool):
+        corr = 1 if args[unbiased_index] else 0
+    return 1 if corr is None else corr
+
+
+def _variance(c, x, axes, keep, correction):
+    b = B(c)
+    n = math.prod(x.shape[a] for a in axes) if axes else 1
+    mean = b.reduce("reduce_mean", x, axes, True)
+    d = b.sub(x, mean)
+    var = b.div(b.reduce("reduce_sum", b.mul(d, d), axes, keep), float(max(n - correction, 0)))
+    return var, (mean if keep else c.reshape(mean, var.shape))
+
+
+@lowers("aten.var", "aten.std", "aten.var_mean", "aten.std_mean")
+def _var(c, node, args, kwargs):
+    b = B(c)
+    x = c.v(args[0])
+    dims = arg(args, kwargs, 1, "dim")
+    if isinstance(dims, bool):  # var(x, unbiased)
+        dims = None
+    axes = _axes(dims, x.rank)
+    keep = bool(kwargs.get("keepdim", args[3] if len(args) > 3 and isinstance(args[3], bool)
+                           else False))
+    corr = _correction(args, kwargs, 2 if len(args) > 2 and isinstance(args[2], bool) else
+                       (1 if len(args) > 1 and isinstance(args[1], bool) else None))
+    var, mean = _variance(c, x, axes, keep, corr)
+    name = node.target.overloadpacket.__name__
+    out = b.un("sqrt", var) if name.startswith("std") else var
+    return [out, mean] if name.endswith("_mean") else out
+
+
+@lowers("aten.logsumexp")
+def _logsumexp(c, node, args, kwargs):
+    b = B(c)
+    x = float_in(c, args[0])
+    axes, keep = _dims_keep(args, kwargs, x.rank)
+    m = b.reduce("reduce_max", x, axes, True)
+    finite = b.where(b.eq(b.un("abs", m), math.inf), 0.0, m)
+    s = b.reduce("reduce_sum", b.un("exp", b.sub(x, finite)), axes, True)
+    y = b.add(b.un("log", s), finite)
+    return y if keep else c.reshape(y, c.out()[0])
+
+
+@lowers("aten.linalg_vector_norm", "aten.norm")
+def _norm(c, node, args, kwargs):
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    p = arg(args, kwargs, 1, "ord" if "linalg" in str(node.target) else "p", 2)
+    p = 2 if p is None else p
+    dims = arg(args, kwargs, 2, "dim")
+    keep = bool(arg(args, kwargs, 3, "keepdim", False))
+    axes = _axes(dims, x.rank)
+    a = b.un("abs", x)
+    if p == math.inf:
+        y = b.reduce("reduce_max", a, axes, keep)
+    elif p == -math.inf:
+        y = b.un("neg", b.reduce("reduce_max", b.un("neg", a), axes, keep))
+    elif p == 1:
+        y = b.reduce("reduce_sum", a, axes, keep)
+    elif p == 2:
+        y = b.un("sqrt", b.reduce("reduce_sum", b.mul(x, x), axes, keep))
+    elif p == 0:
+        y = b.reduce("reduce_sum", c.cast(b.c.emit("fsdp.not", [b.eq(x, 0.0)],
+                                                     [(x.shape, torch.bool)]), dtype), axes, keep)
+    else:
+        s = b.reduce("reduce_sum", b.bin("pow", a, float(p)), axes, keep)
+        y = b.bin("pow", s, 1.0 / float(p))
+    return c.reshape(y, shape) if y.shape != shape else y
+
+
+def _tree_product(c, x, axis):
+    """Π along `axis` as a tree of multiplications of halves: the exact
+    value, and an exact gradient where factors are zero (a product of
+    logarithms would give 0 where torch gives the other factors' product)."""
+    b = B(c)
+    while x.shape[axis] > 1:
+        n = x.shape[axis]
+        half = n // 2
+        y = b.mul(b.slice(x, axis, 0, half), b.slice(x, axis, half, 2 * half))
+        x = b.concat([y, b.slice(x, axis, 2 * half, n)], axis) if n % 2 else y
+    return x
+
+
+@lowers("aten.prod")
+def _prod(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    if not dtype.is_floating_point:
+        raise TraceError("aten.prod on integers")
+    d = arg(args, kwargs, 1, "dim")
+    if isinstance(d, torch.dtype):
+        d = None
+    if x.numel == 0:
+        return c.w.splat(1.0, shape, dtype)
+    axes = _axes(d, x.rank)
+    if x.rank == 0:
+        return x
+    # The reduced axes last, as one axis.
+    kept = [i for i in range(x.rank) if i not in axes]
+    moved = c.transpose(x, kept + axes)
+    flat = c.reshape(moved, tuple(x.shape[i] for i in kept) +
+                     (math.prod(x.shape[i] for i in axes),))
+    return c.reshape(_tree_product(c, flat, flat.rank - 1), shape)
+
+
+@lowers("aten.cumprod")
+def _cumprod(c, node, args, kwargs):
+    """Hillis-Steele: log2(n) steps, each multiplying by the value 2^k
+    places before (ones before the start): exact, with zeros too."""
+    b = B(c)
+    x = float_in(c, args[0])
+    if x.rank == 0 or x.numel == 0:
+        return x
+    d = dim(args[1], x.rank)
+    n, step = x.shape[d], 1
+    while step < n:
+        ones = list(x.shape)
+        ones[d] = step
+        shifted = b.concat([c.w.splat(1.0, tuple(ones), x.dtype), b.slice(x, d, 0, n - step)], d)
+        x = b.mul(x, shifted)
+        step *= 2
+    return x
+
+
+@lowers("aten.nansum")
+def _nansum(c, node, args, kwargs):
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    axes, keep = _dims_keep(args, kwargs, x.rank)
+    return b.reduce("reduce_sum", b.where(b.isnan(x), 0.0, x), axes, keep)

@@ -1,0 +1,402 @@
+"""Shapes and indexing as compositions of fsdp ops: index maps that depend
+only on shapes are gathers (or scatters) with a constant index; scans are
+products with a triangular constant."""
+import math
+
+import torch
+
+from ..lower import TraceError, dim, lowers
+from ..mlir import i64_attr
+from .builder import B, arg, float_in
+
+# -- shapes and indexing -----------------------------------------------------------
+
+
+@lowers("aten.stack")
+def _stack(c, node, args, kwargs):
+    shape, dtype = c.out()
+    d = dim(arg(args, kwargs, 1, "dim", 0), len(shape))
+    parts = [c.cast(c.v(t), dtype) for t in args[0]]
+    parts = [c.reshape(p, p.shape[:d] + (1,) + p.shape[d:]) for p in parts]
+    return B(c).concat(parts, d) if len(parts) > 1 else parts[0]
+
+
+@lowers("aten.flip")
+def _flip(c, node, args, kwargs):
+    x = c.v(args[0])
+    for d in sorted({dim(d, x.rank) for d in args[1]}):
+        x = B(c).gather(x, torch.arange(x.shape[d] - 1, -1, -1), d)
+    return x
+
+
+@lowers("aten.roll")
+def _roll(c, node, args, kwargs):
+    x = c.v(args[0])
+    shifts = args[1] if isinstance(args[1], (list, tuple)) else [args[1]]
+    dims = arg(args, kwargs, 2, "dims", [])
+    dims = dims if isinstance(dims, (list, tuple)) else [dims]
+    shape = x.shape
+    if not dims:
+        x = c.reshape(x, (x.numel,))
+        dims = [0]
+    for s, d in zip(shifts, dims):
+        d = dim(d, x.rank)
+        n = x.shape[d]
+        x = B(c).gather(x, (torch.arange(n) - int(s)) % max(n, 1), d)
+    return c.reshape(x, shape)
+
+
+@lowers("aten.repeat")
+def _repeat(c, node, args, kwargs):
+    x = c.v(args[0])
+    reps = [int(r) for r in args[1]]
+    shape = (1,) * (len(reps) - x.rank) + x.shape
+    x = c.reshape(x, tuple(d for s in shape for d in (1, s)))
+    full = tuple(d for r, s in zip(reps, shape) for d in (r, s))
+    if x.shape != full:
+        x = c.emit("fsdp.broadcast", [x], [(full, x.dtype)])
+    return c.reshape(x, tuple(r * s for r, s in zip(reps, shape)))
+
+
+@lowers("aten.constant_pad_nd")
+def _constant_pad(c, node, args, kwargs):
+    b = B(c)
+    x = c.v(args[0])
+    pad = [int(p) for p in args[1]]
+    value = arg(args, kwargs, 2, "value", 0)
+    for i in range(len(pad) // 2):
+        d = x.rank - 1 - i
+        before, after = pad[2 * i], pad[2 * i + 1]
+        x = b.slice(x, d, max(-before, 0), x.shape[d] - max(-after, 0))
+        parts = []
+        for n in (before, None, after):
+            if n is None:
+                parts.append(x)
+            elif n > 0:
+                s = list(x.shape)
+                s[d] = n
+                parts.append(c.w.splat(value, tuple(s), x.dtype))
+        x = b.concat(parts, d)
+    return x
+
+
+def _pad_index(n, before, after, mode):
+    i = torch.arange(-before, n + after)
+    if mode == "reflect":
+        period = 2 * (n - 1)
+        i = i.abs() % max(period, 1)
+        return torch.where(i >= n, period - i, i)
+    if mode == "replicate":
+        return i.clamp(0, n - 1)
+    return i % n  # circular
+
+
+@lowers("aten.reflection_pad1d", "aten.reflection_pad2d", "aten.reflection_pad3d",
+        "aten.replication_pad1d", "aten.replication_pad2d", "aten.replication_pad3d")
+def _index_pad(c, node, args, kwargs):
+    x = c.v(args[0])
+    pad = [int(p) for p in args[1]]
+    mode = "reflect" if "reflection" in str(node.target) else "replicate"
+    for i in range(len(pad) // 2):
+        d = x.rank - 1 - i
+        x = B(c).gather(x, _pad_index(x.shape[d], pad[2 * i], pad[2 * i + 1], mode), d)
+    return x
+
+
+@lowers("aten.pixel_shuffle", "aten.pixel_unshuffle")
+def _pixel_shuffle(c, node, args, kwargs):
+    x = c.v(args[0])
+    r = int(args[1])
+    *lead, ch, h, w = x.shape
+    n = len(lead)
+    if "unshuffle" in str(node.target):
+        y = c.reshape(x, tuple(lead) + (ch, h // r, r, w // r, r))
+        y = c.transpose(y, list(range(n)) + [n, n + 2, n + 4, n + 1, n + 3])
+    else:
+        y = c.reshape(x, tuple(lead) + (ch // (r * r), r, r, h, w))
+        y = c.transpose(y, list(range(n)) + [n, n + 3, n + 1, n + 4, n + 2])
+    return c.reshape(y, c.out()[0])
+
+
+@lowers("aten.unfold")
+def _unfold(c, node, args, kwargs):
+    """Tensor.unfold(dim, size, step): windows along `dim`, the window's
+    elements a new last axis."""
+    x = c.v(args[0])
+    d = dim(args[1], x.rank)
+    size, step = int(args[2]), int(args[3])
+    count = (x.shape[d] - size) // step + 1 if x.rank else 1
+    if x.rank == 0:
+        return c.reshape(x, (1,))
+    index = torch.arange(count)[:, None] * step + torch.arange(size)[None, :]
+    y = B(c).gather(x, index, d)  # ... count, size ...
+    perm = [i for i in range(y.rank) if i != d + 1] + [d + 1]
+    return c.transpose(y, perm)
+
+
+@lowers("aten.zeros_like", "aten.ones_like", "aten.full_like", "aten.empty_like",
+        "aten.new_zeros", "aten.new_ones", "aten.new_full", "aten.new_empty", "aten.empty",
+        "aten.zeros", "aten.ones", "aten.full", "aten.scalar_tensor")
+def _filled(c, node, args, kwargs):
+    """A tensor of one value whose shape comes from an input's: a constant."""
+    from .lower import fill_value
+    shape, dtype = c.out()
+    name = node.target.overloadpacket.__name__
+    value = 0 if name.startswith("empty") or name == "new_empty" else fill_value(node)
+    return c.w.splat(value, shape, dtype)
+
+
+@lowers("aten.fill")
+def _fill(c, node, args, kwargs):
+    shape, dtype = c.out()
+    value = args[1]
+    if hasattr(value, "op"):  # fill.Tensor: a 0-dim tensor's value everywhere
+        v = c.cast(c.v(value), dtype)
+        return c.emit("fsdp.broadcast", [c.reshape(v, ())], [(shape, dtype)])
+    return c.w.splat(value, shape, dtype)
+
+
+@lowers("aten.detach")
+def _detach(c, node, args, kwargs):
+    """No gradient flows through: fsdp.stop_gradient (the identity where
+    none could: a constant, an integer or boolean value)."""
+    x = c.v(args[0])
+    if c.is_const(args[0]) or not x.dtype.is_floating_point:
+        return x
+    return c.emit("fsdp.stop_gradient", [x], [(x.shape, x.dtype)])
+
+
+@lowers("aten.slice_scatter")
+def _slice_scatter(c, node, args, kwargs):
+    """x with x[start:end] along dim replaced by src (step 1): a concat."""
+    b = B(c)
+    x, src = c.v(args[0]), c.v(args[1])
+    d = dim(arg(args, kwargs, 2, "dim", 0), x.rank)
+    start, end, step = (arg(args, kwargs, 3, "start"), arg(args, kwargs, 4, "end"),
+                        arg(args, kwargs, 5, "step", 1))
+    start, end, step = slice(start, end, step).indices(x.shape[d])
+    if step != 1:
+        raise TraceError("aten.slice_scatter with a step")
+    src = c.cast(src, x.dtype)
+    return b.concat([b.slice(x, d, 0, start), src, b.slice(x, d, max(end, start), x.shape[d])], d)
+
+
+@lowers("aten.rot90")
+def _rot90(c, node, args, kwargs):
+    x = c.v(args[0])
+    k = int(arg(args, kwargs, 1, "k", 1)) % 4
+    dims = [dim(d, x.rank) for d in arg(args, kwargs, 2, "dims", [0, 1])]
+    perm = list(range(x.rank))
+    perm[dims[0]], perm[dims[1]] = perm[dims[1]], perm[dims[0]]
+    if k == 1:
+        return c.transpose(B(c).gather(x, torch.arange(x.shape[dims[1]] - 1, -1, -1), dims[1]),
+                           perm)
+    if k == 2:
+        for d in dims:
+            x = B(c).gather(x, torch.arange(x.shape[d] - 1, -1, -1), d)
+        return x
+    if k == 3:
+        y = c.transpose(x, perm)
+        return B(c).gather(y, torch.arange(y.shape[dims[1]] - 1, -1, -1), dims[1])
+    return x
+
+
+@lowers("aten.index_select")
+def _index_select(c, node, args, kwargs):
+    x = c.v(args[0])
+    d = dim(args[1], x.rank)
+    idx = c.v(args[2])
+    if x.rank == 0:
+        return x
+    return B(c).gather(x, c.reshape(idx, (idx.numel,)), d)
+
+
+def _linear_index(c, x, index, d):
+    """The flat positions in x of torch.gather(x, d, index)'s elements: each
+    index value times x's stride along d, plus the position along the other
+    axes (a constant of index's shape)."""
+    b = B(c)
+    strides = [math.prod(x.shape[i + 1:]) for i in range(x.rank)]
+    base = torch.zeros(index.shape, dtype=torch.int64)
+    for i, n in enumerate(index.shape):
+        if i != d:
+            shape = [1] * len(index.shape)
+            shape[i] = n
+            base = base + torch.arange(n).reshape(shape) * strides[i]
+    idx = c.cast(index, torch.int64)
+    # Negative indices count from the end, as torch.gather's do not: keep as is.
+    return b.add(b.mul(idx, b.s(strides[d], torch.int64)), c.w.constant(base))
+
+
+@lowers("aten.gather", "aten.take_along_dim")
+def _gather(c, node, args, kwargs):
+    x = c.v(args[0])
+    take = "take_along_dim" in str(node.target)
+    if take:
+        index, d = c.v(args[1]), arg(args, kwargs, 2, "dim")
+        if d is None:
+            x = c.reshape(x, (x.numel,))
+            index = c.reshape(index, (index.numel,))
+            d = 0
+        d = dim(d, x.rank)
+        shape = list(torch.broadcast_shapes(torch.Size(x.shape[:d] + (1,) + x.shape[d + 1:]),
+                                            torch.Size(index.shape[:d] + (1,) + index.shape[d + 1:])))
+        xs, ishape = list(shape), list(shape)
+        xs[d], ishape[d] = x.shape[d], index.shape[d]
+        if tuple(xs) != x.shape:
+            x = c.emit("fsdp.broadcast", [x], [(tuple(xs), x.dtype)])
+        if tuple(ishape) != index.shape:
+            index = c.emit("fsdp.broadcast", [index], [(tuple(ishape), index.dtype)])
+    else:
+        d, index = dim(args[1], max(x.rank, 1)), c.v(args[2])
+    if x.rank == 0:
+        return c.reshape(x, c.out()[0])
+    lin = _linear_index(c, x, index, d)
+    flat = c.reshape(x, (x.numel,))
+    y = B(c).gather(flat, c.reshape(lin, (lin.numel,)), 0)
+    return c.reshape(y, c.out()[0])
+
+
+@lowers("aten.scatter_add", "aten.index_add")
+def _scatter_add(c, node, args, kwargs):
+    """scatter_add(x, d, index, src): x plus src added at the flat positions
+    of index's elements (_linear_index); index_add(x, d, index, src, alpha):
+    src's slices added at index along d."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    d = dim(args[1], max(x.rank, 1))
+    index, src = c.v(args[2]), c.cast(c.v(args[3]), dtype)
+    if "index_add" in str(node.target):
+        alpha = kwargs.get("alpha", args[4] if len(args) > 4 else 1)
+        if alpha != 1:
+            src = b.mul(src, float(alpha))
+        if x.rank == 0:
+            return b.add(x, c.reshape(src, ()))
+        return c.emit("fsdp.scatter_add", [x, c.reshape(index, (index.numel,)), src],
+                      [(x.shape, dtype)], {"axis": i64_attr(d)})
+    if x.rank == 0:
+        return b.add(x, c.reshape(src, ()))
+    if src.shape != index.shape:  # only the part of src that index covers
+        for axis, n in enumerate(index.shape):
+            src = b.slice(src, axis, 0, n)
+    lin = c.reshape(_linear_index(c, x, index, d), (index.numel,))
+    flat = c.emit("fsdp.scatter_add", [c.reshape(x, (x.numel,)), lin,
+                                       c.reshape(src, (index.numel,))],
+                  [((x.numel,), dtype)], {"axis": i64_attr(0)})
+    return c.reshape(flat, shape)
+
+
+def _select(c, x, pick):
+    """The elements of x that `pick` (a function of a tensor of x's shape)
+    selects, as one gather with a constant index: pick is applied to the
+    positions of x's elements (diagonal, as_strided, constant indexing)."""
+    positions = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
+    if x.numel == 0:  # nothing to select: an empty (or all-empty) result
+        return c.w.splat(0, c.out()[0], x.dtype)
+    index = pick(positions)
+    if isinstance(index, torch.Tensor) and index.dtype == torch.int64:
+        y = B(c).gather(c.reshape(x, (x.numel,)), index.reshape(-1).contiguous(), 0)
+        return c.reshape(y, tuple(index.shape))
+    raise TraceError("an index map that is not a selection of elements")
+
+
+def _place(c, x, out_shape, place):
+    """x's elements written where `place` (a function of a tensor of x's
+    shape, giving a tensor of out_shape) puts them, zeros elsewhere: one
+    scatter_add into zeros with a constant index (diag_embed)."""
+    marks = place(torch.arange(1, x.numel + 1, dtype=torch.int64).reshape(x.shape)).reshape(-1)
+    where = torch.nonzero(marks).reshape(-1)
+    order = torch.argsort(marks[where])
+    index = c.w.constant(where[order])
+    zeros = c.w.splat(0, (math.prod(out_shape),), x.dtype)
+    y = c.emit("fsdp.scatter_add", [zeros, index, c.reshape(x, (x.numel,))],
+               [((math.prod(out_shape),), x.dtype)], {"axis": i64_attr(0)})
+    return c.reshape(y, tuple(out_shape))
+
+
+@lowers("aten.diagonal")
+def _diagonal(c, node, args, kwargs):
+    x = c.v(args[0])
+    offset = int(arg(args, kwargs, 1, "offset", 0))
+    d1, d2 = int(arg(args, kwargs, 2, "dim1", 0)), int(arg(args, kwargs, 3, "dim2", 1))
+    return _select(c, x, lambda t: t.diagonal(offset, d1, d2))
+
+
+@lowers("aten.as_strided")
+def _as_strided(c, node, args, kwargs):
+    """A strided view of x's elements (functionalized values are
+    contiguous): ConvNeXt's and Swin's windows."""
+    x = c.v(args[0])
+    size, stride = [int(v) for v in args[1]], [int(v) for v in args[2]]
+    offset = int(arg(args, kwargs, 3, "storage_offset", 0) or 0)
+    return _select(c, x, lambda t: t.as_strided(size, stride, offset))
+
+
+@lowers("aten.diag_embed")
+def _diag_embed(c, node, args, kwargs):
+    x = c.v(args[0])
+    offset = int(arg(args, kwargs, 1, "offset", 0))
+    d1, d2 = int(arg(args, kwargs, 2, "dim1", -2)), int(arg(args, kwargs, 3, "dim2", -1))
+    return _place(c, x, c.out()[0], lambda t: torch.diag_embed(t, offset, d1, d2))
+
+
+@lowers("aten.index")
+def _index(c, node, args, kwargs):
+    """x[idx] (advanced indexing): every index tensor a constant, one
+    constant gather (nn.functional.unfold's); else one integer index tensor
+    along one axis."""
+    x = c.v(args[0])
+    indices = list(args[1])
+    given = [i for i, t in enumerate(indices) if t is not None]
+    if all(c.is_const(indices[i]) for i in given):
+        values = [slice(None) if t is None else c.const_value(t) for t in indices]
+        if any(isinstance(v, torch.Tensor) and v.dtype == torch.bool for v in values):
+            raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
+        return _select(c, x, lambda t: t[tuple(values)])
+    if len(given) != 1:
+        raise TraceError("aten.index with more than one index tensor computed from the inputs")
+    d = given[0]
+    idx = c.v(indices[d])
+    if idx.dtype == torch.bool:
+        raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
+    return c.reshape(B(c).gather(x, idx, d), c.out()[0])
+
+
+# Scans as products with a constant triangular matrix along the axis: exact
+# sums, but the matrix is n² elements, so the axis is bounded.
+SCAN_LIMIT = 2048
+
+
+def _scan_matrix(n):
+    if n > SCAN_LIMIT:
+        raise TraceError(f"a cumulative sum over {n} elements (at most {SCAN_LIMIT}: "
+                         f"it is a product with an n x n triangular constant)")
+    return torch.triu(torch.ones(n, n))
+
+
+@lowers("aten.cumsum")
+def _cumsum(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    if x.rank == 0:
+        return x
+    d = dim(args[1], x.rank)
+    if not dtype.is_floating_point:  # integer positions from a mask
+        y = B(c).along(c.cast(x, torch.float32), d, _scan_matrix(x.shape[d]))
+        return c.cast(y, dtype)
+    return B(c).along(x, d, _scan_matrix(x.shape[d]))
+
+
+@lowers("aten.logcumsumexp")
+def _logcumsumexp(c, node, args, kwargs):
+    """log(cumsum(exp(x - m))) + m, m the axis's maximum (finite)."""
+    b = B(c)
+    x = float_in(c, args[0])
+    if x.rank == 0:
+        return x
+    d = dim(args[1], x.rank)
+    m = b.reduce("reduce_max", x, [d], True)
+    m = b.where(b.eq(b.un("abs", m), math.inf), 0.0, m)
+    s = b.along(b.un("exp", b.sub(x, m)), d, _scan_matrix(x.shape[d]))
+    return b.add(b.un("log", s), m)
