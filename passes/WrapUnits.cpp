@@ -217,6 +217,13 @@ struct ModuleGroups {
   }
 };
 
+/// The default policy's fallback: units of at least 1/kFallbackUnits of
+/// the model when no family of repeated blocks holds most of it, for a
+/// model of at least kFallbackMinElements (a smaller one, 4 MiB of f32,
+/// gains nothing from being sharded finer than one unit).
+constexpr int64_t kFallbackUnits = 8;
+constexpr int64_t kFallbackMinElements = 1 << 20;
+
 /// size_based_auto_wrap_policy over the module tree, bottom-up.
 SmallVector<Group> sizeGroups(ArrayRef<ParameterOp> params, int64_t minParams) {
   // Module paths, deepest first; each closes a unit once what it holds (its
@@ -390,6 +397,7 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
     std::tie(policy, arg) = StringRef(wrap).split(':');
 
     FailureOr<SmallVector<Group>> groups = SmallVector<Group>();
+    std::string shownPolicy = policy.str();
     bool classesKnown =
         !params.empty() && llvm::all_of(params, [](ParameterOp p) {
           return p.getModuleClasses().has_value();
@@ -414,6 +422,32 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
               << "transformer policy: no numbered blocks; a unit per module "
                  "of class "
               << repeated << ", the repeated block holding the most elements";
+        }
+      }
+      // No family of identical blocks covers most of the model (a CNN's
+      // stages differ): one root unit would gather the whole model on
+      // every rank, so the default falls back to size_based_auto_wrap_policy
+      // with a minimum of 1/kFallbackUnits of the model (past
+      // kFallbackMinElements).
+      if (succeeded(groups) && arg.empty()) {
+        int64_t total = 0, covered = 0;
+        for (ParameterOp p : params)
+          total += elements(p);
+        for (Group &g : *groups)
+          for (ParameterOp p : g.params)
+            covered += elements(p);
+        if (total >= kFallbackMinElements && 2 * covered < total) {
+          int64_t minParams = std::max<int64_t>(
+              1, (total + kFallbackUnits - 1) / kFallbackUnits);
+          groups = sizeGroups(params, minParams);
+          shownPolicy = "size fallback";
+          emitRemark(module.getLoc())
+              << "transformer policy: repeated blocks hold "
+              << (100 * covered / total) << "% of the " << total
+              << " elements; falling back to the size policy (a unit per "
+                 "module of at least "
+              << minParams << " elements, as size_based_auto_wrap_policy; "
+              << "--wrap=transformer:PATTERN or --wrap=none to choose)";
         }
       }
     } else if (policy == "class") {
@@ -506,7 +540,7 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
       // Reported at the unit's first parameter (no op dump attached).
       emitRemark(g.params.front().getLoc())
           << "unit '" << g.name << "': " << g.params.size() << " parameters, "
-          << total << " elements (" << policy << " policy)";
+          << total << " elements (" << shownPolicy << " policy)";
     }
   }
 };
