@@ -148,7 +148,7 @@ def _module_paths(module):
         return node
     torch.fx.Graph.create_node = create_node
     try:
-        yield
+        yield stack
     finally:
         torch.fx.Graph.create_node = original
         for h in handles:
@@ -183,6 +183,27 @@ def _decompositions():
             if getattr(fn, "__module__", "").startswith("torch._decomp")
             and op_name(op) not in LOWERINGS and op_name(op) not in SPLATS
             and not is_random(op)}
+
+
+def _make_fx_with_constants(fn):
+    """make_fx, with the values it propagates as constants (those built
+    from torch.tensor data in forward) kept up to 65,536 elements, not 1:
+    `.item()` or `int()` of such a value (a lengths table, the largest
+    position) is computed at trace time. A value that depends on the data
+    still cannot be read; trace() says so."""
+    from torch.fx.experimental import proxy_tensor
+    traced = make_fx(fn, decomposition_table=_decompositions())
+
+    def run(*args):
+        saved = getattr(proxy_tensor, "CONSTANT_NUMEL_LIMIT", None)
+        if saved is not None:
+            proxy_tensor.CONSTANT_NUMEL_LIMIT = max(saved, 1 << 16)
+        try:
+            return traced(*args)
+        finally:
+            if saved is not None:
+                proxy_tensor.CONSTANT_NUMEL_LIMIT = saved
+    return run
 
 
 def capture(module, example_inputs, loss_fn=None):
@@ -228,14 +249,24 @@ def capture(module, example_inputs, loss_fn=None):
     meta = any(e.tensor.is_meta for e in tensors)
     data = [t.to("meta") if meta else t for _, t in inputs]
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
-    with _module_paths(module), context, \
+    with _module_paths(module) as where, context, \
             (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's
         # running statistics) does not move the module's state.
-        gm = make_fx(functionalize(step, remove="mutations_and_views"),
-                     decomposition_table=_decompositions())(
-            [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
-             for e in tensors], *data)
+        try:
+            gm = _make_fx_with_constants(functionalize(step, remove="mutations_and_views"))(
+                [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
+                 for e in tensors], *data)
+        except RuntimeError as e:
+            if "value out of a tracing tensor" not in str(e):
+                raise
+            path = where[-1] or "<root>"
+            owner = dict(module.named_modules()).get(where[-1], module)
+            raise TraceError(
+                f"{path} ({type(owner).__name__}): forward reads the value of a tensor "
+                f"computed from the step's inputs or parameters (.item(), int(), .tolist(), "
+                f"a tensor in an `if`); a plan is fixed before it runs, so such a value "
+                f"must come from constants or be passed in as a Python number") from None
     gm.graph.eliminate_dead_code()
     return gm, tensors, inputs

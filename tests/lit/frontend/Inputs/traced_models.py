@@ -136,3 +136,24 @@ class Scalars(nn.Module):
 def scalars():
     return Scalars(), {"cond": torch.tensor(True), "idx": torch.tensor(2),
                        "x": torch.tensor(1.5), "ids": torch.tensor([0, 4, 1, 1])}
+
+
+class LengthsMask(nn.Module):
+    """A value read in forward (issue 37.5): from constants (a lengths table
+    built in forward, its largest entry), or from the data."""
+
+    def __init__(self, from_data):
+        super().__init__()
+        self.from_data = from_data
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if self.from_data:
+            n = int((x > 0).sum().item())
+        else:
+            n = int(torch.tensor([3, 1, 2]).max().item())
+        return self.proj(x[:, :n]).sum()
+
+
+def lengths(from_data=False):
+    return LengthsMask(from_data), {"x": torch.randn(2, 6, 4)}
