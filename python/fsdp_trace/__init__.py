@@ -134,8 +134,13 @@ def trace(module, example_inputs, loss_fn=None, train=True):
 
     _refuse_random(gm, module)
 
-    # Constants: values that depend on no placeholder.
-    constant_nodes = set()
+    # Constants: values that depend on no placeholder. An integer buffer
+    # (Swin's relative-position index, a lengths table) is never trained:
+    # its value as the module holds it is a constant of the step.
+    int_buffers = {node: entry.tensor for entry, node in zip(tensors, placeholders)
+                   if entry.buffer and not entry.tensor.dtype.is_floating_point
+                   and not entry.tensor.is_meta and node.users}
+    constant_nodes = set(int_buffers)
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             constant_nodes.add(node)
@@ -153,7 +158,7 @@ def trace(module, example_inputs, loss_fn=None, train=True):
     used = set()
     header = []
     for entry, node in zip(tensors, placeholders):
-        if not node.users:
+        if not node.users or node in int_buffers:
             continue
         shape, dtype = tuple(entry.tensor.shape), entry.tensor.dtype
         if not dtype.is_floating_point:
@@ -181,6 +186,7 @@ def trace(module, example_inputs, loss_fn=None, train=True):
 
     c = Context(gm, w, env, constant_nodes,
                 {node: entry.name for entry, node in zip(tensors, placeholders)})
+    c.const.update({node: t.detach().clone() for node, t in int_buffers.items()})
     outputs = []
     for node in gm.graph.nodes:
         c.node = node

@@ -109,13 +109,18 @@ def _norm(c, node, args, kwargs):
     elif p == 1:
         y = b.reduce("reduce_sum", a, axes, keep)
     elif p == 2:
-        y = b.un("sqrt", b.reduce("reduce_sum", b.mul(x, x), axes, keep))
+        # Zero where the sum is zero, with a zero gradient there (torch's
+        # norm backward masks it; sqrt's would be inf · 0 = NaN).
+        s = b.reduce("reduce_sum", b.mul(x, x), axes, keep)
+        zero = b.eq(s, 0.0)
+        y = b.where(zero, 0.0, b.un("sqrt", b.where(zero, 1.0, s)))
     elif p == 0:
         y = b.reduce("reduce_sum", c.cast(b.c.emit("fsdp.not", [b.eq(x, 0.0)],
                                                      [(x.shape, torch.bool)]), dtype), axes, keep)
     else:
         s = b.reduce("reduce_sum", b.bin("pow", a, float(p)), axes, keep)
-        y = b.bin("pow", s, 1.0 / float(p))
+        zero = b.eq(s, 0.0)
+        y = b.where(zero, 0.0, b.bin("pow", b.where(zero, 1.0, s), 1.0 / float(p)))
     return c.reshape(y, shape) if y.shape != shape else y
 
 

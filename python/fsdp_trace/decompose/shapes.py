@@ -134,12 +134,18 @@ def _unfold(c, node, args, kwargs):
     return c.transpose(y, perm)
 
 
+@lowers("aten.zero")
+def _zero(c, node, args, kwargs):
+    shape, dtype = c.out()
+    return c.w.splat(0, shape, dtype)
+
+
 @lowers("aten.zeros_like", "aten.ones_like", "aten.full_like", "aten.empty_like",
         "aten.new_zeros", "aten.new_ones", "aten.new_full", "aten.new_empty", "aten.empty",
         "aten.zeros", "aten.ones", "aten.full", "aten.scalar_tensor")
 def _filled(c, node, args, kwargs):
     """A tensor of one value whose shape comes from an input's: a constant."""
-    from .lower import fill_value
+    from ..lower import fill_value
     shape, dtype = c.out()
     name = node.target.overloadpacket.__name__
     value = 0 if name.startswith("empty") or name == "new_empty" else fill_value(node)
