@@ -559,6 +559,18 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 // Indexing and losses
 //===----------------------------------------------------------------------===//
 
+LogicalResult DropoutOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  // The same mask, regenerated from (seed, step, index): dropout of dy.
+  Value dy = resultGrads[0];
+  operandGrads.push_back(
+      dy ? DropoutOp::create(builder, getLoc(), dy.getType(), dy, getPAttr(),
+                             getSeedAttr())
+               .getResult()
+         : Value());
+  return success();
+}
+
 LogicalResult StopGradientOp::buildVJP(OpBuilder &, ValueRange,
                                        SmallVectorImpl<Value> &operandGrads) {
   operandGrads.push_back(Value()); // detach(): nothing flows back

@@ -190,6 +190,13 @@ LogicalResult SumSquaresOp::verify() {
 LogicalResult SoftmaxOp::verify() { return verifyAxis(*this); }
 LogicalResult LogSoftmaxOp::verify() { return verifyAxis(*this); }
 
+LogicalResult DropoutOp::verify() {
+  double p = getP().convertToDouble();
+  if (!(p >= 0 && p <= 1))
+    return emitOpError("p must lie in [0, 1], got ") << p;
+  return success();
+}
+
 /// layer_norm and rms_norm: the result typed as x, a finite epsilon (a
 /// negative one is computed as PyTorch computes it), scale (and bias)
 /// shaped like the normalised axes.

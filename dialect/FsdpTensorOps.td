@@ -197,6 +197,28 @@ def Fsdp_CastOp : Fsdp_Op<"cast", [Pure, SameOperandsAndResultShape,
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
+def Fsdp_DropoutOp : Fsdp_Op<"dropout", [Pure, SameOperandsAndResultType,
+    Elementwise, DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "Zeroes each element with probability p, scales the rest by 1/(1-p)";
+  let description = [{
+    torch's dropout in training mode. Element `i` is kept when a
+    Philox-4x32-10 draw (common/Philox.h) keyed by `seed`, at the counter
+    (the element's index in the global batch: `rank · numel + i`, the
+    training step) is at or above `p`. The mask is a function of those
+    alone, so the op's gradient is the same op on the result's gradient
+    (the same mask, regenerated), activation checkpointing recomputes the
+    same mask, and a sample gets the same mask at any world size.
+
+    ```mlir
+    %y = fsdp.dropout %x {p = 1.000000e-01 : f64, seed = 7 : i64} : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, F64Attr:$p, I64Attr:$seed);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Fsdp_StopGradientOp : Fsdp_Op<"stop_gradient", [Pure,
     SameOperandsAndResultType, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "The value itself, through which no gradient flows";

@@ -253,6 +253,23 @@ void FsdpBuildTrainStep::runOnOperation() {
                      "--total-steps, --grad-clip >= 0");
     return signalPassFailure();
   }
+  // Dropout's mask is a function of (seed, step, element index): the
+  // micro-steps of one step would draw the same masks for different
+  // samples. Refused until the micro-step is part of the counter.
+  if (gradAccum > 1) {
+    DropoutOp dropout;
+    module.walk([&](DropoutOp op) { dropout = dropout ? dropout : op; });
+    if (dropout) {
+      std::string where = "the model";
+      if (auto name = dyn_cast<NameLoc>(dropout.getLoc()))
+        where = "'" + name.getName().str() + "'";
+      module.emitError("--grad-accum=")
+          << (int64_t)gradAccum << " with dropout (in " << where
+          << "): each micro-step would draw the same masks (use "
+             "--grad-accum=1 and a larger batch)";
+      return signalPassFailure();
+    }
+  }
   FloatType compute = computeDtype(&getContext(), computeDtypeName);
   if (!compute) {
     module.emitError("unknown --compute-dtype '")

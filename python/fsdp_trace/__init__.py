@@ -99,26 +99,35 @@ def _identity_dropout(node):
     return isinstance(p, (int, float)) and (p == 0 or train is False)
 
 
+def _elementwise_dropout(node):
+    """torch's dropout (each element on its own): fsdp.dropout draws its
+    mask in the plan (common/Philox.h)."""
+    return op_name(node.target) in ("aten.dropout", "aten.native_dropout")
+
+
 def _refuse_random(gm, module):
-    """The plan draws no random numbers yet: a random op (dropout with p > 0
-    in training, bernoulli, normal, rrelu, ...) would be folded into one
-    value drawn at trace time and applied at every step, training something
+    """The plan draws random numbers only for dropout (fsdp.dropout): any
+    other random op (dropout2d's channel masks, alpha dropout, stochastic
+    depth's bernoulli, normal, rrelu, ...) would be folded into one value
+    drawn at trace time and applied at every step, training something
     other than the model. Every such op is refused, with its modules.
     Dropout with p = 0 or in eval mode traces to no op at all."""
-    lines = _ops_where(gm, lambda n: is_random(n.target) and not _identity_dropout(n))
+    lines = _ops_where(gm, lambda n: is_random(n.target) and not _identity_dropout(n)
+                       and not _elementwise_dropout(n))
     if lines:
         raise TraceError(f"{len(lines)} random ATen op(s) in {type(module).__name__}: the plan "
-                         f"draws no random numbers yet, and a value drawn once at trace time "
-                         f"would be the same at every step:\n" + "\n".join(lines) +
-                         "\n(dropout: trace with p=0 or in eval mode, train=False)")
+                         f"draws random numbers only for dropout, and a value drawn once at "
+                         f"trace time would be the same at every step:\n" + "\n".join(lines) +
+                         "\n(trace with these disabled, p=0, or in eval mode, train=False)")
 
 
-def trace(module, example_inputs, loss_fn=None, train=True):
+def trace(module, example_inputs, loss_fn=None, train=True, seed=0):
     """Traces `module` on `example_inputs` (a dict name -> tensor, or a tuple
     in forward's order); with `loss_fn`, the step's output is
     `loss_fn(output, *rest)`, `rest` being the inputs forward does not take
     (e.g. the targets). Returns a Traced; raises TraceError listing every
-    ATen op that has no fsdp lowering, with the module each comes from."""
+    ATen op that has no fsdp lowering, with the module each comes from.
+    `seed` keys every dropout's random stream (each its own)."""
     was = module.training
     module.train(train)
     try:
@@ -186,6 +195,7 @@ def trace(module, example_inputs, loss_fn=None, train=True):
 
     c = Context(gm, w, env, constant_nodes,
                 {node: entry.name for entry, node in zip(tensors, placeholders)})
+    c.seed = int(seed)
     c.const.update({node: t.detach().clone() for node, t in int_buffers.items()})
     outputs = []
     for node in gm.graph.nodes:

@@ -114,6 +114,25 @@ def _constants_with_data():
 
 
 @contextlib.contextmanager
+def _dropout_as_one_op():
+    """F.dropout (nn.Dropout's) traced as aten.native_dropout, one op, which
+    fsdp lowers to fsdp.dropout: on the CPU, PyTorch writes it as
+    bernoulli_ and a multiplication, a random op with no fsdp form."""
+    import torch.nn.functional as F
+    originals = F.dropout, torch.dropout
+
+    def dropout(input, p=0.5, training=True, inplace=False):
+        if not training or p == 0:
+            return input
+        return torch.ops.aten.native_dropout(input, float(p), True)[0]
+    F.dropout, torch.dropout = dropout, (lambda input, p, train: dropout(input, p, train))
+    try:
+        yield
+    finally:
+        F.dropout, torch.dropout = originals
+
+
+@contextlib.contextmanager
 def meta_device():
     """Build a model inside `with fsdp_trace.meta_device():` and its weights
     are never allocated (a 70B-parameter model on a laptop):
@@ -249,7 +268,7 @@ def capture(module, example_inputs, loss_fn=None):
     meta = any(e.tensor.is_meta for e in tensors)
     data = [t.to("meta") if meta else t for _, t in inputs]
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
-    with _module_paths(module) as where, context, \
+    with _module_paths(module) as where, context, _dropout_as_one_op(), \
             (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's

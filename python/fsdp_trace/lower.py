@@ -644,9 +644,17 @@ def _mse(c, node, args, kwargs):
 
 @lowers("aten.native_dropout", "aten.dropout")
 def _dropout(c, node, args, kwargs):
-    # An identity: trace() refused every dropout that draws (p > 0 in
-    # training) before lowering.
+    """fsdp.dropout in training with p > 0 (its mask drawn in the plan from
+    a seed of its own, the step and each element's index); the identity
+    with p = 0 or in eval mode."""
     x = c.v(args[0])
+    p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+    train = args[2] if len(args) > 2 else kwargs.get("train", True)
+    if p and train:
+        c.dropouts = getattr(c, "dropouts", 0) + 1
+        seed = (getattr(c, "seed", 0) * 0x9E3779B1 + c.dropouts) % (1 << 62)
+        x = c.emit("fsdp.dropout", [x], [(x.shape, x.dtype)],
+                   {"p": f"{float(p):.17g} : f64", "seed": i64_attr(seed)})
     return [x, None] if op_name(node.target) == "aten.native_dropout" else x
 
 

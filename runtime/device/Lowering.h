@@ -78,7 +78,7 @@ struct Wait {
 };
 
 using Kernel =
-    std::variant<Unary, GeluGrad, Binary, BinaryMixed, LogicalNot, Select, Cast,
+    std::variant<Unary, GeluGrad, Dropout, Binary, BinaryMixed, LogicalNot, Select, Cast,
                  Scaled, Trilu, Reduce, ReduceCombine, SoftmaxRows,
                  LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
                  ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy,

@@ -76,6 +76,7 @@ cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream) {
                                              cudaStream_t);
 FSDP_INSTANTIATE(Unary)
 FSDP_INSTANTIATE(GeluGrad)
+FSDP_INSTANTIATE(Dropout)
 FSDP_INSTANTIATE(Binary)
 FSDP_INSTANTIATE(BinaryMixed)
 FSDP_INSTANTIATE(LogicalNot)

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/kernels/KernelSupport.h"
+#include "common/Philox.h"
 
 namespace fsdp::cpu::kernels {
 
@@ -74,6 +75,31 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   }
 #include "common/UnaryOps.def"
 #undef FSDP_UNARY
+
+/// torch's dropout: element i of this rank's tensor is element
+/// rank·numel + i of the global batch; its mask comes from (seed, step, that
+/// index) alone (common/Philox.h), so forward, backward and recomputation
+/// draw the same one.
+Status kDropout(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::F32)
+    return Status::error("expects f32 input and output of one shape");
+  double p = attrFloat(in, "p", 0.0);
+  if (!(p >= 0 && p <= 1))
+    return Status::error("p must lie in [0, 1]");
+  uint64_t seed = (uint64_t)attrInt(in, "seed", 0);
+  uint64_t step = c.optimizer ? (uint64_t)c.optimizer->step : 0;
+  int64_t n = x.numel();
+  uint64_t offset = (uint64_t)(c.comm ? c.comm->rank() : 0) * (uint64_t)n;
+  const float *px = c.get<float>(x);
+  float *py = c.get<float>(y);
+  float keep = (float)p, scale = p < 1 ? (float)(1.0 / (1.0 - p)) : 0.0f;
+#pragma omp parallel for if (n > kParallelMin)
+  for (int64_t i = 0; i < n; ++i)
+    py[i] = dropoutKeeps(seed, step, offset + (uint64_t)i, keep) ? px[i] * scale
+                                                                 : 0.0f;
+  return Status::ok();
+}
 
 Status kGelu(const Instruction &in, Context &c) {
   if (attrString(in, "approximate", "none") == "tanh")

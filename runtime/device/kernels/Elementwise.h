@@ -7,6 +7,7 @@
 #define FSDP_RUNTIME_DEVICE_KERNELS_ELEMENTWISE_H
 
 #include "runtime/device/kernels/Block.h"
+#include "common/Philox.h"
 
 namespace fsdp::device {
 
@@ -52,6 +53,21 @@ struct GeluGrad {
 };
 
 /// y = op(x), one shape; each f32, bf16 or f16.
+/// torch's dropout (the CPU kernel's draw, common/Philox.h): element i is
+/// element offset + i of the global batch; the step is read at run time.
+struct Dropout {
+  uint64_t seed, offset;
+  float p, scale;
+  const double *step; // [kLrScale, kStep]: the step index at kStep
+  const void *x;
+  void *y;
+  ElemType tx = ElemType::F32, ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t i) const {
+    bool keep = dropoutKeeps(seed, (uint64_t)step[1], offset + (uint64_t)i, p);
+    storeFloat(ty, y, i, keep ? loadFloat(tx, x, i) * scale : 0.0f);
+  }
+};
+
 struct Unary {
   UnaryKind kind;
   const void *x;

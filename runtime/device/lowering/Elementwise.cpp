@@ -69,6 +69,23 @@ Status lowerCast(Ctx &c) {
   return Status::ok();
 }
 
+Status lowerDropout(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  if (x.shape != y.shape || !floating(x.dtype) || !floating(y.dtype))
+    return Status::error("expects float input and output of one shape");
+  double p = c.attrFloat("p", 0.0);
+  if (!(p >= 0 && p <= 1))
+    return Status::error("p must lie in [0, 1]");
+  if (!c.mem.stepScalars)
+    return Status::error("no step counter on the device");
+  c.emit(y.numel(),
+         Dropout{(uint64_t)c.attrInt("seed", 0),
+                 (uint64_t)c.comm.rank() * (uint64_t)x.numel(), (float)p,
+                 p < 1 ? (float)(1.0 / (1.0 - p)) : 0.0f, c.mem.stepScalars,
+                 c.at(x), c.at(y), elemOf(x.dtype), elemOf(y.dtype)});
+  return Status::ok();
+}
+
 Status lowerGelu(Ctx &c) {
   return unary(c, c.attrString("approximate", "none") == "tanh"
                       ? UnaryKind::GeluTanh

@@ -127,6 +127,7 @@ Status lowerCrossEntropyGrad(Ctx &c);
 Status lowerCrossEntropyWithGrad(Ctx &c);
 Status lowerFree(Ctx &c);
 Status lowerGather(Ctx &c);
+Status lowerDropout(Ctx &c);
 Status lowerGelu(Ctx &c);
 Status lowerGeluGrad(Ctx &c);
 Status lowerGemm(Ctx &c);

@@ -1,0 +1,213 @@
+"""Dropout drawn in the plan (issue 37.3): fsdp.dropout's mask comes from
+Philox-4x32-10 over (seed, step, the element's index in the global batch),
+regenerated in backward and in recomputation, never stored.
+
+Checks, each against the property it must have:
+- keep rate and scaling: a 40,000-element parameter through dropout(p=0.3)
+  with loss Σ dropout(w)²/2: the gradient is w/(1-p)² where kept and 0
+  where dropped; the kept fraction lies within 5 standard deviations of
+  0.7;
+- forward and backward masks agree: that run's loss equals
+  Σ (w/(1-p))²/2 over exactly the elements the gradient kept;
+- a new mask each step, the same mask on a rerun;
+- p = 0 and eval mode trace to no dropout op;
+- an MLP with dropout between its layers: the same losses on 1, 2 and 4
+  ranks (one global batch), with activation checkpointing on and off, on
+  the CPU and the emulated device backend, and after a resume from a
+  checkpoint as in an uninterrupted run;
+- torchvision's mobilenet_v3_small with its default dropout trains alike on
+  1 and 2 ranks.
+
+    dropout.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+
+import bounded  # noqa: E402
+import fsdp_trace  # noqa: E402
+from parity import read_safetensors  # noqa: E402
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+failures = []
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def run(argv, **kw):
+    r = bounded.run(argv, capture_output=True, text=True, timeout=300, **kw)
+    if r.returncode != 0:
+        raise SystemExit(f"{' '.join(argv)}: exit {r.returncode}\n{r.stderr[-800:]}")
+    return r
+
+
+def losses(path):
+    return [json.loads(line)["loss"] for line in open(path)]
+
+
+class Masked(nn.Module):
+    def __init__(self, n, p):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(n, generator=torch.Generator().manual_seed(3)))
+        self.d = nn.Dropout(p)
+
+    def forward(self, x):
+        return (self.d(self.w * x) ** 2).sum() * 0.5
+
+
+class Block(nn.Module):
+    def __init__(self, d):
+        super().__init__()
+        self.fc = nn.Linear(d, d)
+        self.drop = nn.Dropout(0.25)
+
+    def forward(self, h):
+        return h + self.drop(torch.tanh(self.fc(h)))
+
+
+class Mlp(nn.Module):
+    def __init__(self, d=16, n=2):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp = nn.Linear(8, d)
+        self.layers = nn.ModuleList([Block(d) for _ in range(n)])
+        self.out = nn.Linear(d, 1)
+
+    def forward(self, x, y):
+        h = torch.relu(self.inp(x))
+        for layer in self.layers:
+            h = layer(h)
+        return ((self.out(h).squeeze(-1) - y) ** 2).mean()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    a = ap.parse_args()
+    opt, fr = a.fsdp_opt, a.fsdp_run
+    with tempfile.TemporaryDirectory() as t:
+        # Keep rate, scaling, forward/backward agreement.
+        n, p = 40000, 0.3
+        m = Masked(n, p)
+        x = torch.ones(())
+        fsdp_trace.trace(m, {"x": x}).save(f"{t}/m.mlir")
+        np.savez(f"{t}/m.npz", x=x.numpy())
+        run([opt, f"{t}/m.mlir", "-o", f"{t}/m.plan", "--optimizer", "sgd", "--lr", "0"])
+        run([fr, f"{t}/m.plan", "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
+             "--log", f"{t}/m.jsonl", "--dump-grads", f"{t}/m.g.safetensors"])
+        w = m.w.detach().double().numpy()
+        g = np.asarray(read_safetensors(f"{t}/m.g.safetensors")["w"], np.float64)
+        kept = g != 0
+        rate = kept.mean()
+        sd = math.sqrt(p * (1 - p) / n)
+        check(abs(rate - (1 - p)) < 5 * sd, f"keep rate {rate:.4f} within 5 sd of {1 - p}")
+        scale = 1 / (1 - p)
+        check(np.allclose(g[kept], w[kept] * scale * scale, rtol=1e-5),
+              "kept gradients are w/(1-p)^2 (the forward's scaling, then the backward's)")
+        want = 0.5 * float(np.sum((w[kept] * scale) ** 2))
+        steps = losses(f"{t}/m.jsonl")
+        check(abs(steps[0] - want) <= 1e-4 * want,
+              f"step 1 loss {steps[0]:.6g} = the kept elements' {want:.6g}: forward and "
+              f"backward drew one mask")
+        check(abs(steps[1] - steps[0]) > 1e-3 * want, "step 2 draws another mask")
+        run([fr, f"{t}/m.plan", "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
+             "--log", f"{t}/m2.jsonl"])
+        check(losses(f"{t}/m2.jsonl") == steps, "a rerun draws the same masks")
+        r = run([fr, f"{t}/m.plan", "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
+                 "--backend", "emulated", "--log", f"{t}/me.jsonl"])
+        check(np.allclose(losses(f"{t}/me.jsonl"), steps, rtol=1e-5),
+              "the emulated device backend draws the CPU's masks")
+
+        # p = 0 and eval mode: no dropout op.
+        for label, module, train in (("p=0", Masked(8, 0.0), True),
+                                     ("eval", Masked(8, 0.5), False)):
+            text = fsdp_trace.trace(module, {"x": x}, train=train).text()
+            check("fsdp.dropout" not in text, f"{label}: no dropout op")
+
+        # An MLP: world sizes, checkpointing, resume.
+        # One global batch of 8 rows: each rank's plan is traced with its
+        # share (fsdp-run gives rank r rows r·B .. r·B + B - 1).
+        g = torch.Generator().manual_seed(5)
+        xs, ys = torch.randn(8, 8, generator=g), torch.randn(8, generator=g)
+        np.savez(f"{t}/mlp.npz", x=xs.numpy(), y=ys.numpy())
+        for ranks in (1, 2, 4):
+            b = 8 // ranks
+            fsdp_trace.trace(Mlp(), {"x": xs[:b], "y": ys[:b]}).save(f"{t}/mlp{ranks}.mlir")
+        runs = {}
+        for name, ranks, extra in (("1 rank", 1, []), ("2 ranks", 2, []), ("4 ranks", 4, []),
+                                   ("1 rank, AC", 1, ["--activation-checkpointing=units"]),
+                                   ("2 ranks, AC", 2, ["--activation-checkpointing=units"])):
+            plan = f"{t}/mlp.{ranks}.{len(extra)}.plan"
+            run([opt, f"{t}/mlp{ranks}.mlir", "-o", plan, "--world-size", str(ranks),
+                 "--wrap=regex:layers\\.[0-9]+"] + extra)
+            log = f"{t}/mlp.{ranks}.{len(extra)}.jsonl"
+            launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+            run(launch + [fr, plan, "--data", f"{t}/mlp.npz", "--steps", "4", "--quiet",
+                          "--log", log])
+            runs[name] = losses(log)
+        base = runs["1 rank"]
+        check(len(set(base)) == len(base), "the MLP's losses change from step to step")
+        for name, got in runs.items():
+            if name != "1 rank":
+                check(np.allclose(got, base, rtol=1e-5, atol=1e-7),
+                      f"{name}: the 1-rank losses {['%.6g' % v for v in got]}")
+        plan = f"{t}/mlp.1.0.plan"
+        run([fr, plan, "--data", f"{t}/mlp.npz", "--steps", "2", "--quiet",
+             "--checkpoint-dir", f"{t}/ck", "--checkpoint-every", "2"])
+        run([fr, plan, "--data", f"{t}/mlp.npz", "--steps", "4", "--quiet",
+             "--resume", f"{t}/ck", "--log", f"{t}/resumed.jsonl"])
+        resumed = losses(f"{t}/resumed.jsonl")
+        check(np.allclose(resumed, base[-len(resumed):], rtol=1e-6),
+              f"a resumed run draws the uninterrupted run's masks ({len(resumed)} steps)")
+        # A zoo model with its default dropout (MobileNet v3's classifier,
+        # p = 0.2), one global batch of 4 on 1 and 2 ranks.
+        import torch.nn.functional as F
+        import torchvision
+        g = torch.Generator().manual_seed(7)
+        xi, yi = torch.randn(4, 3, 32, 32, generator=g), torch.randint(0, 10, (4,), generator=g)
+        np.savez(f"{t}/mb.npz", x=xi.numpy(), y=yi.numpy())
+        runs = []
+        for ranks in (1, 2):
+            torch.manual_seed(0)
+            net = torchvision.models.mobilenet_v3_small(num_classes=10)
+            b = 4 // ranks
+            traced = fsdp_trace.trace(net, {"x": xi[:b], "y": yi[:b]},
+                                      loss_fn=lambda out, y: F.cross_entropy(out, y))
+            traced.save(f"{t}/mb{ranks}.mlir")
+            if ranks == 1:
+                check(traced.text().count('"fsdp.dropout"') == 1,
+                      "mobilenet_v3_small: its classifier's dropout is one fsdp.dropout")
+            # (SyncBatchNorm: batch statistics over the global batch, as on
+            # one rank.)
+            run([opt, f"{t}/mb{ranks}.mlir", "-o", f"{t}/mb{ranks}.plan", "--world-size",
+                 str(ranks)] + (["--sync-batch-norm"] if ranks > 1 else []))
+            launch = MPIRUN + ["-np", str(ranks)] if ranks > 1 else []
+            run(launch + [fr, f"{t}/mb{ranks}.plan", "--data", f"{t}/mb.npz", "--steps", "3",
+                          "--quiet", "--log", f"{t}/mb{ranks}.jsonl"])
+            runs.append(losses(f"{t}/mb{ranks}.jsonl"))
+        check(all(math.isfinite(v) for v in runs[0]) and
+              np.allclose(runs[0], runs[1], rtol=1e-4),
+              f"mobilenet_v3_small with dropout 0.2: 1 and 2 ranks train alike "
+              f"({['%.5g' % v for v in runs[0]]})")
+    print(f"dropout: {len(failures)} failing" if failures else "dropout: all checks hold")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
