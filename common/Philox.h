@@ -13,13 +13,7 @@
 
 #include <cstdint>
 
-#ifndef FSDP_HD
-#ifdef __CUDACC__
-#define FSDP_HD __host__ __device__
-#else
-#define FSDP_HD
-#endif
-#endif
+#include "common/HostDevice.h"
 
 namespace fsdp {
 

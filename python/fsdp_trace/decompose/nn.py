@@ -8,7 +8,7 @@ import torch
 from ..lower import LOWERINGS, TraceError, lowers
 from ..mlir import bool_attr, f32_attr, i64_array, i64_attr, string
 from .builder import B, arg
-from .shapes import _place
+from .shapes import _place, pad
 
 # -- matrix products ---------------------------------------------------------------
 
@@ -159,21 +159,6 @@ for _name in ("aten._adaptive_avg_pool2d", "aten.adaptive_avg_pool2d",
     LOWERINGS[_name] = _adaptive_avg_pool
 
 
-def _pad(c, x, axis, low, high):
-    """x padded with zeros along axis (a negative amount crops)."""
-    b = B(c)
-    x = b.slice(x, axis, max(-low, 0), x.shape[axis] - max(-high, 0))
-    parts = []
-    for n in (low, None, high):
-        if n is None:
-            parts.append(x)
-        elif n > 0:
-            s = list(x.shape)
-            s[axis] = n
-            parts.append(c.w.splat(0, tuple(s), x.dtype))
-    return b.concat(parts, axis)
-
-
 def conv_transpose(c, node, args):
     """A transposed convolution as the convolution it is the gradient of:
     the input spread out by the stride (zeros between: a constant
@@ -199,7 +184,7 @@ def conv_transpose(c, node, args):
     for i in range(spatial):
         k = w.shape[2 + i]
         q = dilation[i] * (k - 1) - padding[i]
-        x = _pad(c, x, 2 + i, q, q + output_padding[i])
+        x = pad(c, x, 2 + i, q, q + output_padding[i])
     # (C_in, C_out/g, k...) -> (C_out, C_in/g, k...), each kernel flipped.
     cin, cout_g = w.shape[0], w.shape[1]
     k = w.shape[2:]

@@ -58,25 +58,29 @@ def _repeat(c, node, args, kwargs):
     return c.reshape(x, tuple(r * s for r, s in zip(reps, shape)))
 
 
+def pad(c, x, axis, low, high, value=0):
+    """x padded with `value` along axis, `low` before and `high` after (a
+    negative amount crops)."""
+    b = B(c)
+    x = b.slice(x, axis, max(-low, 0), x.shape[axis] - max(-high, 0))
+    parts = []
+    for n in (low, None, high):
+        if n is None:
+            parts.append(x)
+        elif n > 0:
+            s = list(x.shape)
+            s[axis] = n
+            parts.append(c.w.splat(value, tuple(s), x.dtype))
+    return b.concat(parts, axis)
+
+
 @lowers("aten.constant_pad_nd")
 def _constant_pad(c, node, args, kwargs):
-    b = B(c)
     x = c.v(args[0])
-    pad = [int(p) for p in args[1]]
+    widths = [int(p) for p in args[1]]
     value = arg(args, kwargs, 2, "value", 0)
-    for i in range(len(pad) // 2):
-        d = x.rank - 1 - i
-        before, after = pad[2 * i], pad[2 * i + 1]
-        x = b.slice(x, d, max(-before, 0), x.shape[d] - max(-after, 0))
-        parts = []
-        for n in (before, None, after):
-            if n is None:
-                parts.append(x)
-            elif n > 0:
-                s = list(x.shape)
-                s[d] = n
-                parts.append(c.w.splat(value, tuple(s), x.dtype))
-        x = b.concat(parts, d)
+    for i in range(len(widths) // 2):
+        x = pad(c, x, x.rank - 1 - i, widths[2 * i], widths[2 * i + 1], value)
     return x
 
 
