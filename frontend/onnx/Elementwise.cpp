@@ -132,6 +132,33 @@ LogicalResult unary(NodeContext &n, double (*fn)(double),
   return n.setResult(0, build<OpTy>(n, t, {n.operand(0)}));
 }
 
+/// GreaterOrEqual / LessOrEqual: (a > b) or (a == b), so a NaN operand
+/// gives false, as the comparison does (not(a < b) would give true).
+LogicalResult lowerOrEqual(NodeContext &n, bool greater) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  SmallVector<ImportedValue> v{n.input(0), n.input(1)};
+  if (failed(unifyConstants(n, v)))
+    return failure();
+  Type i1 = n.b.getI1Type();
+  auto type = shape::binary(n.loc, v[0].type, v[1].type, i1);
+  if (failed(type))
+    return failure();
+  if (v[0].constant && v[1].constant && isSmall(type->getShape()))
+    return n.setConst(
+        0, foldElementwise({v[0].constant.get(), v[1].constant.get()},
+                           type->getShape(), type->getElementType(),
+                           [greater](ArrayRef<double> a) {
+                             return double(greater ? a[0] >= a[1]
+                                                   : a[0] <= a[1]);
+                           }));
+  Value a = operandOf(n, v, 0, 0), b = operandOf(n, v, 1, 1);
+  Value strict = greater ? build<GreaterOp>(n, *type, {a, b})
+                         : build<LessOp>(n, *type, {a, b});
+  Value equal = build<EqualOp>(n, *type, {a, b});
+  return n.setResult(0, build<OrOp>(n, *type, {strict, equal}));
+}
+
 LogicalResult lowerWhere(NodeContext &n) {
   if (failed(expectInputs(n, 3, 3)))
     return failure();
@@ -230,6 +257,10 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
              return unary<NotOp>(
                  n, [](double a) { return double(!a); }, false);
            }},
+          {"GreaterOrEqual",
+           [](NodeContext &n) { return lowerOrEqual(n, /*greater=*/true); }},
+          {"LessOrEqual",
+           [](NodeContext &n) { return lowerOrEqual(n, /*greater=*/false); }},
           {"Where", lowerWhere},
           {"Cast", lowerCast},
       });
