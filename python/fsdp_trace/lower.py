@@ -89,6 +89,8 @@ class Context:
         self.constant_nodes = constant_nodes  # nodes no input reaches
         self.symbols = symbols          # parameter placeholder -> its symbol
         self.node = None
+        self.seed = 0                   # trace(seed=): keys the dropouts' streams
+        self.dropouts = 0               # dropout ops written so far
 
     # -- values ------------------------------------------------------------
     def meta(self, node):
@@ -651,8 +653,8 @@ def _dropout(c, node, args, kwargs):
     p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
     train = args[2] if len(args) > 2 else kwargs.get("train", True)
     if p and train:
-        c.dropouts = getattr(c, "dropouts", 0) + 1
-        seed = (getattr(c, "seed", 0) * 0x9E3779B1 + c.dropouts) % (1 << 62)
+        c.dropouts += 1
+        seed = (c.seed * 0x9E3779B1 + c.dropouts) % (1 << 62)
         x = c.emit("fsdp.dropout", [x], [(x.shape, x.dtype)],
                    {"p": f"{float(p):.17g} : f64", "seed": i64_attr(seed)})
     return [x, None] if op_name(node.target) == "aten.native_dropout" else x

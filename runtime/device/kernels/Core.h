@@ -9,6 +9,7 @@
 #define FSDP_RUNTIME_DEVICE_KERNELS_CORE_H
 
 #include "common/BatchNormMath.h"
+#include "common/HostDevice.h"
 #include "common/ConvGeometry.h"
 #include "common/UnaryMath.h"
 
@@ -19,11 +20,6 @@
 #include <type_traits>
 #include <vector>
 
-#ifdef __CUDACC__
-#define FSDP_HD __host__ __device__
-#else
-#define FSDP_HD
-#endif
 
 namespace fsdp::device {
 
