@@ -10,7 +10,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libopenmpi-dev openmpi-bin libgloo-dev libopenblas-dev libdnnl-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
-  python3-onnx python3-torch python3-torchvision python3-numpy python3-pil chromium
+  python3-onnx python3-torch python3-torchvision python3-torchaudio python3-numpy python3-pil chromium
 )
 
 if [ ! -r /etc/os-release ] || ! grep -q '^VERSION_ID="12"' /etc/os-release \

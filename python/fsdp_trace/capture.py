@@ -13,6 +13,7 @@ weights). Each node of the graph records the module path it was traced in.
 """
 import contextlib
 import inspect
+import os
 
 import torch
 import torch.fx
@@ -204,6 +205,9 @@ def _decompositions():
             and not is_random(op)}
 
 
+CONSTANT_LIMIT = 1 << 16  # elements make_fx keeps a traced constant's value for
+
+
 def _make_fx_with_constants(fn):
     """make_fx, with the values it propagates as constants (those built
     from torch.tensor data in forward) kept up to 65,536 elements, not 1:
@@ -216,13 +220,35 @@ def _make_fx_with_constants(fn):
     def run(*args):
         saved = getattr(proxy_tensor, "CONSTANT_NUMEL_LIMIT", None)
         if saved is not None:
-            proxy_tensor.CONSTANT_NUMEL_LIMIT = max(saved, 1 << 16)
+            proxy_tensor.CONSTANT_NUMEL_LIMIT = max(saved, CONSTANT_LIMIT)
         try:
             return traced(*args)
         finally:
             if saved is not None:
                 proxy_tensor.CONSTANT_NUMEL_LIMIT = saved
     return run
+
+
+def _user_line(error):
+    """' at FILE:LINE `code`' for the innermost frame of `error`'s traceback
+    outside PyTorch and this package: the model's line that read the
+    value (or called the PyTorch function that did, e.g. torch.istft)."""
+    import traceback
+    skip = [os.path.dirname(torch.__file__)]
+    try:  # 1.13's functionalize lives in functorch
+        import functorch
+        skip.append(os.path.dirname(functorch.__file__))
+    except ImportError:
+        pass
+    skip = tuple(os.path.abspath(d) + os.sep for d in skip)
+    here = os.path.dirname(os.path.abspath(__file__))
+    found = ""
+    for frame in traceback.extract_tb(error.__traceback__):
+        name = os.path.abspath(frame.filename)
+        if name.startswith(skip + (here,)) or "contextlib" in name:
+            continue
+        found = f" at {os.path.basename(name)}:{frame.lineno} `{(frame.line or '').strip()[:72]}`"
+    return found
 
 
 def capture(module, example_inputs, loss_fn=None):
@@ -252,6 +278,14 @@ def capture(module, example_inputs, loss_fn=None):
     def step(params, *data):
         state = {}
         for entry, value in zip(tensors, params):
+            if entry.buffer and not entry.tensor.is_meta \
+                    and not entry.tensor.dtype.is_floating_point \
+                    and entry.tensor.numel() <= CONSTANT_LIMIT:
+                # An integer or boolean buffer (a lengths table, a position
+                # index) is a constant of the step: built as torch.tensor
+                # data, which make_fx propagates, so `.item()` or `.max()`
+                # of it is computed at trace time.
+                value = torch.tensor(entry.tensor.tolist(), dtype=entry.tensor.dtype)
             for alias in entry.aliases:
                 state[alias] = value
         values = dict(zip(names, data))
@@ -285,7 +319,8 @@ def capture(module, example_inputs, loss_fn=None):
             raise TraceError(
                 f"{path} ({type(owner).__name__}): forward reads the value of a tensor "
                 f"computed from the step's inputs or parameters (.item(), int(), .tolist(), "
-                f"a tensor in an `if`); a plan is fixed before it runs, so such a value "
-                f"must come from constants or be passed in as a Python number") from None
+                f"a tensor in an `if`){_user_line(e)}; a plan is fixed before it runs, so "
+                f"such a value must come from constants or be passed in as a Python "
+                f"number") from None
     gm.graph.eliminate_dead_code()
     return gm, tensors, inputs

@@ -311,10 +311,13 @@ def _select(c, node, args, kwargs):
     return c.reshape(y, c.out()[0])
 
 
-@lowers("aten.split", "aten.split_with_sizes", "aten.unbind")
+@lowers("aten.split", "aten.split_with_sizes", "aten.unbind", "aten.unsafe_split",
+        "aten.unsafe_split_with_sizes")
 def _split(c, node, args, kwargs):
+    # unsafe_split is split without the aliasing checks (RNN cells use it);
+    # the plan's outputs are fresh values either way.
     x = c.v(args[0])
-    name = op_name(node.target)
+    name = op_name(node.target).replace("unsafe_", "")
     if name == "aten.unbind":
         d = dim(args[1] if len(args) > 1 else kwargs.get("dim", 0), x.rank)
         sizes = [1] * x.shape[d]

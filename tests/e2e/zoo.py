@@ -1,8 +1,10 @@
-"""The torchvision classification zoo through the tracer (issue 37.2).
+"""The torchvision and torchaudio zoos through the tracer (issue 37.2).
 
 Each builder of torchvision.models with num_classes=10, in training mode,
 dropout and stochastic depth set to 0, on a batch of 4 small images (the
-smallest each accepts): traced with its cross-entropy loss, compiled,
+smallest each accepts), and each trainable torchaudio model at a small
+width (zoo_cases.py): traced with its loss (cross-entropy; for audio the
+mean squared error of the first output against a random target), compiled,
 run one step on one rank (--world-size 1) and, with --ranks 2, on two
 under mpirun with the batch split between them (SyncBatchNorm, so the
 statistics are the global batch's); the gradients judged against PyTorch
@@ -13,12 +15,14 @@ batch.
 
     zoo.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
            [--only resnet18,...] [--max-params 30e6] [--ranks 2]
+           [--source torchvision|torchaudio|all]
 
 Prints one line a model and the table of what trains, what is refused and
 why. Models above --max-params are listed as skipped (their step takes
 minutes on two cores).
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -31,107 +35,160 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-import torchvision.models as tvm  # noqa: E402
 
 import bounded  # noqa: E402
 import fsdp_trace  # noqa: E402
 from parity import read_safetensors  # noqa: E402
+from zoo_cases import all_cases  # noqa: E402
 
 TOLERANCE_FACTOR, FLOOR = 10.0, 1e-4
+KINK_NOISE = 1e-3
+ILL_CONDITIONED = 1.0
 BATCH = 4  # 2 a rank on two ranks
-# Smallest inputs the architectures accept (their own downsampling).
-IMAGE = {"inception_v3": 75, "googlenet": 32, "alexnet": 63, "maxvit_t": 224,
-         "swin": 32, "vit": 224, "regnet": 32}
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
-def builders():
-    return sorted(n for n in dir(tvm) if n[0].islower() and callable(getattr(tvm, n))
-                  and not n.startswith("get") and n != "list_models")
+def cast(tensors, dtype):
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in tensors.items()}
 
 
-def build(name, dtype):
-    torch.manual_seed(0)
-    kwargs = {"num_classes": 10}
-    if name.startswith(("vit_", "swin", "maxvit", "convnext", "efficientnet")):
-        kwargs.update({"dropout": 0.0} if not name.startswith("convnext") else {})
-    if name.startswith(("swin", "maxvit", "convnext", "efficientnet")):
-        kwargs["stochastic_depth_prob"] = 0.0
-    if name in ("googlenet", "inception_v3"):
-        kwargs.update({"aux_logits": False, "init_weights": True})
-    if name.startswith("vit_"):
-        kwargs["image_size"] = 28 if name == "vit_h_14" else 32
-    try:
-        m = getattr(tvm, name)(**kwargs)
-    except TypeError:
-        kwargs.pop("dropout", None)
-        kwargs.pop("stochastic_depth_prob", None)
-        m = getattr(tvm, name)(**kwargs)
-    from torchvision.ops import StochasticDepth
-    for mod in m.modules():  # no dropout anywhere (the plan draws no random numbers yet)
-        if isinstance(mod, (nn.Dropout, StochasticDepth)):
-            mod.p = 0.0
-    return m.to(dtype).train()
+def draw(case):
+    """The case's batch: forward's inputs and the loss's target."""
+    g = torch.Generator().manual_seed(1)
+    inputs = case.inputs(g, BATCH)
+    with torch.no_grad():
+        out = case.build(torch.float32, BATCH)(**inputs)
+    return inputs, case.target(g, out)
 
 
-def image_size(name):
-    for key, size in IMAGE.items():
-        if name.startswith(key):
-            return size if not name.startswith("vit") else 28 if name == "vit_h_14" else 32
-    return 32
+def reference(case, inputs, target, dtype, jitter=None):
+    """PyTorch's step at `dtype`: the loss and the gradients. With `jitter`
+    (a seed), every float parameter and input first moves by one rounding
+    of float32 (x·(1 ± 2^-24), the sign drawn per element): a draw of the
+    float32 noise the step's result carries."""
+    m = case.build(dtype, BATCH)
+    inputs = cast(inputs, dtype)
+    if jitter is not None:
+        g = torch.Generator().manual_seed(jitter)
 
-
-def reference(name, x, y, dtype):
-    m = build(name, dtype)
-    loss = F.cross_entropy(m(x.to(dtype)), y)
+        def nudge(t):
+            sign = torch.randint(0, 2, t.shape, generator=g).to(t.dtype) * 2 - 1
+            return t * (1 + sign * 2.0 ** -24)
+        with torch.no_grad():
+            for p in m.parameters():
+                p.copy_(nudge(p))
+        inputs = {k: nudge(v) if v.is_floating_point() else v for k, v in inputs.items()}
+    loss = case.loss(m(**inputs), target.to(dtype) if target.is_floating_point()
+                     else target)
     loss.backward()
     return float(loss), {k: p.grad.double().numpy() for k, p in m.named_parameters()
                          if p.grad is not None}
 
 
+def trace(case, inputs, target, batch, path):
+    share = {k: v[:batch] for k, v in inputs.items()}
+    share["target"] = target[:batch]
+    fsdp_trace.trace(case.build(torch.float32, batch), share, loss_fn=case.loss,
+                     train=case.train).save(path)
+
+
+class WithLoss(nn.Module):
+    """A model and its loss as one module, the form torch.onnx.export
+    writes a training step's forward in (the ONNX front door's contract:
+    a graph whose output is the loss)."""
+
+    def __init__(self, model, loss, names):
+        super().__init__()
+        self.model, self.loss, self.names = model, loss, names
+
+    def forward(self, *args):
+        *given, target = args
+        return self.loss(self.model(**dict(zip(self.names, given))), target)
+
+
+def export(case, inputs, target, path):
+    """The ONNX column: the model with its loss exported in training mode
+    (batch norm on the batch's statistics), opset 17, nothing folded."""
+    model = WithLoss(case.build(torch.float32, BATCH), case.loss, list(inputs))
+    model.train(case.train)
+    torch.onnx.export(model, tuple(inputs.values()) + (target,), path,
+                      input_names=list(inputs) + ["target"], output_names=["loss"],
+                      opset_version=17, do_constant_folding=False,
+                      training=(torch.onnx.TrainingMode.TRAINING if case.train
+                                else torch.onnx.TrainingMode.EVAL))
+
+
+def allowed(noise):
+    """How far from float64 ours may land given PyTorch float32's `noise`:
+    10x a rounding-sized noise (sums blocked otherwise round 10x apart);
+    2x a noise from kinks (past KINK_NOISE: one flipped element moves a
+    batch-normed gradient by a tenth of its size, and ours is one more
+    draw of which elements flip)."""
+    return max(TOLERANCE_FACTOR * noise if noise < KINK_NOISE else 2 * noise, 1e-5)
+
+
 def relative(g, ref):
-    scale = max(float(np.abs(ref).max()) if ref.size else 0.0, FLOOR)
-    return float(np.abs(g - ref).max()) / scale if ref.size else 0.0
+    """The largest error over the largest reference element (a NaN or an
+    infinity anywhere: inf)."""
+    if not ref.size:
+        return 0.0
+    scale = max(float(np.abs(ref).max()), FLOOR)
+    e = float(np.abs(g - ref).max()) / scale
+    return e if np.isfinite(e) else np.inf
 
 
-def run_model(name, tools, tmp, max_params, ranks):
-    m = build(name, torch.float32)
+def run_model(case, tools, tmp, max_params, ranks, onnx=False):
+    if case.refused:
+        return "refused", case.refused, 0
+    m = case.build(torch.float32, BATCH)
     n_params = sum(p.numel() for p in m.parameters())
     if n_params > max_params:
         return "skip", f"{n_params / 1e6:.0f}M parameters (over --max-params)", n_params
-    size = image_size(name)
-    g = torch.Generator().manual_seed(1)
-    x = torch.randn(BATCH, 3, size, size, generator=g)
-    y = torch.randint(0, 10, (BATCH,), generator=g)
-    base = os.path.join(tmp, name)
+    inputs, target = draw(case)
+    base = os.path.join(tmp, case.name)
+    model_file = base + (".onnx" if onnx else ".mlir")
     try:
-        fsdp_trace.trace(m, {"x": x, "y": y},
-                         loss_fn=lambda out, t: F.cross_entropy(out, t)).save(base + ".mlir")
+        if onnx:
+            export(case, inputs, target, model_file)
+        else:
+            trace(case, inputs, target, BATCH, model_file)
     except fsdp_trace.TraceError as e:
         lines = str(e).strip().splitlines()
         return "tracer", (" ".join(l.strip() for l in lines[1:4]) if len(lines) > 1
-                          else lines[0])[:150], n_params
+                          else lines[0])[:240], n_params
     except Exception as e:
-        return "tracer", f"{type(e).__name__}: {str(e).splitlines()[0][:130]}", n_params
-    np.savez(base + ".npz", x=x.numpy(), y=y.numpy())
+        return ("exporter" if onnx else "tracer"), \
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0][:130]}", n_params
+    np.savez(base + ".npz", target=target.numpy(), **{k: v.numpy() for k, v in inputs.items()})
     peaks = []
     for world in sorted({1, ranks}):
-        r = bounded.run([tools[0], base + ".mlir", "-o", f"{base}.{world}.plan",
+        r = bounded.run([tools[0], model_file, "-o", f"{base}.{world}.plan",
                          "--world-size", str(world)], capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             why = [line for line in r.stderr.splitlines() if "error" in line][:1]
             return "fsdp-opt", (why[0] if why else r.stderr[-150:]).strip()[:150], n_params
-        import json
         peaks.append(json.load(open(f"{base}.{world}.plan"))["predicted"]["peak_bytes"])
     r = bounded.run([tools[1], f"{base}.1.plan", "--data", base + ".npz", "--steps", "1",
                      "--quiet", "--dump-grads", base + ".g.safetensors"],
                     capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         return "fsdp-run", r.stderr.strip()[-150:], n_params
-    loss64, g64 = reference(name, x, y, torch.float64)
-    _, g32 = reference(name, x, y, torch.float32)
+    loss64, g64 = reference(case, inputs, target, torch.float64)
+    # PyTorch float32's distance from float64, over three draws of the
+    # rounding (as it is, and jittered twice): near a ReLU kink the draws
+    # land on either side, and the spread they show is the noise ours is
+    # judged against.
+    g32s = [reference(case, inputs, target, torch.float32, jitter)[1]
+            for jitter in (None, 1, 2)]
+    again = reference(case, inputs, target, torch.float32)[1]
+    # PyTorch's float32 step run twice must give the same bits; where it
+    # does not (1.13's CPU backward in wav2vec2's feature extractor: NaN
+    # or 1e24 one run, 0.8 the next) it is no yardstick, and ours is
+    # judged against float64 alone.
+    unusable = any(not np.array_equal(again[k], g32s[0][k], equal_nan=True) for k in again)
     ours = read_safetensors(base + ".g.safetensors")
+    if onnx:  # initializers are named by WithLoss's attribute
+        ours = {k[len("model."):]: v for k, v in ours.items() if k.startswith("model.")}
     worst, worst32, where = 0.0, 0.0, ""
     for key, ref in g64.items():
         if key not in ours:
@@ -139,18 +196,19 @@ def run_model(name, tools, tmp, max_params, ranks):
         e = relative(np.asarray(ours[key], np.float64).reshape(ref.shape), ref)
         if e > worst:
             worst, where = e, key
-        worst32 = max(worst32, relative(g32[key], ref))
+        worst32 = max([worst32] + [relative(g32[key], ref) for g32 in g32s])
     detail = f"grad {worst:.1e} (torch f32 {worst32:.1e}) at {where}"
-    if ranks > 1:
+    if unusable:
+        detail += "; torch f32 differs run to run, judged against float64 alone"
+        worst32 = FLOOR / TOLERANCE_FACTOR
+    if ranks > 1 and not onnx:
         detail += f"; peak {peaks[0] / 2**20:.0f} -> {peaks[1] / 2**20:.0f} MiB on {ranks} ranks"
         if peaks[1] >= peaks[0]:
             return "no-saving", detail, n_params
         # One global batch split over the ranks: each rank's plan traced
         # with its share (fsdp-run gives rank r rows r·B .. r·B + B - 1),
         # batch norm over the global batch as on one rank.
-        share = BATCH // ranks
-        fsdp_trace.trace(build(name, torch.float32), {"x": x[:share], "y": y[:share]},
-                         loss_fn=lambda out, t: F.cross_entropy(out, t)).save(base + ".split.mlir")
+        trace(case, inputs, target, BATCH // ranks, base + ".split.mlir")
         has_bn = any(isinstance(mod, nn.modules.batchnorm._BatchNorm)
                      for mod in m.modules())
         r = bounded.run([tools[0], base + ".split.mlir", "-o", base + ".split.plan",
@@ -170,10 +228,16 @@ def run_model(name, tools, tmp, max_params, ranks):
         detail += f"; {ranks} ranks (batch split) vs 1: {spread:.1e}"
         # The same global computation in another order of sums: within the
         # float32 noise the 1-rank run itself shows against float64.
-        if spread > max(TOLERANCE_FACTOR * worst32, 1e-4):
+        if spread > max(allowed(worst32), 1e-4):
             return f"x{ranks} differs", detail, n_params
-    if worst <= max(TOLERANCE_FACTOR * worst32, 1e-5):
-        return "ok", detail, n_params
+    if case.note:
+        detail += f" ({case.note})"
+    if worst <= allowed(worst32):
+        # Past ILL_CONDITIONED PyTorch's own float32 step is further from
+        # float64 than the gradient is large (batch norm over four images of
+        # a 1x1 map, many elements at kinks): it trains and lands within the
+        # spread, which says little; counted apart from "ok".
+        return ("ok" if worst32 < ILL_CONDITIONED else "ill-cond"), detail, n_params
     return "wrong", detail, n_params
 
 
@@ -184,16 +248,23 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--max-params", type=float, default=30e6)
     ap.add_argument("--ranks", type=int, default=1)
+    ap.add_argument("--source", choices=["torchvision", "torchaudio", "all"], default="all")
+    ap.add_argument("--onnx", action="store_true",
+                    help="the ONNX column: torch.onnx.export's file, one rank")
     a = ap.parse_args()
-    names = a.only.split(",") if a.only else builders()
+    cases = {c.name: c for c in all_cases() if a.source in ("all", c.source)}
+    names = a.only.split(",") if a.only else list(cases)
+    unknown = [n for n in names if n not in cases]
+    if unknown:
+        ap.error(f"--only: no model {', '.join(unknown)} in {a.source}")
     counts = {}
     start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             t0 = time.time()
             try:
-                status, detail, n = run_model(name, (a.fsdp_opt, a.fsdp_run), tmp,
-                                              a.max_params, a.ranks)
+                status, detail, n = run_model(cases[name], (a.fsdp_opt, a.fsdp_run), tmp,
+                                              a.max_params, a.ranks, a.onnx)
             except Exception as e:  # a builder that fails in PyTorch itself
                 status, detail, n = "error", f"{type(e).__name__}: {str(e)[:120]}", 0
             counts[status] = counts.get(status, 0) + 1

@@ -269,3 +269,15 @@ def _group_norm(c, node, args, kwargs):
     if bias is not None:
         y = b.add(y, c.reshape(c.v(bias), per_channel))
     return [y, None, None]
+
+
+@lowers("aten._weight_norm_interface")
+def _weight_norm(c, node, args, kwargs):
+    """weight_norm's w = g · v / ‖v‖, the norm over every axis but `dim`
+    (wav2vec2's positional convolution); returns (w, ‖v‖) as ATen does."""
+    b = B(c)
+    v, g = c.v(args[0]), c.v(args[1])
+    d = int(arg(args, kwargs, 2, "dim", 0)) % max(v.rank, 1)
+    axes = [i for i in range(v.rank) if i != d]
+    norm = b.un("sqrt", b.reduce("reduce_sum", b.mul(v, v), axes, True)) if axes else b.un("abs", v)
+    return [b.mul(v, b.div(c.reshape(g, norm.shape), norm)), norm]

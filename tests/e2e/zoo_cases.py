@@ -1,0 +1,213 @@
+"""The models of the zoo suite (zoo.py): every classification builder of
+torchvision.models and the trainable models of torchaudio.models, each a
+Case that builds the model at a given dtype and draws one batch.
+
+A Case's batch is split over ranks along dimension 0 of every tensor, so
+whatever a model holds per sample (a lengths table of Conformer or
+Emformer, which they read with `.item()`) is a buffer repeating with the
+period of one rank's share: every rank's plan is traced with the same
+constants.
+"""
+import dataclasses
+from typing import Callable, Optional
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclasses.dataclass
+class Case:
+    name: str
+    source: str                      # torchvision | torchaudio
+    build: Callable                  # (dtype, batch) -> module in training mode
+    inputs: Callable                 # (generator, batch) -> forward's inputs (a dict)
+    target: Callable                 # (generator, output) -> the loss's target
+    loss: Callable                   # (output, target) -> scalar
+    train: bool = True               # trace in training mode
+    note: str = ""                   # why it is traced as it is
+    refused: Optional[str] = None    # out of scope: the reason, nothing run
+
+
+def first(out):
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+# ---------------------------------------------------------------- torchvision
+
+# Smallest inputs the architectures accept (their own downsampling).
+IMAGE = {"inception_v3": 75, "googlenet": 32, "alexnet": 63, "maxvit_t": 224,
+         "swin": 32, "regnet": 32}
+
+
+def _vision_build(name):
+    import torchvision.models as tvm
+    from torchvision.ops import StochasticDepth
+
+    def build(dtype, batch):
+        torch.manual_seed(0)
+        kwargs = {"num_classes": 10}
+        if name.startswith(("vit_", "swin", "maxvit", "efficientnet")):
+            kwargs["dropout"] = 0.0
+        if name.startswith(("swin", "maxvit", "convnext", "efficientnet")):
+            kwargs["stochastic_depth_prob"] = 0.0
+        if name in ("googlenet", "inception_v3"):
+            kwargs.update({"aux_logits": False, "init_weights": True})
+        if name.startswith("vit_"):
+            kwargs["image_size"] = 28 if name == "vit_h_14" else 32
+        try:
+            m = getattr(tvm, name)(**kwargs)
+        except TypeError:
+            kwargs.pop("dropout", None)
+            kwargs.pop("stochastic_depth_prob", None)
+            m = getattr(tvm, name)(**kwargs)
+        # No dropout: the suite compares one step with PyTorch's, whose
+        # masks no other generator reproduces (dropout.py tests ours).
+        for mod in m.modules():
+            if isinstance(mod, (nn.Dropout, StochasticDepth)):
+                mod.p = 0.0
+        return m.to(dtype).train()
+    return build
+
+
+def _image_size(name):
+    if name.startswith("vit"):
+        return 28 if name == "vit_h_14" else 32
+    return next((s for k, s in IMAGE.items() if name.startswith(k)), 32)
+
+
+def vision_cases():
+    import torchvision.models as tvm
+    names = sorted(n for n in dir(tvm) if n[0].islower() and callable(getattr(tvm, n))
+                   and not n.startswith("get") and n != "list_models")
+    return [Case(n, "torchvision", _vision_build(n),
+                 lambda g, b, s=_image_size(n): {"x": torch.randn(b, 3, s, s, generator=g)},
+                 lambda g, out: torch.randint(0, 10, (out.shape[0],), generator=g),
+                 F.cross_entropy) for n in names]
+
+
+# ----------------------------------------------------------------- torchaudio
+
+class WithLengths(nn.Module):
+    """A torchaudio model whose forward takes per-sample lengths and reads
+    their maximum with `.item()` (Conformer, Emformer, RNN-T, Tacotron2):
+    the lengths are integer buffers, constants of the plan (a plan's
+    shapes are fixed, so the padded length is too)."""
+
+    def __init__(self, model, order, **lengths):
+        super().__init__()
+        self.model = model
+        self.order = order  # forward's arguments: 'x', 'y' or a buffer's name
+        for name, value in lengths.items():
+            self.register_buffer(name, value)
+
+    def forward(self, x, y=None):
+        given = {"x": x, "y": y}
+        return self.model(*(given[n] if n in given else getattr(self, n)
+                            for n in self.order))
+
+
+def _lengths(pattern, batch):
+    return torch.tensor(pattern * (batch // len(pattern)) + pattern[:batch % len(pattern)])
+
+
+def _audio(name, make, inputs, note="", train=True, lengths=None, order=None, refused=None):
+    import torchaudio.models as am
+
+    def build(dtype, batch):
+        torch.manual_seed(0)
+        m = make(am)
+        if lengths:
+            m = WithLengths(m, order, **{k: _lengths(v, batch) for k, v in lengths.items()})
+        return m.to(dtype).train()
+    return Case(name, "torchaudio", build, inputs,
+                lambda g, out: torch.randn(first(out).shape, generator=g),
+                lambda out, t: F.mse_loss(first(out), t), train=train, note=note,
+                refused=refused)
+
+
+def _wav2vec2(am, mode, norm_first):
+    return am.wav2vec2_model(
+        extractor_mode=mode, extractor_conv_layer_config=[(16, 10, 5), (16, 3, 2)],
+        extractor_conv_bias=mode == "layer_norm", encoder_embed_dim=32,
+        encoder_projection_dropout=0.0, encoder_pos_conv_kernel=8, encoder_pos_conv_groups=4,
+        encoder_num_layers=2, encoder_num_heads=2, encoder_attention_dropout=0.0,
+        encoder_ff_interm_features=64, encoder_ff_interm_dropout=0.0, encoder_dropout=0.0,
+        encoder_layer_norm_first=norm_first, encoder_layer_drop=0.0, aux_num_out=10)
+
+
+LAYER_DROP = ("traced in eval mode: its layer drop reads torch.rand(1).item() in training "
+              "(0 here, so the step is the same)")
+
+
+def audio_cases():
+    r = torch.randn
+    return [
+        _audio("wav2letter", lambda am: am.Wav2Letter(num_classes=10, input_type="waveform",
+                                                      num_features=1),
+               lambda g, b: {"x": r(b, 1, 800, generator=g)}),
+        _audio("wav2letter_mfcc", lambda am: am.Wav2Letter(num_classes=10, input_type="mfcc",
+                                                           num_features=13),
+               lambda g, b: {"x": r(b, 13, 40, generator=g)}),
+        _audio("deepspeech", lambda am: am.DeepSpeech(n_feature=16, n_hidden=32, n_class=10),
+               lambda g, b: {"x": r(b, 1, 12, 16, generator=g)}),
+        _audio("conv_tasnet", lambda am: am.ConvTasNet(
+                   num_sources=2, enc_kernel_size=8, enc_num_feats=16, msk_kernel_size=3,
+                   msk_num_feats=8, msk_num_hidden_feats=16, msk_num_layers=2, msk_num_stacks=2),
+               lambda g, b: {"input": r(b, 1, 256, generator=g)}),
+        _audio("conformer", lambda am: am.Conformer(
+                   input_dim=16, num_heads=2, ffn_dim=32, num_layers=2,
+                   depthwise_conv_kernel_size=3),
+               lambda g, b: {"x": r(b, 12, 16, generator=g)},
+               lengths={"lengths": [12, 9]}, order=["x", "lengths"]),
+        _audio("emformer", lambda am: am.Emformer(
+                   input_dim=16, num_heads=2, ffn_dim=32, num_layers=2, segment_length=4,
+                   right_context_length=1),
+               lambda g, b: {"x": r(b, 13, 16, generator=g)},
+               lengths={"lengths": [12, 9]}, order=["x", "lengths"]),
+        _audio("emformer_rnnt", lambda am: am.emformer_rnnt_model(
+                   input_dim=16, encoding_dim=16, num_symbols=10, segment_length=4,
+                   right_context_length=1, time_reduction_input_dim=16, time_reduction_stride=2,
+                   transformer_num_heads=2, transformer_ffn_dim=32, transformer_num_layers=2,
+                   transformer_dropout=0.0, transformer_activation="gelu",
+                   transformer_left_context_length=0, transformer_max_memory_size=0,
+                   transformer_weight_init_scale_strategy="depthwise",
+                   transformer_tanh_on_mem=True, symbol_embedding_dim=16, num_lstm_layers=1,
+                   lstm_layer_norm=True, lstm_layer_norm_epsilon=1e-5, lstm_dropout=0.0),
+               lambda g, b: {"x": r(b, 13, 16, generator=g),
+                             "y": torch.randint(0, 10, (b, 4), generator=g)},
+               lengths={"source_lengths": [12, 9], "target_lengths": [4, 3]},
+               order=["x", "source_lengths", "y", "target_lengths"]),
+        _audio("wav2vec2_model", lambda am: _wav2vec2(am, "group_norm", False),
+               lambda g, b: {"waveforms": r(b, 400, generator=g)},
+               train=False, note=LAYER_DROP),
+        _audio("wav2vec2_model_layer_norm_first", lambda am: _wav2vec2(am, "layer_norm", True),
+               lambda g, b: {"waveforms": r(b, 400, generator=g)},
+               train=False, note="HuBERT-large's layout; " + LAYER_DROP),
+        _audio("wavernn", lambda am: am.WaveRNN(
+                   upsample_scales=[2, 2], n_classes=16, hop_length=4, n_res_block=1, n_rnn=16,
+                   n_fc=16, kernel_size=3, n_freq=8, n_hidden=8, n_output=8),
+               lambda g, b: {"waveform": r(b, 1, 32, generator=g),
+                             "specgram": r(b, 1, 8, 10, generator=g)}),
+        _audio("tacotron2", lambda am: am.Tacotron2(
+                   n_mels=8, n_symbol=20, symbol_embedding_dim=16, encoder_embedding_dim=16,
+                   encoder_n_convolution=1,
+                   encoder_kernel_size=3, decoder_rnn_dim=16, decoder_max_step=20,
+                   decoder_dropout=0.0, attention_rnn_dim=16, attention_hidden_dim=16,
+                   attention_location_n_filter=4, attention_location_kernel_size=3,
+                   attention_dropout=0.0, prenet_dim=16, postnet_n_convolution=1,
+                   postnet_kernel_size=3, postnet_embedding_dim=16),
+               lambda g, b: {"x": torch.randint(0, 20, (b, 6), generator=g),
+                             "y": r(b, 8, 10, generator=g)},
+               lengths={"token_lengths": [6], "mel_lengths": [10]},
+               order=["x", "token_lengths", "y", "mel_lengths"]),
+        _audio("hdemucs", lambda am: am.HDemucs(sources=["a", "b"], channels=8, growth=2,
+                                                nfft=64, depth=2),
+               lambda g, b: {"input": r(b, 2, 512, generator=g)},
+               refused="its spectrogram is complex (torch.stft/istft): complex numbers are "
+                       "out of scope"),
+    ]
+
+
+def all_cases():
+    return vision_cases() + audio_cases()
