@@ -65,8 +65,14 @@ LogicalResult lowerGemm(NodeContext &n) {
                      boolAttr(n, "trans_a", ta), boolAttr(n, "trans_b", tb)}));
 }
 
+/// What a reduction reduces: the input, its square (ReduceSumSquare), or
+/// its square with the root of the sum taken (ReduceL2: weight_norm's
+/// norm as torch.onnx.export writes it).
+enum class Of { Input, Square, L2 };
+
 template <typename OpTy>
-LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset) {
+LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset,
+                        Of of = Of::Input) {
   if (failed(expectInputs(n, 1, 2)))
     return failure();
   RankedTensorType t = n.inputType(0);
@@ -85,6 +91,8 @@ LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset) {
     }
     llvm::sort(axes);
   } else if (n.attrInt("noop_with_empty_axes", 0)) {
+    if (of != Of::Input)
+      return n.error() << "noop_with_empty_axes is not supported here";
     return n.setAlias(0, n.input(0));
   } else {
     for (int64_t i = 0; i < t.getRank(); ++i)
@@ -94,11 +102,29 @@ LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset) {
   auto type = shape::reduce(n.loc, t, axes, keepdims);
   if (failed(type))
     return failure();
-  if (const HostTensor *c = n.constInput(0))
-    return n.setConst(0, foldReduce(*c, axes, keepdims, kind));
-  return n.setResult(0, build<OpTy>(n, *type, {n.operand(0)},
-                                    {arrayAttr(n, "axes", axes),
-                                     boolAttr(n, "keepdims", keepdims)}));
+  if (of != Of::Input && !isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  if (const HostTensor *c = n.constInput(0)) {
+    if (of == Of::Input)
+      return n.setConst(0, foldReduce(*c, axes, keepdims, kind));
+    HostTensor square = foldElementwise(
+        {c}, c->shape, c->elementType,
+        [](ArrayRef<double> a) { return a[0] * a[0]; });
+    HostTensor sum = foldReduce(square, axes, keepdims, kind);
+    if (of == Of::L2)
+      sum = foldElementwise({&sum}, sum.shape, sum.elementType,
+                            [](ArrayRef<double> a) { return std::sqrt(a[0]); });
+    return n.setConst(0, sum);
+  }
+  Value x = n.operand(0);
+  if (of != Of::Input)
+    x = build<MulOp>(n, t, {x, x});
+  Value y = build<OpTy>(n, *type, {x},
+                        {arrayAttr(n, "axes", axes),
+                         boolAttr(n, "keepdims", keepdims)});
+  if (of == Of::L2)
+    y = build<SqrtOp>(n, *type, {y});
+  return n.setResult(0, y);
 }
 
 LogicalResult lowerLayerNorm(NodeContext &n) {
@@ -125,6 +151,43 @@ LogicalResult lowerLayerNorm(NodeContext &n) {
              {i64Attr(n, "axis", *axis),
               n.b.getNamedAttr("epsilon", n.b.getF32FloatAttr(n.attrFloat(
                                               "epsilon", 1e-5f)))}));
+}
+
+/// InstanceNormalization(x [N, C, D...], scale [C], B [C]): each (n, c)
+/// normalised over its D... elements, as one layer norm over [N, C, prod D]
+/// with unit scale, then the per-channel affine (GroupNorm with one group a
+/// channel exports as this; so do wav2vec2's and Conv-TasNet's norms).
+LogicalResult lowerInstanceNorm(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  Type elem = x.getElementType();
+  if (!isa<FloatType>(elem) || x.getRank() < 3)
+    return n.error() << "InstanceNormalization of " << x
+                     << " is not supported (float [N, C, D...] is)";
+  int64_t channels = x.getDimSize(1), spatial = 1;
+  for (int64_t d = 2; d < x.getRank(); ++d)
+    spatial *= x.getDimSize(d);
+  auto perChannel = RankedTensorType::get({channels}, elem);
+  for (int i : {1, 2})
+    if (n.inputType(i) != perChannel)
+      return n.error() << "input " << i << " must be " << perChannel
+                       << ", got " << n.inputType(i);
+  auto flat = RankedTensorType::get({x.getDimSize(0), channels, spatial}, elem);
+  Value y = build<ReshapeOp>(n, flat, {n.operand(0)});
+  Value ones = splatConstant(n, elem, {spatial}, 1.0);
+  y = build<LayerNormOp>(
+      n, flat, {y, ones},
+      {i64Attr(n, "axis", 2),
+       n.b.getNamedAttr("epsilon",
+                        n.b.getF32FloatAttr(n.attrFloat("epsilon", 1e-5f)))});
+  y = build<ReshapeOp>(n, x, {y});
+  SmallVector<int64_t> channelShape(x.getRank() - 1, 1);
+  channelShape[0] = channels;
+  auto column = RankedTensorType::get(channelShape, elem);
+  y = broadcastBinary<MulOp>(n, y, build<ReshapeOp>(n, column, {n.operand(1)}));
+  return n.setResult(
+      0, broadcastBinary<AddOp>(n, y, build<ReshapeOp>(n, column, {n.operand(2)})));
 }
 
 /// Explicit pads from ONNX's auto_pad (NOTSET: `pads` as given) for
@@ -296,16 +359,9 @@ LogicalResult lowerBatchNorm(NodeContext &n) {
                        << *stats << ", got " << n.inputType(i);
   float eps = n.attrFloat("epsilon", 1e-5f);
   Type elem = x.getElementType();
-  auto scalar = [&](double v) -> Value {
-    auto t = RankedTensorType::get({}, elem);
-    return ConstantOp::create(
-        n.b, n.loc, DenseElementsAttr::get(t, n.b.getFloatAttr(elem, v)));
-  };
+  auto scalar = [&](double v) { return scalarConstant(n, elem, v); };
   auto binaryOp = [&](auto tag, Value a, Value b) -> Value {
-    using OpTy = decltype(tag);
-    auto t = shape::binary(n.loc, cast<RankedTensorType>(a.getType()),
-                           cast<RankedTensorType>(b.getType()), Type());
-    return build<OpTy>(n, *t, {a, b});
+    return broadcastBinary<decltype(tag)>(n, a, b);
   };
   // [C] as [C, 1, ...]: broadcast against x's channel axis.
   SmallVector<int64_t> channelShape(x.getRank() - 1, 1);
@@ -389,6 +445,15 @@ void mlir::fsdp::onnx_ops::addCompute(llvm::StringMap<LowerFn> &table) {
            [](NodeContext &n) { return reduction<ReduceSumOp>(n, 0, 13); }},
           {"ReduceMean",
            [](NodeContext &n) { return reduction<ReduceMeanOp>(n, 1, 18); }},
+          {"ReduceSumSquare",
+           [](NodeContext &n) {
+             return reduction<ReduceSumOp>(n, 0, 18, Of::Square);
+           }},
+          {"ReduceL2",
+           [](NodeContext &n) {
+             return reduction<ReduceSumOp>(n, 0, 18, Of::L2);
+           }},
+          {"InstanceNormalization", lowerInstanceNorm},
           {"ReduceMax",
            [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
           {"LayerNormalization", lowerLayerNorm},

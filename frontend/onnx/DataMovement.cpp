@@ -5,6 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/OnnxOpsSupport.h"
+#include "common/UnaryMath.h"
+
+#include <deque>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -162,24 +165,37 @@ LogicalResult lowerTranspose(NodeContext &n) {
 LogicalResult lowerConcat(NodeContext &n) {
   if (failed(allInputs(n, 1)))
     return failure();
-  RankedTensorType first = n.inputType(0);
+  // torch.cat skips an empty 1-D tensor beside tensors of another rank (its
+  // legacy rule), and the exporter writes such inputs as they are
+  // (Emformer's empty memory): skipped here too.
+  bool otherRank = llvm::any_of(llvm::seq(0, n.numInputs()), [&](int i) {
+    return n.inputType(i).getRank() != 1;
+  });
+  SmallVector<int> kept; // never empty: a tensor of another rank is kept
+  for (int i = 0; i < n.numInputs(); ++i) {
+    RankedTensorType t = n.inputType(i);
+    if (!(otherRank && t.getRank() == 1 && t.getDimSize(0) == 0))
+      kept.push_back(i);
+  }
+  RankedTensorType first = n.inputType(kept[0]);
   auto axis = axisOf(n, n.attrInt("axis", 0), first.getRank());
   if (failed(axis))
     return failure();
   SmallVector<Type> types;
-  for (int i = 0; i < n.numInputs(); ++i)
+  for (int i : kept)
     types.push_back(n.inputType(i));
   auto type = shape::concat(n.loc, types, *axis);
   if (failed(type))
     return failure();
-  if (n.allConst() && isSmall(type->getShape())) {
+  if (llvm::all_of(kept, [&](int i) { return n.constInput(i); }) &&
+      isSmall(type->getShape())) {
     SmallVector<const HostTensor *> cs;
-    for (int i = 0; i < n.numInputs(); ++i)
+    for (int i : kept)
       cs.push_back(n.constInput(i));
     return n.setConst(0, foldConcat(cs, *axis));
   }
   SmallVector<Value> operands;
-  for (int i = 0; i < n.numInputs(); ++i)
+  for (int i : kept)
     operands.push_back(n.operand(i));
   return n.setResult(
       0, build<ConcatOp>(n, *type, operands, {i64Attr(n, "axis", *axis)}));
@@ -334,6 +350,71 @@ LogicalResult lowerExpand(NodeContext &n) {
   return n.setResult(0, build<BroadcastOp>(n, type, {n.operand(0)}));
 }
 
+/// ScatterND, folded: the exporter writes it for slice assignment
+/// (`mask[a:b, c:d] = k`), which in model code builds constants (Swin's
+/// shifted-window attention mask). Reductions none, add, mul, max, min.
+LogicalResult lowerScatterND(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  const HostTensor *data = n.constInput(0), *indices = n.constInput(1),
+                   *updates = n.constInput(2);
+  if (!data || !indices || !updates)
+    return n.error() << "is only supported on values known at import time";
+  std::string reduction = n.attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" &&
+      reduction != "max" && reduction != "min")
+    return n.error() << "reduction '" << reduction
+                     << "' is not one of none, add, mul, max, min";
+  int64_t r = data->shape.size(), q = indices->shape.size();
+  if (q < 1 || indices->isFloat())
+    return n.error() << "indices must be an integer tensor of rank >= 1";
+  int64_t k = indices->shape.back();
+  if (k < 1 || k > r)
+    return n.error() << "indices' last dimension " << k
+                     << " must be in [1, rank of data = " << r << "]";
+  SmallVector<int64_t> expected(indices->shape.begin(),
+                                indices->shape.end() - 1);
+  expected.append(data->shape.begin() + k, data->shape.end());
+  if (SmallVector<int64_t>(updates->shape.begin(), updates->shape.end()) !=
+      expected)
+    return n.error() << "updates are " << updates->type() << ", expected "
+                     << RankedTensorType::get(expected, updates->elementType);
+  if (!isSmall(data->shape))
+    return n.error() << "folds up to " << kMaxFoldElements << " elements";
+  if (updates->elementType != data->elementType)
+    return n.error() << "updates and data differ in element type";
+  int64_t slice = 1;
+  for (int64_t d = k; d < r; ++d)
+    slice *= data->shape[d];
+  HostTensor out = *data;
+  int64_t tuples = indices->numel() / k;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t offset = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      int64_t dim = data->shape[j], i = indices->asInt(t * k + j);
+      if (i < -dim || i >= dim)
+        return n.error() << "index " << i << " is out of range for axis " << j
+                         << " (" << dim << ")";
+      offset = offset * dim + (i < 0 ? i + dim : i);
+    }
+    offset *= slice;
+    for (int64_t e = 0; e < slice; ++e) {
+      double u = updates->asDouble(t * slice + e),
+             v = out.asDouble(offset + e);
+      if (reduction == "add")
+        u = v + u;
+      else if (reduction == "mul")
+        u = v * u;
+      else if (reduction == "max")
+        u = ::fsdp::um::binaryMax(v, u);
+      else if (reduction == "min")
+        u = ::fsdp::um::binaryMin(v, u);
+      out.set(offset + e, u);
+    }
+  }
+  return n.setConst(0, std::move(out));
+}
+
 LogicalResult lowerGather(NodeContext &n) {
   if (failed(expectInputs(n, 2, 2)))
     return failure();
@@ -355,6 +436,195 @@ LogicalResult lowerGather(NodeContext &n) {
   }
   return n.setResult(0, build<GatherOp>(n, *type, {n.operand(0), n.operand(1)},
                                         {i64Attr(n, "axis", *axis)}));
+}
+
+/// Pad's borders, axis by axis, over either values (ops) or constants
+/// (the fold): `Pieces` gives shapeOf, slice, splat and concat. Each border
+/// is slices of the input (or a splat) concatenated around it, so the
+/// gradient is the concat's and the slices'; a negative pad crops.
+template <typename Pieces, typename T>
+FailureOr<T> padAxes(NodeContext &n, Pieces &p, T x, StringRef mode,
+                     ArrayRef<int64_t> axes, ArrayRef<int64_t> pads) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = axes[i], before = pads[i], after = pads[i + axes.size()];
+    int64_t dim = p.shapeOf(x)[axis];
+    if (before < 0 || after < 0) { // a crop first
+      int64_t lo = std::max<int64_t>(0, -before),
+              hi = dim - std::max<int64_t>(0, -after);
+      if (hi < lo)
+        return n.error() << "pads crop axis " << axis << " (" << dim
+                         << ") below 0";
+      x = p.slice(x, axis, lo, hi);
+      dim = hi - lo;
+      before = std::max<int64_t>(0, before);
+      after = std::max<int64_t>(0, after);
+    }
+    if (before == 0 && after == 0)
+      continue;
+    if (mode != "constant" && dim == 0)
+      return n.error() << "mode '" << mode << "' pads an empty axis " << axis;
+    if (mode == "reflect" && (before >= dim || after >= dim))
+      return n.error() << "reflect pads of " << before << " and " << after
+                       << " need more than that many elements on axis "
+                       << axis << " (" << dim << ")";
+    if (mode == "wrap" && (before > dim || after > dim))
+      return n.error() << "wrap pads of " << before << " and " << after
+                       << " exceed axis " << axis << " (" << dim << ")";
+    SmallVector<T> parts;
+    // The border of `count` elements on one side, in order along the axis.
+    auto border = [&](int64_t count, bool front) {
+      if (mode == "constant") {
+        SmallVector<int64_t> shape = p.shapeOf(x);
+        shape[axis] = count;
+        parts.push_back(p.splat(shape));
+      } else if (mode == "wrap") {
+        parts.push_back(front ? p.slice(x, axis, dim - count, dim)
+                              : p.slice(x, axis, 0, count));
+      } else {
+        for (int64_t k = 0; k < count; ++k) {
+          int64_t j = mode == "edge" ? (front ? 0 : dim - 1)
+                                     : (front ? count - k : dim - 2 - k);
+          parts.push_back(p.slice(x, axis, j, j + 1));
+        }
+      }
+    };
+    if (before > 0)
+      border(before, true);
+    parts.push_back(x);
+    if (after > 0)
+      border(after, false);
+    x = p.concat(parts, axis);
+  }
+  return x;
+}
+
+/// Pad (modes constant, edge, reflect, wrap; pads and constant_value as
+/// inputs from opset 11, axes from 18; attributes before), folded when the
+/// input is known. torch.onnx.export writes it for F.pad and for pooling's
+/// count_include_pad borders (Inception, DenseNet).
+LogicalResult lowerPad(NodeContext &n) {
+  if (n.numInputs() < 1 || n.numInputs() > 4 || !n.hasInput(0))
+    return n.error() << "expects 1 to 4 inputs, got " << n.numInputs();
+  RankedTensorType t = n.inputType(0);
+  int64_t rank = t.getRank();
+  Type elem = t.getElementType();
+  std::string mode = n.attrString("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect" &&
+      mode != "wrap")
+    return n.error() << "mode '" << mode
+                     << "' is not one of constant, edge, reflect, wrap";
+  SmallVector<int64_t> pads;
+  double value = 0.0;
+  if (n.opset >= 11) {
+    auto given = shapeInput(n, 1, "pads");
+    if (failed(given))
+      return failure();
+    pads = *given;
+    if (n.numInputs() > 2 && n.hasInput(2)) {
+      auto v = n.requireConst(2, "constant_value");
+      if (failed(v))
+        return failure();
+      if ((*v)->numel() != 1)
+        return n.error() << "constant_value must hold one element";
+      value = (*v)->asDouble(0);
+    }
+  } else {
+    auto given = n.attrInts("pads");
+    if (!given)
+      return n.error() << "needs the 'pads' attribute";
+    pads = *given;
+    value = n.attrFloat("value", 0.0f);
+  }
+  SmallVector<int64_t> axes;
+  if (n.numInputs() > 3 && n.hasInput(3)) {
+    auto given = shapeInput(n, 3, "axes");
+    if (failed(given))
+      return failure();
+    for (int64_t a : *given) {
+      auto axis = axisOf(n, a, rank);
+      if (failed(axis))
+        return failure();
+      axes.push_back(*axis);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  if (pads.size() != 2 * axes.size())
+    return n.error() << "pads has " << pads.size() << " values for "
+                     << axes.size() << " axes (2 per axis expected)";
+  SmallVector<int64_t> outShape(t.getShape());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    outShape[axes[i]] += pads[i] + pads[i + axes.size()];
+    if (outShape[axes[i]] < 0)
+      return n.error() << "pads crop axis " << axes[i] << " below 0";
+  }
+
+  if (const HostTensor *c = n.constInput(0); c && isSmall(outShape)) {
+    struct Folded {
+      Type elem;
+      double value;
+      std::deque<HostTensor> held; // the pieces the fold makes
+      SmallVector<int64_t> shapeOf(const HostTensor *v) { return v->shape; }
+      const HostTensor *slice(const HostTensor *v, int64_t axis, int64_t lo,
+                              int64_t hi) {
+        SmallVector<int64_t> starts(v->shape.size(), 0), steps(starts.size(), 1);
+        SmallVector<int64_t> count(v->shape.begin(), v->shape.end());
+        starts[axis] = lo;
+        count[axis] = hi - lo;
+        return &held.emplace_back(foldSlice(*v, starts, steps, count));
+      }
+      const HostTensor *splat(ArrayRef<int64_t> shape) {
+        HostTensor z = HostTensor::zeros(elem, shape);
+        for (int64_t i = 0; i < z.numel(); ++i)
+          z.set(i, value);
+        return &held.emplace_back(std::move(z));
+      }
+      const HostTensor *concat(ArrayRef<const HostTensor *> parts, int64_t axis) {
+        return &held.emplace_back(foldConcat(parts, axis));
+      }
+    } pieces{elem, value, {}};
+    auto folded = padAxes(n, pieces, c, mode, axes, pads);
+    if (failed(folded))
+      return failure();
+    return n.setConst(0, **folded);
+  }
+
+  struct Ops {
+    NodeContext &n;
+    Type elem;
+    double value;
+    SmallVector<int64_t> shapeOf(Value v) {
+      auto s = cast<RankedTensorType>(v.getType()).getShape();
+      return SmallVector<int64_t>(s.begin(), s.end());
+    }
+    Value slice(Value v, int64_t axis, int64_t lo, int64_t hi) {
+      SmallVector<int64_t> shape = shapeOf(v), starts(shape.size(), 0),
+                           strides(shape.size(), 1), limits = shape;
+      starts[axis] = lo;
+      limits[axis] = hi;
+      shape[axis] = hi - lo;
+      return build<SliceOp>(n, RankedTensorType::get(shape, elem), {v},
+                            {arrayAttr(n, "starts", starts),
+                             arrayAttr(n, "limits", limits),
+                             arrayAttr(n, "strides", strides)});
+    }
+    Value splat(ArrayRef<int64_t> shape) {
+      return splatConstant(n, elem, shape, value);
+    }
+    Value concat(ArrayRef<Value> parts, int64_t axis) {
+      SmallVector<int64_t> shape = shapeOf(parts[0]);
+      shape[axis] = 0;
+      for (Value v : parts)
+        shape[axis] += shapeOf(v)[axis];
+      return build<ConcatOp>(n, RankedTensorType::get(shape, elem), parts,
+                             {i64Attr(n, "axis", axis)});
+    }
+  } ops{n, elem, value};
+  auto padded = padAxes(n, ops, n.operand(0), mode, axes, pads);
+  if (failed(padded))
+    return failure();
+  return n.setResult(0, *padded);
 }
 
 LogicalResult lowerTrilu(NodeContext &n) {
@@ -426,10 +696,12 @@ void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {
                      {"Squeeze", lowerSqueeze},
                      {"Transpose", lowerTranspose},
                      {"Concat", lowerConcat},
+                     {"Pad", lowerPad},
                      {"Split", lowerSplit},
                      {"Slice", lowerSlice},
                      {"Expand", lowerExpand},
                      {"Gather", lowerGather},
+                     {"ScatterND", lowerScatterND},
                      {"Trilu", lowerTrilu},
                      {"Identity", lowerIdentity},
                      {"Dropout", lowerDropout},

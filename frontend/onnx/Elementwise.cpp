@@ -201,17 +201,106 @@ LogicalResult lowerCast(NodeContext &n) {
                                    {n.operand(0)}));
 }
 
-/// Ops with no fsdp counterpart that still appear in shape/constant
-/// subgraphs (RoPE tables built from positions): folded, else an error.
-LogicalResult foldOnly(NodeContext &n, double (*fn)(double)) {
+/// Clip(x, min?, max?): max(x, min) then min(., max), NaN kept (as
+/// torch.clamp, which the exporter writes it from: ReLU6, hardtanh).
+/// The bounds are inputs from opset 11, attributes before.
+LogicalResult lowerClip(NodeContext &n) {
+  if (n.numInputs() < 1 || n.numInputs() > 3 || !n.hasInput(0))
+    return n.error() << "expects 1 to 3 inputs, got " << n.numInputs();
+  RankedTensorType t = n.inputType(0);
+  Type elem = t.getElementType();
+  // Each bound: a 0-dim value (an input) or a constant (an attribute), or
+  // none; `folded` its value where known at import time, else NaN.
+  auto bound = [&](int input, StringRef attr,
+                   double &folded) -> FailureOr<std::optional<Value>> {
+    if (n.opset >= 11) {
+      if (input >= n.numInputs() || !n.hasInput(input))
+        return std::optional<Value>();
+      if (n.inputType(input).getRank() != 0 ||
+          n.inputType(input).getElementType() != elem)
+        return n.error() << "bound " << input << " must be a 0-dim " << elem
+                         << ", got " << n.inputType(input);
+      const HostTensor *c = n.constInput(input);
+      folded = c ? c->asDouble(0) : NAN;
+      return std::optional<Value>(n.operand(input));
+    }
+    if (!n.attr(attr))
+      return std::optional<Value>();
+    folded = n.attrFloat(attr, 0.0f);
+    return std::optional<Value>(scalarConstant(n, elem, folded));
+  };
+  double lo = NAN, hi = NAN;
+  auto low = bound(1, "min", lo);
+  auto high = bound(2, "max", hi);
+  if (failed(low) || failed(high))
+    return failure();
+  bool hasLo = low->has_value(), hasHi = high->has_value();
+  const HostTensor *c = n.constInput(0);
+  if (c && isSmall(t.getShape()) && (!hasLo || !std::isnan(lo)) &&
+      (!hasHi || !std::isnan(hi)))
+    return n.setConst(0, foldElementwise({c}, c->shape, c->elementType,
+                                         [=](ArrayRef<double> a) {
+                                           double x = a[0];
+                                           if (hasLo)
+                                             x = ::fsdp::um::binaryMax(x, lo);
+                                           if (hasHi)
+                                             x = ::fsdp::um::binaryMin(x, hi);
+                                           return x;
+                                         }));
+  Value y = n.operand(0);
+  if (hasLo)
+    y = broadcastBinary<MaxOp>(n, y, **low);
+  if (hasHi)
+    y = broadcastBinary<MinOp>(n, y, **high);
+  return n.setResult(0, y);
+}
+
+/// HardSigmoid: max(0, min(1, alpha * x + beta)) (PyTorch's hardsigmoid is
+/// alpha = 1/6, beta = 1/2).
+LogicalResult lowerHardSigmoid(NodeContext &n) {
   if (failed(expectInputs(n, 1, 1)))
     return failure();
-  const HostTensor *c = n.constInput(0);
-  if (!c)
+  RankedTensorType t = n.inputType(0);
+  Type elem = t.getElementType();
+  if (!isa<FloatType>(elem))
+    return n.error() << "expects a float tensor, got " << t;
+  double alpha = n.attrFloat("alpha", 0.2f), beta = n.attrFloat("beta", 0.5f);
+  auto scalar = [&](double v) { return scalarConstant(n, elem, v); };
+  Value y = broadcastBinary<MulOp>(n, n.operand(0), scalar(alpha));
+  y = broadcastBinary<AddOp>(n, y, scalar(beta));
+  y = broadcastBinary<MinOp>(n, y, scalar(1.0));
+  return n.setResult(0, broadcastBinary<MaxOp>(n, y, scalar(0.0)));
+}
+
+/// Mod, folded: the exporter writes it for index arithmetic on constants
+/// (Swin's shifted-window mask). fmod = 0 takes the divisor's sign (as
+/// Python's %), fmod = 1 the dividend's (as C's fmod).
+LogicalResult lowerMod(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  const HostTensor *a = n.constInput(0), *b = n.constInput(1);
+  if (!a || !b)
     return n.error() << "is only supported on values known at import time";
+  bool cStyle = n.attrInt("fmod", 0) != 0;
+  if (!cStyle && a->isFloat())
+    return n.error() << "fmod = 0 on floats is invalid ONNX (fmod = 1 is)";
+  auto type = shape::binary(n.loc, a->type(), b->type(), Type());
+  if (failed(type))
+    return failure();
+  if (!isSmall(type->getShape()))
+    return n.error() << "folds up to " << kMaxFoldElements << " elements";
+  if (!b->isFloat())
+    for (int64_t i = 0; i < b->numel(); ++i)
+      if (b->asInt(i) == 0)
+        return n.error() << "divides by zero";
   return n.setConst(
-      0, foldElementwise({c}, c->shape, c->elementType,
-                         [fn](ArrayRef<double> a) { return fn(a[0]); }));
+      0, foldElementwise({a, b}, type->getShape(), type->getElementType(),
+                         [cStyle](ArrayRef<double> v) {
+                           double r = std::fmod(v[0], v[1]);
+                           if (!cStyle && r != 0 && ((r < 0) != (v[1] < 0)))
+                             r += v[1];
+                           return r;
+                         }));
 }
 
 } // namespace
@@ -240,6 +329,9 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
 #include "common/BinaryOps.def"
 #undef FSDP_BINARY
           {"Pow", lowerPow},
+          {"Clip", lowerClip},
+          {"HardSigmoid", lowerHardSigmoid},
+          {"Mod", lowerMod},
           {"Max",
            [](NodeContext &n) {
              return variadic<MaxOp>(n, ::fsdp::um::binaryMax<double>);

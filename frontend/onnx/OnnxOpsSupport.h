@@ -17,6 +17,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cassert>
 #include <cmath>
 #include <cstdio>
 
@@ -38,6 +39,31 @@ inline NamedAttribute arrayAttr(NodeContext &n, StringRef name,
 }
 inline NamedAttribute boolAttr(NodeContext &n, StringRef name, bool v) {
   return n.b.getNamedAttr(name, n.b.getBoolAttr(v));
+}
+
+/// A constant of `shape` and element type `elem`, every element `v`.
+inline Value splatConstant(NodeContext &n, Type elem, ArrayRef<int64_t> shape,
+                           double v) {
+  auto t = RankedTensorType::get(shape, elem);
+  Attribute a = isa<FloatType>(elem)
+                    ? Attribute(n.b.getFloatAttr(elem, v))
+                    : Attribute(n.b.getIntegerAttr(elem, (int64_t)v));
+  return ConstantOp::create(n.b, n.loc, DenseElementsAttr::get(t, a));
+}
+
+/// A 0-dim constant of element type `elem` holding `v`.
+inline Value scalarConstant(NodeContext &n, Type elem, double v) {
+  return splatConstant(n, elem, {}, v);
+}
+
+/// `a` OpTy `b` with NumPy broadcasting, operands known to agree (a
+/// composition's own values: an error would be the importer's bug).
+template <typename OpTy>
+Value broadcastBinary(NodeContext &n, Value a, Value b) {
+  auto t = shape::binary(n.loc, cast<RankedTensorType>(a.getType()),
+                         cast<RankedTensorType>(b.getType()), Type());
+  assert(succeeded(t) && "a composition's operands must broadcast");
+  return build<OpTy>(n, *t, {a, b});
 }
 
 /// All inputs present (no empty names), between `min` and `max` of them.
