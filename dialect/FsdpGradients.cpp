@@ -12,6 +12,7 @@
 #include "dialect/ShapeInference.h"
 
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -550,9 +551,71 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
       {builder.getNamedAttr("causal", builder.getBoolAttr(getCausal())),
        builder.getNamedAttr("scale", getScaleAttr())});
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
-  if (getMask()) // masks are inputs or constants: no gradient
-    operandGrads.push_back(Value());
+  if (getMask())
+    operandGrads.push_back(additiveMaskGrad(builder, dy));
   return success();
+}
+
+/// Whether `v` is a constant or a parameter read as it is (through views:
+/// reshape, slice, transpose, broadcast, cast). An additive mask that is
+/// one is read as a buffer (llama2.c's -inf causal mask, which ONNX
+/// exports as an initializer like any parameter); one computed from a
+/// parameter by a lookup or arithmetic is a learned bias (Swin's and
+/// T5's relative-position tables) and gets its gradient.
+static bool isViewOfStoredTensor(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    if (isa<ConstantOp, GetParameterOp>(op))
+      return true;
+    if (!isa<ReshapeOp, SliceOp, TransposeOp, BroadcastOp, CastOp>(op))
+      return false;
+    v = op->getOperand(0);
+  }
+  return false; // a step input
+}
+
+Value AttentionOp::additiveMaskGrad(OpBuilder &builder, Value dy) {
+  // The gradient of a float mask added to the scores is the scores'
+  // gradient dS = P ⊙ (dP - rowsum(dP ⊙ P)), P the probabilities and
+  // dP = dy·vᵀ, summed back to the mask's shape. The fused backward does
+  // not give dS, so it is composed here, recomputing P ([..., Tq, Tk], as
+  // an unfused attention stores it); a mask that needs none builds
+  // nothing (and what is built for an unused gradient is erased).
+  Value mask = getMask();
+  auto maskType = tensorOf(mask);
+  if (!isa<FloatType>(maskType.getElementType()) || isViewOfStoredTensor(mask))
+    return Value();
+  G g{builder, getLoc()};
+  Value scores = g.mul(g.matmul(getQ(), getK(), false, true),
+                       getScale().convertToDouble());
+  if (maskType.getElementType() != tensorOf(scores).getElementType())
+    mask = g.make<CastOp>(RankedTensorType::get(maskType.getShape(),
+                                                tensorOf(scores).getElementType()),
+                          {mask});
+  scores = g.add(scores, mask);
+  auto st = tensorOf(scores);
+  int64_t tq = st.getDimSize(st.getRank() - 2), tk = st.getDimSize(st.getRank() - 1);
+  if (getCausal()) { // the keys after i + (tk - tq) hidden, as the kernel does
+    SmallVector<float> hide(tq * tk, 0.0f);
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = i + (tk - tq) + 1; j < tk; ++j)
+        if (j >= 0)
+          hide[i * tk + j] = -std::numeric_limits<float>::infinity();
+    auto ht = RankedTensorType::get({tq, tk}, builder.getF32Type());
+    Value h = ConstantOp::create(builder, getLoc(),
+                                 DenseElementsAttr::get(ht, ArrayRef<float>(hide)));
+    if (st.getElementType() != ht.getElementType())
+      h = g.make<CastOp>(RankedTensorType::get({tq, tk}, st.getElementType()), {h});
+    scores = g.add(scores, h);
+  }
+  int64_t last = st.getRank() - 1;
+  Value p = g.softmax(scores, last);
+  Value dp = g.matmul(dy, getV(), false, true);
+  Value ds = g.mul(p, g.sub(dp, g.reduceSum(g.mul(dp, p), {last}, true)));
+  Value dm = g.unbroadcast(ds, RankedTensorType::get(maskType.getShape(),
+                                                     st.getElementType()));
+  if (maskType.getElementType() != st.getElementType())
+    dm = g.make<CastOp>(maskType, {dm});
+  return dm;
 }
 
 //===----------------------------------------------------------------------===//

@@ -431,6 +431,11 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
                    F32Attr:$scale);
   let results = (outs Fsdp_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDeclaration = [{
+    /// The gradient of a float (additive) mask, composed; null where the
+    /// mask is boolean or a stored tensor read through views (a buffer).
+    ::mlir::Value additiveMaskGrad(::mlir::OpBuilder &builder, ::mlir::Value dy);
+  }];
 }
 
 //===----------------------------------------------------------------------===//

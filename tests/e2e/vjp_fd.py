@@ -288,6 +288,22 @@ def cases():
          helper.make_node("Softmax", ["m"], ["p"], name="/softmax", axis=-1),
          helper.make_node("MatMul", ["p", "v"], ["y"], name="/pv")],
         [param("q", (2, T, D)), param("k", (2, T, D)), param("v", (2, T, D))], [("y", (2, T, D))])
+    # A learned additive bias (Swin's relative-position table: a lookup of
+    # a trained parameter), fused into the attention as its mask: the
+    # table's gradient is the scores' (it had none: trained as a buffer).
+    rel = np.array([[i - j + T - 1 for j in range(T)] for i in range(T)], np.int64)
+    c["attention-learned-bias"] = model(
+        [helper.make_node("Transpose", ["k"], ["kt"], name="/kt", perm=[0, 2, 1]),
+         helper.make_node("MatMul", ["q", "kt"], ["s"], name="/qk"),
+         const("scale", np.float32(0.5)),
+         helper.make_node("Mul", ["s", "scale"], ["ss"], name="/scale"),
+         const("rel", rel),
+         helper.make_node("Gather", ["table", "rel"], ["bias"], name="/bias"),
+         helper.make_node("Add", ["ss", "bias"], ["m"], name="/mask"),
+         helper.make_node("Softmax", ["m"], ["p"], name="/softmax", axis=-1),
+         helper.make_node("MatMul", ["p", "v"], ["y"], name="/pv")],
+        [param("q", (2, T, D)), param("k", (2, T, D)), param("v", (2, T, D)),
+         param("table", (2 * T - 1,))], [("y", (2, T, D))])
     return c
 
 
