@@ -657,33 +657,41 @@ LogicalResult lowerIdentity(NodeContext &n) {
 LogicalResult lowerDropout(NodeContext &n) {
   if (failed(expectInputs(n, 1, 3)))
     return failure();
+  if (failed(n.setUnsupported(1, "dropout masks are not imported")))
+    return failure();
+  double ratio = 0.0; // eval mode (no training_mode input): the identity
   if (n.hasInput(2)) {
     auto training = n.requireConst(2, "training_mode");
     if (failed(training))
       return failure();
-    // Training mode with ratio 0 (a model exported with TrainingMode.TRAINING,
-    // so that equal initializers are not merged, and dropout=0) is the
-    // identity; any other ratio would need random masks.
     if ((*training)->asInt(0)) {
-      double ratio = 0.5; // ONNX's default
+      ratio = 0.5; // ONNX's default
       if (n.hasInput(1)) {
         auto r = n.requireConst(1, "ratio");
         if (failed(r))
           return failure();
         ratio = (*r)->asDouble(0);
       }
-      if (ratio != 0.0) {
-        char shown[32];
-        std::snprintf(shown, sizeof shown, "%g", ratio);
-        return n.error() << "training-mode dropout (ratio " << shown
-                         << ") is not supported; set dropout to 0, or "
-                            "export in eval mode";
-      }
     }
   }
-  if (failed(n.setUnsupported(1, "dropout masks are not imported")))
-    return failure();
-  return n.setAlias(0, n.input(0));
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    return n.error() << "dropout ratio " << ratio << " is not in [0, 1)";
+  if (ratio == 0.0)
+    return n.setAlias(0, n.input(0));
+  if (!isa<FloatType>(n.inputType(0).getElementType()))
+    return n.error() << "dropout of " << n.inputType(0)
+                     << " is not supported (a float tensor is)";
+  // Training mode (a model exported with TrainingMode.TRAINING): the plan
+  // draws the mask (fsdp.dropout, Philox over seed, step and element), each
+  // node its own stream, keyed by its position in the graph and the
+  // node's `seed` attribute where the exporter gave one.
+  uint64_t seed = (uint64_t(n.attrInt("seed", 0)) * 0x9E3779B1u + n.index) %
+                  (uint64_t(1) << 62);
+  return n.setResult(
+      0, build<DropoutOp>(n, n.inputType(0), {n.operand(0)},
+                          {n.b.getNamedAttr("p", n.b.getF64FloatAttr(ratio)),
+                           n.b.getNamedAttr("seed",
+                                            n.b.getI64IntegerAttr(seed))}));
 }
 
 } // namespace

@@ -1,4 +1,4 @@
-"""Dropout drawn in the plan (issue 37.3): fsdp.dropout's mask comes from
+"""Dropout drawn in the plan (issue 37.3), traced or imported from ONNX: fsdp.dropout's mask comes from
 Philox-4x32-10 over (seed, step, the element's index in the global batch),
 regenerated in backward and in recomputation, never stored.
 
@@ -26,6 +26,7 @@ import math
 import os
 import sys
 import tempfile
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -95,6 +96,40 @@ class Mlp(nn.Module):
         return ((self.out(h).squeeze(-1) - y) ** 2).mean()
 
 
+def check_keep_rate(opt, fr, t, model_file, m, p, door):
+    """One dropout(p) over a parameter w, loss Σ dropout(w)²/2: the kept
+    fraction, the kept gradients w/(1-p)², the loss over exactly the kept
+    elements (forward and backward drew one mask), a new mask each step
+    and the same on a rerun and on the emulated device backend."""
+    n = m.w.numel()
+    plan = f"{t}/m.{door}.plan"
+    run([opt, model_file, "-o", plan, "--optimizer", "sgd", "--lr", "0"])
+    run([fr, plan, "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
+         "--log", f"{t}/m.jsonl", "--dump-grads", f"{t}/m.g.safetensors"])
+    w = m.w.detach().double().numpy()
+    g = np.asarray(read_safetensors(f"{t}/m.g.safetensors")["w"], np.float64)
+    kept = g != 0
+    rate = kept.mean()
+    sd = math.sqrt(p * (1 - p) / n)
+    check(abs(rate - (1 - p)) < 5 * sd, f"{door}: keep rate {rate:.4f} within 5 sd of {1 - p}")
+    scale = 1 / (1 - p)
+    check(np.allclose(g[kept], w[kept] * scale * scale, rtol=1e-5),
+          f"{door}: kept gradients are w/(1-p)^2 (the forward's scaling, then the backward's)")
+    want = 0.5 * float(np.sum((w[kept] * scale) ** 2))
+    steps = losses(f"{t}/m.jsonl")
+    check(abs(steps[0] - want) <= 1e-4 * want,
+          f"{door}: step 1 loss {steps[0]:.6g} = the kept elements' {want:.6g}: forward and "
+          f"backward drew one mask")
+    # Two masks give losses some 0.8% apart (sd); one mask twice, equal bits.
+    check(abs(steps[1] - steps[0]) > 1e-6 * want, f"{door}: step 2 draws another mask")
+    run([fr, plan, "--data", f"{t}/m.npz", "--steps", "2", "--quiet", "--log", f"{t}/m2.jsonl"])
+    check(losses(f"{t}/m2.jsonl") == steps, f"{door}: a rerun draws the same masks")
+    run([fr, plan, "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
+         "--backend", "emulated", "--log", f"{t}/me.jsonl"])
+    check(np.allclose(losses(f"{t}/me.jsonl"), steps, rtol=1e-5),
+          f"{door}: the emulated device backend draws the CPU's masks")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsdp-opt", required=True)
@@ -102,37 +137,22 @@ def main():
     a = ap.parse_args()
     opt, fr = a.fsdp_opt, a.fsdp_run
     with tempfile.TemporaryDirectory() as t:
-        # Keep rate, scaling, forward/backward agreement.
+        # Keep rate, scaling, forward/backward agreement: through the
+        # tracer, and through ONNX (torch.onnx.export in training mode
+        # writes Dropout with training_mode = true).
         n, p = 40000, 0.3
         m = Masked(n, p)
         x = torch.ones(())
-        fsdp_trace.trace(m, {"x": x}).save(f"{t}/m.mlir")
         np.savez(f"{t}/m.npz", x=x.numpy())
-        run([opt, f"{t}/m.mlir", "-o", f"{t}/m.plan", "--optimizer", "sgd", "--lr", "0"])
-        run([fr, f"{t}/m.plan", "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
-             "--log", f"{t}/m.jsonl", "--dump-grads", f"{t}/m.g.safetensors"])
-        w = m.w.detach().double().numpy()
-        g = np.asarray(read_safetensors(f"{t}/m.g.safetensors")["w"], np.float64)
-        kept = g != 0
-        rate = kept.mean()
-        sd = math.sqrt(p * (1 - p) / n)
-        check(abs(rate - (1 - p)) < 5 * sd, f"keep rate {rate:.4f} within 5 sd of {1 - p}")
-        scale = 1 / (1 - p)
-        check(np.allclose(g[kept], w[kept] * scale * scale, rtol=1e-5),
-              "kept gradients are w/(1-p)^2 (the forward's scaling, then the backward's)")
-        want = 0.5 * float(np.sum((w[kept] * scale) ** 2))
-        steps = losses(f"{t}/m.jsonl")
-        check(abs(steps[0] - want) <= 1e-4 * want,
-              f"step 1 loss {steps[0]:.6g} = the kept elements' {want:.6g}: forward and "
-              f"backward drew one mask")
-        check(abs(steps[1] - steps[0]) > 1e-3 * want, "step 2 draws another mask")
-        run([fr, f"{t}/m.plan", "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
-             "--log", f"{t}/m2.jsonl"])
-        check(losses(f"{t}/m2.jsonl") == steps, "a rerun draws the same masks")
-        r = run([fr, f"{t}/m.plan", "--data", f"{t}/m.npz", "--steps", "2", "--quiet",
-                 "--backend", "emulated", "--log", f"{t}/me.jsonl"])
-        check(np.allclose(losses(f"{t}/me.jsonl"), steps, rtol=1e-5),
-              "the emulated device backend draws the CPU's masks")
+        fsdp_trace.trace(m, {"x": x}).save(f"{t}/m.mlir")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(m.train(), (x,), f"{t}/m.onnx", input_names=["x"],
+                              output_names=["loss"], opset_version=17,
+                              do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
+        for door in ("mlir", "onnx"):
+            check_keep_rate(opt, fr, t, f"{t}/m.{door}", m, p, door)
 
         # p = 0 and eval mode: no dropout op.
         for label, module, train in (("p=0", Masked(8, 0.0), True),
