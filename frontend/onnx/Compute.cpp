@@ -265,6 +265,185 @@ LogicalResult lowerConv(NodeContext &n) {
            i64Attr(n, "groups", group)}));
 }
 
+/// ConvTranspose as the convolution it is the gradient of (the tracer's
+/// conv_transpose composition, decompose/nn.py): the input spread out by
+/// the stride (zeros between: a concat with zeros and a reshape per axis),
+/// padded by dilation·(k - 1) - pad on each side (+ output_padding after;
+/// a negative amount crops), convolved at stride 1 with the kernel flipped
+/// and its in/out channels swapped within each group. `output_shape`, where
+/// given, sets the pads as ONNX specifies.
+LogicalResult lowerConvTranspose(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 3)))
+    return failure();
+  RankedTensorType xt = n.inputType(0), wt = n.inputType(1);
+  int64_t spatial = xt.getRank() - 2;
+  Type elem = xt.getElementType();
+  if (spatial != 1 && spatial != 2)
+    return n.error() << "ConvTranspose of " << (spatial < 0 ? 0 : spatial)
+                     << " spatial axes is not supported (1-D and 2-D are)";
+  if (!isa<FloatType>(elem) || wt.getRank() != xt.getRank() ||
+      wt.getElementType() != elem)
+    return n.error() << "ConvTranspose of " << xt << " by " << wt
+                     << " is not supported (float tensors of one rank are)";
+  int64_t group = n.attrInt("group", 1);
+  int64_t cin = xt.getDimSize(1), coutG = wt.getDimSize(1);
+  if (group < 1 || wt.getDimSize(0) != cin || cin % group)
+    return n.error() << "ConvTranspose weight " << wt << " does not take "
+                     << cin << " input channels in " << group << " group(s)";
+  SmallVector<int64_t> ones(spatial, 1), zeros(spatial, 0);
+  SmallVector<int64_t> strides = n.attrInts("strides").value_or(ones);
+  SmallVector<int64_t> dilations = n.attrInts("dilations").value_or(ones);
+  SmallVector<int64_t> outPad = n.attrInts("output_padding").value_or(zeros);
+  SmallVector<int64_t> pads =
+      n.attrInts("pads").value_or(SmallVector<int64_t>(2 * spatial, 0));
+  SmallVector<int64_t> kernel(wt.getShape().drop_front(2));
+  if ((int64_t)strides.size() != spatial ||
+      (int64_t)dilations.size() != spatial ||
+      (int64_t)outPad.size() != spatial || (int64_t)pads.size() != 2 * spatial)
+    return n.error() << "ConvTranspose needs " << spatial
+                     << " strides, dilations and output_padding, and "
+                     << 2 * spatial << " pads";
+  for (int64_t d = 0; d < spatial; ++d)
+    if (strides[d] < 1 || dilations[d] < 1 || outPad[d] < 0 ||
+        outPad[d] >= std::max(strides[d], dilations[d]))
+      return n.error() << "ConvTranspose axis " << d << ": stride "
+                       << strides[d] << ", dilation " << dilations[d]
+                       << ", output_padding " << outPad[d] << " are invalid";
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  auto outputShape = n.attrInts("output_shape");
+  if (autoPad == "VALID")
+    pads.assign(2 * spatial, 0);
+  if (outputShape || autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    if (outputShape && (int64_t)outputShape->size() != spatial)
+      return n.error() << "ConvTranspose output_shape needs " << spatial
+                       << " values (the spatial extents)";
+    for (int64_t d = 0; d < spatial; ++d) {
+      int64_t in = xt.getDimSize(2 + d);
+      int64_t out = outputShape ? (*outputShape)[d] : in * strides[d];
+      int64_t total = strides[d] * (in - 1) + outPad[d] +
+                      (kernel[d] - 1) * dilations[d] + 1 - out;
+      bool upper = autoPad == "SAME_UPPER";
+      pads[d] = upper ? total / 2 : total - total / 2;
+      pads[d + spatial] = upper ? total - total / 2 : total / 2;
+    }
+  }
+  auto shapeOf = [](Value v) {
+    auto s = cast<RankedTensorType>(v.getType()).getShape();
+    return SmallVector<int64_t>(s.begin(), s.end());
+  };
+  auto typeOf = [&](ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, elem);
+  };
+  auto slice = [&](Value v, int64_t axis, int64_t lo, int64_t hi) -> Value {
+    SmallVector<int64_t> shape = shapeOf(v), starts(shape.size(), 0),
+                         steps(shape.size(), 1), limits = shape;
+    if (lo == 0 && hi == shape[axis])
+      return v;
+    starts[axis] = lo;
+    limits[axis] = hi;
+    shape[axis] = hi - lo;
+    return build<SliceOp>(n, typeOf(shape), {v},
+                          {arrayAttr(n, "starts", starts),
+                           arrayAttr(n, "limits", limits),
+                           arrayAttr(n, "strides", steps)});
+  };
+
+  Value x = n.operand(0);
+  SmallVector<int64_t> convPads(2 * spatial, 0);
+  for (int64_t d = 0; d < spatial; ++d) {
+    int64_t axis = 2 + d, s = strides[d];
+    if (s > 1) { // [.., L, ..] -> [.., L, 1, ..] ++ zeros [.., L, s-1, ..]
+      SmallVector<int64_t> shape = shapeOf(x), split = shape;
+      int64_t len = shape[axis];
+      split.insert(split.begin() + axis + 1, 1);
+      Value col = build<ReshapeOp>(n, typeOf(split), {x});
+      SmallVector<int64_t> zshape = split;
+      zshape[axis + 1] = s - 1;
+      SmallVector<int64_t> both = split;
+      both[axis + 1] = s;
+      Value spread = build<ConcatOp>(
+          n, typeOf(both), {col, splatConstant(n, elem, zshape, 0.0)},
+          {i64Attr(n, "axis", axis + 1)});
+      shape[axis] = len * s;
+      x = slice(build<ReshapeOp>(n, typeOf(shape), {spread}), axis, 0,
+                (len - 1) * s + 1);
+    }
+    int64_t reach = dilations[d] * (kernel[d] - 1);
+    int64_t before = reach - pads[d], after = reach - pads[d + spatial] + outPad[d];
+    int64_t len = shapeOf(x)[axis];
+    int64_t lo = std::max<int64_t>(0, -before), hi = len - std::max<int64_t>(0, -after);
+    if (hi <= lo)
+      return n.error() << "ConvTranspose pads leave axis " << d << " empty";
+    x = slice(x, axis, lo, hi);
+    convPads[d] = std::max<int64_t>(0, before);
+    convPads[d + spatial] = std::max<int64_t>(0, after);
+  }
+  // [C_in, C_out/g, K..] -> [g, C_in/g, C_out/g, K..] -> [g, C_out/g, C_in/g,
+  // K..] -> [C_out, C_in/g, K..], then each spatial axis reversed.
+  SmallVector<int64_t> grouped{group, cin / group, coutG};
+  grouped.append(kernel.begin(), kernel.end());
+  Value w = build<ReshapeOp>(n, typeOf(grouped), {n.operand(1)});
+  SmallVector<int64_t> perm{0, 2, 1}, swapped{group, coutG, cin / group};
+  for (int64_t d = 0; d < spatial; ++d) {
+    perm.push_back(3 + d);
+    swapped.push_back(kernel[d]);
+  }
+  w = build<TransposeOp>(n, typeOf(swapped), {w},
+                         {arrayAttr(n, "perm", perm)});
+  SmallVector<int64_t> wshape{group * coutG, cin / group};
+  wshape.append(kernel.begin(), kernel.end());
+  w = build<ReshapeOp>(n, typeOf(wshape), {w});
+  for (int64_t d = 0; d < spatial; ++d) {
+    if (kernel[d] == 1)
+      continue;
+    SmallVector<int64_t> reversed;
+    for (int64_t i = kernel[d] - 1; i >= 0; --i)
+      reversed.push_back(i);
+    auto indexType = RankedTensorType::get({kernel[d]}, n.b.getI64Type());
+    Value index = ConstantOp::create(
+        n.b, n.loc, DenseElementsAttr::get(indexType, ArrayRef<int64_t>(reversed)));
+    w = build<GatherOp>(n, w.getType(), {w, index},
+                        {i64Attr(n, "axis", 2 + d)});
+  }
+  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::conv(n.loc, cast<RankedTensorType>(x.getType()),
+                          cast<RankedTensorType>(w.getType()), bias,
+                          {ones, convPads, dilations, group});
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{x, w};
+  if (bias)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0, build<ConvOp>(
+             n, *type, operands,
+             {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(ones)),
+              n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(convPads)),
+              n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
+              i64Attr(n, "groups", group)}));
+}
+
+/// PRelu(x, slope): x where x >= 0 (and where it is NaN), slope·x below.
+LogicalResult lowerPRelu(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  RankedTensorType x = n.inputType(0);
+  if (!isa<FloatType>(x.getElementType()))
+    return n.error() << "expects a float tensor, got " << x;
+  auto scaledType = shape::binary(n.loc, x, n.inputType(1), Type());
+  if (failed(scaledType))
+    return failure();
+  if (*scaledType != x)
+    return n.error() << "slope " << n.inputType(1)
+                     << " must broadcast to the input " << x;
+  Value scaled = broadcastBinary<MulOp>(n, n.operand(0), n.operand(1));
+  auto condType = RankedTensorType::get(x.getShape(), n.b.getI1Type());
+  Value below = build<LessOp>(n, condType,
+                              {n.operand(0),
+                               scalarConstant(n, x.getElementType(), 0.0)});
+  return n.setResult(0, build<WhereOp>(n, x, {below, scaled, n.operand(0)}));
+}
+
 /// MaxPool and AveragePool: fsdp.pool.
 LogicalResult lowerPool(NodeContext &n, StringRef mode) {
   if (failed(expectInputs(n, 1, 1)))
@@ -458,6 +637,8 @@ void mlir::fsdp::onnx_ops::addCompute(llvm::StringMap<LowerFn> &table) {
            [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
           {"LayerNormalization", lowerLayerNorm},
           {"Conv", lowerConv},
+          {"ConvTranspose", lowerConvTranspose},
+          {"PRelu", lowerPRelu},
           {"BatchNormalization", lowerBatchNorm},
           {"MaxPool", [](NodeContext &n) { return lowerPool(n, "max"); }},
           {"AveragePool", [](NodeContext &n) { return lowerPool(n, "avg"); }},

@@ -193,6 +193,23 @@ def cases():
                                         strides=[1, 2])
     c["Conv-1d-same"] = conv((2, 3, 7), (2, 3, 4), (2, 2, 4), auto_pad="SAME_UPPER",
                              strides=[2])
+    # ConvTranspose: composed at import (spread by the stride, padded, a
+    # stride-1 conv with the kernel flipped and its channels swapped).
+    def conv_t(x_shape, w_shape, out_shape, bias=True, **attrs):
+        inputs = ["x", "w"] + (["b"] if bias else [])
+        inits = [param("x", x_shape), param("w", w_shape)]
+        if bias:
+            inits.append(param("b", (w_shape[1] * attrs.get("group", 1),)))
+        return model([helper.make_node("ConvTranspose", inputs, ["y"], name="/op", **attrs)],
+                     inits, [("y", out_shape)])
+    c["ConvTranspose-2d-stride-pad-outpad"] = conv_t(
+        (2, 3, 3, 4), (3, 2, 3, 3), (2, 2, 6, 8), pads=[1, 1, 1, 1], strides=[2, 2],
+        output_padding=[1, 1])
+    c["ConvTranspose-1d-groups-dilation"] = conv_t(
+        (1, 4, 5), (4, 3, 2), (1, 6, 7), bias=False, group=2, dilations=[2])
+    c["PRelu-channel"] = model(
+        [helper.make_node("PRelu", ["x", "s"], ["y"], name="/op")],
+        [param("x", (2, 3, 4)), param("s", (3, 1))], [("y", (2, 3, 4))])
     # Pools. A max window's winner must not change within x ± h: the inputs
     # are a shuffled ramp, every two values 0.05 (> 2h) apart.
     def pool(op, x_shape, out_shape, **attrs):

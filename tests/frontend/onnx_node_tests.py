@@ -67,7 +67,8 @@ ACCEPTED_REJECTIONS = re.compile(
 # so it is promoted and imported rather than skipped (the Conv tests are
 # opset 11, IR 6; the pools 11 and 12).
 UNCHANGED_SINCE = {"Conv": 11, "MaxPool": 12, "AveragePool": 11, "GlobalAveragePool": 1,
-                   "GlobalMaxPool": 1, "Softplus": 1, "HardSwish": 14}
+                   "GlobalMaxPool": 1, "Softplus": 1, "HardSwish": 14,
+                   "ConvTranspose": 11}
 
 
 def promoted(m):
