@@ -223,6 +223,29 @@ FailureOr<SmallVector<int64_t>> windowPads(NodeContext &n, StringRef op,
   return pads;
 }
 
+/// fsdp.conv of `x` by `w` (plus the node's input 2 as the bias, where
+/// given), its type checked by the dialect's shape function.
+LogicalResult buildConv(NodeContext &n, Value x, Value w,
+                        ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                        ArrayRef<int64_t> dilations, int64_t group) {
+  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
+  auto type = shape::conv(n.loc, cast<RankedTensorType>(x.getType()),
+                          cast<RankedTensorType>(w.getType()), bias,
+                          {strides, pads, dilations, group});
+  if (failed(type))
+    return failure();
+  SmallVector<Value> operands{x, w};
+  if (bias)
+    operands.push_back(n.operand(2));
+  return n.setResult(
+      0, build<ConvOp>(
+             n, *type, operands,
+             {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+              n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
+              n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
+              i64Attr(n, "groups", group)}));
+}
+
 LogicalResult lowerConv(NodeContext &n) {
   if (failed(expectInputs(n, 2, 3)))
     return failure();
@@ -247,22 +270,8 @@ LogicalResult lowerConv(NodeContext &n) {
   if (failed(padded))
     return failure();
   SmallVector<int64_t> pads = *padded;
-  int64_t group = n.attrInt("group", 1);
-  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
-  auto type = shape::conv(n.loc, x, w, bias, {strides, pads, dilations, group});
-  if (failed(type))
-    return failure();
-  SmallVector<Value> operands{n.operand(0), n.operand(1)};
-  if (bias)
-    operands.push_back(n.operand(2));
-  return n.setResult(
-      0,
-      build<ConvOp>(
-          n, *type, operands,
-          {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
-           n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
-           n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
-           i64Attr(n, "groups", group)}));
+  return buildConv(n, n.operand(0), n.operand(1), strides, pads, dilations,
+                   n.attrInt("group", 1));
 }
 
 /// ConvTranspose as the convolution it is the gradient of (the tracer's
@@ -405,22 +414,7 @@ LogicalResult lowerConvTranspose(NodeContext &n) {
     w = build<GatherOp>(n, w.getType(), {w, index},
                         {i64Attr(n, "axis", 2 + d)});
   }
-  RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
-  auto type = shape::conv(n.loc, cast<RankedTensorType>(x.getType()),
-                          cast<RankedTensorType>(w.getType()), bias,
-                          {ones, convPads, dilations, group});
-  if (failed(type))
-    return failure();
-  SmallVector<Value> operands{x, w};
-  if (bias)
-    operands.push_back(n.operand(2));
-  return n.setResult(
-      0, build<ConvOp>(
-             n, *type, operands,
-             {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(ones)),
-              n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(convPads)),
-              n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
-              i64Attr(n, "groups", group)}));
+  return buildConv(n, x, w, ones, convPads, dilations, group);
 }
 
 /// PRelu(x, slope): x where x >= 0 (and where it is NaN), slope·x below.

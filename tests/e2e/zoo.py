@@ -261,6 +261,11 @@ def main():
     ap.add_argument("--max-params", type=float, default=30e6)
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--source", choices=["torchvision", "torchaudio", "all"], default="all")
+    ap.add_argument("--strict", action="store_true",
+                    help="fail unless every model trains (ok, ill-cond), is refused "
+                         "by design, skipped, or named by --known")
+    ap.add_argument("--known", default="",
+                    help="models known not to train yet (with --strict)")
     ap.add_argument("--onnx", action="store_true",
                     help="the ONNX column: torch.onnx.export's file, one rank")
     a = ap.parse_args()
@@ -269,7 +274,7 @@ def main():
     unknown = [n for n in names if n not in cases]
     if unknown:
         ap.error(f"--only: no model {', '.join(unknown)} in {a.source}")
-    counts = {}
+    counts, statuses = {}, {}
     start = time.time()
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
@@ -280,11 +285,21 @@ def main():
             except Exception as e:  # a builder that fails in PyTorch itself
                 status, detail, n = "error", f"{type(e).__name__}: {str(e)[:120]}", 0
             counts[status] = counts.get(status, 0) + 1
+            statuses[name] = status
             print(f"{status:11s} {name:22s} {n / 1e6:6.1f}M {time.time() - t0:5.0f}s  {detail}",
                   flush=True)
     print("zoo: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
           f" of {len(names)} ({time.time() - start:.0f} s)")
-    return 1 if counts.get("wrong") or counts.get("error") else 0
+    if counts.get("wrong") or counts.get("error"):
+        return 1
+    if a.strict:
+        known = set(filter(None, a.known.split(",")))
+        bad = [n for n, st in statuses.items()
+               if st not in ("ok", "ill-cond", "skip", "refused") and n not in known]
+        if bad:
+            print("zoo: expected to train: " + ", ".join(bad))
+            return 1
+    return 0
 
 
 if __name__ == "__main__":
