@@ -146,6 +146,49 @@ def meta_device():
 
 
 @contextlib.contextmanager
+def _rnn_weights_traced(module):
+    """nn.RNN, nn.LSTM and nn.GRU read their weights through a list they
+    build once (`_flat_weights`), not through the attributes
+    functional_call swaps: traced as they are, the module's own tensors
+    became constants and the weights were never trained. Each call rebuilds
+    the list from the attributes in force (the traced ones), and on the way
+    out from the module's own."""
+    def refresh(mod, *_):
+        mod._flat_weights = [getattr(mod, n) if hasattr(mod, n) else None
+                             for n in mod._flat_weights_names]
+    rnns = [m for m in module.modules() if isinstance(m, torch.nn.RNNBase)]
+    handles = [m.register_forward_pre_hook(refresh) for m in rnns]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+        for m in rnns:
+            refresh(m)
+
+
+def _parameters_read_as_constants(gm, module):
+    """Names of the module's parameters the trace reads as constants
+    (get_attr of the very tensor) instead of through their inputs: a module
+    that caches its weights where functional_call cannot swap them. Such a
+    parameter would get no gradient and never train."""
+    own = {}
+    for name, p in module.named_parameters():
+        if p.numel():
+            own.setdefault(p.data_ptr(), name)
+    found = []
+    for node in gm.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        t = getattr(gm, node.target, None)
+        if isinstance(t, torch.Tensor) and not t.is_meta and t.numel() \
+                and t.data_ptr() in own and node.users \
+                and own[t.data_ptr()] not in found:
+            found.append(own[t.data_ptr()])
+    return found
+
+
+@contextlib.contextmanager
 def _module_paths(module):
     """Records in each fx node created meanwhile the module path it was
     created in (`node.meta["module_path"]`)."""
@@ -303,6 +346,7 @@ def capture(module, example_inputs, loss_fn=None):
     data = [t.to("meta") if meta else t for _, t in inputs]
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
+            _rnn_weights_traced(module), \
             (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's
@@ -323,4 +367,11 @@ def capture(module, example_inputs, loss_fn=None):
                 f"such a value must come from constants or be passed in as a Python "
                 f"number") from None
     gm.graph.eliminate_dead_code()
+    frozen = _parameters_read_as_constants(gm, module)
+    if frozen:
+        raise TraceError(
+            f"{len(frozen)} parameter(s) of {type(module).__name__} are read as constants, not "
+            f"as parameters (the module keeps its own reference to them, where the "
+            f"tracer cannot substitute the traced ones), so they would never train: "
+            + ", ".join(frozen[:8]) + (" ..." if len(frozen) > 8 else ""))
     return gm, tensors, inputs

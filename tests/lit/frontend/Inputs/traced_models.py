@@ -157,3 +157,41 @@ class LengthsMask(nn.Module):
 
 def lengths(from_data=False):
     return LengthsMask(from_data), {"x": torch.randn(2, 6, 4)}
+
+
+class Recurrent(nn.Module):
+    """A GRU (its weights read through nn.RNNBase's own list)."""
+
+    def __init__(self):
+        super().__init__()
+        self.r = nn.GRU(4, 5, batch_first=True)
+
+    def forward(self, x):
+        return self.r(x)[0].pow(2).mean()
+
+
+def gru():
+    torch.manual_seed(0)
+    return Recurrent(), {"x": torch.randn(2, 3, 4)}
+
+
+class Cached(nn.Module):
+    """Keeps its own list of its parameters and computes with that list:
+    the traced parameters never reach forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 4))
+        self.v = nn.Parameter(torch.randn(4))
+        self.a = nn.Parameter(torch.randn(4))
+        self.b = nn.Parameter(torch.randn(4))
+        self.kept = [self.w, self.v, self.a, self.b]
+
+    def forward(self, x):
+        w, v, a, b = self.kept
+        return ((x @ w + v) * a + b).pow(2).mean()
+
+
+def cached():
+    torch.manual_seed(0)
+    return Cached(), {"x": torch.randn(2, 4)}
