@@ -808,6 +808,12 @@ LogicalResult BroadcastOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+LogicalResult ArgsortOp::buildVJP(OpBuilder &, ValueRange,
+                                  SmallVectorImpl<Value> &operandGrads) {
+  operandGrads.push_back(Value()); // integer positions: no gradient
+  return success();
+}
+
 LogicalResult TriluOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
                                 SmallVectorImpl<Value> &operandGrads) {
   G g{builder, getLoc()};

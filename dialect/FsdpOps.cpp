@@ -368,6 +368,16 @@ LogicalResult BroadcastOp::verify() {
   return shape::checkBroadcastTo(getLoc(), tensorOf(getX()), getType());
 }
 
+LogicalResult ArgsortOp::verify() {
+  auto x = tensorOf(getX());
+  if (getType().getShape() != x.getShape())
+    return emitOpError("result ") << getType() << " must have the shape of " << x;
+  if (getAxis() < 0 || getAxis() >= std::max<int64_t>(x.getRank(), 1) ||
+      (x.getRank() == 0 && getAxis() != 0))
+    return emitOpError("axis ") << getAxis() << " is out of range for " << x;
+  return success();
+}
+
 LogicalResult TriluOp::verify() {
   if (getType().getRank() < 2)
     return emitOpError("needs rank >= 2, got ") << getType();

@@ -711,4 +711,27 @@ def Fsdp_TriluOp : Fsdp_Op<"trilu", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def Fsdp_ArgsortOp : Fsdp_Op<"argsort", [Pure,
+    DeclareOpInterfaceMethods<GradientOpInterface>]> {
+  let summary = "The indices that sort x along an axis";
+  let description = [{
+    The positions along `axis` of x's elements in ascending order (or
+    descending), as torch.sort's indices: stable (equal elements keep their
+    order) and NaN after every number (before, descending). Its values are
+    x gathered at these indices, so their gradient is the gather's; the
+    indices themselves have none. The tracer writes sort, topk, msort and
+    kthvalue with it.
+
+    ```mlir
+    %i = fsdp.argsort %x {axis = 1 : i64, descending = true}
+        : tensor<2x5xf32> -> tensor<2x5xi64>
+    ```
+  }];
+  let arguments = (ins Fsdp_FloatTensor:$x, I64Attr:$axis,
+                   DefaultValuedAttr<BoolAttr, "false">:$descending);
+  let results = (outs Fsdp_IndexTensor:$result);
+  let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_TENSOR_OPS_TD

@@ -79,7 +79,7 @@ struct Wait {
 
 using Kernel =
     std::variant<Unary, GeluGrad, Dropout, Binary, BinaryMixed, LogicalNot, Select, Cast,
-                 Scaled, Trilu, Reduce, ReduceCombine, SoftmaxRows,
+                 Scaled, Trilu, Argsort, Reduce, ReduceCombine, SoftmaxRows,
                  LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
                  ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy,
                  Im2Col, Col2Im, PoolForward, PoolBackward, BatchNormChannels,

@@ -428,3 +428,46 @@ TEST(DeviceKernels, GatherAndScatterAddMatchCpu) {
                    reinterpret_cast<uint8_t *>(gathered.data()), &error});
   EXPECT_EQ(error, kIndexOutOfRange);
 }
+
+// fsdp.argsort: the CPU kernel (std::sort) and the lowered device kernel
+// (each element counts the ones before it) give one permutation, the
+// stable sort torch.sort gives: ties in their original order, NaN last
+// ascending and first descending.
+TEST(DeviceKernels, ArgsortMatchesCpuAndStableOrder) {
+  Arena a;
+  TensorRef x = a.add({2, 7, 3}), cpuOut = a.add({2, 7, 3}, DType::I64),
+            devOut = a.add({2, 7, 3}, DType::I64);
+  a.fill(x, -1.0f, 1.0f);
+  float *px = a.at<float>(x);
+  px[0 * 21 + 2 * 3 + 1] = px[0 * 21 + 5 * 3 + 1]; // a tie along axis 1
+  px[1 * 21 + 3 * 3 + 0] = NAN;
+  px[1 * 21 + 6 * 3 + 0] = NAN; // two NaNs in one row
+  px[1 * 21 + 1 * 3 + 2] = -0.0f;
+  px[1 * 21 + 4 * 3 + 2] = 0.0f; // -0 and 0 are equal
+  for (bool descending : {false, true}) {
+    nlohmann::json attrs = {{"axis", 1}, {"descending", descending}};
+    runCpu(a, instr("argsort", {x}, {cpuOut}, attrs));
+    runLowered(a, instr("argsort", {x}, {devOut}, attrs));
+    for (int64_t o = 0; o < 2; ++o)
+      for (int64_t t = 0; t < 3; ++t) {
+        std::vector<int64_t> want(7);
+        for (int64_t j = 0; j < 7; ++j)
+          want[j] = j;
+        auto key = [&](int64_t j) { return px[o * 21 + j * 3 + t]; };
+        std::stable_sort(want.begin(), want.end(), [&](int64_t i, int64_t j) {
+          float u = key(i), v = key(j);
+          if (std::isnan(u) || std::isnan(v))
+            return descending ? (std::isnan(u) && !std::isnan(v))
+                              : (!std::isnan(u) && std::isnan(v));
+          return descending ? u > v : u < v;
+        });
+        for (int64_t j = 0; j < 7; ++j) {
+          int64_t at = o * 21 + j * 3 + t;
+          EXPECT_EQ(a.at<int64_t>(cpuOut)[at], want[j])
+              << "cpu, descending " << descending << " row " << o << "," << t;
+          EXPECT_EQ(a.at<int64_t>(devOut)[at], want[j])
+              << "device, descending " << descending << " row " << o << "," << t;
+        }
+      }
+  }
+}

@@ -261,10 +261,16 @@ def _gather(c, node, args, kwargs):
         d, index = dim(args[1], max(x.rank, 1)), c.v(args[2])
     if x.rank == 0:
         return c.reshape(x, c.out()[0])
+    return take_along(c, x, index, d)
+
+
+def take_along(c, x, index, d):
+    """x's elements at `index` along axis d (torch.gather): one flat gather
+    at their linear positions, so the gradient is a scatter-add."""
     lin = _linear_index(c, x, index, d)
     flat = c.reshape(x, (x.numel,))
     y = B(c).gather(flat, c.reshape(lin, (lin.numel,)), 0)
-    return c.reshape(y, c.out()[0])
+    return c.reshape(y, tuple(index.shape))
 
 
 @lowers("aten.scatter_add", "aten.index_add")

@@ -6,6 +6,11 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/kernels/KernelSupport.h"
 
+#include "common/SortOrder.h"
+
+#include <algorithm>
+#include <vector>
+
 namespace fsdp::cpu::kernels {
 
 //===----------------------------------------------------------------------===//
@@ -280,6 +285,38 @@ Status kTrilu(const Instruction &in, Context &c) {
     int64_t col = i % cols, row = (i / cols) % rows;
     bool keep = upper ? col - row >= k : col - row <= k;
     storeDouble(y, py, i, keep ? loadAsDouble(x, px, i) : 0.0);
+  }
+  return Status::ok();
+}
+
+Status kArgsort(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  int64_t axis = attrInt(in, "axis", 0);
+  bool descending = attrBool(in, "descending", false);
+  if (x.shape != y.shape || y.dtype != DType::I64 || x.dtype != DType::F32 ||
+      axis < 0 || axis >= std::max<int64_t>(x.rank(), 1))
+    return Status::error("needs an f32 input, an i64 result of its shape and "
+                         "an axis in range");
+  int64_t dim = x.rank() ? x.shape[axis] : 1;
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < x.rank(); ++d)
+    inner *= x.shape[d];
+  int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;
+  const float *px = c.get<float>(x);
+  int64_t *py = c.get<int64_t>(y);
+  int64_t rows = outer * inner;
+#pragma omp parallel for if (rows * dim > kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<int64_t> order(dim);
+    int64_t o = r / inner, t = r % inner;
+    const float *row = px + o * dim * inner + t;
+    for (int64_t j = 0; j < dim; ++j)
+      order[j] = j;
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return sortsBefore(row[a * inner], a, row[b * inner], b, descending);
+    });
+    for (int64_t j = 0; j < dim; ++j)
+      py[(o * dim + j) * inner + t] = order[j];
   }
   return Status::ok();
 }

@@ -8,6 +8,8 @@
 
 #include "runtime/device/kernels/Reductions.h"
 
+#include "common/SortOrder.h"
+
 namespace fsdp::device {
 
 //===----------------------------------------------------------------------===//
@@ -29,6 +31,26 @@ FSDP_HD inline int64_t indexedOffset(int64_t e, int64_t dim, int64_t inner,
   }
   return (o * dim + k) * inner + t;
 }
+
+/// fsdp.argsort: input element e = (o, a, t) of a [outer, dim, inner]
+/// tensor finds its rank r among its row (common/SortOrder.h, a strict
+/// total order) and writes a at (o, r, t): one element a thread, O(dim)
+/// each, every output position written once.
+struct Argsort {
+  int64_t dim, inner;
+  bool descending;
+  const float *x;
+  int64_t *y;
+  FSDP_HD void operator()(int64_t e) const {
+    int64_t t = e % inner, a = (e / inner) % dim, o = e / (inner * dim);
+    const float *row = x + o * dim * inner + t;
+    float v = row[a * inner];
+    int64_t rank = 0;
+    for (int64_t j = 0; j < dim; ++j)
+      rank += sortsBefore(row[j * inner], j, v, a, descending) ? 1 : 0;
+    y[(o * dim + rank) * inner + t] = a;
+  }
+};
 
 /// y[o, j, t] = data[o, idx[j], t] (negative indices count from the end),
 /// elements of `elemBytes` bytes; one output element per index.

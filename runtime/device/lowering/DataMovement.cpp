@@ -169,4 +169,18 @@ Status lowerTrilu(Ctx &c) {
   return Status::ok();
 }
 
+Status lowerArgsort(Ctx &c) {
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  int64_t axis = c.attrInt("axis", 0);
+  if (x.shape != y.shape || x.dtype != DType::F32 || y.dtype != DType::I64 ||
+      axis < 0 || axis >= std::max<int64_t>(x.rank(), 1))
+    return Status::error("needs an f32 input, an i64 result of its shape and "
+                         "an axis in range");
+  int64_t dim = x.rank() ? x.shape[axis] : 1,
+          inner = x.rank() ? product(x.shape, axis + 1) : 1;
+  c.emit(x.numel(), Argsort{dim, inner, c.attrBool("descending", false),
+                            c.at<float>(x), c.at<int64_t>(y)});
+  return Status::ok();
+}
+
 } // namespace fsdp::device::lowering

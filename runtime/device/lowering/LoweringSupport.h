@@ -151,6 +151,7 @@ Status lowerSoftmax(Ctx &c);
 Status lowerSplit(Ctx &c);
 Status lowerTranspose(Ctx &c);
 Status lowerTrilu(Ctx &c);
+Status lowerArgsort(Ctx &c);
 Status lowerWait(Ctx &c);
 Status lowerWhere(Ctx &c);
 

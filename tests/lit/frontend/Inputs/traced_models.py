@@ -64,7 +64,7 @@ class Unsupported(nn.Module):
         self.b = nn.Linear(4, 4)
 
     def forward(self, x):
-        z = torch.sort(self.b(self.scan(x)), dim=1).values
+        z = torch.erfinv(torch.tanh(self.b(self.scan(x))))
         return torch.cummax(z, dim=0).values.sum()
 
 

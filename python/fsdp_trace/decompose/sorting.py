@@ -1,0 +1,81 @@
+"""Sorting: sort, argsort, msort, topk and kthvalue, each one fsdp.argsort
+(the positions that sort an axis: stable, NaN last as torch.sort puts it)
+and a gather of the values at those positions, so the values' gradient is
+the gather's scatter-add and the indices (int64) take none."""
+import torch
+
+from ..lower import dim, lowers
+from ..mlir import bool_attr, i64_attr
+from .builder import B, arg
+from .shapes import take_along
+
+
+def argsort(c, x, d, descending):
+    return c.emit("fsdp.argsort", [x], [(x.shape, torch.int64)],
+                  {"axis": i64_attr(d), "descending": bool_attr(bool(descending))})
+
+
+def _as_row(c, x):
+    """A 0-dim tensor as [1] (torch sorts it as one element)."""
+    return c.reshape(x, (1,)) if x.rank == 0 else x
+
+
+@lowers("aten.sort", "aten.sort.stable", "aten.argsort", "aten.msort")
+def _sort(c, node, args, kwargs):
+    x = c.v(args[0])
+    name = str(node.target)
+    if "msort" in name:
+        d, descending = 0, False
+    else:
+        # sort(x, dim=-1, descending=False) and sort.stable(x, *, stable,
+        # dim, descending): ours is stable either way.
+        d = kwargs.get("dim", args[1] if len(args) > 1 and not isinstance(args[1], bool)
+                       else -1)
+        descending = kwargs.get("descending",
+                                args[2] if len(args) > 2 else False)
+    shape = x.shape
+    x = _as_row(c, x)
+    d = dim(d, x.rank)
+    index = argsort(c, x, d, descending)
+    values = take_along(c, x, index, d)
+    if "argsort" in name:
+        return c.reshape(index, shape)
+    if "msort" in name:
+        return c.reshape(values, shape)
+    return [c.reshape(values, shape), c.reshape(index, shape)]
+
+
+@lowers("aten.topk")
+def _topk(c, node, args, kwargs):
+    """The k largest (or smallest) along dim, in order (sorted=False gives
+    them in sorted order too, which torch allows)."""
+    x = c.v(args[0])
+    k = int(args[1])
+    d = arg(args, kwargs, 2, "dim", -1)
+    largest = arg(args, kwargs, 3, "largest", True)
+    shape = x.shape
+    x = _as_row(c, x)
+    d = dim(d, x.rank)
+    index = B(c).slice(argsort(c, x, d, largest), d, 0, k)
+    values = take_along(c, x, index, d)
+    out = tuple(shape[:d] + (k,) + shape[d + 1:]) if shape else ()
+    return [c.reshape(values, out), c.reshape(index, out)]
+
+
+@lowers("aten.kthvalue")
+def _kthvalue(c, node, args, kwargs):
+    """The k-th smallest along dim (1-based) and its position."""
+    x = c.v(args[0])
+    k = int(args[1])
+    d = arg(args, kwargs, 2, "dim", -1)
+    keep = arg(args, kwargs, 3, "keepdim", False)
+    shape = x.shape
+    x = _as_row(c, x)
+    d = dim(d, x.rank)
+    index = B(c).slice(argsort(c, x, d, False), d, k - 1, k)
+    values = take_along(c, x, index, d)
+    if shape:
+        out = shape[:d] + (1,) + shape[d + 1:] if keep else shape[:d] + shape[d + 1:]
+    else:
+        out = ()
+    return [c.reshape(values, tuple(out)), c.reshape(index, tuple(out))]
