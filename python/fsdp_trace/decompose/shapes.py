@@ -404,6 +404,40 @@ def _cumsum(c, node, args, kwargs):
     return B(c).along(x, d, _scan_matrix(x.shape[d]))
 
 
+@lowers("aten.cummax", "aten.cummin")
+def _cummax(c, node, args, kwargs):
+    """values[i] = max over j <= i of x[j] along d, as a reduce_max over an
+    [.., n, n, ..] view of x with the later positions hidden (-inf), so the
+    gradient goes to the maximum's element; indices: the last j holding it
+    (torch's choice on ties). cummin is -cummax(-x). n² elements: bounded
+    as the scans are."""
+    b = B(c)
+    is_max = "cummax" in str(node.target)
+    x = c.v(args[0])
+    shape = x.shape
+    if x.rank == 0:
+        return [x, c.w.constant(torch.zeros((), dtype=torch.int64))]
+    d = dim(arg(args, kwargs, 1, "dim"), x.rank)
+    n = x.shape[d]
+    _scan_matrix(n)  # the bound
+    if not is_max:
+        x = b.un("neg", x)
+    wide = shape[:d] + (n, n) + shape[d + 1:]           # [.., i, j, ..]
+    xj = c.emit("fsdp.broadcast", [c.reshape(x, shape[:d] + (1, n) + shape[d + 1:])],
+                [(wide, x.dtype)])
+    later = torch.triu(torch.ones(n, n, dtype=torch.bool), 1)  # j > i
+    hide = c.w.constant(later.reshape((1,) * d + (n, n) + (1,) * (x.rank - d - 1)))
+    m = b.where(hide, -math.inf, xj)
+    values = b.reduce("reduce_max", m, [d + 1], False)
+    at = b.eq(m, c.reshape(values, shape[:d] + (n, 1) + shape[d + 1:]))
+    pos = c.w.constant(torch.arange(n, dtype=torch.float32).reshape(
+        (1,) * (d + 1) + (n,) + (1,) * (x.rank - d - 1)))
+    index = b.reduce("reduce_max", b.where(at, pos, -1.0), [d + 1], False)
+    if not is_max:
+        values = b.un("neg", values)
+    return [values, c.cast(index, torch.int64)]
+
+
 @lowers("aten.logcumsumexp")
 def _logcumsumexp(c, node, args, kwargs):
     """log(cumsum(exp(x - m))) + m, m the axis's maximum (finite)."""
