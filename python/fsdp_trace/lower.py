@@ -38,6 +38,9 @@ def lowers(*names):
     return register
 
 
+_NOT_VIEW_COPIES = {"aten._to_copy", "aten.lift_fresh_copy", "aten.index_copy"}
+
+
 def op_name(target):
     """`aten.view_copy.default` -> `aten.view`."""
     if target is operator.getitem:
@@ -46,7 +49,9 @@ def op_name(target):
         return target.fsdp_name
     name = str(target.overloadpacket) if hasattr(target, "overloadpacket") else str(target)
     name = name.replace("torch.ops.", "")
-    if name.endswith("_copy") and name != "aten._to_copy" and name != "aten.lift_fresh_copy":
+    # functionalize writes views as their *_copy twins; ops whose own name
+    # ends so (index_copy is no view of index) keep it.
+    if name.endswith("_copy") and name not in _NOT_VIEW_COPIES:
         name = name[:-len("_copy")]
     return name
 

@@ -273,6 +273,48 @@ def take_along(c, x, index, d):
     return c.reshape(y, tuple(index.shape))
 
 
+def _last_writer(c, index, n):
+    """For each of n positions along an axis, the last k with index[k] at
+    it (negative indices count from the end), or -1: (written [n] bool,
+    k [n] int64 clamped to 0 where unwritten). The CPU's index_copy and
+    index_fill loop in order, so the last write is the one that stays."""
+    b = B(c)
+    idx = c.reshape(c.cast(index, torch.int64), (index.numel,))
+    idx = b.where(b.lt(idx, b.s(0, torch.int64)), b.add(idx, b.s(n, torch.int64)), idx)
+    here = b.eq(c.reshape(idx, (1, index.numel)),
+                c.w.constant(torch.arange(n, dtype=torch.int64).reshape(n, 1)))
+    k = c.w.constant(torch.arange(index.numel, dtype=torch.float32).reshape(1, index.numel))
+    last = b.reduce("reduce_max", b.where(here, k, -1.0), [1], False)
+    written = b.gt(last, b.s(-0.5, torch.float32))
+    return written, c.cast(b.where(written, last, 0.0), torch.int64)
+
+
+@lowers("aten.index_fill", "aten.index_copy")
+def _index_fill_copy(c, node, args, kwargs):
+    """index_fill(x, d, index, value): the slices at index set to value;
+    index_copy(x, d, index, source): to source's slices (the last one where
+    an index repeats). A where over a per-position mask, so x's gradient is
+    zero in the replaced slices and source's reaches the slices kept."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    if x.rank == 0:
+        x = c.reshape(x, (1,))
+    d = dim(args[1], x.rank)
+    n = x.shape[d]
+    written, src = _last_writer(c, c.v(args[2]), n)
+    at = tuple(n if i == d else 1 for i in range(x.rank))
+    mask = c.reshape(written, at)
+    if "index_copy" in str(node.target):
+        source = c.cast(c.v(args[3]), dtype)
+        if source.rank == 0:
+            source = c.reshape(source, (1,))
+        value = b.gather(source, src, d)
+    else:
+        value = c.operand(args[3], dtype)
+    return c.reshape(b.where(mask, value, x), shape)
+
+
 @lowers("aten.scatter_add", "aten.index_add")
 def _scatter_add(c, node, args, kwargs):
     """scatter_add(x, d, index, src): x plus src added at the flat positions
