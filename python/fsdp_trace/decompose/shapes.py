@@ -345,6 +345,64 @@ def _scatter_add(c, node, args, kwargs):
     return c.reshape(flat, shape)
 
 
+@lowers("aten.scatter")
+def _scatter(c, node, args, kwargs):
+    """scatter(x, d, index, src or value): x with src[.., j, ..] written at
+    index[.., j, ..] along d (one-hot labels, masks). Each position along d
+    takes the last j that writes it (the CPU's loop order), found at run
+    time by comparing index with the positions; a where then picks src's
+    gathered element or x's. reduce='add' is scatter_add; 'multiply' is
+    refused."""
+    b = B(c)
+    shape, dtype = c.out()
+    reduce = kwargs.get("reduce", args[4] if len(args) > 4 else None)
+    if reduce == "add":
+        return _scatter_add(c, node, list(args[:4]), {})
+    if reduce is not None:
+        raise TraceError(f"scatter with reduce='{reduce}' has no lowering (add has)")
+    x = c.cast(c.v(args[0]), dtype)
+    if x.rank == 0:
+        x = c.reshape(x, (1,))
+    d = dim(args[1], x.rank)
+    index = c.cast(c.v(args[2]), torch.int64)
+    if index.rank == 0:
+        index = c.reshape(index, (1,))
+    if index.numel == 0:
+        return c.reshape(x, shape)
+    n, k = x.shape[d], index.shape[d]
+    # here[.., j, p, ..]: index[.., j, ..] == p
+    idx = b.where(b.lt(index, b.s(0, torch.int64)), b.add(index, b.s(n, torch.int64)), index)
+    here = b.eq(c.reshape(idx, index.shape[:d] + (k, 1) + index.shape[d + 1:]),
+                c.w.constant(torch.arange(n, dtype=torch.int64).reshape(
+                    (1,) * (d + 1) + (n,) + (1,) * (x.rank - d - 1))))
+    pos = c.w.constant(torch.arange(k, dtype=torch.float32).reshape(
+        (1,) * d + (k, 1) + (1,) * (x.rank - d - 1)))
+    last = b.reduce("reduce_max", b.where(here, pos, -1.0), [d], False)  # [.., n, ..]
+    written = b.gt(last, b.s(-0.5, torch.float32))
+    src_arg = args[3]
+    if isinstance(src_arg, torch.fx.Node):
+        src = c.cast(c.v(src_arg), dtype)
+        if src.rank == 0:
+            src = c.reshape(src, (1,))
+        for axis, m in enumerate(index.shape):  # only the part index covers
+            src = b.slice(src, axis, 0, m)
+        value = take_along(c, src, c.cast(b.where(written, last, 0.0), torch.int64), d)
+    else:
+        value = c.operand(src_arg, dtype)
+    # Beyond index's extent on the other axes, x is untouched.
+    for axis in range(x.rank):
+        extra = x.shape[axis] - written.shape[axis]
+        if axis != d and extra > 0:
+            pad_shape = list(written.shape)
+            pad_shape[axis] = extra
+            written = b.concat([written, c.w.splat(False, tuple(pad_shape), torch.bool)], axis)
+            if hasattr(value, "shape") and value.rank:
+                vs = list(value.shape)
+                vs[axis] = extra
+                value = b.concat([value, c.w.splat(0.0, tuple(vs), dtype)], axis)
+    return c.reshape(b.where(written, value, x), shape)
+
+
 def _select(c, x, pick):
     """The elements of x that `pick` (a function of a tensor of x's shape)
     selects, as one gather with a constant index: pick is applied to the
