@@ -266,6 +266,8 @@ def _permute(c, node, args, kwargs):
 @lowers("aten.transpose")
 def _transpose(c, node, args, kwargs):
     x = c.v(args[0])
+    if x.rank == 0:  # transpose(0-dim, 0, 0) or (-1, -1): torch's identity
+        return x
     a, b = dim(args[1], x.rank), dim(args[2], x.rank)
     perm = list(range(x.rank))
     perm[a], perm[b] = perm[b], perm[a]
