@@ -4,7 +4,7 @@ BUILD ?= build
 CMAKE_ARGS ?=
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test demo docs fuzz bench opinfo clean
+.PHONY: all deps configure build test demo docs fuzz bench opinfo zoo clean
 
 all: build
 
@@ -34,6 +34,14 @@ docs: build
 
 fuzz: deps
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGET)
+
+# The torchvision and torchaudio zoos up to 30M parameters: traced on 1 and
+# 2 ranks, then the ONNX column (about 6 minutes each on two cores).
+zoo: build
+	@/usr/bin/python3 tests/e2e/zoo.py --fsdp-opt $(BUILD)/tools/fsdp-opt \
+	  --fsdp-run $(BUILD)/tools/fsdp-run --ranks 2 --strict --known tacotron2
+	@/usr/bin/python3 tests/e2e/zoo.py --fsdp-opt $(BUILD)/tools/fsdp-opt \
+	  --fsdp-run $(BUILD)/tools/fsdp-run --onnx
 
 # Every sample of every in-scope entry of PyTorch's op_db (about 3 minutes).
 opinfo: build

@@ -13,6 +13,7 @@ weights). Each node of the graph records the module path it was traced in.
 """
 import contextlib
 import inspect
+import math
 import os
 
 import torch
@@ -118,19 +119,88 @@ def _constants_with_data():
 def _dropout_as_one_op():
     """F.dropout (nn.Dropout's) traced as aten.native_dropout, one op, which
     fsdp lowers to fsdp.dropout: on the CPU, PyTorch writes it as
-    bernoulli_ and a multiplication, a random op with no fsdp form."""
+    bernoulli_ and a multiplication, a random op with no fsdp form. The
+    channel dropouts (dropout1d/2d/3d: one draw per sample and channel) and
+    the alpha dropouts (SELU's: dropped elements set to the negative
+    saturation, then an affine that keeps the mean and variance) are the
+    same op drawn over a [N, C, 1, ...] (or the input's) shape of ones
+    shaped from the input, then PyTorch's own arithmetic; so is torchvision's
+    stochastic depth (a residual branch dropped per sample or per batch:
+    Swin, ConvNeXt, EfficientNet)."""
     import torch.nn.functional as F
-    originals = F.dropout, torch.dropout
+    names = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout",
+             "feature_alpha_dropout")
+    originals = {n: getattr(F, n) for n in names if hasattr(F, n)}
+    torch_originals = torch.dropout, torch.alpha_dropout, torch.feature_alpha_dropout
+    alpha = 1.7580993408473766  # SELU's negative saturation, as ATen's
+
+    def keep(input, p, shape):
+        # 1 where kept, 0 where dropped: fsdp.dropout of ones, unscaled.
+        ones = torch.ones_like(input[tuple(slice(0, n) for n in shape)])
+        return torch.ops.aten.native_dropout(ones, float(p), True)[0] * (1 - p)
+
+    def channel_shape(input, spatial):
+        # (N, C, 1, ...) for a batched input, (C, 1, ...) for an unbatched one.
+        batched = input.dim() == spatial + 2
+        lead = 2 if batched else 1
+        return tuple(input.shape[:lead]) + (1,) * (input.dim() - lead)
 
     def dropout(input, p=0.5, training=True, inplace=False):
         if not training or p == 0:
             return input
         return torch.ops.aten.native_dropout(input, float(p), True)[0]
-    F.dropout, torch.dropout = dropout, (lambda input, p, train: dropout(input, p, train))
+
+    def channel(spatial):
+        def f(input, p=0.5, training=True, inplace=False):
+            if not training or p == 0:
+                return input
+            if p == 1:
+                return input * 0
+            return input * (keep(input, p, channel_shape(input, spatial)) / (1 - p))
+        return f
+
+    def alpha_dropout(feature):
+        def f(input, p=0.5, training=False, inplace=False):
+            if not training or p == 0:
+                return input
+            shape = channel_shape(input, input.dim() - 2) if feature else tuple(input.shape)
+            k = keep(input, p, shape)
+            a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+            return input * (k * a) + ((k - 1) * (alpha * a) + alpha * a * p)
+        return f
+    replaced = {"dropout": dropout, "dropout1d": channel(1), "dropout2d": channel(2),
+                "dropout3d": channel(3), "alpha_dropout": alpha_dropout(False),
+                "feature_alpha_dropout": alpha_dropout(True)}
+    def stochastic_depth(input, p, mode, training=True):
+        # torchvision.ops.stochastic_depth: a residual branch dropped per
+        # sample ("row") or for the whole batch ("batch"), scaled 1/(1-p).
+        if not training or p == 0.0:
+            return input
+        if mode not in ("row", "batch"):
+            raise ValueError(f"mode has to be either 'batch' or 'row', but got {mode}")
+        if p == 1.0:
+            return input * 0
+        shape = ((input.shape[0],) if mode == "row" else (1,)) + (1,) * (input.dim() - 1)
+        return input * (keep(input, p, shape) / (1 - p))
+    import sys
+    depth = sys.modules.get("torchvision.ops.stochastic_depth")
+    depth_original = getattr(depth, "stochastic_depth", None)
+    if depth_original is not None:
+        depth.stochastic_depth = stochastic_depth
+    for n in originals:
+        setattr(F, n, replaced[n])
+    torch.dropout = lambda input, p, train: dropout(input, p, train)
+    torch.alpha_dropout = lambda input, p, train: replaced["alpha_dropout"](input, p, train)
+    torch.feature_alpha_dropout = \
+        lambda input, p, train: replaced["feature_alpha_dropout"](input, p, train)
     try:
         yield
     finally:
-        F.dropout, torch.dropout = originals
+        if depth_original is not None:
+            depth.stochastic_depth = depth_original
+        for n, f in originals.items():
+            setattr(F, n, f)
+        torch.dropout, torch.alpha_dropout, torch.feature_alpha_dropout = torch_originals
 
 
 @contextlib.contextmanager
