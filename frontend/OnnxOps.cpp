@@ -19,6 +19,7 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
     onnx_ops::addShapeOps(t);
     onnx_ops::addDataMovement(t);
     onnx_ops::addCompute(t);
+    onnx_ops::addRecurrent(t);
     return t;
   }();
   return table;

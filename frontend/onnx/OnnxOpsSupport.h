@@ -142,6 +142,7 @@ void addElementwise(llvm::StringMap<LowerFn> &table);  // Elementwise.cpp
 void addShapeOps(llvm::StringMap<LowerFn> &table);     // ShapeOps.cpp
 void addDataMovement(llvm::StringMap<LowerFn> &table); // DataMovement.cpp
 void addCompute(llvm::StringMap<LowerFn> &table);      // Compute.cpp
+void addRecurrent(llvm::StringMap<LowerFn> &table);    // Recurrent.cpp
 
 } // namespace mlir::fsdp::onnx_ops
 

@@ -260,7 +260,8 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--max-params", type=float, default=30e6)
     ap.add_argument("--ranks", type=int, default=1)
-    ap.add_argument("--source", choices=["torchvision", "torchaudio", "all"], default="all")
+    ap.add_argument("--source", choices=["torchvision", "torchaudio", "torch.nn", "all"],
+                    default="all")
     ap.add_argument("--strict", action="store_true",
                     help="fail unless every model trains (ok, ill-cond), is refused "
                          "by design, skipped, or named by --known")

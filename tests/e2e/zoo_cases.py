@@ -1,6 +1,6 @@
 """The models of the zoo suite (zoo.py): every classification builder of
-torchvision.models and the trainable models of torchaudio.models, each a
-Case that builds the model at a given dtype and draws one batch.
+torchvision.models, the trainable models of torchaudio.models and
+torch.nn's recurrent layers, each a Case that builds the model at a given dtype and draws one batch.
 
 A Case's batch is split over ranks along dimension 0 of every tensor, so
 whatever a model holds per sample (a lengths table of Conformer or
@@ -19,7 +19,7 @@ import torch.nn.functional as F
 @dataclasses.dataclass
 class Case:
     name: str
-    source: str                      # torchvision | torchaudio
+    source: str                      # torchvision | torchaudio | torch.nn
     build: Callable                  # (dtype, batch) -> module in training mode
     inputs: Callable                 # (generator, batch) -> forward's inputs (a dict)
     target: Callable                 # (generator, output) -> the loss's target
@@ -215,5 +215,30 @@ def audio_cases():
     ]
 
 
+# ------------------------------------------------------------------ torch.nn
+
+def _recurrent(name, make):
+    def build(dtype, batch):
+        torch.manual_seed(0)
+        return make().to(dtype).train()
+    return Case(name, "torch.nn", build,
+                lambda g, b: {"input": torch.randn(b, 6, 8, generator=g)},
+                lambda g, out: torch.randn(first(out).shape, generator=g), squared_error)
+
+
+def nn_cases():
+    """torch.nn's recurrent layers, as models use them (batch first): the
+    tracer lowers PyTorch's own cell arithmetic, the ONNX door the RNN, GRU
+    and LSTM nodes the exporter writes."""
+    return [
+        _recurrent("lstm_2layer_bidirectional",
+                   lambda: nn.LSTM(8, 12, num_layers=2, bidirectional=True, batch_first=True)),
+        _recurrent("gru_2layer", lambda: nn.GRU(8, 12, num_layers=2, batch_first=True)),
+        _recurrent("rnn_relu_bidirectional",
+                   lambda: nn.RNN(8, 12, nonlinearity="relu", bidirectional=True,
+                                  batch_first=True)),
+    ]
+
+
 def all_cases():
-    return vision_cases() + audio_cases()
+    return vision_cases() + audio_cases() + nn_cases()
