@@ -97,7 +97,7 @@ def main():
         m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = 1 << 40
         m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1 << 40
     elif k == "unsupported":
-        m.graph.node.append(helper.make_node("LSTM", ["y"], ["z"], name="/rnn/LSTM"))
+        m.graph.node.append(helper.make_node("Loop", ["y"], ["z"], name="/loop/Loop"))
         m.graph.node.append(helper.make_node("Foo", ["z"], ["w"], name="/foo/Foo"))
     elif k == "dynamic-batch":
         m = base(batch="batch")
