@@ -336,25 +336,11 @@ LogicalResult lowerConvTranspose(NodeContext &n) {
       pads[d + spatial] = upper ? total - total / 2 : total / 2;
     }
   }
-  auto shapeOf = [](Value v) {
-    auto s = cast<RankedTensorType>(v.getType()).getShape();
-    return SmallVector<int64_t>(s.begin(), s.end());
-  };
   auto typeOf = [&](ArrayRef<int64_t> shape) {
     return RankedTensorType::get(shape, elem);
   };
-  auto slice = [&](Value v, int64_t axis, int64_t lo, int64_t hi) -> Value {
-    SmallVector<int64_t> shape = shapeOf(v), starts(shape.size(), 0),
-                         steps(shape.size(), 1), limits = shape;
-    if (lo == 0 && hi == shape[axis])
-      return v;
-    starts[axis] = lo;
-    limits[axis] = hi;
-    shape[axis] = hi - lo;
-    return build<SliceOp>(n, typeOf(shape), {v},
-                          {arrayAttr(n, "starts", starts),
-                           arrayAttr(n, "limits", limits),
-                           arrayAttr(n, "strides", steps)});
+  auto slice = [&](Value v, int64_t axis, int64_t lo, int64_t hi) {
+    return sliceAxis(n, v, axis, lo, hi);
   };
 
   Value x = n.operand(0);

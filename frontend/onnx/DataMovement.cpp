@@ -594,31 +594,15 @@ LogicalResult lowerPad(NodeContext &n) {
     NodeContext &n;
     Type elem;
     double value;
-    SmallVector<int64_t> shapeOf(Value v) {
-      auto s = cast<RankedTensorType>(v.getType()).getShape();
-      return SmallVector<int64_t>(s.begin(), s.end());
-    }
+    SmallVector<int64_t> shapeOf(Value v) { return onnx_ops::shapeOf(v); }
     Value slice(Value v, int64_t axis, int64_t lo, int64_t hi) {
-      SmallVector<int64_t> shape = shapeOf(v), starts(shape.size(), 0),
-                           strides(shape.size(), 1), limits = shape;
-      starts[axis] = lo;
-      limits[axis] = hi;
-      shape[axis] = hi - lo;
-      return build<SliceOp>(n, RankedTensorType::get(shape, elem), {v},
-                            {arrayAttr(n, "starts", starts),
-                             arrayAttr(n, "limits", limits),
-                             arrayAttr(n, "strides", strides)});
+      return sliceAxis(n, v, axis, lo, hi);
     }
     Value splat(ArrayRef<int64_t> shape) {
       return splatConstant(n, elem, shape, value);
     }
     Value concat(ArrayRef<Value> parts, int64_t axis) {
-      SmallVector<int64_t> shape = shapeOf(parts[0]);
-      shape[axis] = 0;
-      for (Value v : parts)
-        shape[axis] += shapeOf(v)[axis];
-      return build<ConcatOp>(n, RankedTensorType::get(shape, elem), parts,
-                             {i64Attr(n, "axis", axis)});
+      return concatAxis(n, parts, axis);
     }
   } ops{n, elem, value};
   auto padded = padAxes(n, ops, n.operand(0), mode, axes, pads);

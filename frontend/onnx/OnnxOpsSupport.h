@@ -66,6 +66,43 @@ Value broadcastBinary(NodeContext &n, Value a, Value b) {
   return build<OpTy>(n, *t, {a, b});
 }
 
+/// The static shape of a ranked tensor value.
+inline SmallVector<int64_t> shapeOf(Value v) {
+  auto s = cast<RankedTensorType>(v.getType()).getShape();
+  return SmallVector<int64_t>(s.begin(), s.end());
+}
+
+/// `v[.., lo:hi, ..]` along `axis` (v itself when that is all of it).
+inline Value sliceAxis(NodeContext &n, Value v, int64_t axis, int64_t lo,
+                       int64_t hi) {
+  SmallVector<int64_t> shape = shapeOf(v), starts(shape.size(), 0),
+                       strides(shape.size(), 1), limits = shape;
+  if (lo == 0 && hi == shape[axis])
+    return v;
+  starts[axis] = lo;
+  limits[axis] = hi;
+  shape[axis] = hi - lo;
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(v.getType()).getElementType());
+  return build<SliceOp>(n, type, {v},
+                        {arrayAttr(n, "starts", starts),
+                         arrayAttr(n, "limits", limits),
+                         arrayAttr(n, "strides", strides)});
+}
+
+/// `parts` joined along `axis` (the one part itself when alone).
+inline Value concatAxis(NodeContext &n, ArrayRef<Value> parts, int64_t axis) {
+  if (parts.size() == 1)
+    return parts[0];
+  SmallVector<int64_t> shape = shapeOf(parts[0]);
+  shape[axis] = 0;
+  for (Value p : parts)
+    shape[axis] += shapeOf(p)[axis];
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(parts[0].getType()).getElementType());
+  return build<ConcatOp>(n, type, parts, {i64Attr(n, "axis", axis)});
+}
+
 /// All inputs present (no empty names), between `min` and `max` of them.
 inline LogicalResult allInputs(NodeContext &n, int min) {
   if (n.numInputs() < min)

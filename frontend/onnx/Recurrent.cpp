@@ -30,34 +30,16 @@ struct Unroll {
   RankedTensorType typeOf(ArrayRef<int64_t> shape) const {
     return RankedTensorType::get(shape, elem);
   }
-  static SmallVector<int64_t> shapeOf(Value v) {
-    auto s = cast<RankedTensorType>(v.getType()).getShape();
-    return SmallVector<int64_t>(s.begin(), s.end());
-  }
   Value reshape(Value v, ArrayRef<int64_t> shape) {
     if (shapeOf(v) == SmallVector<int64_t>(shape))
       return v;
     return build<ReshapeOp>(n, typeOf(shape), {v});
   }
   Value slice(Value v, int64_t axis, int64_t lo, int64_t hi) {
-    SmallVector<int64_t> shape = shapeOf(v), starts(shape.size(), 0),
-                         steps(shape.size(), 1), limits = shape;
-    starts[axis] = lo;
-    limits[axis] = hi;
-    shape[axis] = hi - lo;
-    return build<SliceOp>(n, typeOf(shape), {v},
-                          {arrayAttr(n, "starts", starts),
-                           arrayAttr(n, "limits", limits),
-                           arrayAttr(n, "strides", steps)});
+    return sliceAxis(n, v, axis, lo, hi);
   }
   Value concat(ArrayRef<Value> parts, int64_t axis) {
-    if (parts.size() == 1)
-      return parts[0];
-    SmallVector<int64_t> shape = shapeOf(parts[0]);
-    shape[axis] = 0;
-    for (Value p : parts)
-      shape[axis] += shapeOf(p)[axis];
-    return build<ConcatOp>(n, typeOf(shape), parts, {i64Attr(n, "axis", axis)});
+    return concatAxis(n, parts, axis);
   }
   /// a · bᵀ for a [m, k] and b [o, k].
   Value linear(Value a, Value b) {

@@ -45,19 +45,26 @@ def _sort(c, node, args, kwargs):
     return [c.reshape(values, shape), c.reshape(index, shape)]
 
 
+def _sorted_range(c, args, kwargs, descending, first):
+    """x's positions `first(k)` = (lo, hi) of its sorted order along dim
+    (args: x, k, dim) and their values; with x's shape and the axis."""
+    x = c.v(args[0])
+    k = int(args[1])
+    shape = x.shape
+    x = _as_row(c, x)
+    d = dim(arg(args, kwargs, 2, "dim", -1), x.rank)
+    lo, hi = first(k)
+    index = B(c).slice(argsort(c, x, d, descending), d, lo, hi)
+    return shape, d, take_along(c, x, index, d), index
+
+
 @lowers("aten.topk")
 def _topk(c, node, args, kwargs):
     """The k largest (or smallest) along dim, in order (sorted=False gives
     them in sorted order too, which torch allows)."""
-    x = c.v(args[0])
-    k = int(args[1])
-    d = arg(args, kwargs, 2, "dim", -1)
     largest = arg(args, kwargs, 3, "largest", True)
-    shape = x.shape
-    x = _as_row(c, x)
-    d = dim(d, x.rank)
-    index = B(c).slice(argsort(c, x, d, largest), d, 0, k)
-    values = take_along(c, x, index, d)
+    shape, d, values, index = _sorted_range(c, args, kwargs, largest, lambda k: (0, k))
+    k = int(args[1])
     out = tuple(shape[:d] + (k,) + shape[d + 1:]) if shape else ()
     return [c.reshape(values, out), c.reshape(index, out)]
 
@@ -65,15 +72,8 @@ def _topk(c, node, args, kwargs):
 @lowers("aten.kthvalue")
 def _kthvalue(c, node, args, kwargs):
     """The k-th smallest along dim (1-based) and its position."""
-    x = c.v(args[0])
-    k = int(args[1])
-    d = arg(args, kwargs, 2, "dim", -1)
     keep = arg(args, kwargs, 3, "keepdim", False)
-    shape = x.shape
-    x = _as_row(c, x)
-    d = dim(d, x.rank)
-    index = B(c).slice(argsort(c, x, d, False), d, k - 1, k)
-    values = take_along(c, x, index, d)
+    shape, d, values, index = _sorted_range(c, args, kwargs, False, lambda k: (k - 1, k))
     if shape:
         out = shape[:d] + (1,) + shape[d + 1:] if keep else shape[:d] + shape[d + 1:]
     else:
