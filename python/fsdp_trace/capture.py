@@ -342,6 +342,15 @@ def _make_fx_with_constants(fn):
     return run
 
 
+def _traced_value(t):
+    """The tensor under functionalize's wrapper (whose own storage is not
+    allocated), where make_fx keeps a constant's value."""
+    if hasattr(torch, "_is_functional_tensor") and torch._is_functional_tensor(t):
+        torch._sync(t)
+        return torch._from_functional_tensor(t)
+    return t
+
+
 def _user_line(error):
     """' at FILE:LINE `code`' for the innermost frame of `error`'s traceback
     outside PyTorch and this package: the model's line that read the
@@ -357,6 +366,8 @@ def _user_line(error):
     here = os.path.dirname(os.path.abspath(__file__))
     found = ""
     for frame in traceback.extract_tb(error.__traceback__):
+        if frame.filename.startswith("<"):  # code made at run time (fx, exec)
+            continue
         name = os.path.abspath(frame.filename)
         if name.startswith(skip + (here,)) or "contextlib" in name:
             continue
@@ -388,26 +399,58 @@ def capture(module, example_inputs, loss_fn=None):
     names = [n for n, _ in inputs]
     positional = isinstance(example_inputs, (tuple, list, torch.Tensor))
 
+    modules = dict(module.named_modules(remove_duplicate=False))
+    # Integer and boolean buffers read as values (a lengths table's .item())
+    # are traced as constants, on a second attempt only: a first trace that
+    # needs no value keeps them as buffers. Batch norm's step counter, and
+    # any buffer forward updates, must stay one: its value changes.
+    as_constants = [False]
+    made = []  # (name, owner, local name, constant, its value)
+
+    def constant_buffer(entry):
+        return (as_constants[0] and entry.buffer and not entry.tensor.is_meta
+                and not entry.tensor.dtype.is_floating_point
+                and entry.tensor.numel() <= CONSTANT_LIMIT
+                and not isinstance(modules.get(entry.module_path),
+                                   torch.nn.modules.batchnorm._BatchNorm))
+
+    def check_unchanged(_module, _inputs, _output):
+        for name, owner, local, value, original in made:
+            now = getattr(owner, local, None)
+            try:  # a constant's value is known while tracing
+                changed = now is None or _traced_value(now).tolist() != original
+            except RuntimeError:  # it now depends on the data
+                changed = True
+            if changed:
+                raise TraceError(
+                    f"forward updates the integer buffer '{name}' and reads its value "
+                    f"(.item(), int(), a tensor in an `if`): a plan is fixed before it "
+                    f"runs, and a value that changes from step to step cannot be")
+
     def step(params, *data):
         state = {}
+        made.clear()
         for entry, value in zip(tensors, params):
-            if entry.buffer and not entry.tensor.is_meta \
-                    and not entry.tensor.dtype.is_floating_point \
-                    and entry.tensor.numel() <= CONSTANT_LIMIT:
-                # An integer or boolean buffer (a lengths table, a position
-                # index) is a constant of the step: built as torch.tensor
-                # data, which make_fx propagates, so `.item()` or `.max()`
-                # of it is computed at trace time.
+            if constant_buffer(entry):
+                # Built as torch.tensor data, which make_fx propagates, so
+                # `.item()` or `.max()` of it is computed at trace time.
                 value = torch.tensor(entry.tensor.tolist(), dtype=entry.tensor.dtype)
+                local = entry.aliases[0].rsplit(".", 1)[-1]
+                made.append((entry.aliases[0], modules.get(entry.module_path), local,
+                             value, entry.tensor.tolist()))
             for alias in entry.aliases:
                 state[alias] = value
         values = dict(zip(names, data))
-        if positional:
-            out = stateless.functional_call(
-                module, state, tuple(values[n] for n in forward_args))
-        else:
-            out = stateless.functional_call(
-                module, state, (), {n: values[n] for n in forward_args})
+        hook = module.register_forward_hook(check_unchanged)
+        try:
+            if positional:
+                out = stateless.functional_call(
+                    module, state, tuple(values[n] for n in forward_args))
+            else:
+                out = stateless.functional_call(
+                    module, state, (), {n: values[n] for n in forward_args})
+        finally:
+            hook.remove()
         if loss_fn is not None:
             out = loss_fn(out, *(values[n] for n in rest))
         return out
@@ -421,10 +464,20 @@ def capture(module, example_inputs, loss_fn=None):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's
         # running statistics) does not move the module's state.
-        try:
-            gm = _make_fx_with_constants(functionalize(step, remove="mutations_and_views"))(
+        def attempt():
+            return _make_fx_with_constants(functionalize(step, remove="mutations_and_views"))(
                 [e.tensor.detach().clone() if e.buffer else e.tensor.detach()
                  for e in tensors], *data)
+        try:
+            try:
+                gm = attempt()
+            except RuntimeError as e:
+                if "value out of a tracing tensor" not in str(e) or not any(
+                        e.buffer and not e.tensor.dtype.is_floating_point for e in tensors):
+                    raise
+                as_constants[0] = True
+                del where[1:]
+                gm = attempt()
         except RuntimeError as e:
             if "value out of a tracing tensor" not in str(e):
                 raise

@@ -195,3 +195,29 @@ class Cached(nn.Module):
 def cached():
     torch.manual_seed(0)
     return Cached(), {"x": torch.randn(2, 4)}
+
+
+class Counter(nn.Module):
+    """Reads a step counter it updates: a value no fixed plan can hold."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+        self.register_buffer("n", torch.tensor(0))
+
+    def forward(self, x):
+        self.n += 1
+        return (self.w * x).sum() * (2.0 if self.n.item() > 2 else 1.0)
+
+
+def counter():
+    return Counter(), {"x": torch.randn(3)}
+
+
+def cumulative_bn():
+    """Batch norm with momentum=None: a cumulative average over its step
+    counter (momentum 1/n, changing every step)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, momentum=None), nn.Flatten(),
+                      nn.Linear(64, 2))
+    return m, {"input": torch.randn(2, 3, 6, 6)}, lambda out: out.pow(2).mean()
