@@ -594,18 +594,17 @@ Value AttentionOp::additiveMaskGrad(OpBuilder &builder, Value dy) {
   scores = g.add(scores, mask);
   auto st = tensorOf(scores);
   int64_t tq = st.getDimSize(st.getRank() - 2), tk = st.getDimSize(st.getRank() - 1);
-  if (getCausal()) { // the keys after i + (tk - tq) hidden, as the kernel does
-    SmallVector<float> hide(tq * tk, 0.0f);
-    for (int64_t i = 0; i < tq; ++i)
-      for (int64_t j = i + (tk - tq) + 1; j < tk; ++j)
-        if (j >= 0)
-          hide[i * tk + j] = -std::numeric_limits<float>::infinity();
-    auto ht = RankedTensorType::get({tq, tk}, builder.getF32Type());
-    Value h = ConstantOp::create(builder, getLoc(),
-                                 DenseElementsAttr::get(ht, ArrayRef<float>(hide)));
-    if (st.getElementType() != ht.getElementType())
-      h = g.make<CastOp>(RankedTensorType::get({tq, tk}, st.getElementType()), {h});
-    scores = g.add(scores, h);
+  if (getCausal()) {
+    // The keys after i + (tk - tq) hidden, as the kernel does: -inf where
+    // j - i >= tk - tq + 1, a trilu of a splat (no [tq, tk] constant).
+    auto ht = RankedTensorType::get({tq, tk}, st.getElementType());
+    Value ninf = g.broadcast(
+        g.scalar(st.getElementType(), -std::numeric_limits<double>::infinity()), ht);
+    scores = g.add(scores, g.make<TriluOp>(
+                               ht, {ninf},
+                               {builder.getNamedAttr(
+                                    "k", builder.getI64IntegerAttr(tk - tq + 1)),
+                                builder.getNamedAttr("upper", builder.getBoolAttr(true))}));
   }
   int64_t last = st.getRank() - 1;
   Value p = g.softmax(scores, last);

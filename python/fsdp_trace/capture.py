@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import math
 import os
+import sys
 
 import torch
 import torch.fx
@@ -163,6 +164,8 @@ def _dropout_as_one_op():
         def f(input, p=0.5, training=False, inplace=False):
             if not training or p == 0:
                 return input
+            if p == 1:  # ATen's answer for every dropout at p = 1
+                return input * 0
             shape = channel_shape(input, input.dim() - 2) if feature else tuple(input.shape)
             k = keep(input, p, shape)
             a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
@@ -171,6 +174,7 @@ def _dropout_as_one_op():
     replaced = {"dropout": dropout, "dropout1d": channel(1), "dropout2d": channel(2),
                 "dropout3d": channel(3), "alpha_dropout": alpha_dropout(False),
                 "feature_alpha_dropout": alpha_dropout(True)}
+
     def stochastic_depth(input, p, mode, training=True):
         # torchvision.ops.stochastic_depth: a residual branch dropped per
         # sample ("row") or for the whole batch ("batch"), scaled 1/(1-p).
@@ -182,7 +186,6 @@ def _dropout_as_one_op():
             return input * 0
         shape = ((input.shape[0],) if mode == "row" else (1,)) + (1,) * (input.dim() - 1)
         return input * (keep(input, p, shape) / (1 - p))
-    import sys
     depth = sys.modules.get("torchvision.ops.stochastic_depth")
     depth_original = getattr(depth, "stochastic_depth", None)
     if depth_original is not None:
@@ -434,10 +437,11 @@ def capture(module, example_inputs, loss_fn=None):
             if constant_buffer(entry):
                 # Built as torch.tensor data, which make_fx propagates, so
                 # `.item()` or `.max()` of it is computed at trace time.
-                value = torch.tensor(entry.tensor.tolist(), dtype=entry.tensor.dtype)
+                held = entry.tensor.tolist()
+                value = torch.tensor(held, dtype=entry.tensor.dtype)
                 local = entry.aliases[0].rsplit(".", 1)[-1]
                 made.append((entry.aliases[0], modules.get(entry.module_path), local,
-                             value, entry.tensor.tolist()))
+                             value, held))
             for alias in entry.aliases:
                 state[alias] = value
         values = dict(zip(names, data))
@@ -473,7 +477,7 @@ def capture(module, example_inputs, loss_fn=None):
                 gm = attempt()
             except RuntimeError as e:
                 if "value out of a tracing tensor" not in str(e) or not any(
-                        e.buffer and not e.tensor.dtype.is_floating_point for e in tensors):
+                        t.buffer and not t.tensor.dtype.is_floating_point for t in tensors):
                     raise
                 as_constants[0] = True
                 del where[1:]
@@ -482,7 +486,7 @@ def capture(module, example_inputs, loss_fn=None):
             if "value out of a tracing tensor" not in str(e):
                 raise
             path = where[-1] or "<root>"
-            owner = dict(module.named_modules()).get(where[-1], module)
+            owner = modules.get(where[-1], module)
             raise TraceError(
                 f"{path} ({type(owner).__name__}): forward reads the value of a tensor "
                 f"computed from the step's inputs or parameters (.item(), int(), .tolist(), "
