@@ -16,14 +16,19 @@ llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 # Model generators run under Debian's interpreter (python3-torch, -onnx).
-config.substitutions.append(("%python", "/usr/bin/python3"))
+# `lit --param python=/opt/fsdp/torch2/bin/python` runs the tracer's tests
+# (%trace, %python) on the pinned PyTorch 2.x instead; ONNX export (%gen)
+# stays on Debian's.
+python = lit_config.params.get("python", "/usr/bin/python3")
+config.available_features.add("torch2" if python != "/usr/bin/python3" else "torch113")
+config.substitutions.append(("%python", python))
 config.substitutions.append(
     ("%gen", "/usr/bin/python3 " + os.path.join(config.fsdp_src_root,
                                                 "examples", "gen_model.py")))
 # The tracer (python/fsdp_trace) as a user runs it.
 config.substitutions.append(
     ("%trace", "env PYTHONPATH=" + os.path.join(config.fsdp_src_root, "python") +
-     " /usr/bin/python3 -m fsdp_trace"))
+     " " + python + " -m fsdp_trace"))
 config.substitutions.append(
     ("%fitcheck", "/usr/bin/python3 " + os.path.join(
         config.test_source_root, "runtime", "Inputs", "fit_check.py")))

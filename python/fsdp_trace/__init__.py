@@ -19,14 +19,19 @@ import os
 
 import torch
 
-from .capture import capture, meta_device  # noqa: F401 (public)
+from .capture import FRONTENDS, capture, meta_device  # noqa: F401 (public)
 from .lower import LOWERINGS, Context, is_random, op_name
 from . import decompose  # noqa: F401 (registers its lowerings)
 from .patterns import fold_batched_products, fold_cross_entropy
 from .mlir import TraceError, Value, Writer, string, symbol, tensor_type  # noqa: F401
 from .safetensors import write_safetensors
 
-__all__ = ["trace", "meta_device", "Traced", "TraceError"]
+__all__ = ["trace", "meta_device", "Traced", "TraceError", "capture_frontends"]
+
+
+def capture_frontends():
+    """The values trace()'s `frontend` takes."""
+    return list(FRONTENDS)
 
 
 class Traced:
@@ -38,13 +43,16 @@ class Traced:
         self.tensors = tensors
         self.used = used
         self.meta = any(t.tensor.is_meta for t in tensors)
+        self.frontend = "make_fx"   # or "export": what captured the graph
+        self.export_error = None    # why torch.export did not, where it did not
 
     def text(self, weights_path=None, mlir_path=None):
         """The MLIR text; `weights_path` is named in it (fsdp.source)
         relative to the directory of `mlir_path` when it lies below it (as
         ONNX names its external data: fsdp-run then follows no link below
         the directory the user names), absolute otherwise."""
-        attrs = ['fsdp.frontend = "torch.fx"']
+        attrs = ['fsdp.frontend = ' + string(
+            "torch.export" if self.frontend == "export" else "torch.fx")]
         if weights_path:
             source = os.path.abspath(weights_path)
             if mlir_path:
@@ -121,17 +129,22 @@ def _refuse_random(gm, module):
                          "\n(trace with these disabled, p=0, or in eval mode, train=False)")
 
 
-def trace(module, example_inputs, loss_fn=None, train=True, seed=0):
+def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="auto"):
     """Traces `module` on `example_inputs` (a dict name -> tensor, or a tuple
     in forward's order); with `loss_fn`, the step's output is
     `loss_fn(output, *rest)`, `rest` being the inputs forward does not take
     (e.g. the targets). Returns a Traced; raises TraceError listing every
     ATen op that has no fsdp lowering, with the module each comes from.
-    `seed` keys every dropout's random stream (each its own)."""
+    `seed` keys every dropout's random stream (each its own). `frontend`:
+    "export" (torch.export, PyTorch 2.3+), "make_fx" (every PyTorch from
+    1.13), or "auto" (export where there is one, else or where export
+    cannot take the model, make_fx); `Traced.frontend` says which traced
+    it and `Traced.export_error` why export did not."""
     was = module.training
     module.train(train)
     try:
-        gm, tensors, inputs = capture(module, example_inputs, loss_fn)
+        gm, tensors, inputs, (used_frontend, export_error) = capture(
+            module, example_inputs, loss_fn, frontend)
     finally:
         module.train(was)
     fold_batched_products(gm)
@@ -220,4 +233,6 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0):
             "\n".join(w.lines) + "\n" +
             f"    func.return {', '.join(v.name for v in results)} : "
             f"{', '.join(v.type for v in results)}\n  }}\n")
-    return Traced(body, "".join(header), tensors, used)
+    traced = Traced(body, "".join(header), tensors, used)
+    traced.frontend, traced.export_error = used_frontend, export_error
+    return traced

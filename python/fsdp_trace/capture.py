@@ -20,7 +20,10 @@ import sys
 import torch
 import torch.fx
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.nn.utils import stateless
+try:  # torch.func.functional_call from 2.0; stateless's is deprecated there
+    from torch.func import functional_call
+except ImportError:  # pragma: no cover - PyTorch 1.13
+    from torch.nn.utils.stateless import functional_call
 from torch.utils._python_dispatch import TorchDispatchMode
 
 try:  # torch 1.13's functorch; newer PyTorch has torch.func.functionalize
@@ -378,18 +381,35 @@ def _user_line(error):
     return found
 
 
-def capture(module, example_inputs, loss_fn=None):
+FRONTENDS = ("auto", "export", "make_fx")
+
+
+def capture(module, example_inputs, loss_fn=None, frontend="auto"):
     """Traces `module` (forward, then `loss_fn(output, *rest)` on the inputs
     forward does not take) into an ATen graph.
 
-    Returns (graph_module, tensors, inputs): `tensors` the parameters and
-    buffers in placeholder order, `inputs` the (name, tensor) pairs of the
-    data inputs in placeholder order after them."""
+    `frontend`: "export" (torch.export, PyTorch 2.3+), "make_fx" (make_fx
+    over functionalize, every PyTorch since 1.13), or "auto": torch.export
+    where this PyTorch has it, and make_fx where it has not or where export
+    cannot take the model (a value read at trace time, as `.item()` of an
+    integer buffer: make_fx computes it from the buffer, export refuses).
+
+    Returns (graph_module, tensors, inputs, used): `tensors` the parameters
+    and buffers in placeholder order, `inputs` the (name, tensor) pairs of
+    the data inputs in placeholder order after them, `used` the frontend
+    that traced it and why ("export", or "make_fx" with export's error)."""
+    if frontend not in FRONTENDS:
+        raise TraceError(f"frontend '{frontend}' is not one of {', '.join(FRONTENDS)}")
     tensors = module_tensors(module)
     inputs = input_names(module, example_inputs)
     for name, t in inputs:
         if not isinstance(t, torch.Tensor):
             raise TraceError(f"input '{name}' is a {type(t).__name__}, not a tensor")
+    # Narrower integer inputs (int32 token ids, uint8 pixels) are traced as
+    # int64, the one integer type the step computes in: the same values
+    # (fsdp-run widens an archive's <i4, <i2, <u2, |i1 and |u1 arrays).
+    inputs = [(n, t.long() if not t.dtype.is_floating_point and t.dtype != torch.bool
+               and t.dtype != torch.int64 and not t.is_complex() else t) for n, t in inputs]
     sig = inspect.signature(module.forward).parameters
     takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in sig.values())
     forward_args = [n for n, _ in inputs if n in sig or takes_kwargs]
@@ -401,6 +421,34 @@ def capture(module, example_inputs, loss_fn=None):
                          f"{type(module).__name__}.forward and no loss_fn takes them")
     names = [n for n, _ in inputs]
     positional = isinstance(example_inputs, (tuple, list, torch.Tensor))
+    meta = any(e.tensor.is_meta for e in tensors)
+    data = [t.to("meta") if meta else t for _, t in inputs]
+
+    from . import export
+    if frontend == "export" and not export.available():
+        raise TraceError(f"frontend 'export': PyTorch {torch.__version__} has no "
+                         f"torch.export with non-strict capture (2.3 or newer)")
+    why = None
+    if frontend != "make_fx" and export.available():
+        @contextlib.contextmanager
+        def contexts():
+            with _dropout_as_one_op(), _rnn_weights_traced(module), \
+                    (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
+                    (_constants_with_data() if meta else contextlib.nullcontext()):
+                yield
+        try:
+            gm = export.capture_export(module, tensors, list(zip(names, data)), forward_args,
+                                       rest, positional, loss_fn, contexts)
+        except TraceError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any export failure: make_fx may take it
+            if frontend == "export":
+                raise TraceError(f"torch.export could not capture {type(module).__name__}: "
+                                 f"{_first_line(e)}") from e
+            why = _first_line(e)
+        else:
+            _refuse_frozen(gm, module)
+            return gm, tensors, inputs, ("export", None)
 
     modules = dict(module.named_modules(remove_duplicate=False))
     # Integer and boolean buffers read as values (a lengths table's .item())
@@ -448,10 +496,10 @@ def capture(module, example_inputs, loss_fn=None):
         hook = module.register_forward_hook(check_unchanged)
         try:
             if positional:
-                out = stateless.functional_call(
+                out = functional_call(
                     module, state, tuple(values[n] for n in forward_args))
             else:
-                out = stateless.functional_call(
+                out = functional_call(
                     module, state, (), {n: values[n] for n in forward_args})
         finally:
             hook.remove()
@@ -459,8 +507,6 @@ def capture(module, example_inputs, loss_fn=None):
             out = loss_fn(out, *(values[n] for n in rest))
         return out
 
-    meta = any(e.tensor.is_meta for e in tensors)
-    data = [t.to("meta") if meta else t for _, t in inputs]
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
             _rnn_weights_traced(module), \
@@ -494,6 +540,16 @@ def capture(module, example_inputs, loss_fn=None):
                 f"such a value must come from constants or be passed in as a Python "
                 f"number") from None
     gm.graph.eliminate_dead_code()
+    _refuse_frozen(gm, module)
+    return gm, tensors, inputs, ("make_fx", why)
+
+
+def _first_line(error):
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _refuse_frozen(gm, module):
     frozen = _parameters_read_as_constants(gm, module)
     if frozen:
         raise TraceError(
@@ -501,4 +557,3 @@ def capture(module, example_inputs, loss_fn=None):
             f"as parameters (the module keeps its own reference to them, where the "
             f"tracer cannot substitute the traced ones), so they would never train: "
             + ", ".join(frozen[:8]) + (" ..." if len(frozen) > 8 else ""))
-    return gm, tensors, inputs

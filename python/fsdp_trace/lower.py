@@ -257,6 +257,21 @@ def _expand(c, node, args, kwargs):
     return c.emit("fsdp.broadcast", [x], [(shape, x.dtype)])
 
 
+@lowers("aten.copy")
+def _copy(c, node, args, kwargs):
+    """The functional copy_ (torch.export writes an in-place copy into a
+    fresh tensor so): `src` cast to the destination's dtype and broadcast to
+    its shape; the destination's values are not read."""
+    src = c.v(args[1])
+    shape, dtype = c.out()
+    v = c.cast(src, dtype)
+    if v.shape == tuple(shape):
+        return v
+    if v.rank < len(shape):
+        v = c.reshape(v, (1,) * (len(shape) - v.rank) + tuple(v.shape))
+    return c.emit("fsdp.broadcast", [v], [(tuple(shape), dtype)])
+
+
 @lowers("aten.permute")
 def _permute(c, node, args, kwargs):
     x = c.v(args[0])
@@ -502,7 +517,25 @@ def _scaled(c, v, factor):
 
 @lowers("aten.mm", "aten.bmm", "aten.matmul")
 def _mm(c, node, args, kwargs):
-    return c.emit("fsdp.matmul", [c.v(args[0]), c.v(args[1])])
+    """fsdp.matmul broadcasts batch dimensions as torch.matmul does; a 1-D
+    operand (torch.export keeps aten.matmul whole) is a row on the left or
+    a column on the right, that dimension dropped from the result."""
+    a, b = c.v(args[0]), c.v(args[1])
+    if a.rank >= 2 and b.rank >= 2:
+        return c.emit("fsdp.matmul", [a, b])
+    shape, dtype = c.out()
+    if a.rank == 1 and b.rank == 1:
+        y = c.emit("fsdp.matmul", [c.reshape(a, (1, a.numel)), c.reshape(b, (b.numel, 1))],
+                   [((1, 1), dtype)])
+        return c.reshape(y, ())
+    if a.rank == 1:  # [K] @ [..., K, N] -> [..., N]
+        a2 = c.reshape(a, (1, a.numel))
+        full = tuple(b.shape[:-2]) + (1, b.shape[-1])
+    else:            # [..., M, K] @ [K] -> [..., M]
+        b = c.reshape(b, (b.numel, 1))
+        a2 = a
+        full = tuple(a.shape[:-1]) + (1,)
+    return c.reshape(c.emit("fsdp.matmul", [a2, b], [(full, dtype)]), tuple(shape))
 
 
 @lowers("aten.addmm", "aten.baddbmm")

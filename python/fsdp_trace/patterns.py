@@ -120,6 +120,15 @@ def fold_batched_products(gm):
     return changed
 
 
+def _converts(lsm):
+    """Whether a log-softmax node changes its input's dtype."""
+    third = lsm.args[2] if len(lsm.args) > 2 else lsm.kwargs.get("dtype")
+    if op_name(lsm.target) == "aten._log_softmax":
+        return bool(third)  # half_to_float
+    m = lsm.args[0].meta.get("tensor_meta") if isinstance(lsm.args[0], torch.fx.Node) else None
+    return third is not None and (m is None or third != m.dtype)
+
+
 def fold_cross_entropy(gm):
     """nll_loss(log_softmax(z, class axis)) -> cross_entropy(z): F.cross_entropy
     as ATen writes it, one pass over the logits forward and backward. Also
@@ -135,8 +144,12 @@ def fold_cross_entropy(gm):
         if isinstance(lsm, torch.fx.Node) and op_name(lsm.target) in VIEWS and \
                 len(lsm.users) == 1:
             view, lsm = lsm, lsm.args[0]
+        # _log_softmax(z, dim, half_to_float) as make_fx writes it, or
+        # log_softmax(z, dim, dtype) as torch.export keeps it; neither
+        # converting.
         if not isinstance(lsm, torch.fx.Node) or len(lsm.users) != 1 or \
-                op_name(lsm.target) != "aten._log_softmax" or lsm.args[2]:
+                op_name(lsm.target) not in ("aten._log_softmax", "aten.log_softmax") or \
+                _converts(lsm):
             continue
         shape = _shape(lsm)
         if shape is None or len(shape) < 2:

@@ -323,6 +323,49 @@ Status npzData(const std::string &path, const Plan &plan, int64_t rank,
   return npzDataFromBytes(bytes, path, plan, rank, worldSize, out);
 }
 
+namespace {
+/// Replaces an integer array's data by the same values as int64 ("<i8").
+Status widenToInt64(Array &a, const std::string &path,
+                    const std::string &name) {
+  int64_t width = a.descr == "<i4" ? 4 : (a.descr == "|u1" || a.descr == "|i1") ? 1 : 2;
+  int64_t count = 1;
+  for (int64_t d : a.shape)
+    if (d < 0 || __builtin_mul_overflow(count, d, &count))
+      return Status::error(path + ": '" + name + "' has shape too large");
+  int64_t need = 0;
+  if (__builtin_mul_overflow(count, width, &need) ||
+      (int64_t)a.data.size() != need)
+    return Status::error(path + ": '" + name +
+                         "' holds the wrong number of bytes");
+  std::string wide(size_t(count) * 8, '\0');
+  for (int64_t i = 0; i < count; ++i) {
+    const char *p = a.data.data() + i * width;
+    int64_t v = 0;
+    if (a.descr == "<i4") {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      v = x;
+    } else if (a.descr == "<i2") {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      v = x;
+    } else if (a.descr == "<u2") {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      v = x;
+    } else if (a.descr == "|i1") {
+      v = int8_t(*p);
+    } else {
+      v = uint8_t(*p);
+    }
+    std::memcpy(&wide[size_t(i) * 8], &v, 8);
+  }
+  a.data = std::move(wide);
+  a.descr = "<i8";
+  return Status::ok();
+}
+} // namespace
+
 Status npzDataFromBytes(const std::string &bytes, const std::string &path,
                         const Plan &plan, int64_t rank, int64_t worldSize,
                         std::unique_ptr<DataSource> &out) {
@@ -338,6 +381,14 @@ Status npzDataFromBytes(const std::string &bytes, const std::string &path,
     std::string want = t.dtype == DType::F32   ? "<f4"
                        : t.dtype == DType::I64 ? "<i8"
                                                : "|b1";
+    // Token ids are often stored narrower (nanoGPT's uint16, int32):
+    // widened to the plan's int64 exactly, after the byte count is checked
+    // against the array's own element size.
+    if (want == "<i8" && a.descr != want &&
+        (a.descr == "<i4" || a.descr == "<u2" || a.descr == "<i2" ||
+         a.descr == "|u1" || a.descr == "|i1")) {
+      FSDP_RETURN_IF_ERROR(widenToInt64(a, path, t.name));
+    }
     if (a.descr != want)
       return Status::error(path + ": '" + t.name + "' has dtype " + a.descr +
                            ", the plan needs " + want);

@@ -197,6 +197,9 @@ def relative(g, ref):
     return float(np.abs(g - ref).max()) / scale if ref.size else 0.0
 
 
+FRONTEND = "auto"  # --frontend: how fsdp_trace captures (export, make_fx)
+
+
 def run_sample(entry, sample, tools, base):
     """(verdict, detail) for one sample."""
     try:
@@ -208,7 +211,8 @@ def run_sample(entry, sample, tools, base):
         return "skip", "no float output depends on a float input"
     module = Sample(entry, sample)
     try:
-        fsdp_trace.trace(module, dict(module.data)).save(base + ".mlir")
+        traced = fsdp_trace.trace(module, dict(module.data), frontend=FRONTEND)
+        traced.save(base + ".mlir")
     except fsdp_trace.TraceError as e:
         return "tracer", str(e).strip().splitlines()[-1 if "ATen op" in str(e) else 0][:160]
     except Exception as e:
@@ -244,7 +248,8 @@ def run_sample(entry, sample, tools, base):
         worst = max(worst, relative(g, a))
         worst32 = max(worst32, relative(b, a))
     if worst <= max(TOLERANCE_FACTOR * worst32, FLOOR):
-        return "ok", f"{worst:.1e} (torch f32 {worst32:.1e})"
+        via = f" [make_fx: {traced.export_error}]"[:120] if traced.export_error else ""
+        return "ok", f"{worst:.1e} (torch f32 {worst32:.1e}){via}"
     return "wrong", f"gradient {worst:.2e} from float64, torch f32 {worst32:.1e}"
 
 
@@ -258,7 +263,13 @@ def main():
     ap.add_argument("--json", help="write every verdict here")
     ap.add_argument("--min-pass", type=float, default=0.0,
                     help="fail unless this fraction of in-scope entries passes")
+    ap.add_argument("--frontend", choices=fsdp_trace.capture_frontends(), default="auto",
+                    help="how the tracer captures: torch.export (PyTorch 2.x), make_fx, "
+                         "or auto (export where it can)")
     a = ap.parse_args()
+    global FRONTEND
+    FRONTEND = a.frontend
+    print(f"PyTorch {torch.__version__}, frontend {a.frontend}", flush=True)
     from torch.testing._internal.common_methods_invocations import op_db
     entries = {full_name(e): e for e in op_db}
     tools = (a.fsdp_opt, a.fsdp_run)

@@ -27,6 +27,12 @@ def main():
     if cmd == "data":
         arrays = {k: v.numpy() for k, v in inputs.items()}
         np.savez(sys.argv[2], **arrays)
+        # Token ids as a data pipeline stores them (int32, uint16): fsdp-run
+        # widens them to the plan's int64.
+        narrow = {k: (v.astype(np.int32) if i % 2 == 0 else v.astype(np.uint16))
+                  if v.dtype == np.int64 else v for i, (k, v) in enumerate(arrays.items())}
+        assert any(v.dtype in (np.int32, np.uint16) for v in narrow.values())
+        np.savez(os.path.join(os.path.dirname(sys.argv[2]), "narrow.npz"), **narrow)
         arrays["cond"] = arrays["cond"].reshape(1)
         np.savez(os.path.join(os.path.dirname(sys.argv[2]), "bad.npz"), **arrays)
         return
