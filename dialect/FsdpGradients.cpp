@@ -556,6 +556,24 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   return success();
 }
 
+/// Whether a parameter read as an attention mask is state, not a weight.
+/// A traced module says so itself (`buffer`, `frozen`): a learned bias it
+/// registers as a parameter and adds as it is (nn.Parameter passed as
+/// attn_mask) trains. ONNX initializers carry no such mark, and its
+/// exporter writes a registered -inf mask buffer as one like any weight:
+/// there every stored tensor read only through views is taken as a buffer.
+static bool isStoredNotTrained(GetParameterOp read) {
+  auto module = read->getParentOfType<ModuleOp>();
+  auto param = module ? dyn_cast_or_null<ParameterOp>(
+                            SymbolTable::lookupSymbolIn(module, read.getParamAttr()))
+                      : ParameterOp();
+  if (!param)
+    return true;
+  auto frontend = module->getAttrOfType<StringAttr>("fsdp.frontend");
+  bool traced = frontend && frontend.getValue().starts_with("torch.");
+  return !traced || param.getBuffer() || param.getFrozen();
+}
+
 /// Whether `v` is a constant or a parameter read as it is (through views:
 /// reshape, slice, transpose, broadcast, cast). An additive mask that is
 /// one is read as a buffer (llama2.c's -inf causal mask, which ONNX
@@ -564,8 +582,10 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
 /// T5's relative-position tables) and gets its gradient.
 static bool isViewOfStoredTensor(Value v) {
   while (Operation *op = v.getDefiningOp()) {
-    if (isa<ConstantOp, GetParameterOp>(op))
+    if (isa<ConstantOp>(op))
       return true;
+    if (auto read = dyn_cast<GetParameterOp>(op))
+      return isStoredNotTrained(read);
     if (!isa<ReshapeOp, SliceOp, TransposeOp, BroadcastOp, CastOp>(op))
       return false;
     v = op->getOperand(0);

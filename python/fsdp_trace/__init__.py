@@ -100,7 +100,13 @@ _DROPOUTS = ("aten.dropout", "aten.native_dropout", "aten.feature_dropout",
 
 
 def _identity_dropout(node):
-    """A dropout op (input, p, train) that draws nothing: p = 0 or eval."""
+    """A dropout op (input, p, train) that draws nothing: p = 0 or eval;
+    or an attention with dropout_p = 0 (torch.export keeps
+    scaled_dot_product_attention whole, and PyTorch tags it random for its
+    dropout)."""
+    if op_name(node.target) == "aten.scaled_dot_product_attention":
+        p = node.args[4] if len(node.args) > 4 else node.kwargs.get("dropout_p", 0.0)
+        return isinstance(p, (int, float)) and p == 0
     if op_name(node.target) not in _DROPOUTS or len(node.args) < 3:
         return False
     p, train = node.args[1], node.args[2]

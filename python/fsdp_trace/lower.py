@@ -19,7 +19,7 @@ import re
 
 import torch
 
-from .mlir import TraceError, bool_attr, f32_attr, i64_array, i64_attr, string, symbol
+from .mlir import TraceError, bool_attr, canonical, f32_attr, i64_array, i64_attr, string, symbol
 
 LOWERINGS = {}
 
@@ -101,11 +101,11 @@ class Context:
     def meta(self, node):
         if node.op == "get_attr":  # a tensor the module holds (not a buffer)
             t = getattr(self.gm, node.target)
-            return tuple(t.shape), t.dtype
+            return tuple(t.shape), canonical(t.dtype)
         m = node.meta.get("tensor_meta")
         if m is None or not hasattr(m, "shape"):
             raise TraceError(f"{op_name(node.target)}: no shape recorded for {node.name}")
-        return tuple(m.shape), m.dtype
+        return tuple(m.shape), canonical(m.dtype)
 
     def out(self):
         return self.meta(self.node)
@@ -179,6 +179,7 @@ class Context:
         return outs[0] if len(outs) == 1 else outs
 
     def cast(self, v, dtype):
+        dtype = canonical(dtype)
         if v.dtype == dtype:
             return v
         return self.emit("fsdp.cast", [v], [(v.shape, dtype)])

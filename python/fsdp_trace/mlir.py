@@ -15,9 +15,20 @@ ELEMENT_TYPES = {
     torch.float16: "f16",
     torch.bfloat16: "bf16",
     torch.int64: "i64",
-    torch.int32: "i32",
     torch.bool: "i1",
 }
+
+
+# Integers narrower than 64 bits (int32 position ids, uint8 pixels) are
+# computed as int64, the one integer type every backend runs: the same
+# values (only an overflow past 2^31 would differ, where PyTorch's int32
+# wraps).
+WIDENED = {torch.int32: torch.int64, torch.int16: torch.int64, torch.int8: torch.int64,
+           torch.uint8: torch.int64}
+
+
+def canonical(dtype):
+    return WIDENED.get(dtype, dtype)
 
 
 class TraceError(Exception):
@@ -25,6 +36,7 @@ class TraceError(Exception):
 
 
 def element_type(dtype):
+    dtype = canonical(dtype)
     if dtype not in ELEMENT_TYPES:
         raise TraceError(f"dtype {dtype} has no fsdp element type "
                          f"(supported: {', '.join(str(d) for d in ELEMENT_TYPES)})")
@@ -74,12 +86,17 @@ def dense(tensor):
     """A DenseElementsAttr literal for a CPU tensor: hex of its little-endian
     bytes (one element's when every element is equal), bits packed for i1."""
     t = tensor.detach().cpu().contiguous()
+    t = t.to(canonical(t.dtype))
     flat = t.reshape(-1)
     n = flat.numel()
     # (A NaN never equals itself: a tensor holding one is written whole.)
     splat = n > 0 and bool((flat == flat[0]).all())
     if splat:
         flat = flat[:1]
+    if t.dtype == torch.bool and splat:
+        # MLIR reads a one-byte i1 buffer as a splat only when it is 0x00 or
+        # 0xFF (0x01 is refused as too short): the literal says it plainly.
+        return f'dense<{"true" if bool(flat[0]) else "false"}> : {tensor_type(t.shape, t.dtype)}'
     if t.dtype == torch.bool:
         bits = flat.to(torch.uint8).tolist()
         data = bytearray((len(bits) + 7) // 8)
@@ -98,7 +115,8 @@ class Value:
     """An SSA value of the function being written."""
 
     def __init__(self, name, shape, dtype):
-        self.name, self.shape, self.dtype = name, tuple(int(d) for d in shape), dtype
+        self.name, self.shape = name, tuple(int(d) for d in shape)
+        self.dtype = canonical(dtype)
 
     @property
     def type(self):
@@ -157,6 +175,7 @@ class Writer:
 
     def splat(self, value, shape, dtype, loc=None):
         """A constant of `shape` whose every element is `value`."""
+        dtype = canonical(dtype)
         one = dense(torch.full((1,), value, dtype=dtype)).rsplit(" : ", 1)[0]
         return self.op("fsdp.constant", [], [(shape, dtype)],
                        {"value": f"{one} : {tensor_type(shape, dtype)}"}, loc)[0]

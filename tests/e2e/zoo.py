@@ -87,11 +87,16 @@ def reference(case, inputs, target, dtype, jitter=None):
                          if p.grad is not None}
 
 
+FRONTEND = "auto"  # --frontend: how fsdp_trace captures (export, make_fx)
+
+
 def trace(case, inputs, target, batch, path):
     share = {k: v[:batch] for k, v in inputs.items()}
     share["target"] = target[:batch]
-    fsdp_trace.trace(case.build(torch.float32, batch), share, loss_fn=case.loss,
-                     train=case.train).save(path)
+    traced = fsdp_trace.trace(case.build(torch.float32, batch), share, loss_fn=case.loss,
+                              train=case.train, frontend=FRONTEND)
+    traced.save(path)
+    return traced
 
 
 class WithLoss(nn.Module):
@@ -260,7 +265,8 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--max-params", type=float, default=30e6)
     ap.add_argument("--ranks", type=int, default=1)
-    ap.add_argument("--source", choices=["torchvision", "torchaudio", "torch.nn", "all"],
+    ap.add_argument("--source", choices=["torchvision", "torchaudio", "torch.nn",
+                                         "transformers", "all"],
                     default="all")
     ap.add_argument("--strict", action="store_true",
                     help="fail unless every model trains (ok, ill-cond), is refused "
@@ -269,7 +275,13 @@ def main():
                     help="models known not to train yet (with --strict)")
     ap.add_argument("--onnx", action="store_true",
                     help="the ONNX column: torch.onnx.export's file, one rank")
+    ap.add_argument("--frontend", choices=fsdp_trace.capture_frontends(), default="auto",
+                    help="how the tracer captures: torch.export (PyTorch 2.x), make_fx, "
+                         "or auto (export where it can)")
     a = ap.parse_args()
+    global FRONTEND
+    FRONTEND = a.frontend
+    print(f"PyTorch {torch.__version__}, frontend {a.frontend}", flush=True)
     cases = {c.name: c for c in all_cases() if a.source in ("all", c.source)}
     names = a.only.split(",") if a.only else list(cases)
     unknown = [n for n in names if n not in cases]

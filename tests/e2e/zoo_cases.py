@@ -19,7 +19,7 @@ import torch.nn.functional as F
 @dataclasses.dataclass
 class Case:
     name: str
-    source: str                      # torchvision | torchaudio | torch.nn
+    source: str                      # torchvision | torchaudio | torch.nn | transformers
     build: Callable                  # (dtype, batch) -> module in training mode
     inputs: Callable                 # (generator, batch) -> forward's inputs (a dict)
     target: Callable                 # (generator, output) -> the loss's target
@@ -240,5 +240,36 @@ def nn_cases():
     ]
 
 
+class Attention(nn.Module):
+    """F.scaled_dot_product_attention as PyTorch 2.x models call it: an
+    explicit `scale` (T5 uses 1) and grouped-query heads (`enable_gqa`, 4
+    query heads on 2 key/value heads), under a learned additive bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.kv = nn.Linear(8, 8), nn.Linear(8, 8)
+        self.bias = nn.Parameter(torch.randn(1, 4, 6, 6) * 0.1)
+
+    def forward(self, input):
+        B, T, _ = input.shape
+        q = self.q(input).view(B, T, 4, 2).transpose(1, 2)
+        k, v = self.kv(input).view(B, T, 2, 4).transpose(1, 2).chunk(2, dim=-1)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias, scale=1.0,
+                                           enable_gqa=True)
+        return o.transpose(1, 2).reshape(B, T, 8)
+
+
+def attention_cases():
+    """Only where this PyTorch's attention takes scale and enable_gqa (2.5+)."""
+    try:
+        schema = torch.ops.aten.scaled_dot_product_attention.default._schema
+    except (AttributeError, RuntimeError):  # 1.13: no public attention op
+        return []
+    if "enable_gqa" not in [a.name for a in schema.arguments]:
+        return []
+    return [_recurrent("sdpa_scale_gqa", Attention)]
+
+
 def all_cases():
-    return vision_cases() + audio_cases() + nn_cases()
+    from zoo_hf import hf_cases  # transformers' models, where it is installed
+    return vision_cases() + audio_cases() + nn_cases() + attention_cases() + hf_cases()

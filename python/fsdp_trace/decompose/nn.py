@@ -215,26 +215,45 @@ def _adaptive_max_pool(c, node, args, kwargs):
     return [y, None]
 
 
+def _bound(node, args, kwargs):
+    """The op's arguments by their schema names (positional or keyword,
+    defaults filled): its overloads place attn_mask, is_causal and scale
+    differently across PyTorch versions."""
+    out = {}
+    for i, a in enumerate(node.target._schema.arguments):
+        if i < len(args) and not a.kwarg_only:
+            out[a.name] = args[i]
+        elif a.name in kwargs:
+            out[a.name] = kwargs[a.name]
+        else:
+            out[a.name] = a.default_value if a.has_default_value() else None
+    return out
+
+
 @lowers("aten._scaled_dot_product_attention", "aten._scaled_dot_product_attention_forward",
-        "aten.scaled_dot_product_attention")
+        "aten.scaled_dot_product_attention", "aten._scaled_dot_product_flash_attention_for_cpu")
 def _sdpa(c, node, args, kwargs):
-    """softmax(q kᵀ / sqrt(d) + mask) v, written out (fsdp-opt's attention
-    fusion recognises it); dropout must be 0."""
+    """softmax(q kᵀ · scale + mask) v, written out (fsdp-opt's attention
+    fusion recognises it); scale 1/sqrt(d) unless given; grouped-query
+    attention (enable_gqa: fewer key/value heads than query heads) repeats
+    each key/value head over its group; dropout must be 0."""
     b = B(c)
-    q, k, v = c.v(args[0]), c.v(args[1]), c.v(args[2])
-    mask = arg(args, kwargs, 3, "attn_mask")
-    p = arg(args, kwargs, 4, "dropout_p", 0.0)
-    if p:
+    bound = _bound(node, args, kwargs)
+    q, k, v = c.v(bound["query"]), c.v(bound["key"]), c.v(bound["value"])
+    mask = bound.get("attn_mask")
+    if bound.get("dropout_p"):
         raise TraceError("scaled_dot_product_attention with dropout_p > 0 (the plan draws "
                          "no random numbers yet)")
-    named = node.target.overloadpacket.__name__
-    causal = kwargs.get("is_causal", args[6] if named.startswith("_") and len(args) > 6 else
-                        args[5] if len(args) > 5 else False)
+    causal = bool(bound.get("is_causal"))
+    scale = bound.get("scale")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    if bound.get("enable_gqa") and q.rank >= 3 and k.shape[-3] != q.shape[-3]:
+        k, v = _repeat_heads(c, k, q.shape[-3]), _repeat_heads(c, v, q.shape[-3])
     n, s = q.shape[-2], k.shape[-2]
     perm = list(range(k.rank - 2)) + [k.rank - 1, k.rank - 2]
     kt = c.transpose(k, perm)
     scores = c.emit("fsdp.matmul", [q, kt], [(q.shape[:-1] + (s,), q.dtype)])
-    scores = b.mul(scores, 1.0 / math.sqrt(q.shape[-1]))
+    scores = b.mul(scores, scale)
     if mask is not None:
         m = c.v(mask)
         scores = (b.where(m, scores, -math.inf) if m.dtype == torch.bool
@@ -245,7 +264,22 @@ def _sdpa(c, node, args, kwargs):
     probs = c.emit("fsdp.softmax", [scores], [(scores.shape, q.dtype)],
                    {"axis": i64_attr(scores.rank - 1)})
     out = c.emit("fsdp.matmul", [probs, v], [(q.shape[:-1] + (v.shape[-1],), q.dtype)])
+    named = node.target.overloadpacket.__name__
+    if named == "_scaled_dot_product_flash_attention_for_cpu":
+        return [out, None]  # (output, logsumexp): the backward's, never read forward
     return [out, probs] if named.startswith("_") else out
+
+
+def _repeat_heads(c, x, heads):
+    """[..., Hkv, S, D] -> [..., heads, S, D], each head repeated over its
+    group of heads / Hkv query heads (torch's repeat_interleave)."""
+    hkv = x.shape[-3]
+    if heads % hkv:
+        raise TraceError(f"enable_gqa: {heads} query heads are no multiple of {hkv} key heads")
+    lead, (S, D) = tuple(x.shape[:-3]), x.shape[-2:]
+    grouped = c.reshape(x, lead + (hkv, 1, S, D))
+    wide = c.emit("fsdp.broadcast", [grouped], [(lead + (hkv, heads // hkv, S, D), x.dtype)])
+    return c.reshape(wide, lead + (heads, S, D))
 
 
 @lowers("aten.native_group_norm")
