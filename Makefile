@@ -10,6 +10,7 @@ all: build
 
 deps:
 	@bash scripts/install-deps.sh
+	@bash scripts/install-torch2.sh
 
 $(BUILD)/build.ninja:
 	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \

@@ -11,6 +11,7 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin libgloo-dev libopenblas-dev libdnnl-dev
   nlohmann-json3-dev libcli11-dev libgtest-dev libbenchmark-dev
   python3-onnx python3-torch python3-torchvision python3-torchaudio python3-numpy python3-pil chromium
+  python3-venv
 )
 
 if [ ! -r /etc/os-release ] || ! grep -q '^VERSION_ID="12"' /etc/os-release \
