@@ -106,17 +106,25 @@ def worker(a):
         if a.save and step + 1 == SAVE_AT:
             msd, osd = get_state_dict(model, opt)
             dcp.save({"model": msd, "optim": osd}, checkpoint_id=a.save)
+    if a.dump:
+        from torch.distributed.checkpoint.state_dict import (StateDictOptions,
+                                                             get_model_state_dict)
+        full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True,
+                                                                    cpu_offload=True))
+        if rank == 0:
+            torch.save(full, a.dump)
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump(losses, f)
     dist.destroy_process_group()
 
 
-def torch_run(world, out, load=None, save=None, port=29741):
+def torch_run(world, out, load=None, save=None, port=29741, dump=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
            "--master-port", str(port), os.path.abspath(__file__), "--worker", "--out", out]
     cmd += ["--load", load] if load else []
     cmd += ["--save", save] if save else []
+    cmd += ["--dump", dump] if dump else []
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         raise SystemExit(f"PyTorch FSDP2 on {world} rank(s) failed:\n{r.stderr[-3000:]}")
@@ -173,6 +181,29 @@ def convert(*args):
         raise SystemExit(f"fsdp_checkpoint {args[0]} failed:\n{r.stderr[-3000:]}")
 
 
+def full_state_dict_check(saved, dumped):
+    """'' when the safetensors file loads into a fresh model (strict, but
+    for buffers the model does not save) and every tensor is within
+    float32 rounding of PyTorch's own final state; else why not."""
+    import torch
+    from safetensors.torch import load_file
+    m = build()
+    state = load_file(saved)
+    own = set(m.state_dict())
+    extra = set(state) - own
+    nonpersistent = {f"{p}.{b}" if p else b for p, mod in m.named_modules()
+                     for b in mod._non_persistent_buffers_set}
+    if extra - nonpersistent:
+        return f"unexpected keys {sorted(extra - nonpersistent)[:4]}"
+    result = m.load_state_dict({k: v for k, v in state.items() if k in own}, strict=True)
+    if result.missing_keys or result.unexpected_keys:
+        return f"load_state_dict: {result}"
+    ref = torch.load(dumped)
+    worst = max(float((state[k] - ref[k]).abs().max() / ref[k].abs().max().clamp_min(1e-6))
+                for k in ref if k in state)
+    return "" if worst <= 1e-4 else f"weights differ from PyTorch's by {worst:.1e}"
+
+
 def close(x, y):
     return max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(x, y))
 
@@ -185,6 +216,7 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--load")
     ap.add_argument("--save")
+    ap.add_argument("--dump")
     a = ap.parse_args()
     if a.worker:
         return worker(a)
@@ -207,17 +239,28 @@ def main():
             failed += [] if ok else [f"torch x{w1} -> fsdp x{w2}"]
             # fsdp-run -> PyTorch
             cd = os.path.join(tmp, f"ckpt-{w1}{w2}")
+            saved = os.path.join(tmp, f"full-{w1}{w2}.safetensors")
             full = fsdp_run(a, plans[w1], w1, tmp, ["--checkpoint-dir", cd,
-                                                    "--checkpoint-every", str(SAVE_AT)])
+                                                    "--checkpoint-every", str(SAVE_AT),
+                                                    "--save-full", saved])
             d2 = os.path.join(tmp, f"to-dcp-{w1}{w2}")
             convert("to-dcp", os.path.join(cd, f"step-{SAVE_AT}"), d2, "--plan", plans[w1])
-            theirs = torch_run(w2, os.path.join(tmp, f"l{w1}{w2}.json"), load=d2)
+            dumped = os.path.join(tmp, f"torch-final-{w1}{w2}.pt")
+            theirs = torch_run(w2, os.path.join(tmp, f"l{w1}{w2}.json"), load=d2, dump=dumped)
             e = close(theirs, full[SAVE_AT:])
             ok = e <= TOLERANCE
             print(f"{'ok' if ok else 'FAIL':4s} fsdp-run x{w1} -> DCP -> torch FSDP2 x{w2}: "
                   f"steps {SAVE_AT + 1}-{STEPS} losses {[round(x, 6) for x in theirs]} vs "
                   f"{[round(x, 6) for x in full[SAVE_AT:]]} (rel {e:.1e})", flush=True)
             failed += [] if ok else [f"fsdp x{w1} -> torch x{w2}"]
+            # fsdp-run's --save-full (after step 4) is a state dict the
+            # model's load_state_dict takes, and holds what PyTorch's run
+            # from the same step-2 checkpoint holds after step 4.
+            why = full_state_dict_check(saved, dumped)
+            print(f"{'ok' if not why else 'FAIL':4s} fsdp-run x{w1} --save-full -> "
+                  f"load_state_dict: {why or 'loads; weights as torch FSDP2 x%d ends' % w2}",
+                  flush=True)
+            failed += [f"--save-full x{w1}: {why}"] if why else []
     if failed:
         print("dcp round trips failed: " + ", ".join(failed))
         return 1
