@@ -94,7 +94,10 @@ Status kPack(const Instruction &in, Context &c) {
       !isFloat(y.dtype))
     return Status::error("needs one offset per input and a float result");
   uint8_t *out = static_cast<uint8_t *>(c.data(y));
-  std::memset(out, 0, y.bytes());
+  // Only what no input covers is zeroed (the padding, and any gap): a
+  // unit's flat gradient is hundreds of MB, and zeroing it all before the
+  // copies wrote it twice.
+  std::vector<std::pair<int64_t, int64_t>> spans; // [begin, end) elements
   for (size_t i = 0; i < in.in.size(); ++i) {
     const nlohmann::json &o = (*offsets)[i];
     int64_t off = o.is_number_integer() ? o.get<int64_t>() : -1;
@@ -102,6 +105,20 @@ Status kPack(const Instruction &in, Context &c) {
     if (off < 0 || !isFloat(x.dtype) || off + x.numel() > y.numel())
       return Status::error("input " + std::to_string(i) +
                            " does not fit at its offset");
+    spans.push_back({off, off + x.numel()});
+  }
+  std::sort(spans.begin(), spans.end());
+  int64_t at = 0, width = dtypeSize(y.dtype);
+  for (auto [begin, end] : spans) {
+    if (begin > at)
+      std::memset(out + at * width, 0, (begin - at) * width);
+    at = std::max(at, end);
+  }
+  if (at < y.numel())
+    std::memset(out + at * width, 0, (y.numel() - at) * width);
+  for (size_t i = 0; i < in.in.size(); ++i) {
+    int64_t off = (*offsets)[i].get<int64_t>();
+    const TensorRef &x = in.in[i];
     const void *px = c.data(x);
     if (x.dtype == y.dtype) {
       std::memcpy(out + off * dtypeSize(y.dtype), px, x.bytes());
