@@ -20,16 +20,6 @@ bool chosen = false;
 
 /// Whether OpenBLAS runs AVX-512 kernels here (its core name says which
 /// kernels it picked).
-bool openblasHasAvx512() {
-  std::string core = openblas_get_corename();
-  std::transform(core.begin(), core.end(), core.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
-  for (const char *name : {"skylakex", "cooperlake", "sapphire"})
-    if (core.find(name) != std::string::npos)
-      return true;
-  return false;
-}
-
 bool onednnHasAvx512() {
   return dnnl_get_effective_cpu_isa() >= dnnl_cpu_isa_avx512_core;
 }
@@ -57,8 +47,7 @@ Status parseGemmLibrary(const std::string &name, GemmLibrary &out) {
 void setGemmLibrary(GemmLibrary library) {
   requested = library;
   if (library == GemmLibrary::Auto)
-    library = onednnHasAvx512() && !openblasHasAvx512() ? GemmLibrary::OneDNN
-                                                        : GemmLibrary::OpenBLAS;
+    library = onednnHasAvx512() ? GemmLibrary::OneDNN : GemmLibrary::OpenBLAS;
   current = library;
   chosen = true;
 }
@@ -91,6 +80,14 @@ void sgemmSerial(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
                  float beta, float *out, int64_t ldc) {
   if (ldc == 0)
     ldc = n;
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) { // C = beta C, as BLAS defines it (oneDNN's sgemm crashed)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        out[i * ldc + j] = beta == 0.0f ? 0.0f : beta * out[i * ldc + j];
+    return;
+  }
   if (gemmLibrary() == GemmLibrary::OneDNN &&
       // Inside the kernels' OpenMP loops oneDNN runs on the calling thread.
       dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b,

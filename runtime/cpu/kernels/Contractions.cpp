@@ -104,6 +104,15 @@ Status kMatmul(const Instruction &in, Context &c) {
   }
   const float *pa = c.get<float>(a), *pb = c.get<float>(b);
   float *py = c.get<float>(y);
+  if (m == 0 || n == 0 || k == 0) {
+    // An empty product (OpInfo's [S, 0] x [0, M]): the bias, or zeros.
+    // oneDNN's matmul primitive refuses such shapes and its sgemm crashed.
+    int64_t rows = y.numel() / std::max<int64_t>(n, 1);
+    for (int64_t r = 0; n > 0 && r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        py[r * n + j] = bias ? bias[j] : 0.0f;
+    return Status::ok();
+  }
   int64_t amat = a.shape[ar - 2] * a.shape[ar - 1],
           bmat = b.shape[br - 2] * b.shape[br - 1];
   int64_t nb = product(batch);

@@ -301,7 +301,7 @@ Status kArgsort(const Instruction &in, Context &c) {
   int64_t inner = 1;
   for (int64_t d = axis + 1; d < x.rank(); ++d)
     inner *= x.shape[d];
-  int64_t outer = dim * inner ? x.numel() / (dim * inner) : 0;
+  int64_t outer = (dim != 0 && inner != 0) ? x.numel() / (dim * inner) : 0;
   const float *px = c.get<float>(x);
   int64_t *py = c.get<int64_t>(y);
   int64_t rows = outer * inner;
