@@ -402,7 +402,25 @@ struct FsdpWrapUnits : fsdp::impl::FsdpWrapUnitsBase<FsdpWrapUnits> {
         !params.empty() && llvm::all_of(params, [](ParameterOp p) {
           return p.getModuleClasses().has_value();
         });
-    if (policy == "transformer") {
+    // A Hugging Face model names the modules a device map must not split,
+    // which Accelerate's TRANSFORMER_BASED_WRAP wraps (the decoder layers,
+    // and for BERT-like models the embeddings): the tracer records them
+    // (fsdp.no_split_modules) and the default policy takes them as given.
+    auto noSplit =
+        module->getAttrOfType<ArrayAttr>("fsdp.no_split_modules");
+    if (policy == "transformer" && arg.empty() && classesKnown && noSplit &&
+        !noSplit.empty()) {
+      std::set<std::string> classes;
+      for (Attribute a : noSplit)
+        if (auto name = dyn_cast<StringAttr>(a))
+          classes.insert(name.str());
+      groups = classGroups(params, classes);
+      emitRemark(module.getLoc())
+          << "transformer policy: a unit per module of class "
+          << llvm::join(classes, ", ")
+          << " (the model's _no_split_modules, as Accelerate's "
+             "TRANSFORMER_BASED_WRAP)";
+    } else if (policy == "transformer") {
       groups = transformerGroups(module, params, arg);
       if (succeeded(groups) && classesKnown && !groups->empty()) {
         // The classes of the blocks found, then every module of them.

@@ -43,6 +43,7 @@ class Traced:
         self.tensors = tensors
         self.used = used
         self.meta = any(t.tensor.is_meta for t in tensors)
+        self.no_split = []          # transformers' _no_split_modules (held ones)
         self.frontend = "make_fx"   # or "export": what captured the graph
         self.export_error = None    # why torch.export did not, where it did not
 
@@ -53,6 +54,9 @@ class Traced:
         the directory the user names), absolute otherwise."""
         attrs = ['fsdp.frontend = ' + string(
             "torch.export" if self.frontend == "export" else "torch.fx")]
+        if self.no_split:
+            attrs.append("fsdp.no_split_modules = [" +
+                         ", ".join(string(c) for c in self.no_split) + "]")
         if weights_path:
             source = os.path.abspath(weights_path)
             if mlir_path:
@@ -133,6 +137,19 @@ def _refuse_random(gm, module):
                          f"draws random numbers only for dropout, and a value drawn once at "
                          f"trace time would be the same at every step:\n" + "\n".join(lines) +
                          "\n(trace with these disabled, p=0, or in eval mode, train=False)")
+
+
+def _no_split_modules(module):
+    """The layer classes a Hugging Face model names as `_no_split_modules`
+    (its decoder layers; BERT's embeddings too), those it holds: the units
+    Accelerate's TRANSFORMER_BASED_WRAP makes, which fsdp-opt's default
+    policy then makes. The first model found from the root down says."""
+    held = {type(m).__name__ for m in module.modules()}
+    for m in module.modules():
+        names = getattr(m, "_no_split_modules", None)
+        if isinstance(names, (list, tuple, set)) and names:
+            return sorted(str(n) for n in names if str(n) in held)
+    return []
 
 
 def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="auto"):
@@ -241,4 +258,5 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
             f"{', '.join(v.type for v in results)}\n  }}\n")
     traced = Traced(body, "".join(header), tensors, used)
     traced.frontend, traced.export_error = used_frontend, export_error
+    traced.no_split = _no_split_modules(module)
     return traced

@@ -150,6 +150,21 @@ def relative(g, ref):
     return e if np.isfinite(e) else np.inf
 
 
+def _wrap_differs(module, remarks):
+    """'' when the default policy made a unit of exactly the layer classes
+    transformers names as `_no_split_modules` (what Accelerate's
+    TRANSFORMER_BASED_WRAP wraps), among those the model holds; else why
+    not."""
+    hf = getattr(module, "model", module)
+    present = {type(x).__name__ for x in hf.modules()}
+    want = set(getattr(hf, "_no_split_modules", None) or []) & present
+    found = re.search(r"transformer policy: a unit per module of class ([\w, ]+)", remarks)
+    got = set(c.strip() for c in found.group(1).split(",")) if found else set()
+    if got != want:
+        return f"units by class {sorted(got)}, transformers' _no_split_modules {sorted(want)}"
+    return ""
+
+
 def run_model(case, tools, tmp, max_params, ranks, onnx=False):
     if case.refused:
         return "refused", case.refused, 0
@@ -185,6 +200,10 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
             why = (why[0] if why else r.stderr[-150:]).strip()
             return "fsdp-opt", why[why.find("error:"):][:150], n_params
         peaks.append(json.load(open(f"{base}.{world}.plan"))["predicted"]["peak_bytes"])
+        if world == 1 and case.source == "transformers" and not onnx:
+            why = _wrap_differs(m, r.stderr)
+            if why:
+                return "wrap-differs", why, n_params
     r = bounded.run([tools[1], f"{base}.1.plan", "--data", base + ".npz", "--steps", "1",
                      "--quiet", "--dump-grads", base + ".g.safetensors"],
                     capture_output=True, text=True, timeout=900)
