@@ -86,15 +86,12 @@ def rows_for(step, rank, world, local, total):
 def worker(a):
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+    from fsdp2 import shard, train_step
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
     model, layers, vocab = build(a.model)
-    for layer in layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    shard(model, layers, world)
     opt = torch.optim.AdamW(model.parameters(), lr=OPT["lr"],
                             betas=(OPT["beta1"], OPT["beta2"]), eps=OPT["eps"],
                             weight_decay=OPT["weight_decay"])
@@ -104,14 +101,8 @@ def worker(a):
     for step in range(a.steps):
         ids = data[rows_for(step, rank, world, local, len(data))]
         start = time.perf_counter()
-        loss = causal_lm_loss(model(input_ids=ids).logits, ids)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        mean = loss.detach().clone()
-        dist.all_reduce(mean)
+        losses.append(train_step(model, opt, ids, causal_lm_loss, world))
         times.append((time.perf_counter() - start) * 1e3)
-        losses.append(float(mean) / world)
     rss = torch.tensor([resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024],
                        dtype=torch.int64)
     every = [torch.zeros_like(rss) for _ in range(world)]

@@ -74,15 +74,11 @@ def worker(a):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
+    from fsdp2 import shard, train_step
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    mesh = init_device_mesh("cpu", (world,))
     model = build()
-    for layer in model.model.layers:
-        fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    shard(model, model.model.layers, world)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
     start = 0
     if a.load:
@@ -96,13 +92,7 @@ def worker(a):
     losses = []
     for step in range(start, STEPS):
         ids = tokens[rows(step, rank, world, len(tokens))]
-        loss = loss_fn(model(input_ids=ids).logits, ids)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        mean = loss.detach().clone()
-        dist.all_reduce(mean)
-        losses.append(float(mean) / world)
+        losses.append(train_step(model, opt, ids, loss_fn, world))
         if a.save and step + 1 == SAVE_AT:
             msd, osd = get_state_dict(model, opt)
             dcp.save({"model": msd, "optim": osd}, checkpoint_id=a.save)
@@ -204,8 +194,15 @@ def full_state_dict_check(saved, dumped):
     return "" if worst <= 1e-4 else f"weights differ from PyTorch's by {worst:.1e}"
 
 
-def close(x, y):
-    return max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(x, y))
+def report(what, got, want):
+    """Prints the comparison of the losses after the checkpoint; [what]
+    when they differ past float32 rounding, else []."""
+    e = max(abs(p - q) / max(abs(q), 1e-12) for p, q in zip(got, want))
+    ok = e <= TOLERANCE and len(got) == len(want)
+    print(f"{'ok' if ok else 'FAIL':4s} {what}: steps {SAVE_AT + 1}-{STEPS} losses "
+          f"{[round(x, 6) for x in got]} vs {[round(x, 6) for x in want]} (rel {e:.1e})",
+          flush=True)
+    return [] if ok else [what]
 
 
 def main():
@@ -231,12 +228,8 @@ def main():
             ck = os.path.join(tmp, f"ck-from-dcp-{w1}{w2}")
             convert("from-dcp", d, ck, "--plan", plans[w2], "--data", data_arg)
             ours = fsdp_run(a, plans[w2], w2, tmp, ["--resume", ck])
-            e = close(ours, ref[SAVE_AT:])
-            ok = e <= TOLERANCE
-            print(f"{'ok' if ok else 'FAIL':4s} torch FSDP2 x{w1} -> DCP -> fsdp-run x{w2}: "
-                  f"steps {SAVE_AT + 1}-{STEPS} losses {[round(x, 6) for x in ours]} vs "
-                  f"{[round(x, 6) for x in ref[SAVE_AT:]]} (rel {e:.1e})", flush=True)
-            failed += [] if ok else [f"torch x{w1} -> fsdp x{w2}"]
+            failed += report(f"torch FSDP2 x{w1} -> DCP -> fsdp-run x{w2}", ours,
+                             ref[SAVE_AT:])
             # fsdp-run -> PyTorch
             cd = os.path.join(tmp, f"ckpt-{w1}{w2}")
             saved = os.path.join(tmp, f"full-{w1}{w2}.safetensors")
@@ -247,12 +240,8 @@ def main():
             convert("to-dcp", os.path.join(cd, f"step-{SAVE_AT}"), d2, "--plan", plans[w1])
             dumped = os.path.join(tmp, f"torch-final-{w1}{w2}.pt")
             theirs = torch_run(w2, os.path.join(tmp, f"l{w1}{w2}.json"), load=d2, dump=dumped)
-            e = close(theirs, full[SAVE_AT:])
-            ok = e <= TOLERANCE
-            print(f"{'ok' if ok else 'FAIL':4s} fsdp-run x{w1} -> DCP -> torch FSDP2 x{w2}: "
-                  f"steps {SAVE_AT + 1}-{STEPS} losses {[round(x, 6) for x in theirs]} vs "
-                  f"{[round(x, 6) for x in full[SAVE_AT:]]} (rel {e:.1e})", flush=True)
-            failed += [] if ok else [f"fsdp x{w1} -> torch x{w2}"]
+            failed += report(f"fsdp-run x{w1} -> DCP -> torch FSDP2 x{w2}", theirs,
+                             full[SAVE_AT:])
             # fsdp-run's --save-full (after step 4) is a state dict the
             # model's load_state_dict takes, and holds what PyTorch's run
             # from the same step-2 checkpoint holds after step 4.
