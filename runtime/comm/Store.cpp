@@ -46,6 +46,11 @@ enum Query : uint8_t {
   kDeleteKey = 8,
 };
 
+/// torch 2.x's TCPStore (TCPStoreBackend.hpp) numbers its queries from a
+/// VALIDATE at 0, the rest one higher than 1.13's (SET 1 ... GETNUMKEYS 7),
+/// and a client opens with VALIDATE and this number.
+constexpr uint32_t kValidationMagic = 0x3C85F7CE;
+
 using Clock = std::chrono::steady_clock;
 
 Clock::time_point after(double seconds) {
@@ -131,14 +136,54 @@ Status Store::connect(const std::string &host, int port, double timeoutSeconds,
     if (fd < 0)
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ::freeaddrinfo(res);
-  if (fd < 0)
+  if (fd < 0) {
+    ::freeaddrinfo(res);
     return Status::error("cannot reach the store at " + where + " within " +
                          std::to_string((int)timeoutSeconds) +
                          " s: " + lastError);
+  }
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  out.reset(new Store(fd, where, timeoutSeconds));
+  // Which protocol: a 1.13 store answers CHECK of no keys (0x04, count 0)
+  // with READY at once. torch 2.x's reads 0x04 as an ADD and waits for its
+  // key and delta (it would read 1.13's queries as others), so no answer
+  // within the probe's time means 2.x: the half-sent request dies with
+  // that connection, and a new one opens with VALIDATE. The other order
+  // is not safe: a 1.13 store reads VALIDATE as a SET of a huge key.
+  std::string probe(1, (char)kCheck);
+  appendU64(probe, 0);
+  uint8_t ready = 0xff;
+  Clock::time_point probeEnd = std::min(deadline, after(kProbeSeconds));
+  bool v113 = io(fd, probe.data(), probe.size(), probeEnd, true) &&
+              io(fd, &ready, 1, probeEnd, false) && ready == 0;
+  uint8_t shift = 0;
+  if (!v113) {
+    ::close(fd);
+    fd = -1;
+    for (addrinfo *a = res; a && fd < 0; a = a->ai_next) {
+      int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC,
+                       a->ai_protocol);
+      if (s >= 0 && ::connect(s, a->ai_addr, a->ai_addrlen) == 0)
+        fd = s;
+      else if (s >= 0)
+        ::close(s);
+    }
+    std::string hello(1, '\0');
+    uint32_t magic = kValidationMagic;
+    hello.append(reinterpret_cast<const char *>(&magic), 4);
+    if (fd < 0 || !io(fd, hello.data(), hello.size(), deadline, true)) {
+      if (fd >= 0)
+        ::close(fd);
+      ::freeaddrinfo(res);
+      return Status::error("the store at " + where +
+                           " answers neither torch 1.13's TCPStore protocol "
+                           "nor accepts torch 2.x's");
+    }
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    shift = 1;
+  }
+  ::freeaddrinfo(res);
+  out.reset(new Store(fd, where, timeoutSeconds, shift));
   return Status::ok();
 }
 
@@ -153,13 +198,13 @@ Status Store::lost(const std::string &what) {
       "the store at " + where + " did not answer " + what + " within " +
       std::to_string((int)timeout) +
       " s, or closed the connection (a rank that never came, or a store "
-      "that does not speak torch 1.13's TCPStore protocol; "
+      "that speaks neither torch 1.13's nor torch 2.x's TCPStore protocol; "
       "--comm-timeout sets the limit)");
 }
 
 Status Store::set(const std::string &key, const std::string &value) {
   std::lock_guard<std::mutex> lock(mu);
-  std::string msg(1, (char)kSet);
+  std::string msg(1, (char)(kSet + shift));
   appendString(msg, key);
   appendString(msg, value);
   if (!io(fd, msg.data(), msg.size(), after(timeout), true))
@@ -170,14 +215,14 @@ Status Store::set(const std::string &key, const std::string &value) {
 Status Store::get(const std::string &key, std::string &value) {
   std::lock_guard<std::mutex> lock(mu);
   Clock::time_point deadline = after(timeout);
-  std::string msg(1, (char)kWait);
+  std::string msg(1, (char)(kWait + shift));
   appendU64(msg, 1);
   appendString(msg, key);
   uint8_t done = 0xff;
   if (!io(fd, msg.data(), msg.size(), deadline, true) ||
       !io(fd, &done, 1, deadline, false) || done != 0)
     return lost("'" + key + "'");
-  msg.assign(1, (char)kGet);
+  msg.assign(1, (char)(kGet + shift));
   appendString(msg, key);
   uint64_t size = 0;
   if (!io(fd, msg.data(), msg.size(), deadline, true) ||
@@ -197,7 +242,7 @@ Status Store::get(const std::string &key, std::string &value) {
 Status Store::add(const std::string &key, int64_t delta, int64_t &result) {
   std::lock_guard<std::mutex> lock(mu);
   Clock::time_point deadline = after(timeout);
-  std::string msg(1, (char)kAdd);
+  std::string msg(1, (char)(kAdd + shift));
   appendString(msg, key);
   appendU64(msg, (uint64_t)delta);
   if (!io(fd, msg.data(), msg.size(), deadline, true) ||

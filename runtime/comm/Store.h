@@ -1,8 +1,10 @@
 //===- Store.h - A c10d TCPStore client and server -------------*- C++ -*-===//
 //
 // Ranks launched without MPI meet through a key-value store speaking
-// PyTorch's c10d TCPStore wire protocol (torch 1.13's, the one Debian 12
-// ships): under torchrun's static rendezvous the agent already runs one at
+// PyTorch's c10d TCPStore wire protocol (the client speaks torch 1.13's,
+// the one Debian 12 ships, and torch 2.x's, found by a probe at connect;
+// the server speaks 1.13's): under torchrun's static rendezvous the agent
+// already runs one at
 // MASTER_ADDR:MASTER_PORT and fsdp-run is its client; where no agent runs one
 // (torchrun --standalone or --rdzv-backend=c10d, Slurm, a hand launch) rank 0
 // serves it (`StoreServer`). Gloo's contexts and NCCL's unique id are
@@ -42,12 +44,16 @@ public:
   double timeoutSeconds() const { return timeout; }
 
 private:
-  Store(int fd, std::string where, double timeout)
-      : fd(fd), where(std::move(where)), timeout(timeout) {}
+  Store(int fd, std::string where, double timeout, uint8_t shift)
+      : fd(fd), where(std::move(where)), timeout(timeout), shift(shift) {}
   Status lost(const std::string &what);
   int fd;
   std::string where;
   double timeout;
+  uint8_t shift; // 0: torch 1.13's query numbers; 1: torch 2.x's
+  /// How long connect waits for a 1.13 store's answer before it takes the
+  /// store for a torch 2.x one.
+  static constexpr double kProbeSeconds = 2.0;
   std::mutex mu; // one request at a time on the connection
 };
 
