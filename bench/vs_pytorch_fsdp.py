@@ -12,9 +12,7 @@ one thread each:
            torch 2.x's torchrun;
   fsdp     the model traced (fsdp_trace), planned by fsdp-opt (a unit per
            decoder layer by class, reshard after forward but the root) and
-           run by fsdp-run over Gloo under torchrun (Debian's torch 1.13
-           launcher, scripts/torchrun.py: fsdp-run speaks 1.13's store
-           protocol).
+           run by fsdp-run over Gloo under the same torch 2.x torchrun.
 
 Prints per model: the median step time (steps after the first), each
 rank's peak resident set (ru_maxrss), the losses of both at every step and
@@ -39,7 +37,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TORCHRUN_113 = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "torchrun.py")]
 OPT = dict(lr=3e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 
 
@@ -168,12 +165,12 @@ def run_fsdp(a, model, tmp):
                    check=True, capture_output=True, text=True)
     predicted = json.load(open(plan))["predicted"]["peak_bytes"]
     log = base + ".jsonl"
-    env = dict(os.environ, FSDP_STORE_PORT=str(a.port + 1))
-    cmd = TORCHRUN_113 + ["--nproc_per_node", "2", "--master_port", str(a.port),
-                          "--no_python", sys.executable, os.path.abspath(__file__),
-                          "--rank-rss", base + ".rss", "--", a.fsdp_run, plan, "--data",
-                          base + ".npz", "--steps", str(a.steps), "--log", log, "--quiet"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600, env=env)
+    # `--` ends torchrun's options (its parser would take --log for --log-dir).
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+           "--master-port", str(a.port), "--no-python", "--", sys.executable,
+           os.path.abspath(__file__), "--rank-rss", base + ".rss", "--", a.fsdp_run, plan,
+           "--data", base + ".npz", "--steps", str(a.steps), "--log", log, "--quiet"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"fsdp-run ({model}) failed:\n{r.stdout[-1500:]}\n{r.stderr[-3000:]}")
     lines = [json.loads(x) for x in open(log)]
