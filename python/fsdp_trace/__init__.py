@@ -117,10 +117,16 @@ def _identity_dropout(node):
     return isinstance(p, (int, float)) and (p == 0 or train is False)
 
 
+_ATTENTIONS = ("aten.scaled_dot_product_attention", "aten._scaled_dot_product_attention",
+               "aten._scaled_dot_product_attention_forward",
+               "aten._scaled_dot_product_flash_attention_for_cpu")
+
+
 def _elementwise_dropout(node):
-    """torch's dropout (each element on its own): fsdp.dropout draws its
-    mask in the plan (common/Philox.h)."""
-    return op_name(node.target) in ("aten.dropout", "aten.native_dropout")
+    """torch's dropout (each element on its own), and an attention's
+    dropout of its probabilities: fsdp.dropout draws its mask in the plan
+    (common/Philox.h)."""
+    return op_name(node.target) in ("aten.dropout", "aten.native_dropout") + _ATTENTIONS
 
 
 def _refuse_random(gm, module):

@@ -697,11 +697,17 @@ def _dropout(c, node, args, kwargs):
     p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
     train = args[2] if len(args) > 2 else kwargs.get("train", True)
     if p and train:
-        c.dropouts += 1
-        seed = (c.seed * 0x9E3779B1 + c.dropouts) % (1 << 62)
-        x = c.emit("fsdp.dropout", [x], [(x.shape, x.dtype)],
-                   {"p": f"{float(p):.17g} : f64", "seed": i64_attr(seed)})
+        x = dropout(c, x, p)
     return [x, None] if op_name(node.target) == "aten.native_dropout" else x
+
+
+def dropout(c, x, p):
+    """fsdp.dropout of `x` at rate `p`, its stream keyed by the trace's
+    seed and the number of dropouts written before it (each its own)."""
+    c.dropouts += 1
+    seed = (c.seed * 0x9E3779B1 + c.dropouts) % (1 << 62)
+    return c.emit("fsdp.dropout", [x], [(x.shape, x.dtype)],
+                  {"p": f"{float(p):.17g} : f64", "seed": i64_attr(seed)})
 
 
 # -- vision --------------------------------------------------------------------------

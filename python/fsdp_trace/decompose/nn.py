@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from ..lower import LOWERINGS, TraceError, lowers
+from ..lower import LOWERINGS, TraceError, dropout, lowers
 from ..mlir import bool_attr, f32_attr, i64_array, i64_attr, string
 from .builder import B, arg
 from .shapes import _place, pad
@@ -236,14 +236,13 @@ def _sdpa(c, node, args, kwargs):
     """softmax(q kᵀ · scale + mask) v, written out (fsdp-opt's attention
     fusion recognises it); scale 1/sqrt(d) unless given; grouped-query
     attention (enable_gqa: fewer key/value heads than query heads) repeats
-    each key/value head over its group; dropout must be 0."""
+    each key/value head over its group; dropout_p > 0 drops probabilities
+    (fsdp.dropout)."""
     b = B(c)
     bound = _bound(node, args, kwargs)
     q, k, v = c.v(bound["query"]), c.v(bound["key"]), c.v(bound["value"])
     mask = bound.get("attn_mask")
-    if bound.get("dropout_p"):
-        raise TraceError("scaled_dot_product_attention with dropout_p > 0 (the plan draws "
-                         "no random numbers yet)")
+    p = float(bound.get("dropout_p") or 0.0)
     causal = bool(bound.get("is_causal"))
     scale = bound.get("scale")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
@@ -263,6 +262,12 @@ def _sdpa(c, node, args, kwargs):
         scores = b.where(keep, scores, -math.inf)
     probs = c.emit("fsdp.softmax", [scores], [(scores.shape, q.dtype)],
                    {"axis": i64_attr(scores.rank - 1)})
+    if p > 0:
+        # PyTorch drops attention probabilities (each query's weight on
+        # each key), scaled by 1/(1-p): fsdp.dropout on them, drawn in the
+        # plan. The fused attention then does not apply (its kernels have
+        # no dropout); the product stays unfused.
+        probs = dropout(c, probs, p)
     out = c.emit("fsdp.matmul", [probs, v], [(q.shape[:-1] + (v.shape[-1],), q.dtype)])
     named = node.target.overloadpacket.__name__
     if named == "_scaled_dot_product_flash_attention_for_cpu":
