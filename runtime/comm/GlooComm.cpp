@@ -34,6 +34,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -537,6 +538,12 @@ Status portFrom(const char *name, const char *text, int &port) {
 
 Status glooComm(const LaunchInfo &launch, double timeoutSeconds,
                 std::unique_ptr<Comm> &out) {
+  // Gloo's TCP pairs write with writev, which raises SIGPIPE when the peer
+  // has closed its end (a rank that died): ignored, the write fails with
+  // EPIPE, Gloo throws and this rank reports the lost peer, instead of
+  // dying by the signal with nothing said (a flake of data-parallel-mpi's
+  // "a rank dies" case under load, seen as signal 13).
+  std::signal(SIGPIPE, SIG_IGN);
   std::string who = launch.launcher + " (rank " + std::to_string(launch.rank) +
                     " of " + std::to_string(launch.size) + ")";
   const char *host = std::getenv("MASTER_ADDR");
