@@ -62,6 +62,20 @@ Status matmulNarrow(const Instruction &in, Context &c, bool ta, bool tb) {
                            " is not one per column of " + shapeString(y.shape));
     vbias = matrixView(t, false, yr);
   }
+  if (y.numel() == 0 || va.dims[yr - 1] == 0) {
+    // An empty product: the bias, or zeros (oneDNN's primitive refuses it).
+    int64_t n = vy.dims[yr - 1], width = dtypeSize(y.dtype);
+    uint8_t *out = static_cast<uint8_t *>(c.data(y));
+    const uint8_t *bias = in.in.size() == 3
+                              ? static_cast<const uint8_t *>(c.data(in.in[2]))
+                              : nullptr;
+    for (int64_t i = 0; n > 0 && i < y.numel(); ++i)
+      if (bias)
+        std::memcpy(out + i * width, bias + (i % n) * width, width);
+      else
+        std::memset(out + i * width, 0, width);
+    return Status::ok();
+  }
   return matmulOneDnn(
       true, va, vb, in.in.size() == 3 ? &vbias : nullptr, vy, c.data(a),
       c.data(b), in.in.size() == 3 ? c.data(in.in[2]) : nullptr, c.data(y));
