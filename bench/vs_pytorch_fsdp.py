@@ -198,7 +198,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=4, help="global batch (2 ranks)")
-    ap.add_argument("--port", type=int, default=29731)
+    ap.add_argument("--port", type=int, default=27731)
     ap.add_argument("--json")
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--model")

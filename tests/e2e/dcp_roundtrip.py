@@ -109,7 +109,7 @@ def worker(a):
     dist.destroy_process_group()
 
 
-def torch_run(world, out, load=None, save=None, port=29741, dump=None):
+def torch_run(world, out, load=None, save=None, port=26741, dump=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(world),
            "--master-port", str(port), os.path.abspath(__file__), "--worker", "--out", out]
     cmd += ["--load", load] if load else []

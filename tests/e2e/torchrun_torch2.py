@@ -41,7 +41,7 @@ def main():
         ref = os.path.join(tmp, "mpi.jsonl")
         subprocess.run(MPIRUN + ["-np", "2"] + run + [ref], check=True, timeout=300)
         failed = []
-        for name, extra in (("agent store", ["--master-port", "29851"]),
+        for name, extra in (("agent store", ["--master-port", "26851"]),
                             ("--standalone", ["--standalone"])):
             log = os.path.join(tmp, name.strip("-").replace(" ", "_") + ".jsonl")
             # `--` ends torchrun's options: torch 2.x's parser takes --log as
