@@ -108,6 +108,7 @@ def worker(a):
         with open(a.out, "w") as f:
             json.dump({"step_ms": times, "losses": losses,
                        "peak_rss_bytes": [int(r) for r in every]}, f)
+    dist.barrier()  # no rank tears Gloo down while another is in a collective
     dist.destroy_process_group()
 
 

@@ -106,6 +106,11 @@ def worker(a):
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump(losses, f)
+    # Every rank past its last collective before any tears Gloo down: a
+    # rank that destroyed its group while its peer was still in one died
+    # in torch 2.11's Gloo ("terminate called without an active
+    # exception", SIGABRT) in a fresh-clone run.
+    dist.barrier()
     dist.destroy_process_group()
 
 
