@@ -9,8 +9,8 @@ the model FLOP/s (6 x parameters x tokens a step) against this machine's
 sgemm peak and copy bandwidth, both measured in the same run (the better of
 numpy on Debian's OpenBLAS at 4096^2 and fsdp-run --calibrate's products on
 the library it picked, the same threads); the same model's step with
---compute-dtype=bf16; the step each plan predicts (made for this machine
-as fsdp-run --calibrate measures it) against the measured one; and
+--compute-dtype=bf16; the step each plan predicts (for fsdp-opt's default --device=cpu,
+this machine as fsdp-run calibrated it) against the measured one; and
 fsdp-run's compute stream by op class from its trace (each instruction's
 median over the steps).
 
@@ -155,16 +155,15 @@ def main():
         npz = os.path.join(tmp, "batch.npz")
         np.savez(npz, **{n: t.numpy() for n, t in inputs.items()})
         env = dict(os.environ, OPENBLAS_NUM_THREADS=str(a.threads))
-        # The plans are made for this machine as fsdp-run --calibrate
-        # measures it, so their predicted step can be checked against the run.
-        cal_text = subprocess.run([a.fsdp_run, "--calibrate"], check=True, env=env,
-                                  capture_output=True, text=True).stdout
-        cal = json.loads(cal_text)
-        device = os.path.join(tmp, "cpu.json")
-        with open(device, "w") as f:
-            f.write(cal_text)
+        # The plans are made for --device=cpu, fsdp-opt's default: this
+        # machine as fsdp-run calibrated it (cached; measured first where
+        # there is none), so their predicted step can be checked against
+        # the run.
+        cal_path = subprocess.run([a.fsdp_run, "--calibration=none"], check=True, env=env,
+                                  capture_output=True, text=True).stdout.strip()
+        cal = json.load(open(cal_path))
         plan = os.path.join(tmp, "gpt2.plan")
-        subprocess.run([a.fsdp_opt, onnx, "-o", plan, f"--device={device}"], check=True,
+        subprocess.run([a.fsdp_opt, onnx, "-o", plan], check=True, env=env,
                        stderr=subprocess.DEVNULL)
         log = os.path.join(tmp, "log.jsonl")
         trace = os.path.join(tmp, "trace.json")
@@ -176,8 +175,8 @@ def main():
         # The same model computing in bf16 (f32 master weights), whose GEMMs
         # run as bf16 where the CPU has AVX512-BF16 or AMX (oneDNN).
         plan16 = os.path.join(tmp, "gpt2-bf16.plan")
-        subprocess.run([a.fsdp_opt, onnx, "-o", plan16, "--compute-dtype=bf16",
-                        f"--device={device}"], check=True, stderr=subprocess.DEVNULL)
+        subprocess.run([a.fsdp_opt, onnx, "-o", plan16, "--compute-dtype=bf16"], check=True,
+                       env=env, stderr=subprocess.DEVNULL)
         log16 = os.path.join(tmp, "log16.jsonl")
         subprocess.run([a.fsdp_run, plan16, "--data", npz, "--steps", str(total), "--log",
                         log16, "--quiet"], check=True, env=env)
@@ -213,7 +212,7 @@ def main():
           f"(--compute-dtype=bf16; {cal['name']}, bf16 products at "
           f"{cal['flops_bf16'] / 1e9:.0f} GFLOP/s)")
     for what, p, m in (("f32", predicted, mo), ("bf16", predicted16, mo16)):
-        print(f"  predicted {what} step (fsdp-opt --device=<fsdp-run --calibrate>) "
+        print(f"  predicted {what} step (fsdp-opt's default --device=cpu: {cal_path}) "
               f"{p:8.1f} ms against {m:.1f} measured: {100 * (p - m) / m:+.1f}% "
               f"(target within 10%)")
     flops = 6 * params * tokens

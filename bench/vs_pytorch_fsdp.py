@@ -84,7 +84,7 @@ def worker(a):
     import torch
     import torch.distributed as dist
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-    from fsdp2 import shard, train_step
+    from fsdp2 import finish, shard, train_step
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     model, layers, vocab = build(a.model)
@@ -108,8 +108,7 @@ def worker(a):
         with open(a.out, "w") as f:
             json.dump({"step_ms": times, "losses": losses,
                        "peak_rss_bytes": [int(r) for r in every]}, f)
-    dist.barrier()  # no rank tears Gloo down while another is in a collective
-    dist.destroy_process_group()
+    finish()
 
 
 def run_pytorch(a, model, tmp):

@@ -3,9 +3,10 @@
 // Peak arithmetic per dtype, memory bandwidth, and the links between
 // devices (within a node, across nodes): what the simulator needs to price
 // a plan's instructions on a cluster that is not here. Built in: h100-sxm,
-// h200, a100-80g and cpu (a 2-core development machine; calibrate your own
-// with fsdp-run --calibrate). Any other name is read as a JSON file with the
-// same fields. The GPU figures are sourced, never fitted to a result:
+// h200, a100-80g and cpu-generic (a 2-core development machine of 2024,
+// fixed: what the tests plan for). fsdp-opt's --device=cpu is the machine
+// it runs on, calibrated by fsdp-run and cached (ThisMachine.h). Any other
+// name is read as a JSON file with the same fields. The GPU figures are sourced, never fitted to a result:
 // datasheet peaks, and what published measurements show is achievable of
 // them (GEMM efficiency, flash attention, NCCL bus bandwidths); each is
 // cited where DeviceModel.cpp sets it.
@@ -25,11 +26,18 @@ namespace mlir::fsdp {
 
 struct DeviceModel {
   std::string name;
+  /// The JSON file it was read from (empty: built in): what a plan names
+  /// as its calibration.
+  std::string file;
   double flopsF32 = 0, flopsBf16 = 0; // per second, dense peaks
   /// Fractions of the peak that GEMMs (matmul, gemm) and fused attention
   /// reach at best (1: the peak; the CPU's rates are measured already).
   double gemmEfficiency = 1.0, attentionEfficiency = 1.0;
   double memBandwidth = 0; // bytes per second
+  /// CPU: the bytes a rank's caches hold (its cores' L2) and the rate data
+  /// that fits in them moves at; an op moving no more runs at it (0: not
+  /// measured, memBandwidth throughout).
+  double cacheBytes = 0, cacheBandwidth = 0;
   /// The fraction of it memory-bound kernels reach (1: the CPU's rate is
   /// measured already).
   double memEfficiency = 1.0;
@@ -92,6 +100,28 @@ struct DeviceModel {
   /// ops a rank on t threads pays no threadFactor (`op_scale_threads` in
   /// the JSON, keyed by the count).
   std::map<int64_t, llvm::StringMap<double>> opScaleByThreads;
+  /// Per op name, seconds each instruction of it takes besides its scaled
+  /// roofline: a CPU kernel's fixed cost (its parallel region, its setup
+  /// per call), which dominates small ops. `op_overhead` and, like the
+  /// scales, `op_overhead_threads` by thread count; both fitted by the
+  /// calibration's reference runs (runtime/inspect/FitDevice.cpp).
+  llvm::StringMap<double> opOverhead;
+  std::map<int64_t, llvm::StringMap<double>> opOverheadByThreads;
+  /// Per op name, a fitted linear cost that replaces the scaled roofline:
+  /// seconds per flop, and a factor on the seconds its bytes take at the
+  /// cache's bandwidth where they fit in it, at the memory's where not
+  /// (`op_cost: {op: [per_flop, on_bytes]}`, and `op_cost_threads`). A
+  /// kernel's time is then overhead + perFlop x flops + onBytes x
+  /// bytesSeconds(bytes): a tanh's cost per element does not depend on
+  /// where its data is, a copy's does.
+  struct LinearCost {
+    double perFlop = 0, onBytes = 0;
+  };
+  llvm::StringMap<LinearCost> opCost;
+  std::map<int64_t, llvm::StringMap<LinearCost>> opCostByThreads;
+  /// Seconds `bytes` take to move at the roofline's bandwidth (the cache's
+  /// where they fit in it).
+  double bytesSeconds(int64_t bytes) const;
 
   /// Seconds one op with these flops and bytes takes (a roofline at the
   /// op's efficiency, times its op_scale).
@@ -103,9 +133,12 @@ struct DeviceModel {
                          llvm::StringRef op = "") const;
   /// Seconds the op takes on one of `ranksOnNode` ranks sharing a node
   /// (0: a device of its own): computeSeconds with the op's per-thread
-  /// factor where fitted, else with sharedNodeFactor.
+  /// factor where fitted, else with sharedNodeFactor. `narrow` ("bf16",
+  /// "f16": the op's tensors in the plan) selects fitted values keyed
+  /// "op.bf16" before the op's own.
   double rankComputeSeconds(int64_t flops, int64_t bytes, Type element,
-                            llvm::StringRef op, int64_t ranksOnNode) const;
+                            llvm::StringRef op, int64_t ranksOnNode,
+                            llvm::StringRef narrow = "") const;
   /// Whether a group of `ranks` ranks `stride` apart spans nodes.
   bool crossesNodes(int64_t ranks, int64_t stride) const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an

@@ -34,6 +34,9 @@ inline constexpr llvm::StringLiteral recompute = "fsdp.recompute";
 inline constexpr llvm::StringLiteral reduceDtype = "fsdp.reduce_dtype";
 inline constexpr llvm::StringLiteral replicateGroups = "fsdp.replicate_groups";
 inline constexpr llvm::StringLiteral sim = "fsdp.sim";
+/// A compute op's [flops, bytes] as fsdp-simulate priced it (what the
+/// calibration's fit regresses each op's measured time on).
+inline constexpr llvm::StringLiteral cost = "fsdp.cost";
 inline constexpr llvm::StringLiteral source = "fsdp.source";
 inline constexpr llvm::StringLiteral sourceBase = "fsdp.source_base";
 inline constexpr llvm::StringLiteral strategy = "fsdp.strategy";

@@ -231,6 +231,8 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       // fsdp-simulate's predicted start and end, in seconds.
       if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
         instr["predicted"] = json::Array{sim[0], sim[1]};
+      if (auto cost = op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::cost))
+        instr["cost"] = json::Array{cost[0], cost[1]};
       program.push_back(std::move(instr));
     }
 

@@ -177,6 +177,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         mlir::fsdp::attrs::predicted,
         b.getDictionaryAttr({
             b.getNamedAttr("device", b.getStringAttr(model->name)),
+            // The calibration file it was priced with ("": built in).
+            b.getNamedAttr("device_file", b.getStringAttr(model->file)),
             b.getNamedAttr("step_seconds", b.getF64FloatAttr(total.step)),
             b.getNamedAttr("compute_seconds", b.getF64FloatAttr(total.compute)),
             b.getNamedAttr("comm_seconds", b.getF64FloatAttr(total.comm)),
@@ -359,14 +361,24 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             launches = double(cost->kernels - 1) * model.launchOverhead;
           }
         Type element = elementOf(&op);
+        // Fitted costs of the op on narrow tensors ("matmul.bf16") apply
+        // however the CPU runs it.
+        StringRef narrow = !element                ? ""
+                           : element.isBF16()      ? "bf16"
+                           : element.isF16()       ? "f16"
+                                                   : "";
         if (model.cores > 0)
           widenOnCpu(op, model, element, bytes);
         double seconds =
             model.rankComputeSeconds(flops, bytes, element,
-                                     op.getName().stripDialect(), ranksOnNode) +
+                                     op.getName().stripDialect(), ranksOnNode,
+                                     narrow) +
             launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
         t.compute += end - start;
+        if (annotate)
+          op.setAttr(mlir::fsdp::attrs::cost,
+                     b.getDenseI64ArrayAttr({flops, bytes}));
         // SyncBatchNorm: the kernel waits on its all-reduces of per-channel
         // sums (two of C, each two floats, forward; backward those and one
         // of 2C).

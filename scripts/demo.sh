@@ -11,14 +11,19 @@ echo "== exporting a 4-layer GPT-2 (tied embeddings, loss in the graph) with tor
 echo "== fsdp-opt $out/gpt2.onnx --batch-size=8 --summary"
 "$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=8 --summary
 echo "== fsdp-opt $out/gpt2.onnx --batch-size=8 --lr=3e-3 -o $out/gpt2.plan"
+echo "   (--device=cpu, the default, is this machine: the first compile measures it"
+echo "   and fits it to reference runs, once, and caches it in ~/.cache/fsdp)"
 "$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=8 --lr=3e-3 -o "$out/gpt2.plan"
 echo "   plan: $(grep -c '"op"' "$out/gpt2.plan") instructions," \
      "arena $(grep -m1 '"arena_bytes"' "$out/gpt2.plan" | tr -dc 0-9) bytes"
 /usr/bin/python3 examples/make_dataset.py "$out/count.npz" --rows 64 --seq 32 --vocab 256
 echo "== fsdp-run $out/gpt2.plan --data $out/count.npz --steps 40 (next token = token + 1)"
 "$build/tools/fsdp-run" "$out/gpt2.plan" --data "$out/count.npz" --steps 40 \
-  --log "$out/train.jsonl"
+  --log "$out/train.jsonl" --trace "$out/measured-1.json"
 echo "== step log: $out/train.jsonl"
+echo "== fsdp-inspect: one rank's plan predicted against its measured steps"
+"$build/tools/fsdp-inspect" "$out/gpt2.plan" --compare "$out/measured-1.json" --ranks 1 |
+  grep -E "^(predicted on|step time|peak memory)"
 echo "== FSDP: fsdp-opt --world-size=2 --strategy=full-shard --units (transformer wrap policy)"
 "$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=4 --lr=3e-3 --world-size=2 \
   --strategy=full-shard --units -o "$out/gpt2-ws2.plan" 2>/dev/null

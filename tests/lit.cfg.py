@@ -14,6 +14,12 @@ config.excludes = ["Inputs"]
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.fsdp_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# Plans are priced on the fixed built-in CPU, the same on every machine
+# (fsdp-opt's default, --device=cpu, is this machine, measured and cached),
+# and no test touches the user's calibration cache.
+config.environment["FSDP_DEVICE"] = "cpu-generic"
+config.environment["FSDP_CACHE_DIR"] = os.path.join(config.fsdp_obj_root, "tests",
+                                                    "calibration-cache")
 
 # Model generators run under Debian's interpreter (python3-torch, -onnx).
 # `lit --param python=/opt/fsdp/torch2/bin/python` runs the tracer's tests

@@ -9,6 +9,7 @@
 #include "frontend/OnnxImporter.h"
 #include "autotune/Autotune.h"
 #include "costmodel/DeviceModel.h"
+#include "costmodel/ThisMachine.h"
 #include "passes/Passes.h"
 #include "pipeline/DriverFlag.h"
 #include "pipeline/Pipeline.h"
@@ -118,6 +119,12 @@ static llvm::cl::opt<std::string> memoryBudgetOpt(
                    "--autotune the budget to tune for (default: the "
                    "device's); alone, an error if the plan's peak exceeds it"),
     llvm::cl::cat(deviceCategory));
+static fsdp::Flag<std::string> launcherOpt(
+    "launcher",
+    "what will launch a plan of several ranks on this machine, for "
+    "--device=cpu's collectives: mpirun (MPI, default) | torchrun (Gloo; "
+    "also srun without MPI)",
+    "mpirun", deviceCategory, {"mpirun", "torchrun"});
 static llvm::cl::opt<bool> autotuneOpt(
     "autotune",
     llvm::cl::desc("choose per-unit resharding and recomputation, prefetch "
@@ -211,6 +218,29 @@ static LogicalResult checkTrainingFlags() {
   return success();
 }
 
+static const char *argv0 = "fsdp-opt";
+
+/// The device the plan is priced on: --device, else $FSDP_DEVICE, else
+/// cpu; and cpu is this machine, as fsdp-run has calibrated it for the
+/// engine the plan's ranks will use (costmodel/ThisMachine.h).
+static LogicalResult resolveDevice(fsdp::PlanConfig &config) {
+  std::string &device = config.simulate.device;
+  if (!FsdpSimulate_device.getNumOccurrences())
+    if (const char *env = std::getenv("FSDP_DEVICE"); env && *env)
+      device = env;
+  if (device != "cpu")
+    return success();
+  auto path = fsdp::thisMachineCalibration(
+      argv0, fsdp::collectiveEngine(config.shard.worldSize, launcherOpt));
+  if (!path) {
+    llvm::errs() << "fsdp-opt: error: " << llvm::toString(path.takeError())
+                 << "\n";
+    return failure();
+  }
+  device = *path;
+  return success();
+}
+
 /// Holds the remarks a compile emits (the units chosen, autotune's moves)
 /// until it is known to succeed: a failed compile prints its error alone,
 /// one line, not the remarks of the passes that ran before it.
@@ -261,6 +291,8 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
     return failure();
 
   fsdp::PlanConfig config = flags.plan;
+  if (failed(resolveDevice(config)))
+    return failure();
   int64_t budget = 0;
   if (memoryBudgetOpt.getNumOccurrences()) {
     auto bytes = fsdp::parseByteSize(memoryBudgetOpt);
@@ -432,6 +464,7 @@ static int runMlirToPlan(DialectRegistry &registry, StringRef input,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  argv0 = argv[0];
   DialectRegistry registry;
   registry.insert<fsdp::FsdpDialect, func::FuncDialect>();
   fsdp::registerFsdpPasses();

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Gemm.h"
+#include "runtime/run/Calibration.h"
 #include "runtime/run/Run.h"
 
 #include <CLI/CLI.hpp>
@@ -40,6 +41,20 @@ int main(int argc, char **argv) {
   app.add_flag("--calibrate", o.calibrateOnly,
                "measure this machine (and the links between mpirun's ranks) "
                "and print a device description for fsdp-opt --device=FILE");
+  std::string calibration;
+  app.add_option("--calibration", calibration,
+                 "print the path of this machine's cached calibration for "
+                 "the collective engine named (none, mpi or gloo), measuring "
+                 "it first where the cache has none or a stale one "
+                 "(fsdp-opt --device=cpu runs this)")
+      ->check(CLI::IsMember({"none", "mpi", "gloo"}))
+      ->excludes("--calibrate");
+  std::vector<std::string> fitPlans;
+  app.add_option("--fit-plan", fitPlans,
+                 "with --calibration: run these reference plans (priced on "
+                 "the cached calibration) and fit each op's fixed cost and "
+                 "factor to them; fsdp-opt --device=cpu does this once")
+      ->needs("--calibration");
   app.add_option("--steps", o.steps, "optimizer steps to run")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed, "seed of the synthetic data");
@@ -115,6 +130,18 @@ int main(int argc, char **argv) {
   if (Status s = cpu::parseGemmLibrary(gemmName, gemm); !s)
     return fail(s);
   cpu::setGemmLibrary(gemm);
+
+  if (!calibration.empty()) {
+    std::string path;
+    if (Status s = fitPlans.empty()
+                       ? cachedCalibration(calibration, o.commTimeout * 5, path)
+                       : fitCalibration(calibration, fitPlans,
+                                        o.commTimeout * 5, path);
+        !s)
+      return fail(s);
+    std::printf("%s\n", path.c_str());
+    return 0;
+  }
 
   RunOutcome run;
   if (Status s = runPlan(o, run); !s)

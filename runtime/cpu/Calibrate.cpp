@@ -6,6 +6,7 @@
 #include "runtime/support/Threads.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -174,11 +175,42 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
   if (nativeBf16Gemm())
     FSDP_RETURN_IF_ERROR(measureBlockProducts(true, flopsBf16));
 
-  // Copy bandwidth (bytes read plus written).
+  // Copy bandwidth (bytes read plus written), on the rank's threads as the
+  // memory-bound kernels run: one thread's memcpy reached half of what two
+  // threads' kernels did (12 against 21 GB/s on a 2-core Xeon), and every
+  // memory-bound op was predicted twice as slow as it ran.
   const size_t bytes = 64 << 20;
   std::vector<char> src(bytes, 1), dst(bytes, 0);
-  double copy = best(5, [&] { std::memcpy(dst.data(), src.data(), bytes); });
+  auto copyAll = [&] {
+    const int64_t chunks = 64, chunk = (int64_t)bytes / chunks;
+#pragma omp parallel for num_threads(threads)
+    for (int64_t c = 0; c < chunks; ++c)
+      std::memcpy(dst.data() + c * chunk, src.data() + c * chunk,
+                  (size_t)chunk);
+  };
+  copyAll();
+  double copy = best(5, copyAll);
   double bandwidth = 2.0 * bytes / copy;
+  // The same within the rank's caches: its threads' L2, each copying a
+  // quarter of its own (source and destination in half of it), repeated
+  // so the data stays there. Small ops run at this rate, two to three
+  // times the memory's.
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  double cacheBytes = 0, cacheBandwidth = 0;
+  if (l2 > 0) {
+    const int64_t each = l2 / 4;
+    std::vector<char> a((size_t)each * threads, 1), b((size_t)each * threads);
+    auto copyCached = [&] {
+      for (int rep = 0; rep < 8; ++rep) {
+#pragma omp parallel for num_threads(threads)
+        for (int64_t t = 0; t < threads; ++t)
+          std::memcpy(b.data() + t * each, a.data() + t * each, (size_t)each);
+      }
+    };
+    copyCached();
+    cacheBandwidth = 2.0 * 8 * each * threads / best(20, copyCached);
+    cacheBytes = (double)l2 * threads;
+  }
 
   // Parallel efficiency of the kernels' loops: an element-wise mix (a
   // transcendental and a streaming add) on one thread and on all of them.
@@ -247,6 +279,8 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             {"sgemm_peak_f32", peak},
             {"flops_bf16", flopsBf16},
             {"mem_bandwidth", bandwidth},
+            {"cache_bytes", cacheBytes},
+            {"cache_bandwidth", cacheBandwidth},
             // Attention's kernels against the GEMM's rate; the backward's
             // own factor on top.
             {"attention_efficiency",

@@ -22,6 +22,7 @@
 #include "runtime/support/File.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <vector>
@@ -71,9 +72,22 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
       .withContext("writing the fitted device");
 }
 
-Status fitDeviceJson(const Plan &plan, const json &doc,
-                     const std::string &measuredPath, json &device,
-                     std::ostream &os) {
+namespace {
+
+/// One compute instruction of a run: its op, what the plan predicted, what
+/// it took.
+struct Sample {
+  std::string op;
+  double predicted, measured;
+  int64_t flops, bytes; // as fsdp-simulate priced the instruction
+};
+
+/// The compute instructions of the slowest rank of one measured run (every
+/// collective waits for it, so it sets the step); `narrowKeys`: an op on
+/// bf16 or f16 tensors is its own key ("matmul.bf16").
+Status samplesOf(const Plan &plan, const json &doc,
+                 const std::string &measuredPath, bool narrowKeys,
+                 std::vector<Sample> &out) {
   // Compute instructions only: a collective's span and a wait's time are
   // the network's, and views take no time.
   struct Timed {
@@ -83,6 +97,7 @@ Status fitDeviceJson(const Plan &plan, const json &doc,
   };
   std::vector<Timed> timed;
   std::map<int64_t, double> perRank; // compute seconds
+  std::map<int64_t, double> everything; // every instruction's, waits too
   for (const json &e : doc["traceEvents"]) {
     if (e.value("ph", "") != "X" || !e.contains("args") ||
         !e["args"].contains("instruction"))
@@ -92,6 +107,8 @@ Status fitDeviceJson(const Plan &plan, const json &doc,
       return Status::error(measuredPath + ": instruction " + std::to_string(i) +
                            " is not in the plan");
     const Instruction &ins = plan.program[i];
+    everything[e.value("pid", int64_t(0))] +=
+        e["args"].value("median_dur", e.value("dur", 0.0)) / 1e6;
     if (ins.predictedEnd <= ins.predictedStart || ins.op == "wait" ||
         ins.op.find("_start") != std::string::npos || ins.op == "all_reduce")
       continue;
@@ -103,26 +120,174 @@ Status fitDeviceJson(const Plan &plan, const json &doc,
   if (timed.empty())
     return Status::error(measuredPath +
                          ": no compute instruction with a prediction");
-  // With many ranks, the slowest one's: every collective waits for it, so
-  // it sets the step.
   auto slowest = std::max_element(
       perRank.begin(), perRank.end(),
       [](const auto &a, const auto &b) { return a.second < b.second; });
-  std::map<std::string, std::pair<double, double>> sums; // measured, predicted
-  std::map<std::string, int64_t> counts;
+  // A step takes longer than its instructions' medians add up to (each
+  // instruction's jitter, the executor's dispatch between them): fitting
+  // the calibration, each instruction takes its share of the measured
+  // median step.
+  double share = 1.0;
+  if (narrowKeys && doc.contains("otherData") &&
+      doc["otherData"].is_object()) {
+    double step = doc["otherData"].value("step_seconds", 0.0);
+    double sum = everything[slowest->first];
+    if (step > 0 && sum > 0)
+      share = std::clamp(step / sum, 1.0, 1.5);
+  }
   for (const Timed &t : timed) {
     if (t.rank != slowest->first)
       continue;
-    auto &[m, p] = sums[t.ins->op];
-    m += t.seconds;
-    p += t.ins->predictedEnd - t.ins->predictedStart;
-    ++counts[t.ins->op];
+    // Keyed as the simulator looks them up: "op.bf16" for an op on narrow
+    // tensors (its result's, else its first operand's, element type).
+    const std::vector<TensorRef> &tensors =
+        t.ins->out.empty() ? t.ins->in : t.ins->out;
+    DType type = tensors.empty() ? DType::F32 : tensors.front().dtype;
+    std::string key = t.ins->op;
+    if (narrowKeys && (type == DType::BF16 || type == DType::F16))
+      key += type == DType::BF16 ? ".bf16" : ".f16";
+    if (narrowKeys && (t.ins->costFlops < 0 || t.ins->costBytes < 0))
+      return Status::error(
+          measuredPath + ": its plan records no cost (flops, bytes) for " +
+          t.ins->op + ": compile it again with this fsdp-opt");
+    out.push_back({key, t.ins->predictedEnd - t.ins->predictedStart,
+                   t.seconds * share, t.ins->costFlops, t.ins->costBytes});
   }
-  // How the plan priced ranks sharing the node (fsdp-simulate).
-  int64_t threads = plan.predicted.value("threads_per_rank", int64_t(0));
-  double threadFactor = plan.predicted.value("thread_factor", 1.0);
+  return Status::ok();
+}
+
+/// Non-negative least squares of y on the columns of `x` (a few): every
+/// subset of the columns is solved by its normal equations, and the
+/// feasible solution (all coefficients at least 0) with the least squared
+/// error wins; a subset of k columns needs 2k points. Returns false when
+/// none is feasible.
+bool nonNegativeFit(const std::vector<std::vector<double>> &x,
+                    const std::vector<double> &y, const std::vector<double> &w,
+                    std::vector<double> &best) {
+  size_t n = y.size(), k = x.empty() ? 0 : x.front().size();
+  // Columns scaled to unit size, so seconds, flops and bytes compare.
+  std::vector<double> norm(k, 0.0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j < k; ++j)
+      norm[j] = std::max(norm[j], std::abs(x[i][j]));
+  double bestError = 1e300;
+  bool found = false;
+  for (unsigned mask = 1; mask < (1u << k); ++mask) {
+    std::vector<size_t> cols;
+    for (size_t j = 0; j < k; ++j)
+      if (mask & (1u << j) && norm[j] > 0)
+        cols.push_back(j);
+    size_t m = cols.size();
+    if (m == 0 || n < 2 * m)
+      continue;
+    // Normal equations A^T A b = A^T y, by Gaussian elimination.
+    std::vector<std::vector<double>> a(m, std::vector<double>(m + 1, 0.0));
+    for (size_t i = 0; i < n; ++i)
+      for (size_t p = 0; p < m; ++p) {
+        double xp = w[i] * x[i][cols[p]] / norm[cols[p]];
+        for (size_t q = 0; q < m; ++q)
+          a[p][q] += xp * x[i][cols[q]] / norm[cols[q]];
+        a[p][m] += xp * y[i];
+      }
+    bool singular = false;
+    for (size_t p = 0; p < m && !singular; ++p) {
+      size_t pivot = p;
+      for (size_t r = p + 1; r < m; ++r)
+        if (std::abs(a[r][p]) > std::abs(a[pivot][p]))
+          pivot = r;
+      std::swap(a[p], a[pivot]);
+      if (std::abs(a[p][p]) < 1e-12 * (1 + std::abs(a[p][m])))
+        singular = true;
+      for (size_t r = 0; r < m && !singular; ++r)
+        if (r != p) {
+          double f = a[r][p] / a[p][p];
+          for (size_t c = p; c <= m; ++c)
+            a[r][c] -= f * a[p][c];
+        }
+    }
+    if (singular)
+      continue;
+    std::vector<double> b(k, 0.0);
+    bool feasible = true;
+    for (size_t p = 0; p < m; ++p) {
+      b[cols[p]] = a[p][m] / a[p][p] / norm[cols[p]];
+      feasible = feasible && b[cols[p]] >= 0 && std::isfinite(b[cols[p]]);
+    }
+    if (!feasible)
+      continue;
+    double error = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double fit = 0;
+      for (size_t j = 0; j < k; ++j)
+        fit += b[j] * x[i][j];
+      error += w[i] * (fit - y[i]) * (fit - y[i]);
+    }
+    if (error < bestError) {
+      bestError = error;
+      best = b;
+      found = true;
+    }
+  }
+  return found;
+}
+
+/// nonNegativeFit with the least absolute error instead of the least
+/// squared (iteratively reweighted): an op's odd instructions (a reduction
+/// over another axis, slower per element) do not drag its fixed cost up
+/// for all the others.
+bool robustFit(const std::vector<std::vector<double>> &x,
+               const std::vector<double> &y, std::vector<double> &b) {
+  std::vector<double> w(y.size(), 1.0);
+  if (!nonNegativeFit(x, y, w, b))
+    return false;
+  double scale = 0;
+  for (double v : y)
+    scale = std::max(scale, std::abs(v));
+  for (int iteration = 0; iteration < 30; ++iteration) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      double fit = 0;
+      for (size_t j = 0; j < b.size(); ++j)
+        fit += b[j] * x[i][j];
+      w[i] = 1.0 / std::max(std::abs(fit - y[i]), 1e-6 * scale);
+    }
+    std::vector<double> next;
+    if (!nonNegativeFit(x, y, w, next))
+      break;
+    b = next;
+  }
+  return true;
+}
+
+} // namespace
+
+Status fitDeviceJson(const Plan &plan, const json &doc,
+                     const std::string &measuredPath, json &device,
+                     std::ostream &os) {
+  return fitDeviceRuns({{&plan, &doc, measuredPath}}, device, os,
+                       /*withOverhead=*/false);
+}
+
+Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
+                     std::ostream &os, bool withOverhead) {
+  if (runs.empty())
+    return Status::error("no measured run to fit the device to");
+  std::vector<Sample> samples;
+  for (const FitRun &r : runs)
+    FSDP_RETURN_IF_ERROR(
+        samplesOf(*r.plan, *r.doc, r.path, withOverhead, samples));
+  // How the plans priced ranks sharing the node (fsdp-simulate): the runs
+  // fitted together must agree.
+  const Plan &first = *runs.front().plan;
+  int64_t threads = first.predicted.value("threads_per_rank", int64_t(0));
+  double threadFactor = first.predicted.value("thread_factor", 1.0);
+  for (const FitRun &r : runs)
+    if (r.plan->predicted.value("threads_per_rank", int64_t(0)) != threads)
+      return Status::error(r.path + ": its ranks ran on other thread counts "
+                                    "than the first run's; fit them apart");
   json scales = device.value("op_scale", json::object());
   json byThreads = device.value("op_scale_threads", json::object());
+  json overheads = device.value("op_overhead", json::object());
+  json overheadsByThreads = device.value("op_overhead_threads", json::object());
   std::string key = std::to_string(threads);
   // As the simulator reads them: op_scale_threads[t] where the device has
   // one for t (or t is not its own thread count), op_scale otherwise.
@@ -130,32 +295,107 @@ Status fitDeviceJson(const Plan &plan, const json &doc,
                     (threads != device.value("threads", int64_t(1)) ||
                      byThreads.contains(key));
   json fitted = perThreads ? byThreads.value(key, json::object()) : scales;
-  char line[160];
-  os << "op                     count  measured us  predicted us  op_scale\n";
-  for (const auto &[op, mp] : sums) {
-    // The scale multiplies the op's whole predicted time, so a plan
-    // simulated on the fitted device predicts each op's measured total.
-    auto [m, p] = mp;
+  json fittedOverhead = perThreads
+                            ? overheadsByThreads.value(key, json::object())
+                            : overheads;
+  json costs = device.value("op_cost", json::object());
+  json costsByThreads = device.value("op_cost_threads", json::object());
+  json fittedCost =
+      perThreads ? costsByThreads.value(key, json::object()) : costs;
+  std::map<std::string, std::vector<const Sample *>> byOp;
+  for (const Sample &x : samples)
+    byOp[x.op].push_back(&x);
+  // The seconds an instruction's bytes take at the device's bandwidth (its
+  // cache's where they fit: DeviceModel::bytesSeconds).
+  double cacheBytes = device.value("cache_bytes", 0.0),
+         cacheRate = device.value("cache_bandwidth", 0.0),
+         memRate = device.value("mem_bandwidth", 0.0) *
+                   device.value("memory_efficiency", 1.0);
+  auto cached = [&](int64_t bytes) {
+    return cacheBytes > 0 && cacheRate > 0 && bytes <= cacheBytes;
+  };
+  auto bytesSeconds = [&](int64_t bytes) {
+    double rate = cached(bytes) ? cacheRate : memRate;
+    return rate > 0 ? double(bytes) / rate : 0.0;
+  };
+  char line[200];
+  os << "op                     count  measured us  predicted us  "
+     << (withOverhead ? "overhead us  ps/flop  x bytes\n" : "op_scale\n");
+  for (const auto &[op, points] : byOp) {
+    double m = 0, p = 0;
+    for (const Sample *x : points)
+      p += x->predicted, m += x->measured;
     if (p <= 0 || m <= 0)
       continue;
-    // The factor the plan was simulated with: the per-thread one where
-    // fitted, else op_scale times the thread factor.
+    std::snprintf(line, sizeof line, "%-22s %5zu %12.1f %13.1f", op.c_str(),
+                  points.size(), m * 1e6, p * 1e6);
+    os << line;
+    if (withOverhead) {
+      // time = overhead + per_flop x flops + a factor x the seconds its
+      // bytes take (at the cache's rate where they fit), by non-negative
+      // least squares over the op's instructions (in seconds: the large
+      // ones weigh most, as in a step): a tanh's cost per element does not
+      // depend on where its data is, a copy's does. Products and attention
+      // are priced by their flops (their bytes grow slower than their
+      // work, and a fit on them extrapolates badly).
+      std::string base = op.substr(0, op.find('.'));
+      bool product = base == "matmul" || base == "gemm" ||
+                     base.rfind("conv", 0) == 0 ||
+                     base.rfind("attention", 0) == 0;
+      // Within one regime a kernel's flops and bytes grow together: the
+      // bytes, whose price jumps where they leave the cache, are a
+      // regressor only where some reference instruction had left it (a fit
+      // that chose them on cached data alone priced the larger ops of a
+      // real model five times over).
+      bool leftCache = false;
+      for (const Sample *s : points)
+        leftCache |= !cached(s->bytes);
+      bool byBytes = !product && leftCache;
+      std::vector<std::vector<double>> x;
+      std::vector<double> y;
+      for (const Sample *s : points) {
+        x.push_back({1.0, double(s->flops),
+                     byBytes ? bytesSeconds(s->bytes) : 0.0});
+        y.push_back(s->measured);
+      }
+      std::vector<double> b;
+      if (!robustFit(x, y, b))
+        b = {m / double(points.size()), 0.0, 0.0}; // a constant
+      fittedCost[op] = json::array({b[1], b[2]});
+      fittedOverhead[op] = b[0];
+      std::snprintf(line, sizeof line, " %12.2f %9.3f %8.3f\n", b[0] * 1e6,
+                    b[1] * 1e12, b[2]);
+      os << line;
+      continue;
+    }
+    // The scale multiplies the op's predicted time, so a plan simulated on
+    // the fitted device predicts each op's measured total. The factor the
+    // plan was simulated with: the per-thread one where fitted, else
+    // op_scale times the thread factor.
     double old = fitted.contains(op) ? fitted[op].get<double>()
                                      : scales.value(op, 1.0) *
                                            (perThreads ? threadFactor : 1.0);
     fitted[op] = old * m / p;
-    std::snprintf(line, sizeof line, "%-22s %5lld %12.1f %13.1f %9.3f\n",
-                  op.c_str(), (long long)counts[op], mp.first * 1e6,
-                  mp.second * 1e6, fitted[op].get<double>());
+    std::snprintf(line, sizeof line, " %9.3f\n", fitted[op].get<double>());
     os << line;
   }
   if (perThreads) {
     byThreads[key] = fitted;
     device["op_scale_threads"] = byThreads;
+    if (withOverhead) {
+      overheadsByThreads[key] = fittedOverhead;
+      device["op_overhead_threads"] = overheadsByThreads;
+      costsByThreads[key] = fittedCost;
+      device["op_cost_threads"] = costsByThreads;
+    }
     os << "(factors for ranks on " << key << " thread"
        << (threads == 1 ? "" : "s") << ": op_scale_threads." << key << ")\n";
   } else {
     device["op_scale"] = fitted;
+    if (withOverhead) {
+      device["op_overhead"] = fittedOverhead;
+      device["op_cost"] = fittedCost;
+    }
   }
   std::string name = device.value("name", "device");
   if (name.find("(fitted)") == std::string::npos)

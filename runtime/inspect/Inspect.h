@@ -11,6 +11,8 @@
 #include "runtime/plan/Plan.h"
 
 #include <ostream>
+#include <string>
+#include <vector>
 
 namespace fsdp {
 
@@ -109,6 +111,23 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
 Status fitDeviceJson(const Plan &plan, const nlohmann::json &doc,
                      const std::string &measuredPath, nlohmann::json &device,
                      std::ostream &os);
+
+/// A plan and its measured trace (fsdp-run --trace), named by the trace's
+/// path in errors.
+struct FitRun {
+  const Plan *plan;
+  const nlohmann::json *doc;
+  std::string path;
+};
+
+/// fitDeviceJson over several runs pooled (their ranks on the same thread
+/// counts). `withOverhead`: each op's time is fitted as a fixed cost per
+/// instruction (`op_overhead`, seconds) plus a factor on its roofline, by
+/// least squares over the instructions of all the runs, which should then
+/// span sizes, and an op on bf16 or f16 tensors is fitted apart
+/// ("matmul.bf16"); without, the factor alone (the ratio of the sums).
+Status fitDeviceRuns(const std::vector<FitRun> &runs, nlohmann::json &device,
+                     std::ostream &os, bool withOverhead);
 
 } // namespace fsdp
 

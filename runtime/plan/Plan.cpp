@@ -273,6 +273,14 @@ Status parseProgram(Reader &r, const json &doc, const char *key,
       instr.predictedStart = (*pr)[0].get<double>();
       instr.predictedEnd = (*pr)[1].get<double>();
     }
+    if (const json *c = r.field(ins, "cost", where, false)) {
+      if (!c->is_array() || c->size() != 2 || !(*c)[0].is_number_integer() ||
+          !(*c)[1].is_number_integer() || (*c)[0].get<int64_t>() < 0 ||
+          (*c)[1].get<int64_t>() < 0)
+        return Status::error(where + ".cost: expected [flops, bytes]");
+      instr.costFlops = (*c)[0].get<int64_t>();
+      instr.costBytes = (*c)[1].get<int64_t>();
+    }
     if (const json *a = r.field(ins, "attrs", where, false)) {
       if (!a->is_object())
         return Status::error(where + ".attrs: expected an object");

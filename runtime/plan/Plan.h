@@ -118,6 +118,8 @@ struct Instruction {
   int64_t start = -1;
   /// fsdp-simulate's predicted start and end (seconds; -1 when absent).
   double predictedStart = -1, predictedEnd = -1;
+  /// The flops and bytes fsdp-simulate priced it at (-1: not recorded).
+  int64_t costFlops = -1, costBytes = -1;
 
   /// Attribute `name` of the expected type, or `dflt` when it is absent or
   /// of another type (backends check values they depend on).

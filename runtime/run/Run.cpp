@@ -13,6 +13,7 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
+#include "runtime/run/Calibration.h"
 #include "runtime/plan/Plan.h"
 #include "runtime/support/AllocationCounter.h"
 #include "runtime/support/Digest.h"
@@ -105,9 +106,16 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     FSDP_RETURN_IF_ERROR(openComm(1, out.comm));
     nlohmann::json device;
     FSDP_RETURN_IF_ERROR(cpu::calibrate(*out.comm, device));
-    if (out.comm->rank() == 0)
-      std::printf("%s\n", device.dump(1).c_str());
-    return Status::ok();
+    if (out.comm->rank() != 0)
+      return Status::ok();
+    std::printf("%s\n", device.dump(1).c_str());
+    std::fflush(stdout);
+    // It refreshes the cache fsdp-opt's --device=cpu reads, for the engine
+    // it ran under (runtime/run/Calibration.h).
+    std::string engine = out.comm->size() == 1 ? "none"
+                         : launchedByMpi()      ? "mpi"
+                                                : "gloo";
+    return storeCalibration(engine, device);
   }
   if (o.planPath.empty())
     return (Status::error("a plan is required (fsdp-run PLAN ...)"));

@@ -74,7 +74,7 @@ def worker(a):
     import torch.distributed as dist
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-    from fsdp2 import shard, train_step
+    from fsdp2 import finish, shard, train_step
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     model = build()
@@ -106,12 +106,7 @@ def worker(a):
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump(losses, f)
-    # Every rank past its last collective before any tears Gloo down: a
-    # rank that destroyed its group while its peer was still in one died
-    # in torch 2.11's Gloo ("terminate called without an active
-    # exception", SIGABRT) in a fresh-clone run.
-    dist.barrier()
-    dist.destroy_process_group()
+    finish()
 
 
 def torch_run(world, out, load=None, save=None, port=26741, dump=None):

@@ -121,6 +121,21 @@ inline void expectClose(const float *want, const float *got, int64_t n,
   }
 }
 
+/// expectClose for ill-conditioned kernels: element i may also differ by
+/// `ulps` float roundings of `scale[i]`, the size of the terms that cancel
+/// in it (GELU's x (1 + erf(x / sqrt 2)) on negative x: a few ulp of the
+/// erf, between libmvec's vector forms and libm's scalar ones, are a
+/// relative 1e-5 of the small result).
+inline void expectCloseScaled(const float *want, const float *got, int64_t n,
+                              const std::vector<float> &scale,
+                              const std::string &what, float ulps = 16) {
+  for (int64_t i = 0; i < n; ++i) {
+    float tol = 1e-6f * (0.1f + std::fabs(want[i])) +
+                ulps * 1.2e-7f * std::fabs(scale[i]);
+    ASSERT_NEAR(want[i], got[i], tol) << what << " element " << i;
+  }
+}
+
 } // namespace kerneltest
 
 #endif // FSDP_TESTS_UNIT_KERNELTESTSUPPORT_H

@@ -247,7 +247,7 @@ Status kBroadcast(const Instruction &in, Context &c) {
     float *py = c.get<float>(y);
     if (block == 1) {
       float v = px[0];
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
       for (int64_t i = 0; i < n; ++i)
         py[i] = v;
     } else {

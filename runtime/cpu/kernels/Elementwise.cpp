@@ -51,7 +51,7 @@ template <typename Body> Status withElems(DType t, Body body) {
 template <typename In, typename Out, typename F>
 FSDP_VECTOR_CLONES void mapLoop(const typename In::T *a, typename Out::T *o,
                                 int64_t n, F f) {
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     o[i] = Out::store(f(In::load(a[i])));
 }
@@ -113,11 +113,11 @@ FSDP_VECTOR_CLONES void geluGradLoop(bool tanhApprox, const typename E::T *px,
                                      int64_t n) {
   // One loop per form, so each vectorises without a branch per element.
   if (tanhApprox) {
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
       py[i] = E::store(um::geluGrad(true, E::load(px[i]), E::load(pg[i])));
   } else {
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
       py[i] = E::store(um::geluGrad(false, E::load(px[i]), E::load(pg[i])));
   }
@@ -163,7 +163,7 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
   };
   int64_t n = y.numel();
   if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
       fy[i] = op(fa[i], fb[i]);
     return;
@@ -190,7 +190,7 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
   }
   if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
     typename E::T sb0 = fb[0];
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
       fy[i] = op(fa[i], sb0);
     return;

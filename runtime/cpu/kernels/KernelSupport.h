@@ -72,6 +72,10 @@ namespace kernels {
 
 /// Loops over more elements than this run on every core (OpenMP); smaller
 /// ones stay serial, where a thread hand-off costs more than it saves.
+/// On a `parallel for simd` the clause must read `if (parallel : ...)`: a
+/// bare `if` applies to the simd construct too (OpenMP 5.0), and a small
+/// loop then ran unvectorised, its tanh and exp through scalar libm, 20
+/// times slower (a 2-rank GPT-2's gelu: 400 us where 1 rank's took 18).
 constexpr int64_t kParallelMin = 1 << 15;
 
 inline Shape stridesOf(const Shape &s) {

@@ -63,7 +63,7 @@ Status kAdamW(const Instruction &in, Context &c) {
   double bc2 = 1.0 - std::pow((double)b2, (double)s.step);
   float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
   float decay = 1.0f - lr * wd;
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     float gi = g[i] * scale;
     float mi = pm[i] * b1 + (1.0f - b1) * gi;
@@ -96,7 +96,7 @@ Status kSgd(const Instruction &in, Context &c) {
     return Status::error("optimizer state does not match the gradient");
   float *__restrict buf = state.data();
   bool first = !s.started[param];
-#pragma omp parallel for simd if (n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
   for (int64_t i = 0; i < n; ++i) {
     float d = g[i] * scale + wd * p[i];
     if (mu != 0) {

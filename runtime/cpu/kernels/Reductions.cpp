@@ -61,7 +61,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
     for (int64_t i = 0; along && i < n; ++i) {
       const float *row = px + i * count;
       double acc = 0;
-#pragma omp parallel for simd reduction(+ : acc) if (count > kParallelMin)
+#pragma omp parallel for simd reduction(+ : acc) if (parallel : count > kParallelMin)
       for (int64_t j = 0; j < count; ++j)
         acc += row[j];
       py[i] = (float)(kind == 1 ? acc / count : acc);
@@ -138,7 +138,7 @@ Status kSumSquares(const Instruction &in, Context &c) {
   const float *px = c.get<float>(x);
   int64_t n = x.numel();
   double acc = 0;
-#pragma omp parallel for simd reduction(+ : acc) if (n > kParallelMin)
+#pragma omp parallel for simd reduction(+ : acc) if (parallel : n > kParallelMin)
   for (int64_t i = 0; i < n; ++i)
     acc += (double)px[i] * px[i];
   *c.get<float>(y) = (float)acc;

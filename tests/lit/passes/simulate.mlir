@@ -14,7 +14,7 @@
 // BADPROGRESS: error: --device: device file {{.*}}progress.json: async_progress must be true or false
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "op_scale_threads": {"two": {"add": 1}}}' > %t/threads.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/threads.json' 2>&1 | FileCheck %s --check-prefix=BADTHREADS
-// BADTHREADS: error: --device: device file {{.*}}threads.json: op_scale_threads.two: must be a thread count mapped to {op: factor}
+// BADTHREADS: error: --device: device file {{.*}}threads.json: op_scale_threads.two: must be a thread count mapped to {op: number}
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "op_scale_threads": {"1": {"add": -2}}}' > %t/threads2.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/threads2.json' 2>&1 | FileCheck %s --check-prefix=BADFACTOR
 // BADFACTOR: error: --device: device file {{.*}}threads2.json: op_scale_threads.1.add must be a positive number
@@ -25,7 +25,7 @@
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "memory_efficiency": 1.5}' > %t/memeff.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/memeff.json' 2>&1 | FileCheck %s --check-prefix=MEMEFF
 // MEMEFF: error: --device: device file {{.*}}memeff.json: gemm_efficiency, attention_efficiency and memory_efficiency must be within (0, 1]
-// UNKNOWN: error: --device: unknown device 'tpu-v9' (h100-sxm, h200, a100-80g, cpu, or a JSON file)
+// UNKNOWN: error: --device: unknown device 'tpu-v9' (h100-sxm, h200, a100-80g, cpu, cpu-generic, or a JSON file)
 
 // On an H100 pair: the first gather is 2 x 5 floats over NVLink: one
 // latency step (5 us) plus 20 bytes at NCCL's measured 360 GB/s bus
@@ -34,7 +34,7 @@
 // needs are summarised on the module.
 // On a GPU the runtime's own bytes and MPI's temporaries are not in the
 // plan's device memory: the process peak is the plan's.
-// CHECK: fsdp.predicted = {arena_bytes = [[ARENA:[0-9]+]] : i64, comm_scratch_bytes = 0 : i64, comm_seconds = {{.*}}, compute_seconds = {{.*}}, device = "h100-sxm", exposed_comm_seconds = {{.*}}, peak_bytes = [[PEAK:[0-9]+]] : i64, process_peak_bytes = [[PEAK]] : i64, runtime_bytes = 0 : i64, scratch_bytes = {{[0-9]+}} : i64, state_bytes = {{[0-9]+}} : i64, step_seconds = {{.*}}}
+// CHECK: fsdp.predicted = {arena_bytes = [[ARENA:[0-9]+]] : i64, comm_scratch_bytes = 0 : i64, comm_seconds = {{.*}}, compute_seconds = {{.*}}, device = "h100-sxm", device_file = "", exposed_comm_seconds = {{.*}}, peak_bytes = [[PEAK:[0-9]+]] : i64, process_peak_bytes = [[PEAK]] : i64, runtime_bytes = 0 : i64, scratch_bytes = {{[0-9]+}} : i64, state_bytes = {{[0-9]+}} : i64, step_seconds = {{.*}}}
 // CHECK: fsdp.all_gather_start %{{.*}} {fsdp.offsets = array<i64: {{[0-9]+}}>, fsdp.sim = array<f64: 0.000000e+00, 5.0000555555555558E-6>
 // CHECK-NEXT: fsdp.wait %{{.*}} {fsdp.offsets = {{.*}}, fsdp.sim = array<f64: 5.0000555555555558E-6, 5.0000555555555558E-6>}
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Predicted against measured with no --device: fsdp-opt's default
+--device=cpu, this machine as fsdp-run calibrates it on first use (in an
+empty cache, so the first-use measurement and fit are part of the run and
+timed), for
+
+  - the demo's GPT-2 (d=64, 4 layers, T=32, vocabulary 256, global batch 8;
+    `make demo`) on 1 rank, on 2 under mpirun and on 2 under torchrun
+    (Gloo, --launcher=torchrun);
+  - bench/cpu_step.py's GPT-2 (d=256, 4 layers, T=128, vocabulary 512,
+    global batch 8) on 1 rank in f32 and in bf16, and on 2 under mpirun
+    and torchrun.
+
+Each case is compiled once and run --rounds times (--steps steps each,
+the median step of each run); the table gives each run's error and the
+median. Target: within 10%.
+
+    bench/out_of_the_box.py [--build build] [--rounds 3] [--steps 12]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", "2"]
+TORCHRUN = ["/usr/bin/python3", os.path.join(ROOT, "scripts", "torchrun.py"),
+            "--nproc_per_node", "2", "--master_port", "29731", "--no_python"]
+
+MODELS = {
+    "demo": ["--dim", "64", "--layers", "4", "--heads", "4", "--seq", "32", "--vocab", "256"],
+    "cpu_step": ["--dim", "256", "--layers", "4", "--heads", "4", "--seq", "128",
+                 "--vocab", "512"],
+}
+CASES = [  # model, launcher (None: one process), extra fsdp-opt flags
+    ("demo", None, []), ("demo", "mpirun", []), ("demo", "torchrun", []),
+    ("cpu_step", None, []), ("cpu_step", None, ["--compute-dtype=bf16"]),
+    ("cpu_step", "mpirun", []), ("cpu_step", "torchrun", []),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--cache", help="calibration cache directory (default: a fresh one)")
+    a = ap.parse_args()
+    tools = os.path.join(a.build, "tools")
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {k: v for k, v in os.environ.items() if k != "FSDP_DEVICE"}
+        env["FSDP_CACHE_DIR"] = a.cache or os.path.join(tmp, "cache")
+        j = lambda name: os.path.join(tmp, name)
+        for name, args in MODELS.items():
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "gen_model.py"),
+                            "gpt2", "--loss", "--dynamic-batch", "-o", j(name + ".onnx")] + args,
+                           check=True, stdout=subprocess.DEVNULL)
+            seq = args[args.index("--seq") + 1]
+            vocab = args[args.index("--vocab") + 1]
+            subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "examples", "make_dataset.py"),
+                            j(name + ".npz"), "--rows", "64", "--seq", seq, "--vocab", vocab],
+                           check=True, stdout=subprocess.DEVNULL)
+        print(f"{'model':<9} {'ranks':<14} {'dtype':<5} {'pred ms':>8} "
+              f"{'measured ms (each run)':>24} {'median err':>10}")
+        errors = []
+        for model, launcher, flags in CASES:
+            world = 1 if launcher is None else 2
+            plan = j(f"{model}-{launcher}-{len(flags)}.plan")
+            opt = [os.path.join(tools, "fsdp-opt"), j(model + ".onnx"),
+                   f"--batch-size={8 // world}", f"--world-size={world}", "-o", plan] + flags
+            if launcher == "torchrun":
+                opt.append("--launcher=torchrun")
+            start = time.time()
+            r = subprocess.run(opt, env=env, capture_output=True, text=True)
+            if r.returncode != 0:
+                raise SystemExit(r.stderr)
+            took = time.time() - start
+            if "measuring" in r.stderr:
+                print(f"  (first use for this engine: measured and fitted in {took:.1f} s)")
+            predicted = json.load(open(plan))["predicted"]["step_seconds"] * 1e3
+            measured = []
+            for _ in range(a.rounds):
+                trace = j("trace.json")
+                run = [os.path.join(tools, "fsdp-run"), plan, "--data", j(model + ".npz"),
+                       "--steps", str(a.steps), "--trace", trace, "--quiet"]
+                prefix = {None: [], "mpirun": MPIRUN, "torchrun": TORCHRUN}[launcher]
+                subprocess.run(prefix + run, env=env, check=True, capture_output=True)
+                measured.append(json.load(open(trace))["otherData"]["step_seconds"] * 1e3)
+            m = statistics.median(measured)
+            err = 100 * (predicted - m) / m
+            errors.append(abs(err))
+            ranks = "1" if launcher is None else f"2 ({launcher})"
+            dtype = "bf16" if flags else "f32"
+            each = ", ".join(f"{x:.1f}" for x in measured)
+            print(f"{model:<9} {ranks:<14} {dtype:<5} {predicted:>8.2f} {each:>24} {err:>+9.1f}%",
+                  flush=True)
+        print(f"largest |error| {max(errors):.1f}%, median {statistics.median(errors):.1f}% "
+              f"(target: each within 10%)")
+
+
+if __name__ == "__main__":
+    main()
