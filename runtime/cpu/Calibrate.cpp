@@ -35,6 +35,18 @@ template <typename F> double best(int reps, F f) {
   return t;
 }
 
+/// The median of `reps` timings of f (seconds).
+template <typename F> double median(int reps, F f) {
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    double s = now();
+    f();
+    t.push_back(now() - s);
+  }
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  return t[reps / 2];
+}
+
 /// Causal attention as a GPT-2 block runs it (12 heads of 64, T=256): the
 /// model FLOP/s of the forward kernel (AttentionOp::getFlops' count, the
 /// hidden half skipped), and the backward's time over the forward's times
@@ -259,11 +271,16 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
       return s;
     };
     Status failed = Status::ok();
-    double tSmall = best(20, [&] {
+    // As a step meets them: the median, not the best (a collective's time
+    // varies with the scheduling of its ranks). Measured with the ranks
+    // idle: a busy thread beside them (as a step's kernels are when Gloo's
+    // transfers overlap them) made the median jump between 40 us and
+    // milliseconds from one calibration to the next.
+    double tSmall = median(21, [&] {
       if (Status s = allReduce(small); !s)
         failed = s;
     });
-    double tBig = best(3, [&] {
+    double tBig = median(5, [&] {
       if (Status s = allReduce(big); !s)
         failed = s;
     });
