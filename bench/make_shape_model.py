@@ -32,6 +32,10 @@ CONFIGS = {
     "llama3-70b": dict(L=80, D=8192, FFN=28672, V=128256, H=64, KV=8, seq=2048),
     "llama3-8b": dict(L=32, D=4096, FFN=14336, V=128256, H=32, KV=8, seq=2048),
     "gpt2-1.5b": dict(L=48, D=1600, FFN=6400, V=50257, H=25, KV=25, seq=1024),
+    # Llama 2 (Touvron et al. 2023, table 1; the released configs): 13B
+    # multi-head, 70B grouped-query with 8 KV heads, a 32000-token vocabulary.
+    "llama2-13b": dict(L=40, D=5120, FFN=13824, V=32000, H=40, KV=40, seq=4096),
+    "llama2-70b": dict(L=80, D=8192, FFN=28672, V=32000, H=64, KV=8, seq=4096),
 }
 L, D, FFN, V, H, KV = 80, 8192, 28672, 128256, 64, 8
 HD = D // H
