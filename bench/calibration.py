@@ -25,9 +25,11 @@ Left out: the same tables' torch.compile and Float8 rows (no pricing mode
 models them), and runs of other systems (llm-foundry's MPT with ALiBi and
 FSDP1, IBM fms-fsdp's HSDP) the shape generator cannot build yet.
 
-Activation checkpointing as torchtitan applies it: full = every block
-(`units`), selective op = its matmul and attention outputs saved (`ops`),
-selective layer = every second block from the first (ac_freq 2).
+Activation checkpointing as torchtitan applies it (parallelize_llama.py at
+1ea476e9f): full = every block (`units`); selective op = the outputs of
+matmuls and attention saved but every second matmul of a block recomputed
+(`ops-alt`); selective layer = every second block, the 2nd, 4th, ...
+(ac_freq 2).
 
 The H100s are described as stated (h100-sxm's figures with HBM2e's 2.4
 TB/s); the 500 W cap's effect on clocks is not modelled (no source gives
@@ -90,11 +92,12 @@ def ac_flag(model, ac):
         return "--activation-checkpointing=none"
     if ac == "full":
         return "--activation-checkpointing=units"
-    if ac == "op":
-        return "--activation-checkpointing=ops"
-    # selective layer, ac_freq 2: blocks 0, 2, 4, ... fully checkpointed
+    if ac == "op":  # torchtitan's: matmul and attention outputs kept, but
+        return "--activation-checkpointing=ops-alt"  # every second matmul
+    # selective layer, ac_freq 2: torchtitan counts its wrapped blocks from 1
+    # and checkpoints those whose count is even: blocks 1, 3, 5, ...
     return "--activation-checkpointing=" + ",".join(
-        f"layers.{i}" for i in range(0, LAYERS[model], 2))
+        f"layers.{i}" for i in range(1, LAYERS[model], 2))
 
 
 def predict(opt, name, device_file):

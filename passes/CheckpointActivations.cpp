@@ -25,7 +25,8 @@
 // kept like a block's input, so only the cheap ops between them are cloned
 // and the clones read the kept outputs: about 40% of a Llama block's saved
 // bytes for a few percent of its forward time, where full recomputation
-// repeats the whole forward.
+// repeats the whole forward. `ops-alt` is torchtitan's policy: every second
+// matmul of a block (in forward order) is recomputed as well.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -75,22 +76,23 @@ struct FsdpCheckpointActivations
     }
     // `units` checkpoints every non-root unit; otherwise `mode` names the
     // units to checkpoint (the autotuner's per-unit choice).
-    // Per chosen unit: whether it is selective.
-    llvm::StringMap<bool> chosen;
+    // Per chosen unit: how ("" whole, "ops" or "ops-alt" selective).
+    llvm::StringMap<std::string> chosen;
     SymbolTable symbols(module);
-    bool every = mode == "units" || mode == "ops";
+    bool every = mode == "units" || mode == "ops" || mode == "ops-alt";
     if (!every) {
       SmallVector<StringRef> names;
       StringRef(mode).split(names, ',', -1, /*KeepEmpty=*/false);
       for (StringRef entry : names) {
         auto [name, how] = entry.split(':');
-        if (!symbols.lookup<UnitOp>(name) || (!how.empty() && how != "ops")) {
+        if (!symbols.lookup<UnitOp>(name) ||
+            (!how.empty() && how != "ops" && how != "ops-alt")) {
           module.emitError("--activation-checkpointing: '")
-              << entry << "' is not none, units, ops or the name of a unit "
-              << "(optionally with :ops)";
+              << entry << "' is not none, units, ops, ops-alt or the name "
+              << "of a unit (optionally with :ops or :ops-alt)";
           return signalPassFailure();
         }
-        chosen[name] = how == "ops";
+        chosen[name] = how.str();
       }
     }
 
@@ -119,25 +121,34 @@ struct FsdpCheckpointActivations
       StringRef name = region.unit.getSymName();
       if (every ? name == "root" : !chosen.contains(name))
         continue;
-      bool selective = every ? mode == "ops" : chosen.lookup(name);
-      recomputed += checkpoint(body, loss, region.ops, selective, name);
+      std::string how = every ? (mode == "units" ? std::string() : mode.getValue())
+                              : chosen.lookup(name);
+      recomputed += checkpoint(body, loss, region.ops, how, name);
     }
     if (recomputed == 0)
       step.emitRemark("--activation-checkpointing=units found nothing to "
                       "recompute");
   }
 
-  /// Outputs selective checkpointing keeps: the expensive ones.
-  static bool savedBySelective(Operation *op) {
-    return isa<MatmulOp, GemmOp, AttentionOp>(op);
-  }
-
-  /// Recomputes, in the reverse pass, what `ops` compute for it alone
-  /// (`selective`: but matmuls and attention); returns how many ops were
-  /// cloned.
+  /// Recomputes, in the reverse pass, what `ops` compute for it alone;
+  /// returns how many ops were cloned. `how`: "" everything; "ops" all but
+  /// the outputs of matmuls and attention, which are kept; "ops-alt" as
+  /// "ops" but every second matmul in forward order is recomputed too
+  /// (torchtitan's selective op checkpointing: "saves output of all compute
+  /// ops, except every second mm", parallelize_llama.py at 1ea476e9f).
   int64_t checkpoint(Block &body, Operation *loss, ArrayRef<Operation *> ops,
-                     bool selective, StringRef unit) {
+                     StringRef how, StringRef unit) {
     llvm::SmallPtrSet<Operation *, 32> inRegion(ops.begin(), ops.end());
+    // The outputs selective checkpointing keeps: the expensive ones.
+    llvm::SmallPtrSet<Operation *, 16> saved;
+    int64_t products = 0;
+    for (Operation *op : how.empty() ? ArrayRef<Operation *>() : ops) {
+      if (isa<AttentionOp>(op))
+        saved.insert(op);
+      else if (isa<MatmulOp, GemmOp>(op) &&
+               (how != "ops-alt" || ++products % 2 == 1))
+        saved.insert(op);
+    }
     auto isBackward = [&](Operation *user) {
       Operation *op = body.findAncestorOpInBlock(*user);
       return op && loss->isBeforeInBlock(op);
@@ -146,8 +157,7 @@ struct FsdpCheckpointActivations
     // read after the region.
     SmallVector<Value> dropped;
     for (Operation *op : ops) {
-      if (op == loss || !isMemoryEffectFree(op) ||
-          (selective && savedBySelective(op)))
+      if (op == loss || !isMemoryEffectFree(op) || saved.contains(op))
         continue;
       for (Value r : op->getResults()) {
         bool backward = false, keptForward = false;
@@ -185,8 +195,7 @@ struct FsdpCheckpointActivations
         bool kept = llvm::any_of(operand.getUsers(), [&](Operation *u) {
           return !inRegion.contains(u) && !isBackward(u);
         });
-        if (inRegion.contains(def) && !kept &&
-            !(selective && savedBySelective(def)))
+        if (inRegion.contains(def) && !kept && !saved.contains(def))
           work.push_back(def);
       }
     }

@@ -210,14 +210,18 @@ def FsdpCheckpointActivations : Pass<"fsdp-checkpoint-activations", "::mlir::Mod
     matmuls and attention are kept too, and only the cheap ops between them
     (norms, activations, RoPE, casts) are recomputed from them, as
     torchtitan's selective op checkpointing saves matmul and attention
-    outputs.
+    outputs. `ops-alt` (or `UNIT:ops-alt`) is torchtitan's exact policy
+    (parallelize_llama.py: "saves output of all compute ops, except every
+    second mm"): as `ops`, but every second matmul of a unit, in forward
+    order, is recomputed too.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"mode", "activation-checkpointing", "std::string", "\"none\"",
            "none | units: recompute each unit's forward in backward | ops: "
-           "recompute all but its matmuls and attention | UNIT[:ops],...: "
-           "those units">,
+           "recompute all but its matmuls and attention | ops-alt: as ops, "
+           "every second matmul recomputed too (torchtitan's selective op) | "
+           "UNIT[:ops|:ops-alt],...: those units">,
   ];
 }
 

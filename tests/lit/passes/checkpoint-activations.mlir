@@ -5,14 +5,14 @@
 // alone recomputes nothing (its values are all kept for the next layer).
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.3 2>/dev/null | FileCheck %s
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.1 2>/dev/null | FileCheck %s --check-prefix=NONE
-// BAD: error: --activation-checkpointing: 'all' is not none, units, ops or the name of a unit (optionally with :ops)
+// BAD: error: --activation-checkpointing: 'all' is not none, units, ops, ops-alt or the name of a unit (optionally with :ops or :ops-alt)
 // Selective (every unit, or layers.3 alone): the matmul's output is kept
 // and only the difference the MSE gradient needs is recomputed from it,
 // with no second read of layers.3.w and no second matmul.
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=ops 2>/dev/null | FileCheck %s --check-prefix=OPS
 // RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.3:ops 2>/dev/null | FileCheck %s --check-prefix=OPS
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-checkpoint-activations=activation-checkpointing=layers.3:most 2>&1 | FileCheck %s --check-prefix=BADHOW
-// BADHOW: error: --activation-checkpointing: 'layers.3:most' is not none, units, ops or the name of a unit (optionally with :ops)
+// BADHOW: error: --activation-checkpointing: 'layers.3:most' is not none, units, ops, ops-alt or the name of a unit (optionally with :ops or :ops-alt)
 // OPS-LABEL: func.func @train_step
 // OPS: fsdp.get_parameter @layers.3.w
 // OPS-NEXT: %[[M:.*]] = fsdp.matmul
