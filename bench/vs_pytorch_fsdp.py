@@ -138,21 +138,15 @@ def run_fsdp(a, model, tmp):
     import numpy as np
     import torch
     sys.path.insert(0, os.path.join(ROOT, "python"))
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
     import fsdp_trace
+    from zoo_hf import Logits
     m, layers, vocab = build(model)
     local = a.batch // 2
     data = tokens(vocab, a.batch * a.steps, a.seq)
-
-    class Wrapped(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = m
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids).logits
     base = os.path.join(tmp, model)
     t0 = time.time()
-    fsdp_trace.trace(Wrapped(), {"input_ids": data[:local], "target": data[:local]},
+    fsdp_trace.trace(Logits(m), {"input_ids": data[:local], "target": data[:local]},
                      loss_fn=causal_lm_loss).save(base + ".mlir")
     traced_s = time.time() - t0
     np.savez(base + ".npz", input_ids=data.numpy(), target=data.numpy())

@@ -1,6 +1,7 @@
 //===- DeviceModel.cpp - Built-in devices and JSON descriptions -----------===//
 #include "costmodel/DeviceModel.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -101,18 +102,28 @@ double DeviceModel::sharedNodeFactor(int64_t ranksOnNode) const {
   return threadFactor(ranksOnNode) * oversubscription(ranksOnNode);
 }
 
+/// `map`'s value for `key` ("matmul.bf16"), else for `op` ("matmul").
+template <typename V>
+static const V *lookupFitted(const llvm::StringMap<V> &map,
+                             llvm::StringRef key, llvm::StringRef op) {
+  auto it = map.find(key);
+  if (it == map.end())
+    it = map.find(op);
+  return it == map.end() ? nullptr : &it->second;
+}
+
 double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
                                        Type element, llvm::StringRef op,
                                        int64_t ranksOnNode,
                                        llvm::StringRef narrow) const {
   // A fitted value for the op on narrow tensors ("matmul.bf16": AMX, not
   // AVX-512) where there is one, else the op's.
-  std::string key = narrow.empty() ? op.str() : (op + "." + narrow).str();
+  llvm::SmallString<32> key(op);
+  if (!narrow.empty())
+    key.append({".", narrow});
   auto find = [&](const llvm::StringMap<double> &map) -> std::optional<double> {
-    if (auto it = map.find(key); it != map.end())
-      return it->second;
-    if (auto it = map.find(op); it != map.end())
-      return it->second;
+    if (const double *v = lookupFitted(map, key, op))
+      return *v;
     return std::nullopt;
   };
   bool shared = cores > 0 && ranksOnNode > 0 && !op.empty();
@@ -128,13 +139,10 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
   // A fitted linear cost replaces the scaled roofline.
   auto findCost =
       [&](const llvm::StringMap<LinearCost> &map) -> std::optional<double> {
-    auto it = map.find(key);
-    if (it == map.end())
-      it = map.find(op);
-    if (it == map.end())
+    const LinearCost *c = lookupFitted(map, key, op);
+    if (!c)
       return std::nullopt;
-    return it->second.perFlop * double(flops) +
-           it->second.onBytes * bytesSeconds(bytes);
+    return c->perFlop * double(flops) + c->onBytes * bytesSeconds(bytes);
   };
   if (shared)
     if (auto t = opCostByThreads.find(threadsPerRank(ranksOnNode));
@@ -374,113 +382,80 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   }
   d.cores = (int64_t)cores;
   d.parallelEfficiency = efficiency;
-  // {op: number} maps and their per-thread-count forms: op_scale's
-  // factors (positive) and op_overhead's seconds (not negative).
-  auto opMap = [&](const char *key, bool positive,
-                   llvm::StringMap<double> &out) -> llvm::Error {
-    const llvm::json::Value *v = o->get(key);
-    if (!v)
-      return llvm::Error::success();
-    const llvm::json::Object *map = v->getAsObject();
+  // The fitted maps: {op: value} and, per thread count, {t: {op: value}};
+  // op_scale's values positive factors, op_overhead's seconds, op_cost's
+  // [per_flop, on_bytes] pairs (DeviceModel.h).
+  auto numbers = [](bool positive) {
+    return [positive](const llvm::json::Value &v) -> std::optional<double> {
+      auto x = v.getAsNumber();
+      if (!x || !std::isfinite(*x) || !(positive ? *x > 0 : *x >= 0))
+        return std::nullopt;
+      return *x;
+    };
+  };
+  auto cost = [](const llvm::json::Value &v) -> std::optional<DeviceModel::LinearCost> {
+    const llvm::json::Array *pair = v.getAsArray();
+    if (!pair || pair->size() != 2)
+      return std::nullopt;
+    auto c = (*pair)[0].getAsNumber(), m = (*pair)[1].getAsNumber();
+    if (!c || !m || !(*c >= 0) || !(*m >= 0) || !std::isfinite(*c) ||
+        !std::isfinite(*m))
+      return std::nullopt;
+    return DeviceModel::LinearCost{*c, *m};
+  };
+  auto bad = [&](const std::string &what) {
+    return llvm::createStringError("device file " + name.str() + ": " + what);
+  };
+  // {op: value} at `where`; `kind` names a value, `want` a good one.
+  auto readOps = [&](const llvm::json::Value &v, const std::string &where,
+                     const char *kind, const char *want, auto read,
+                     auto &out) -> llvm::Error {
+    const llvm::json::Object *map = v.getAsObject();
     if (!map)
-      return llvm::createStringError("device file " + name.str() + ": " +
-                                     key + " must map op names to numbers");
+      return bad(where + " must map op names to " + kind + "s");
     for (const auto &[op, value] : *map) {
-      auto x = value.getAsNumber();
-      if (!x || !(positive ? *x > 0 : *x >= 0) || !std::isfinite(*x))
-        return llvm::createStringError(
-            "device file " + name.str() + ": " + key + "." + op.str() +
-            (positive ? " must be a positive number"
-                      : " must be a number of seconds, at least 0"));
+      auto x = read(value);
+      if (!x)
+        return bad(where + "." + op.str() + " must be " + want);
       out[op.str()] = *x;
     }
     return llvm::Error::success();
   };
-  auto byThreads = [&](const char *key, bool positive,
-                       std::map<int64_t, llvm::StringMap<double>> &out)
-      -> llvm::Error {
-    const llvm::json::Value *v = o->get(key);
+  auto readMaps = [&](const char *key, const char *kind, const char *want,
+                      auto read, auto &own, auto &byThreads) -> llvm::Error {
+    if (const llvm::json::Value *v = o->get(key))
+      if (auto e = readOps(*v, key, kind, want, read, own))
+        return e;
+    std::string perThreads = std::string(key) + "_threads";
+    const llvm::json::Value *v = o->get(perThreads);
     if (!v)
       return llvm::Error::success();
-    auto bad = [&](const std::string &what) {
-      return llvm::createStringError("device file " + name.str() + ": " +
-                                     key + what);
-    };
     const llvm::json::Object *counts = v->getAsObject();
     if (!counts)
-      return bad(" must map thread counts to {op: number} objects");
+      return bad(perThreads + " must map thread counts to {op: " + kind +
+                 "} objects");
     for (const auto &[count, value] : *counts) {
       int64_t t = 0;
-      const llvm::json::Object *map = value.getAsObject();
-      if (llvm::StringRef(count).getAsInteger(10, t) || t < 1 || !map)
-        return bad("." + count.str() +
-                   ": must be a thread count mapped to {op: number}");
-      for (const auto &[op, factor] : *map) {
-        auto x = factor.getAsNumber();
-        if (!x || !(positive ? *x > 0 : *x >= 0) || !std::isfinite(*x))
-          return bad("." + count.str() + "." + op.str() +
-                     (positive ? " must be a positive number"
-                               : " must be a number of seconds, at least 0"));
-        out[t][op.str()] = *x;
-      }
+      if (llvm::StringRef(count).getAsInteger(10, t) || t < 1 ||
+          !value.getAsObject())
+        return bad(perThreads + "." + count.str() +
+                   ": must be a thread count mapped to {op: " + kind + "}");
+      if (auto e = readOps(value, perThreads + "." + count.str(), kind, want,
+                           read, byThreads[t]))
+        return e;
     }
     return llvm::Error::success();
   };
-  // op_cost's [seconds per flop, factor on the bytes' seconds] pairs.
-  auto costMap = [&](const llvm::json::Object *map, const std::string &where,
-                     llvm::StringMap<DeviceModel::LinearCost> &out)
-      -> llvm::Error {
-    if (!map)
-      return llvm::createStringError("device file " + name.str() + ": " +
-                                     where +
-                                     " must map op names to [per_flop, "
-                                     "on_bytes]");
-    for (const auto &[op, value] : *map) {
-      const llvm::json::Array *list = value.getAsArray();
-      double x[2];
-      bool ok = list && list->size() == 2;
-      for (size_t i = 0; ok && i < 2; ++i) {
-        auto v = (*list)[i].getAsNumber();
-        ok = v && *v >= 0 && std::isfinite(*v);
-        x[i] = ok ? *v : 0;
-      }
-      if (!ok)
-        return llvm::createStringError(
-            "device file " + name.str() + ": " + where + "." + op.str() +
-            " must be [per_flop, on_bytes], numbers at least 0");
-      out[op.str()] = {x[0], x[1]};
-    }
-    return llvm::Error::success();
-  };
-  if (const llvm::json::Value *v = o->get("op_cost"))
-    if (auto e = costMap(v->getAsObject(), "op_cost", d.opCost))
-      return std::move(e);
-  if (const llvm::json::Value *v = o->get("op_cost_threads")) {
-    const llvm::json::Object *counts = v->getAsObject();
-    if (!counts)
-      return llvm::createStringError(
-          "device file " + name.str() +
-          ": op_cost_threads must map thread counts to {op: [per_flop, "
-          "on_bytes]}");
-    for (const auto &[count, value] : *counts) {
-      int64_t t = 0;
-      if (llvm::StringRef(count).getAsInteger(10, t) || t < 1)
-        return llvm::createStringError("device file " + name.str() +
-                                       ": op_cost_threads." + count.str() +
-                                       ": not a thread count");
-      if (auto e = costMap(value.getAsObject(),
-                           "op_cost_threads." + count.str(),
-                           d.opCostByThreads[t]))
-        return std::move(e);
-    }
-  }
-  if (auto e = opMap("op_scale", true, d.opScale))
+  if (auto e = readMaps("op_scale", "number", "a positive number",
+                        numbers(true), d.opScale, d.opScaleByThreads))
     return std::move(e);
-  if (auto e = byThreads("op_scale_threads", true, d.opScaleByThreads))
+  if (auto e = readMaps("op_overhead", "number",
+                        "a number of seconds, at least 0", numbers(false),
+                        d.opOverhead, d.opOverheadByThreads))
     return std::move(e);
-  if (auto e = opMap("op_overhead", false, d.opOverhead))
-    return std::move(e);
-  if (auto e = byThreads("op_overhead_threads", false, d.opOverheadByThreads))
+  if (auto e = readMaps("op_cost", "[per_flop, on_bytes]",
+                        "[per_flop, on_bytes], numbers at least 0", cost,
+                        d.opCost, d.opCostByThreads))
     return std::move(e);
   return d;
 }

@@ -173,7 +173,6 @@ mlir::fsdp::thisMachineCalibration(const char *argv0, llvm::StringRef engine) {
   if (!failure && run(fit, path, error) != 0)
     failure = fail("fitting to the reference runs failed" +
                    (error.empty() ? std::string() : ": " + error));
-  std::error_code ignored;
   llvm::sys::fs::remove_directories(tmp, /*IgnoreErrors=*/true);
   if (failure)
     return std::move(failure);

@@ -83,10 +83,12 @@ struct Sample {
 };
 
 /// The compute instructions of the slowest rank of one measured run (every
-/// collective waits for it, so it sets the step); `narrowKeys`: an op on
-/// bf16 or f16 tensors is its own key ("matmul.bf16").
+/// collective waits for it, so it sets the step). `linear` (the
+/// calibration's fit): an op on bf16 or f16 tensors is its own key
+/// ("matmul.bf16"), each instruction must carry its cost, and takes its
+/// share of the measured median step.
 Status samplesOf(const Plan &plan, const json &doc,
-                 const std::string &measuredPath, bool narrowKeys,
+                 const std::string &measuredPath, bool linear,
                  std::vector<Sample> &out) {
   // Compute instructions only: a collective's span and a wait's time are
   // the network's, and views take no time.
@@ -128,7 +130,7 @@ Status samplesOf(const Plan &plan, const json &doc,
   // the calibration, each instruction takes its share of the measured
   // median step.
   double share = 1.0;
-  if (narrowKeys && doc.contains("otherData") &&
+  if (linear && doc.contains("otherData") &&
       doc["otherData"].is_object()) {
     double step = doc["otherData"].value("step_seconds", 0.0);
     double sum = everything[slowest->first];
@@ -144,9 +146,9 @@ Status samplesOf(const Plan &plan, const json &doc,
         t.ins->out.empty() ? t.ins->in : t.ins->out;
     DType type = tensors.empty() ? DType::F32 : tensors.front().dtype;
     std::string key = t.ins->op;
-    if (narrowKeys && (type == DType::BF16 || type == DType::F16))
+    if (linear && (type == DType::BF16 || type == DType::F16))
       key += type == DType::BF16 ? ".bf16" : ".f16";
-    if (narrowKeys && (t.ins->costFlops < 0 || t.ins->costBytes < 0))
+    if (linear && (t.ins->costFlops < 0 || t.ins->costBytes < 0))
       return Status::error(
           measuredPath + ": its plan records no cost (flops, bytes) for " +
           t.ins->op + ": compile it again with this fsdp-opt");
@@ -264,17 +266,17 @@ Status fitDeviceJson(const Plan &plan, const json &doc,
                      const std::string &measuredPath, json &device,
                      std::ostream &os) {
   return fitDeviceRuns({{&plan, &doc, measuredPath}}, device, os,
-                       /*withOverhead=*/false);
+                       /*linear=*/false);
 }
 
 Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
-                     std::ostream &os, bool withOverhead) {
+                     std::ostream &os, bool linear) {
   if (runs.empty())
     return Status::error("no measured run to fit the device to");
   std::vector<Sample> samples;
   for (const FitRun &r : runs)
     FSDP_RETURN_IF_ERROR(
-        samplesOf(*r.plan, *r.doc, r.path, withOverhead, samples));
+        samplesOf(*r.plan, *r.doc, r.path, linear, samples));
   // How the plans priced ranks sharing the node (fsdp-simulate): the runs
   // fitted together must agree.
   const Plan &first = *runs.front().plan;
@@ -320,7 +322,7 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
   };
   char line[200];
   os << "op                     count  measured us  predicted us  "
-     << (withOverhead ? "overhead us  ps/flop  x bytes\n" : "op_scale\n");
+     << (linear ? "overhead us  ps/flop  x bytes\n" : "op_scale\n");
   for (const auto &[op, points] : byOp) {
     double m = 0, p = 0;
     for (const Sample *x : points)
@@ -330,7 +332,7 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
     std::snprintf(line, sizeof line, "%-22s %5zu %12.1f %13.1f", op.c_str(),
                   points.size(), m * 1e6, p * 1e6);
     os << line;
-    if (withOverhead) {
+    if (linear) {
       // time = overhead + per_flop x flops + a factor x the seconds its
       // bytes take (at the cache's rate where they fit), by non-negative
       // least squares over the op's instructions (in seconds: the large
@@ -397,7 +399,7 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
   if (perThreads) {
     byThreads[key] = fitted;
     device["op_scale_threads"] = byThreads;
-    if (withOverhead) {
+    if (linear) {
       overheadsByThreads[key] = fittedOverhead;
       device["op_overhead_threads"] = overheadsByThreads;
       costsByThreads[key] = fittedCost;
@@ -407,7 +409,7 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
        << (threads == 1 ? "" : "s") << ": op_scale_threads." << key << ")\n";
   } else {
     device["op_scale"] = fitted;
-    if (withOverhead) {
+    if (linear) {
       device["op_overhead"] = fittedOverhead;
       device["op_cost"] = fittedCost;
     }

@@ -121,13 +121,15 @@ struct FitRun {
 };
 
 /// fitDeviceJson over several runs pooled (their ranks on the same thread
-/// counts). `withOverhead`: each op's time is fitted as a fixed cost per
-/// instruction (`op_overhead`, seconds) plus a factor on its roofline, by
-/// least squares over the instructions of all the runs, which should then
-/// span sizes, and an op on bf16 or f16 tensors is fitted apart
-/// ("matmul.bf16"); without, the factor alone (the ratio of the sums).
+/// counts). `linear` (the calibration's fit, runtime/run/Calibration.h):
+/// each op's time is fitted as a fixed cost per instruction (`op_overhead`,
+/// seconds) plus a cost per flop and a factor on its bytes' time
+/// (`op_cost`), by least absolute error over the instructions of all the
+/// runs, which should then span sizes; an op on bf16 or f16 tensors is
+/// fitted apart ("matmul.bf16"). Without, op_scale alone (the ratio of the
+/// sums), as fsdp-inspect --fit-device does.
 Status fitDeviceRuns(const std::vector<FitRun> &runs, nlohmann::json &device,
-                     std::ostream &os, bool withOverhead);
+                     std::ostream &os, bool linear);
 
 } // namespace fsdp
 

@@ -493,7 +493,7 @@ Status fitCalibration(const std::string &engine,
     runs.push_back({&loaded[i], &docs[i], plans[i]});
   std::ostringstream table;
   FSDP_RETURN_IF_ERROR(
-      fitDeviceRuns(runs, device, table, /*withOverhead=*/true));
+      fitDeviceRuns(runs, device, table, /*linear=*/true));
   device["fitted_runs"] = (int64_t)plans.size();
   FSDP_RETURN_IF_ERROR(storeCalibration(engine, device));
   // The fit, op by op, beside the cache for whoever wonders why a plan is

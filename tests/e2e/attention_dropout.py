@@ -90,17 +90,10 @@ def gpt2_defaults(tools, tmp):
                        use_cache=False)  # dropouts at their defaults (0.1)
     m = t.GPT2LMHeadModel(cfg).train()
     from transformers.loss.loss_utils import LOSS_MAPPING
-
-    class Logits(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = m
-
-        def forward(self, input_ids):
-            return self.model(input_ids=input_ids).logits
+    from zoo_hf import Logits
     ids = torch.randint(0, 128, (4, 16), generator=torch.Generator().manual_seed(1))
     mlir = os.path.join(tmp, "gpt2.mlir")
-    fsdp_trace.trace(Logits(), {"input_ids": ids, "target": ids},
+    fsdp_trace.trace(Logits(m), {"input_ids": ids, "target": ids},
                      loss_fn=lambda lg, y: LOSS_MAPPING["ForCausalLM"](
                          lg, y, vocab_size=lg.shape[-1])).save(mlir)
     np.savez(os.path.join(tmp, "d.npz"), input_ids=ids.numpy(), target=ids.numpy())
