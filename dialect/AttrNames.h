@@ -16,6 +16,8 @@ namespace mlir::fsdp::attrs {
 /// What every name below starts with.
 inline constexpr llvm::StringLiteral prefix = "fsdp.";
 inline constexpr llvm::StringLiteral arenaBytes = "fsdp.arena_bytes";
+/// Offload: bytes of host memory a step's host values need.
+inline constexpr llvm::StringLiteral hostArenaBytes = "fsdp.host_arena_bytes";
 inline constexpr llvm::StringLiteral batchSize = "fsdp.batch_size";
 inline constexpr llvm::StringLiteral bufferDtype = "fsdp.buffer_dtype";
 inline constexpr llvm::StringLiteral computeDtype = "fsdp.compute_dtype";
@@ -26,6 +28,10 @@ inline constexpr llvm::StringLiteral livePeakBytes = "fsdp.live_peak_bytes";
 inline constexpr llvm::StringLiteral loss = "fsdp.loss";
 inline constexpr llvm::StringLiteral name = "fsdp.name";
 inline constexpr llvm::StringLiteral offset = "fsdp.offset";
+/// An op fsdp-offload placed on the host (the optimizer of an offloaded
+/// shard, the cast that makes its gather-dtype copy): it reads and writes
+/// host memory and runs on the host, not the device's compute stream.
+inline constexpr llvm::StringLiteral onHost = "fsdp.on_host";
 inline constexpr llvm::StringLiteral offsets = "fsdp.offsets";
 inline constexpr llvm::StringLiteral opset = "fsdp.opset";
 inline constexpr llvm::StringLiteral paramDtype = "fsdp.param_dtype";

@@ -104,6 +104,11 @@ def Fsdp_FlatParameterOp : Fsdp_Op<"flat_parameter",
     trainable and the frozen parameters of a unit get separate flat buffers,
     so optimizer updates and gradient reductions cover whole buffers.
 
+    With `offload` (fsdp-offload), the shard and its optimizer state live
+    in host memory: `"optimizer"` keeps a copy of the shard in the gather
+    dtype on the device (`device_copy`, its element type), refreshed after
+    each update; `"all"` keeps nothing on the device between steps.
+
     ```mlir
     fsdp.flat_parameter @"h.0.flat" : tensor<520xf32> {unit = @"h.0",
         params = [@"h.0.fc.weight", @"h.0.fc.bias"],
@@ -119,7 +124,9 @@ def Fsdp_FlatParameterOp : Fsdp_Op<"flat_parameter",
                    DenseI64ArrayAttr:$offsets,
                    ConfinedAttr<I64Attr, [IntPositive]>:$numel,
                    ConfinedAttr<I64Attr, [IntPositive]>:$group_size,
-                   BoolAttr:$trainable);
+                   BoolAttr:$trainable,
+                   OptionalAttr<StrAttr>:$offload,
+                   OptionalAttr<TypeAttr>:$device_copy);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -310,6 +317,62 @@ def Fsdp_FreeOp : Fsdp_Op<"free"> {
   let arguments = (ins AnyStaticShapeTensor:$value);
   let assemblyFormat = "$value attr-dict `:` type($value)";
   let hasVerifier = 1;
+}
+
+def Fsdp_CopyStartOp : Fsdp_Op<"copy_start"> {
+  let summary = "Starts copying a tensor between host and device memory";
+  let description = [{
+    Offload (fsdp-offload): copies `input` to a new buffer in host memory
+    (`to = "host"`, device to host) or in device memory (`to = "device"`),
+    on the copy stream of that direction. Like a collective, the copy reads
+    its input and writes its result until the `fsdp.wait` that completes
+    it, which is the first point the result may be read.
+
+    ```mlir
+    %f = fsdp.copy_start %g {to = "host"} : tensor<520xf32>
+        -> !fsdp.future<tensor<520xf32>>
+    %gh = fsdp.wait %f : !fsdp.future<tensor<520xf32>>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, StrAttr:$to);
+  let results = (outs Fsdp_FutureType:$future);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` qualified(type($future))";
+  let hasVerifier = 1;
+}
+
+def Fsdp_GetDeviceCopyOp : Fsdp_Op<"get_device_copy",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "Reads the device copy of an offloaded shard";
+  let description = [{
+    A flat parameter offloaded with `offload = "optimizer"` keeps its
+    master shard on the host and a copy in the gather dtype on the device
+    (`device_copy`), which the gathers read; `fsdp.set_device_copy` writes
+    it after the host's update.
+
+    ```mlir
+    %c = fsdp.get_device_copy @"h.0.flat" : tensor<520xbf16>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$flat);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$flat attr-dict `:` type($result)";
+}
+
+def Fsdp_SetDeviceCopyOp : Fsdp_Op<"set_device_copy",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemWrite]>]> {
+  let summary = "Overwrites the device copy of an offloaded shard";
+  let description = [{
+    Stores `value` (copied from the host after the update) as the device
+    copy that `fsdp.get_device_copy` reads in the next step.
+
+    ```mlir
+    fsdp.set_device_copy @"h.0.flat", %d : tensor<520xbf16>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$flat, AnyStaticShapeTensor:$value);
+  let assemblyFormat = "$flat `,` $value attr-dict `:` type($value)";
 }
 
 #endif // FSDP_DIST_OPS_TD

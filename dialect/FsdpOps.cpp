@@ -463,6 +463,16 @@ LogicalResult FlatParameterOp::verify() {
   if ((int64_t)getOffsets().size() != (int64_t)getParams().size())
     return emitOpError("has ") << getParams().size() << " parameters but "
                                << getOffsets().size() << " offsets";
+  if (auto offload = getOffload()) {
+    if (*offload != "optimizer" && *offload != "all")
+      return emitOpError("offload must be \"optimizer\" or \"all\", got \"")
+             << *offload << "\"";
+    if ((*offload == "optimizer") != getDeviceCopy().has_value())
+      return emitOpError("offload = \"optimizer\" and a device_copy go "
+                         "together");
+  } else if (getDeviceCopy()) {
+    return emitOpError("a device_copy needs offload = \"optimizer\"");
+  }
   return success();
 }
 
@@ -623,6 +633,49 @@ LogicalResult AllReduceOp::verify() {
       failed(verifyGroup(*this)))
     return failure();
   return verifyFutureWaited(*this, getFuture());
+}
+
+LogicalResult CopyStartOp::verify() {
+  if (getTo() != "host" && getTo() != "device")
+    return emitOpError("to must be \"host\" or \"device\", got \"")
+           << getTo() << "\"";
+  if (getInput().getType() != futureValue(getFuture()))
+    return emitOpError("result ")
+           << futureValue(getFuture()) << " differs from the input "
+           << getInput().getType();
+  return verifyFutureWaited(*this, getFuture());
+}
+
+/// The offloaded flat parameter `flat` names whose device copy has type
+/// `type` (the shard's shape in its device_copy element type).
+static LogicalResult verifyDeviceCopy(Operation *op, FlatSymbolRefAttr flat,
+                                      Type type,
+                                      SymbolTableCollection &symbolTable) {
+  auto f = symbolTable.lookupNearestSymbolFrom<FlatParameterOp>(op, flat);
+  if (!f)
+    return op->emitOpError("'") << flat.getValue()
+                                << "' is not an fsdp.flat_parameter";
+  if (!f.getDeviceCopy())
+    return op->emitOpError("'") << flat.getValue()
+                                << "' has no device copy (offload = "
+                                   "\"optimizer\")";
+  auto want = RankedTensorType::get(f.getShardType().getShape(),
+                                    *f.getDeviceCopy());
+  if (type != want)
+    return op->emitOpError("type ") << type << " differs from the device copy's "
+                                    << want;
+  return success();
+}
+
+LogicalResult
+GetDeviceCopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyDeviceCopy(*this, getFlatAttr(), getType(), symbolTable);
+}
+
+LogicalResult
+SetDeviceCopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyDeviceCopy(*this, getFlatAttr(), getValue().getType(),
+                          symbolTable);
 }
 
 LogicalResult WaitOp::inferReturnTypes(MLIRContext *, Loc location,

@@ -1,17 +1,18 @@
 //===- EmitPlan.cpp - The runtime plan, as JSON ---------------------------===//
 //
 // The compiler → runtime contract (docs/Plan.md; the runtime reads it with
-// runtime/plan/Plan.h). Each instruction names its op, its tensors (space, offset or index, shape,
-// dtype) and its attributes; reshapes, parameter reads and constants are
-// not instructions (they are views of storage the runtime already has).
+// runtime/plan/Plan.h). Each instruction names its op, its tensors (space,
+// offset or index, shape, dtype) and its attributes; reshapes, parameter reads
+// and constants are not instructions (they are views of storage the runtime
+// already has).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
-#include "dialect/FsdpOps.h"
 #include "common/MemoryCategories.h"
+#include "dialect/FsdpOps.h"
 #include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
 
@@ -19,9 +20,9 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Base64.h"
 #include "llvm/Support/FileSystem.h"
-#include "llvm/Support/Path.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPEMITPLAN
@@ -84,6 +85,9 @@ struct Emitter {
     } else if (auto shard = v.getDefiningOp<GetShardOp>()) {
       o["space"] = "param";
       o["index"] = paramIndex.lookup(shard.getFlat());
+    } else if (auto copy = v.getDefiningOp<GetDeviceCopyOp>()) {
+      o["space"] = "device_copy";
+      o["index"] = paramIndex.lookup(copy.getFlat());
     } else if (auto grad = v.getDefiningOp<ReadGradOp>()) {
       o["space"] = "grad";
       o["index"] = paramIndex.lookup(grad.getParam());
@@ -91,7 +95,8 @@ struct Emitter {
       o["space"] = "const";
       o["index"] = constant(c);
     } else {
-      o["space"] = "arena";
+      // Offload's host values have offsets into the host arena.
+      o["space"] = isHostValue(v) ? "host" : "arena";
       o["offset"] = offset;
     }
     return o;
@@ -158,6 +163,8 @@ struct Emitter {
   json::Value attribute(Attribute a) {
     if (auto b = dyn_cast<BoolAttr>(a))
       return b.getValue();
+    if (isa<UnitAttr>(a))
+      return true; // a mark (on_host)
     if (auto i = dyn_cast<IntegerAttr>(a))
       return i.getInt();
     if (auto f = dyn_cast<FloatAttr>(a))
@@ -189,18 +196,20 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     Block &body = func.getBody().front();
     llvm::DenseMap<Value, int64_t> offsets;
     for (BlockArgument arg : body.getArguments())
-      if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                        mlir::fsdp::attrs::offset))
+      if (auto off = func.getArgAttrOfType<IntegerAttr>(
+              arg.getArgNumber(), mlir::fsdp::attrs::offset))
         offsets[arg] = off.getInt();
     for (Operation &op : body) {
-      if (auto offs = op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::offsets))
+      if (auto offs =
+              op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::offsets))
         for (auto [r, o] : llvm::zip(op.getResults(), offs.asArrayRef()))
           offsets[r] = o;
       if (isStorageView(&op))
         continue;
       if (auto ret = dyn_cast<func::ReturnOp>(op)) {
         for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-          auto name = func.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
+          auto name =
+              func.getResultAttrOfType<StringAttr>(i, mlir::fsdp::attrs::name);
           json::Object t = e.tensor(v, offsets.lookup(v));
           t["name"] = name ? name.getValue() : "";
           outputs.push_back(std::move(t));
@@ -216,11 +225,21 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         in.push_back(e.tensor(v, offsets.lookup(v)));
       for (Value v : op.getResults())
         out.push_back(e.tensor(v, offsets.lookup(v)));
+      if (auto set = dyn_cast<SetDeviceCopyOp>(op)) {
+        // Writes the device copy in place: its storage is the output.
+        auto t = cast<RankedTensorType>(set.getValue().getType());
+        out.push_back(
+            json::Object{{"shape", shapeOf(t)},
+                         {"dtype", dtypeName(t.getElementType())},
+                         {"space", "device_copy"},
+                         {"index", e.paramIndex.lookup(set.getFlat())}});
+      }
       json::Object attrs;
       for (NamedAttribute a : op.getAttrs()) {
         StringRef name = a.getName().getValue();
         // Planning marks stay in the IR; the stream goes to the runtime.
-        if (name.consume_front(mlir::fsdp::attrs::prefix) && name != "stream")
+        if (name.consume_front(mlir::fsdp::attrs::prefix) && name != "stream" &&
+            name != "on_host")
           continue;
         attrs[name] = e.attribute(a.getValue());
       }
@@ -229,9 +248,11 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
                          {"out", std::move(out)},
                          {"attrs", std::move(attrs)}};
       // fsdp-simulate's predicted start and end, in seconds.
-      if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
+      if (auto sim =
+              op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
         instr["predicted"] = json::Array{sim[0], sim[1]};
-      if (auto cost = op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::cost))
+      if (auto cost =
+              op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::cost))
         instr["cost"] = json::Array{cost[0], cost[1]};
       program.push_back(std::move(instr));
     }
@@ -270,7 +291,8 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     std::map<std::string, double> seconds;
     for (Operation &op : body)
       if (auto unit = op.getAttrOfType<StringAttr>(kRecomputeAttr))
-        if (auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
+        if (auto sim =
+                op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim))
           seconds[unit.str()] += sim[1] - sim[0];
     json::Object out;
     for (auto &[unit, s] : seconds)
@@ -281,7 +303,8 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     auto func = module.lookupSymbol<func::FuncOp>(function);
-    auto arena = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::arenaBytes);
+    auto arena =
+        module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::arenaBytes);
     if (!func || !arena) {
       module.emitError("fsdp-emit-plan needs @")
           << function << " planned by fsdp-plan-memory";
@@ -304,7 +327,8 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     std::string source, sourceBase;
     if (auto s = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::source)) {
       SmallString<256> abs(s.getValue());
-      auto base = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::sourceBase);
+      auto base =
+          module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::sourceBase);
       if (base && !abs.empty()) {
         if (llvm::sys::path::is_absolute(abs)) {
           sourceBase = "/";
@@ -360,6 +384,14 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
                        {"trainable", f.getTrainable()},
                        {"params", std::move(members)},
                        {"offsets", std::move(offsets)}});
+      // Offload: where the shard and its optimizer state live, and the
+      // dtype of the copy kept on the device ("optimizer").
+      if (auto offload = f.getOffload()) {
+        auto &o = *flats.back().getAsObject();
+        o["offload"] = *offload;
+        if (auto dc = f.getDeviceCopy())
+          o["device_copy"] = dtypeName(*dc);
+      }
     }
 
     json::Array units;
@@ -378,10 +410,10 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
 
     json::Array inputs;
     for (BlockArgument arg : body.getArguments()) {
-      auto name =
-          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), mlir::fsdp::attrs::name);
-      auto off =
-          func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(), mlir::fsdp::attrs::offset);
+      auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    mlir::fsdp::attrs::name);
+      auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
+                                                    mlir::fsdp::attrs::offset);
       json::Object t = e.tensor(arg, off ? off.getInt() : 0);
       t["name"] = name ? name.getValue() : "";
       inputs.push_back(std::move(t));
@@ -395,51 +427,67 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         return signalPassFailure();
 
     json::Object train;
-    if (auto t = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train))
+    if (auto t =
+            module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train))
       for (NamedAttribute a : t)
         train[a.getName().getValue()] = e.attribute(a.getValue());
     int64_t worldSize = 1;
-    if (auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
+    if (auto w =
+            module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
       worldSize = w.getInt();
     json::Object meta{{"source", source}, {"world_size", worldSize}};
     if (!sourceBase.empty())
       meta["source_base"] = sourceBase;
-    if (auto r = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::replicateGroups))
+    if (auto r = module->getAttrOfType<IntegerAttr>(
+            mlir::fsdp::attrs::replicateGroups))
       meta["replicate_groups"] = r.getInt();
-    if (auto st = module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::strategy))
+    if (auto st =
+            module->getAttrOfType<StringAttr>(mlir::fsdp::attrs::strategy))
       meta["strategy"] = st.getValue();
-    if (auto b = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::batchSize))
+    if (auto b =
+            module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::batchSize))
       meta["batch_size"] = b.getInt();
     // Mixed precision: gathered, reduced and computed in.
-    for (auto [key, attr] : {std::pair{"param_dtype", mlir::fsdp::attrs::paramDtype},
-                             {"reduce_dtype", mlir::fsdp::attrs::reduceDtype},
-                             {"compute_dtype", mlir::fsdp::attrs::computeDtype}})
+    for (auto [key, attr] :
+         {std::pair{"param_dtype", mlir::fsdp::attrs::paramDtype},
+          {"reduce_dtype", mlir::fsdp::attrs::reduceDtype},
+          {"compute_dtype", mlir::fsdp::attrs::computeDtype}})
       if (auto t = module->getAttrOfType<TypeAttr>(attr))
         meta[key] = dtypeName(t.getValue());
-    json::Object plan{{"format", "fsdp-plan"},
-                      {"version", kPlanVersion},
-                      {"meta", std::move(meta)},
-                      {"train", std::move(train)},
-                      {"arena_bytes", arena.getInt()},
-                      {"params", std::move(params)},
-                      {"units", std::move(units)},
-                      {"flats", std::move(flats)},
-                      {"constants", std::move(e.constants)},
-                      {"inputs", std::move(inputs)},
-                      {"outputs", std::move(outputs)},
-                      {"program", std::move(program)}};
+    json::Object plan{
+        {"format", "fsdp-plan"},
+        {"version", kPlanVersion},
+        {"meta", std::move(meta)},
+        {"train", std::move(train)},
+        {"arena_bytes", arena.getInt()},
+        {"host_arena_bytes",
+         module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::hostArenaBytes)
+             ? module
+                   ->getAttrOfType<IntegerAttr>(
+                       mlir::fsdp::attrs::hostArenaBytes)
+                   .getInt()
+             : 0},
+        {"params", std::move(params)},
+        {"units", std::move(units)},
+        {"flats", std::move(flats)},
+        {"constants", std::move(e.constants)},
+        {"inputs", std::move(inputs)},
+        {"outputs", std::move(outputs)},
+        {"program", std::move(program)}};
     if (!update.empty()) {
       plan["update"] = std::move(update);
       plan["update_outputs"] = std::move(updateOutputs);
     }
-    if (auto p = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::predicted)) {
+    if (auto p = module->getAttrOfType<DictionaryAttr>(
+            mlir::fsdp::attrs::predicted)) {
       json::Object predicted;
       for (NamedAttribute a : p)
         predicted[a.getName().getValue()] = e.attribute(a.getValue());
       // The arena in use over the step: (predicted time, bytes) after each
       // instruction of @train_step.
       json::Array memory;
-      auto live = func->getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::liveBytes);
+      auto live =
+          func->getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::liveBytes);
       if (live) {
         size_t i = 0;
         double at = 0;
@@ -448,8 +496,9 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
             break;
           // Memory moves with the compute stream (collectives end on
           // theirs, later).
-          auto sim = op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
-          if (sim && !isCollectiveStart(&op))
+          auto sim =
+              op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
+          if (sim && !isAsyncStart(&op))
             at = std::max(at, sim[1]);
           memory.push_back(json::Array{at, live[i++]});
         }

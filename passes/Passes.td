@@ -306,6 +306,38 @@ def FsdpInsertCollectives : Pass<"fsdp-insert-collectives", "::mlir::ModuleOp"> 
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpOffload : Pass<"fsdp-offload", "::mlir::ModuleOp"> {
+  let summary = "Places sharded state in host memory, with the copies it needs";
+  let description = [{
+    Offload, as FSDP's CPU offload and ZeRO-Offload: for each unit offloaded
+    (`offload`: `none`, `optimizer` or `all`, globally and per unit after a
+    comma, `optimizer,h.0=all,h.1=none`), its trained flat parameter keeps
+    its f32 master shard, the optimizer's moments and the reduced gradient
+    shard in host memory, and the update runs on the host (`fsdp.on_host`):
+    each reduced gradient shard is copied to the host as it arrives
+    (`fsdp.copy_start {to = "host"}`), so the copies overlap the rest of
+    backward. `optimizer` (ZeRO-Offload) keeps a copy of the shard in the
+    gather dtype on the device (`device_copy`), which the gathers read and
+    the host refreshes after each update (the cast to the gather dtype on
+    the host, then one copy to the device); `all` keeps nothing on the
+    device between steps: each gather's shard is cast on the host and copied
+    to the device before it (twice a step where the unit reshards after
+    forward). `shape = fsdp2` builds FSDP2's CPUOffloadPolicy instead: the
+    f32 shard is copied before each gather and cast on the device. Frozen
+    flat buffers stay on the device. Needs a sharded strategy.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+  let options = [
+    Option<"offload", "offload", "std::string", "\"none\"",
+           "[none|optimizer|all][,UNIT=none|optimizer|all...]: keep "
+           "optimizer state and master weights (optimizer) or every shard "
+           "(all) in host memory, the update on the host">,
+    Option<"shape", "offload-shape", "std::string", "\"fsdp\"",
+           "fsdp | fsdp2: FSDP2's CPUOffloadPolicy (f32 copied before "
+           "every gather, cast on the device)">,
+  ];
+}
+
 def FsdpSchedule : Pass<"fsdp-schedule", "::mlir::ModuleOp"> {
   let summary = "Moves collectives apart for overlap: prefetch, late waits, streams";
   let description = [{

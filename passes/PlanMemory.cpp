@@ -13,11 +13,10 @@
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
-#include "dialect/FsdpOps.h"
 #include "common/MemoryCategories.h"
+#include "dialect/FsdpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPLANMEMORY
@@ -58,7 +57,8 @@ Value storageOf(Value v) {
 
 bool inArena(Value v) {
   Operation *def = v.getDefiningOp();
-  return !def || !isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp>(def);
+  return !def || !isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp,
+                      GetDeviceCopyOp>(def);
 }
 
 struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
@@ -74,16 +74,25 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     // With gradient accumulation the update is a second function; the two
     // run one after the other and share the arena.
     livePeak = 0;
+    hostPeak = 0;
     int64_t peak = plan(func);
     if (auto update = module.lookupSymbol<func::FuncOp>("apply_update"))
       peak = std::max(peak, plan(update));
     auto i64 = IntegerType::get(&getContext(), 64);
     module->setAttr(mlir::fsdp::attrs::arenaBytes, IntegerAttr::get(i64, peak));
+    if (hostPeak > 0)
+      module->setAttr(mlir::fsdp::attrs::hostArenaBytes,
+                      IntegerAttr::get(i64, hostPeak));
+    else
+      module->removeAttr(mlir::fsdp::attrs::hostArenaBytes);
     // The packing's lower bound: the most bytes live at one instruction.
-    module->setAttr(mlir::fsdp::attrs::livePeakBytes, IntegerAttr::get(i64, livePeak));
+    module->setAttr(mlir::fsdp::attrs::livePeakBytes,
+                    IntegerAttr::get(i64, livePeak));
   }
 
   int64_t livePeak = 0;
+  /// Offload: the host arena (host values have offsets into it).
+  int64_t hostPeak = 0;
 
   /// Plans one function; returns its peak arena bytes.
   int64_t plan(func::FuncOp func) {
@@ -128,25 +137,45 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     };
     for (BlockArgument arg : body.getArguments())
       add(arg, -1);
+    // Offload's host values (copies to the host, host ops' results) are
+    // packed into a host arena of their own.
+    std::vector<Value> hostValues;
+    std::vector<Lifetime> hostLifetimes;
     for (Operation &op : body)
       for (Value r : op.getResults())
-        if (storageOf(r) == r && inArena(r))
-          add(r, index[&op]);
-    Packing packing = estimate ? liveOnly(lifetimes, kAlign)
-                               : packArena(lifetimes, kAlign);
-    if (!estimate)
-      assignOffsets(func, body, values, packing);
+        if (storageOf(r) == r && inArena(r)) {
+          if (!isHostValue(r)) {
+            add(r, index[&op]);
+            continue;
+          }
+          int64_t first = index[&op];
+          hostValues.push_back(r);
+          hostLifetimes.push_back({bufferBytes(r.getType()), first,
+                                   std::max(lastUse.lookup(r), first)});
+        }
+    Packing packing =
+        estimate ? liveOnly(lifetimes, kAlign) : packArena(lifetimes, kAlign);
+    Packing hostPacking = estimate ? liveOnly(hostLifetimes, kAlign)
+                                   : packArena(hostLifetimes, kAlign);
+    hostPeak = std::max(hostPeak, hostPacking.arenaBytes);
+    if (!estimate) {
+      llvm::DenseMap<Value, int64_t> offset;
+      for (auto [v, at] : llvm::zip(values, packing.offsets))
+        offset[v] = at;
+      for (auto [v, at] : llvm::zip(hostValues, hostPacking.offsets))
+        offset[v] = at;
+      assignOffsets(func, body, offset);
+    }
     timeline(func, n, lifetimes, categories);
     livePeak = std::max(livePeak, packing.liveBytes);
     return packing.arenaBytes;
   }
 
-  /// Writes the packing's offsets onto the function's values.
-  void assignOffsets(func::FuncOp func, Block &body, ArrayRef<Value> values,
-                     const Packing &packing) {
-    llvm::DenseMap<Value, int64_t> offset;
-    for (auto [v, at] : llvm::zip(values, packing.offsets))
-      offset[v] = at;
+  /// Writes the packings' offsets (`offset`: each storage value's, in the
+  /// device arena or, for host values, the host arena) onto the function's
+  /// values.
+  void assignOffsets(func::FuncOp func, Block &body,
+                     llvm::DenseMap<Value, int64_t> &offset) {
     for (BlockArgument arg : body.getArguments())
       func.setArgAttr(
           arg.getArgNumber(), mlir::fsdp::attrs::offset,

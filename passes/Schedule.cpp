@@ -14,9 +14,12 @@
 //     flight at once (FSDP1's rate limiter);
 //   - every wait of a reduce-scatter or all-reduce sinks to right before
 //     the first use of its result, so gradient reduction overlaps the rest
-//     of the reverse pass.
+//     of the reverse pass;
+//   - offload's copies to the host start right after their input is
+//     computed, and copies to the device move with the gathers they feed.
 // Collectives are tagged with the stream they run on (`fsdp.stream`:
-// all_gather, reduce_scatter, all_reduce); everything else is compute.
+// all_gather, reduce_scatter, all_reduce, and offload's h2d and d2h);
+// everything else is compute, or host work (fsdp.on_host).
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
@@ -71,6 +74,9 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
         op->setAttr(mlir::fsdp::attrs::stream, StringAttr::get(ctx, "reduce_scatter"));
       else if (isa<AllReduceOp>(op))
         op->setAttr(mlir::fsdp::attrs::stream, StringAttr::get(ctx, "all_reduce"));
+      else if (auto copy = dyn_cast<CopyStartOp>(op))
+        op->setAttr(mlir::fsdp::attrs::stream,
+                    StringAttr::get(ctx, copy.getTo() == "host" ? "d2h" : "h2d"));
     });
 
     // Reductions complete late, so they overlap the rest of the reverse
@@ -109,6 +115,16 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
         wait->moveBefore(first);
     }
 
+    // Copies to the host (offload) start as soon as their input is
+    // computed: a gradient shard's as its reduce-scatter completes, so the
+    // copy overlaps the rest of the reverse pass.
+    for (auto copy : llvm::to_vector(body.getOps<CopyStartOp>())) {
+      if (copy.getTo() != "host")
+        continue;
+      Operation *def = copy.getInput().getDefiningOp();
+      if (def && def->getBlock() == &body && def->getNextNode() != copy)
+        copy->moveAfter(def);
+    }
     // Gathers, split at the loss into forward and backward.
     Operation *loss = lossOp(func);
     SmallVector<AllGatherStartOp> forward, backward;
@@ -160,7 +176,9 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
       while (Operation *def = input.getDefiningOp()) {
         if (!before(anchor, def))
           break; // already available
-        if (!def->hasOneUse() || !isa<GetShardOp, CastOp>(def))
+        if (!def->hasOneUse() ||
+            !isa<GetShardOp, GetDeviceCopyOp, CastOp, CopyStartOp, WaitOp>(
+                def))
           break;
         chain.push_back(def);
         if (def->getNumOperands() == 0)

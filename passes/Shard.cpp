@@ -267,7 +267,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
             FlatSymbolRefAttr::get(unit.getSymNameAttr()),
             b.getArrayAttr(members), b.getDenseI64ArrayAttr(offsets),
             b.getI64IntegerAttr(numel), b.getI64IntegerAttr(groupSize),
-            b.getBoolAttr(trainable));
+            b.getBoolAttr(trainable), /*offload=*/StringAttr(),
+            /*device_copy=*/TypeAttr());
         if (numel % groupSize)
           emitRemark(loc, "unit '")
               << unit.getSymName() << "': " << numel << " "

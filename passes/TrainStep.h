@@ -59,10 +59,16 @@ inline bool isCollectiveStart(Operation *op) {
   return isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceOp>(op);
 }
 
-/// The wait completing a collective start (null for any other op): the
-/// collective reads its input, and writes its result, until then.
+/// An asynchronous start completed by an fsdp.wait: a collective, or a
+/// copy between host and device memory.
+inline bool isAsyncStart(Operation *op) {
+  return isCollectiveStart(op) || isa<CopyStartOp>(op);
+}
+
+/// The wait completing an asynchronous start (null for any other op): the
+/// collective or copy reads its input, and writes its result, until then.
 inline WaitOp waitOf(Operation *start) {
-  if (!isCollectiveStart(start))
+  if (!isAsyncStart(start))
     return nullptr;
   for (Operation *user : start->getResult(0).getUsers())
     if (auto wait = dyn_cast<WaitOp>(user))
@@ -74,7 +80,40 @@ inline WaitOp waitOf(Operation *start) {
 /// already has (parameters, shards, accumulators, constants, the arena).
 inline bool isStorageView(Operation *op) {
   return isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
-             ReadGradOp>(op);
+             ReadGradOp, GetDeviceCopyOp>(op);
+}
+
+/// Whether `v` is in host memory (offload): the shard of an offloaded flat
+/// parameter, a host op's result, or a copy to the host; views follow
+/// their source.
+inline bool isHostValue(Value v) {
+  while (true) {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return false;
+    if (def->hasAttr(attrs::onHost))
+      return true;
+    if (auto shard = dyn_cast<GetShardOp>(def)) {
+      auto flat = SymbolTable::lookupNearestSymbolFrom<FlatParameterOp>(
+          def, shard.getFlatAttr());
+      return flat && flat.getOffload();
+    }
+    if (auto copy = dyn_cast<CopyStartOp>(def))
+      return copy.getTo() == "host";
+    if (auto wait = dyn_cast<WaitOp>(def)) {
+      auto copy = wait.getFuture().getDefiningOp<CopyStartOp>();
+      return copy && copy.getTo() == "host";
+    }
+    if (auto r = dyn_cast<ReshapeOp>(def)) {
+      v = r.getX();
+      continue;
+    }
+    if (auto view = dyn_cast<ParamViewOp>(def)) {
+      v = view.getInput();
+      continue;
+    }
+    return false;
+  }
 }
 
 } // namespace mlir::fsdp

@@ -10,6 +10,9 @@
 //   - collectives match the module's world size and their flat buffers;
 //   - nothing reads a gathered buffer, or a view of it, after its free;
 //   - no collective is left in flight at the end of a function;
+//   - offload: host memory is read only by host ops and device memory only
+//     by device ops (a copy in between), and an offloaded shard is never
+//     updated while a copy still reads it;
 //   - planned arena offsets never overlap while both tensors are live.
 //
 //===----------------------------------------------------------------------===//
@@ -33,18 +36,44 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// The shard read a gather sends: a get_shard, possibly cast to the
-/// mixed-precision dtype first.
-GetShardOp shardRead(Value v) {
-  if (auto cast = v.getDefiningOp<CastOp>())
-    v = cast.getX();
-  return v.getDefiningOp<GetShardOp>();
+/// The flat parameter whose shard a gather sends: a get_shard, possibly
+/// cast to the mixed-precision dtype first, or with offload the shard's
+/// device copy, or the shard copied from the host (cast before the copy or
+/// after it).
+FlatSymbolRefAttr shardRead(Value v) {
+  for (int hops = 0; hops < 4; ++hops) {
+    if (auto cast = v.getDefiningOp<CastOp>()) {
+      v = cast.getX();
+      continue;
+    }
+    if (auto wait = v.getDefiningOp<WaitOp>())
+      if (auto copy = wait.getFuture().getDefiningOp<CopyStartOp>()) {
+        v = copy.getInput();
+        continue;
+      }
+    break;
+  }
+  if (auto s = v.getDefiningOp<GetShardOp>())
+    return s.getFlatAttr();
+  if (auto d = v.getDefiningOp<GetDeviceCopyOp>())
+    return d.getFlatAttr();
+  return nullptr;
+}
+
+/// The flat parameter whose stored state an op writes (an update, a device
+/// copy's refresh), or null.
+FlatSymbolRefAttr writtenFlat(Operation *op) {
+  if (isa<AdamWOp, SgdOp>(op))
+    return cast<FlatSymbolRefAttr>(op->getAttr("param"));
+  if (auto set = dyn_cast<SetDeviceCopyOp>(op))
+    return set.getFlatAttr();
+  return nullptr;
 }
 
 /// The flat parameter a gathered buffer holds: gathered from its shard,
 /// or (partial resharding) from the part of an earlier gather kept by
 /// fsdp.reshard.
-GetShardOp gatheredShard(Value buffer) {
+FlatSymbolRefAttr gatheredShard(Value buffer) {
   auto wait = buffer.getDefiningOp<WaitOp>();
   auto gather =
       wait ? wait.getFuture().getDefiningOp<AllGatherStartOp>() : nullptr;
@@ -81,9 +110,11 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     int64_t world = 1;
-    if (auto w = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
+    if (auto w =
+            module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::worldSize))
       world = w.getInt();
-    if (auto r = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::replicateGroups))
+    if (auto r = module->getAttrOfType<IntegerAttr>(
+            mlir::fsdp::attrs::replicateGroups))
       replicas = std::max<int64_t>(r.getInt(), 1);
     llvm::StringMap<FlatParameterOp> flatOf; // parameter -> its flat buffer
     for (auto flat : module.getOps<FlatParameterOp>())
@@ -113,6 +144,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
     };
 
     for (Operation &op : body) {
+      verifyResidency(op, at, fail);
       if (auto read = dyn_cast<GetParameterOp>(op)) {
         auto it = flatOf.find(read.getParam());
         if (it != flatOf.end())
@@ -140,7 +172,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
             fail(&op) << "gathers a value that is not a flat parameter shard";
           continue;
         }
-        auto flat = symbols.lookup<FlatParameterOp>(shard.getFlat());
+        auto flat = symbols.lookup<FlatParameterOp>(shard.getValue());
         if (gather.getGroupSizeAttr().getInt() !=
                 flat.getGroupSizeAttr().getInt() ||
             flat.getGroupSizeAttr().getInt() != groupRanks(&op, world))
@@ -157,7 +189,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
           fail(&op) << "views a buffer that is not a gathered flat parameter";
           continue;
         }
-        auto flat = symbols.lookup<FlatParameterOp>(shard.getFlat());
+        auto flat = symbols.lookup<FlatParameterOp>(shard.getValue());
         int64_t begin = view.getOffsetAttr().getInt(),
                 end = begin + view.getType().getNumElements();
         bool matches = false;
@@ -206,6 +238,52 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
     return success(ok);
   }
 
+  /// Offload: host memory is read on the host and device memory on the
+  /// device, a copy goes from one to the other, and no stored state is
+  /// written while a copy still reads it.
+  template <typename Fail>
+  void verifyResidency(Operation &op, llvm::DenseMap<Operation *, int64_t> &at,
+                       Fail &fail) {
+    if (isa<WaitOp, FreeOp, ReshapeOp, ParamViewOp, func::ReturnOp>(op))
+      return;
+    if (auto copy = dyn_cast<CopyStartOp>(op)) {
+      bool toDevice = copy.getTo() == "device";
+      if (isHostValue(copy.getInput()) != toDevice)
+        fail(&op) << "copies to the " << copy.getTo() << " a value already in "
+                  << (toDevice ? "device" : "host") << " memory";
+      WaitOp wait = waitOf(&op);
+      FlatSymbolRefAttr source = shardRead(copy.getInput());
+      if (!wait || !source)
+        return;
+      for (Operation *x = op.getNextNode(); x && x != wait;
+           x = x->getNextNode())
+        if (writtenFlat(x) == source) {
+          fail(x) << "writes '" << source.getValue()
+                  << "' while a copy of it is still reading it";
+          op.emitRemark("the copy starts here");
+        }
+      return;
+    }
+    bool host = op.hasAttr(attrs::onHost);
+    for (Value v : op.getOperands())
+      if (isa<RankedTensorType>(v.getType()) && isHostValue(v) != host) {
+        if (host)
+          fail(&op) << "runs on the host but reads device memory: it needs "
+                       "an fsdp.copy_start to the host first";
+        else
+          fail(&op) << "reads host memory on the device: it needs an "
+                       "fsdp.copy_start to the device first";
+        return;
+      }
+    if (auto flat = writtenFlat(&op)) {
+      auto f = SymbolTable::lookupNearestSymbolFrom<FlatParameterOp>(&op, flat);
+      if (f && isa<AdamWOp, SgdOp>(op) && bool(f.getOffload()) != host)
+        fail(&op) << "updates '" << flat.getValue() << "' on the "
+                  << (host ? "host" : "device") << ", but its state is in "
+                  << (f.getOffload() ? "host" : "device") << " memory";
+    }
+  }
+
   /// Live tensors planned into the arena never overlap.
   LogicalResult verifyArena(func::FuncOp func, Block &body,
                             llvm::DenseMap<Operation *, int64_t> &at) {
@@ -213,6 +291,7 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
     struct Interval {
       int64_t offset, bytes, begin, end;
       Operation *op;
+      bool host = false; // offload: in the host arena
     };
     SmallVector<Interval> intervals;
     int64_t n = (int64_t)at.size();
@@ -232,50 +311,57 @@ struct FsdpVerifyPlan : fsdp::impl::FsdpVerifyPlanBase<FsdpVerifyPlan> {
       return last;
     };
     for (Operation &op : body) {
-      auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::offsets);
+      auto offsets =
+          op.getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::offsets);
       if (!offsets || isa<ParamViewOp, ReshapeOp, WaitOp>(op))
         continue;
       for (auto [r, off] : llvm::zip(op.getResults(), offsets.asArrayRef()))
         if (off >= 0)
           intervals.push_back({off, bufferBytes(r.getType()), at.lookup(&op),
-                               std::max(lastUse(r), at.lookup(&op)), &op});
+                               std::max(lastUse(r), at.lookup(&op)), &op,
+                               isHostValue(r)});
     }
     for (BlockArgument arg : body.getArguments())
-      if (auto off = func.getArgAttrOfType<IntegerAttr>(arg.getArgNumber(),
-                                                        mlir::fsdp::attrs::offset))
+      if (auto off = func.getArgAttrOfType<IntegerAttr>(
+              arg.getArgNumber(), mlir::fsdp::attrs::offset))
         intervals.push_back({off.getInt(), bufferBytes(arg.getType()), -1,
                              lastUse(arg), nullptr});
     // Sweep in program order; a live map keyed by offset finds neighbours.
+    // The device arena and the host arena are swept apart.
     llvm::sort(intervals, [](const Interval &a, const Interval &b) {
       return a.begin < b.begin;
     });
-    std::multimap<int64_t, const Interval *> byEnd; // end -> interval
-    std::map<int64_t, const Interval *> live;       // offset -> interval
-    for (const Interval &iv : intervals) {
-      // Release everything whose last use is before this definition.
-      while (!byEnd.empty() && byEnd.begin()->first < iv.begin) {
-        live.erase(byEnd.begin()->second->offset);
-        byEnd.erase(byEnd.begin());
+    for (bool host : {false, true}) {
+      std::multimap<int64_t, const Interval *> byEnd; // end -> interval
+      std::map<int64_t, const Interval *> live;       // offset -> interval
+      for (const Interval &iv : intervals) {
+        if (iv.host != host)
+          continue;
+        // Release everything whose last use is before this definition.
+        while (!byEnd.empty() && byEnd.begin()->first < iv.begin) {
+          live.erase(byEnd.begin()->second->offset);
+          byEnd.erase(byEnd.begin());
+        }
+        auto next = live.lower_bound(iv.offset);
+        const Interval *clash = nullptr;
+        if (next != live.end() && next->first < iv.offset + iv.bytes)
+          clash = next->second;
+        if (!clash && next != live.begin()) {
+          auto prev = std::prev(next);
+          if (prev->first + prev->second->bytes > iv.offset)
+            clash = prev->second;
+        }
+        if (clash) {
+          Operation *where = iv.op ? iv.op : func.getOperation();
+          where->emitError("arena bytes [")
+              << iv.offset << ", " << iv.offset + iv.bytes
+              << ") overlap a tensor still live at [" << clash->offset << ", "
+              << clash->offset + clash->bytes << ")";
+          return failure();
+        }
+        live[iv.offset] = &iv;
+        byEnd.emplace(iv.end, &iv);
       }
-      auto next = live.lower_bound(iv.offset);
-      const Interval *clash = nullptr;
-      if (next != live.end() && next->first < iv.offset + iv.bytes)
-        clash = next->second;
-      if (!clash && next != live.begin()) {
-        auto prev = std::prev(next);
-        if (prev->first + prev->second->bytes > iv.offset)
-          clash = prev->second;
-      }
-      if (clash) {
-        Operation *where = iv.op ? iv.op : func.getOperation();
-        where->emitError("arena bytes [")
-            << iv.offset << ", " << iv.offset + iv.bytes
-            << ") overlap a tensor still live at [" << clash->offset << ", "
-            << clash->offset + clash->bytes << ")";
-        return failure();
-      }
-      live[iv.offset] = &iv;
-      byEnd.emplace(iv.end, &iv);
     }
     return success();
   }

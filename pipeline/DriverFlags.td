@@ -35,6 +35,7 @@ def : FlagsOf<"FsdpWrapUnits", "fsdp">;
 def : FlagsOf<"FsdpMergeUnits", "fsdp">;
 def : FlagsOf<"FsdpCheckpointActivations", "fsdp">;
 def : FlagsOf<"FsdpShard", "fsdp">;
+def : FlagsOf<"FsdpOffload", "fsdp", ["offload-shape"]>;
 def : FlagsOf<"FsdpSchedule", "fsdp">;
 def : FlagsOf<"FsdpSimulate", "device", ["annotate"]>;
 

@@ -24,6 +24,11 @@ void mlir::fsdp::addPlanPasses(PassManager &pm, const PlanConfig &config,
   pm.addPass(createFsdpCheckpointActivations(config.checkpointing));
   pm.addPass(createFsdpShard(config.shard));
   pm.addPass(createFsdpInsertCollectives());
+  // FSDP2's CPU offload is priced as FSDP2 runs it.
+  FsdpOffloadOptions offload = config.offload;
+  if (config.simulate.runtime == "fsdp2-eager")
+    offload.shape = "fsdp2";
+  pm.addPass(createFsdpOffload(offload));
   pm.addPass(createFsdpSchedule(config.schedule));
   pm.addPass(createFsdpPlanMemory(config.memory));
   if (verify)

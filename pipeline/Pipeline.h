@@ -17,6 +17,7 @@ struct PlanConfig {
   FsdpMergeUnitsOptions merge;
   FsdpCheckpointActivationsOptions checkpointing;
   FsdpShardOptions shard;
+  FsdpOffloadOptions offload;
   FsdpScheduleOptions schedule;
   FsdpPlanMemoryOptions memory;
   FsdpSimulateOptions simulate;

@@ -68,6 +68,7 @@ static PassFlags passFlags() {
   auto &FsdpMergeUnits = f.plan.merge;
   auto &FsdpCheckpointActivations = f.plan.checkpointing;
   auto &FsdpShard = f.plan.shard;
+  auto &FsdpOffload = f.plan.offload;
   auto &FsdpSchedule = f.plan.schedule;
   auto &FsdpSimulate = f.plan.simulate;
 #define FSDP_FLAG(PASS, FIELD, ...) PASS.FIELD = PASS##_##FIELD;

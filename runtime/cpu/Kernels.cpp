@@ -13,7 +13,8 @@
 namespace fsdp::cpu {
 
 void *Context::data(const TensorRef &t) const {
-  return tensorAddress(t, arena, params, constants, grads, widened);
+  return tensorAddress(t, arena, params, constants, grads, widened, host,
+                       &deviceCopies);
 }
 
 namespace {

@@ -33,6 +33,10 @@ struct Context {
   std::vector<const uint8_t *> constants;
   float *scratch = nullptr;   // 8-byte aligned: kernels may use it as double
   uint8_t *widened = nullptr; // Space::Widened (runtime/plan/Widen.h)
+  /// Offload: the host arena (Space::Host) and each slot's device copy
+  /// (Space::DeviceCopy; null for a slot without one).
+  uint8_t *host = nullptr;
+  std::vector<uint8_t *> deviceCopies;
 
   OptimizerState *optimizer = nullptr;
   Comm *comm = nullptr;

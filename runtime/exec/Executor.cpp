@@ -1,6 +1,8 @@
 //===- Executor.cpp - Runs a plan's training step on the CPU --------------===//
 #include "runtime/exec/Executor.h"
+
 #include "runtime/support/Half.h"
+#include <algorithm>
 
 #include <cblas.h>
 
@@ -59,6 +61,12 @@ Status Executor::init(const Plan &p, Comm &comm_,
                              "supported");
       blockSize = size;
     }
+  bool offload =
+      std::any_of(p.flats.begin(), p.flats.end(),
+                  [](const FlatInfo &f) { return !f.offload.empty(); });
+  if (offload && backend)
+    return Status::error("plans with --offload run on the CPU backend only; " +
+                         backend->describe() + " does not run them yet");
   FSDP_RETURN_IF_ERROR(comm_.split(p.worldSize / p.replicateGroups, blockSize));
   // One communicator slot per instruction, and a spare one for agreements
   // (agree, gatherFull), usable from here on.
@@ -185,12 +193,49 @@ Status Executor::init(const Plan &p, Comm &comm_,
     ctx.constants.push_back(v.data());
   ctx.scratch = reinterpret_cast<float *>(scratch.data());
   ctx.widened = reinterpret_cast<uint8_t *>(widened.data());
+  // Offload: host memory and the device copies are buffers of their own.
+  hostArena.assign((p.hostArenaBytes + 7) / 8, 0.0);
+  ctx.host = reinterpret_cast<uint8_t *>(hostArena.data());
+  deviceCopies.assign(p.slotCount(), {});
+  fillCopies.clear();
+  for (size_t f = 0; f < p.flats.size(); ++f) {
+    const FlatInfo &info = p.flats[f];
+    if (!info.hasDeviceCopy())
+      continue;
+    size_t slot = p.params.size() + f;
+    deviceCopies[slot].assign(
+        (info.shardNumel * dtypeSize(info.deviceCopy) + 7) / 8, 0.0);
+    Instruction cast;
+    cast.op = "cast";
+    TensorRef from, to;
+    from.space = Space::Param;
+    to.space = Space::DeviceCopy;
+    from.index = to.index = (int64_t)slot;
+    from.shape = to.shape = {info.shardNumel};
+    to.dtype = info.deviceCopy;
+    cast.in = {from};
+    cast.out = {to};
+    fillCopies.push_back(std::move(cast));
+  }
+  for (auto &v : deviceCopies)
+    ctx.deviceCopies.push_back(
+        v.empty() ? nullptr : reinterpret_cast<uint8_t *>(v.data()));
+  copiesStale = true;
   ctx.optimizer = &optimizer;
   ctx.comm = comm;
   timeline.assign(2 * spareSlot, 0.0);
   if (backend)
     if (Status s = backend->init(p, comm_, constants); !s)
       return s.withContext(backend->describe());
+  return Status::ok();
+}
+
+/// The device copies of offloaded shards, cast from the shards as the
+/// plan's own refresh (a host cast, then a copy) rounds them.
+Status Executor::refreshDeviceCopies() {
+  for (const Instruction &cast : fillCopies)
+    FSDP_RETURN_IF_ERROR(cpu::kernelFor("cast")(cast, ctx));
+  copiesStale = false;
   return Status::ok();
 }
 
@@ -249,6 +294,7 @@ Executor::ranges(const Plan &plan, size_t i, int64_t shardRank) {
 
 std::vector<Piece> Executor::statePieces(size_t i, State s) {
   touchHost();
+  copiesStale = true;
   auto &storage = s == State::Value   ? slots
                   : s == State::First ? optimizer.first
                                       : optimizer.second;
@@ -346,6 +392,9 @@ int64_t Executor::peakBytes() const {
     bytes += (int64_t)c.size();
   for (const auto &g : gradSums)
     bytes += (int64_t)g.size() * 4;
+  bytes += (int64_t)hostArena.size() * 8;
+  for (const auto &c : deviceCopies)
+    bytes += (int64_t)c.size() * 8;
   return bytes;
 }
 
@@ -419,6 +468,10 @@ Status Executor::step(int64_t t,
     }
     backendNewer = true;
   }
+  // The plan refreshes the device copies after each update; where the
+  // shards changed outside a step they are filled here first.
+  if (!backend && copiesStale)
+    FSDP_RETURN_IF_ERROR(refreshDeviceCopies());
   optimizer.step = t + 1 - skipped;
   optimizer.lrScale = lrFactor(t);
   if (grads)

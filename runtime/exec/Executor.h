@@ -68,6 +68,7 @@ public:
   /// sends it back before the next step (it may be written).
   std::vector<Piece> pieces(size_t i) {
     touchHost();
+    copiesStale = true;
     return piecesIn(slots, i);
   }
   /// With a backend: copies its state to the host if steps changed it
@@ -165,6 +166,14 @@ private:
   std::vector<std::vector<uint8_t>> constants;
   std::vector<double> scratch; // viewed as floats by most kernels
   std::vector<double> widened; // Space::Widened: f32 copies
+  /// Offload: the host arena, each slot's device copy (empty without one),
+  /// and the casts that fill the copies from the shards where the shards
+  /// changed outside a step (weights loaded, a checkpoint restored).
+  std::vector<double> hostArena;
+  std::vector<std::vector<double>> deviceCopies;
+  std::vector<Instruction> fillCopies;
+  bool copiesStale = true;
+  Status refreshDeviceCopies();
   cpu::OptimizerState optimizer;
   double baseLr = 0;
   cpu::Context ctx;

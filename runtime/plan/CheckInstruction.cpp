@@ -73,9 +73,37 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
                          std::to_string(n));
   if ((info.outs >= 0 && m != info.outs) || (info.outs < 0 && m < 1))
     return Status::error("has " + std::to_string(m) + " outputs");
+  // Offload: a copy writes a buffer of the other memory (the host arena
+  // or the device's), and the device copy of a shard is written only by
+  // set_device_copy, from a buffer of its shape and dtype.
+  if (instr.op == "copy_start") {
+    const TensorRef &x = instr.in[0], &y = instr.out[0];
+    bool toHost = y.space == Space::Host;
+    if ((y.space != Space::Arena && !toHost) || x.dtype != y.dtype ||
+        x.numel() != y.numel() ||
+        (toHost && (x.space == Space::Host || x.space == Space::DeviceCopy)) ||
+        (!toHost && x.space != Space::Host && x.space != Space::Param))
+      return Status::error("does not copy a tensor between host and device "
+                           "memory, to a buffer of its size and dtype");
+    return Status::ok();
+  }
+  if (instr.op == "set_device_copy") {
+    const TensorRef &x = instr.in[0], &y = instr.out[0];
+    if (y.space != Space::DeviceCopy || x.space != Space::Arena ||
+        x.dtype != y.dtype || x.numel() != y.numel())
+      return Status::error("does not write a device buffer of its shape and "
+                           "dtype into a shard's device copy");
+    return Status::ok();
+  }
+  bool onHost = instr.attrBool("on_host", false);
+  // A wait yields its copy's or collective's buffer, where that is.
+  bool hostWait = instr.op == "wait" && instr.in[0].space == Space::Host &&
+                  instr.out[0].space == Space::Host;
   for (const TensorRef &t : instr.out)
-    if (t.space != Space::Arena)
-      return Status::error("writes outside the arena");
+    if (t.space != (onHost || hostWait ? Space::Host : Space::Arena))
+      return Status::error(onHost ? "runs on the host but writes outside the "
+                                    "host arena"
+                                  : "writes outside the arena");
   if (instr.op == "assign_buffer") {
     int64_t p = instr.attrInt("param", -1);
     if (p < 0 || p >= (int64_t)plan.slotCount() ||
@@ -86,9 +114,23 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   if (info.outs == 0 && instr.op != "free") {
     int64_t p = instr.attrInt("param", -1);
     if (p < 0 || p >= (int64_t)plan.slotCount() ||
-        plan.slotNumel(p) != instr.in[0].numel() ||
-        !plan.slotTrainable(p) || instr.in[0].dtype != DType::F32)
+        plan.slotNumel(p) != instr.in[0].numel() || !plan.slotTrainable(p) ||
+        instr.in[0].dtype != DType::F32)
       return Status::error("does not name a parameter matching its gradient");
+    // An offloaded shard is updated on the host from host buffers, any
+    // other on the device.
+    size_t first = plan.params.size();
+    bool offloaded =
+        (size_t)p >= first && !plan.flats[p - first].offload.empty();
+    if (offloaded != onHost)
+      return Status::error(offloaded ? "updates an offloaded shard off the host"
+                                     : "updates a device shard on the host");
+  }
+  for (const TensorRef &t : instr.in) {
+    if (onHost && (t.space == Space::Arena || t.space == Space::DeviceCopy))
+      return Status::error("runs on the host but reads device memory");
+    if (!onHost && t.space == Space::Host && instr.op != "wait")
+      return Status::error("reads host memory on the device");
   }
   return Status::ok();
 }

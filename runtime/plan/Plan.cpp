@@ -148,6 +148,30 @@ struct Reader : JsonReader {
                                " is not a multiple of its " +
                                std::to_string(dtypeSize(t.dtype)) +
                                "-byte elements");
+    } else if (space == "host") {
+      t.space = Space::Host;
+      if (!integer(obj, "offset", where, t.offset))
+        return false;
+      if (t.offset < 0 || t.offset > plan.hostArenaBytes ||
+          t.bytes() > plan.hostArenaBytes - t.offset ||
+          t.offset % dtypeSize(t.dtype) != 0)
+        return fail(where, "bytes [" + std::to_string(t.offset) + ", " +
+                               std::to_string(t.offset + t.bytes()) +
+                               ") lie outside the host arena of " +
+                               std::to_string(plan.hostArenaBytes) +
+                               " bytes or are misaligned");
+    } else if (space == "device_copy") {
+      t.space = Space::DeviceCopy;
+      if (!integer(obj, "index", where, t.index))
+        return false;
+      size_t first = plan.params.size();
+      if (t.index < (int64_t)first || t.index >= (int64_t)plan.slotCount() ||
+          !plan.flats[t.index - first].hasDeviceCopy() ||
+          plan.flats[t.index - first].shardNumel != t.numel() ||
+          plan.flats[t.index - first].deviceCopy != t.dtype)
+        return fail(where, "index " + std::to_string(t.index) +
+                               " names no device copy of this shape and "
+                               "dtype (an offload = \"optimizer\" flat)");
     } else if (space == "param" || space == "const" || space == "grad") {
       t.space = space == "param"  ? Space::Param
                 : space == "grad" ? Space::Grad
@@ -328,16 +352,22 @@ Status parsePlan(const std::string &text, Plan &plan) {
   if (plan.arenaBytes < 0 || plan.arenaBytes > (int64_t(1) << 42))
     return Status::error("plan.arena_bytes: " +
                          std::to_string(plan.arenaBytes) + " is out of range");
+  if (!r.integer(doc, "host_arena_bytes", "plan", plan.hostArenaBytes, false))
+    return r.status;
+  if (plan.hostArenaBytes < 0 || plan.hostArenaBytes > (int64_t(1) << 42))
+    return Status::error(
+        "plan.host_arena_bytes: " + std::to_string(plan.hostArenaBytes) +
+        " is out of range");
 
   if (const json *meta = r.field(doc, "meta", "plan")) {
     r.string(*meta, "source", "plan.meta", plan.source, false);
     r.string(*meta, "source_base", "plan.meta", plan.sourceBase, false);
     if (!plan.sourceBase.empty() &&
         (plan.sourceBase[0] != '/' ||
-         plan.source.compare(0, plan.sourceBase.size(), plan.sourceBase) !=
-             0 ||
+         plan.source.compare(0, plan.sourceBase.size(), plan.sourceBase) != 0 ||
          plan.source.size() <= plan.sourceBase.size() + 1 ||
-         (plan.sourceBase != "/" && plan.source[plan.sourceBase.size()] != '/')))
+         (plan.sourceBase != "/" &&
+          plan.source[plan.sourceBase.size()] != '/')))
       return Status::error("plan.meta.source_base: '" + plan.sourceBase +
                            "' is not an absolute directory above the source '" +
                            plan.source + "'");
@@ -365,9 +395,9 @@ Status parsePlan(const std::string &text, Plan &plan) {
   // Names the runtime acts on (or records in checkpoints): one of the
   // choices fsdp-opt writes (absent fields keep their default, a choice).
   const std::vector<const char *> dtypes = {"f32", "bf16", "f16"};
-  FSDP_RETURN_IF_ERROR(checkChoice(
-      "plan.meta.strategy", plan.strategy,
-      {"full-shard", "shard-grad-op", "hybrid-shard", "no-shard"}));
+  FSDP_RETURN_IF_ERROR(
+      checkChoice("plan.meta.strategy", plan.strategy,
+                  {"full-shard", "shard-grad-op", "hybrid-shard", "no-shard"}));
   FSDP_RETURN_IF_ERROR(
       checkChoice("plan.meta.param_dtype", plan.paramDtype, dtypes));
   FSDP_RETURN_IF_ERROR(
@@ -376,9 +406,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
       checkChoice("plan.meta.compute_dtype", plan.computeDtype, dtypes));
   FSDP_RETURN_IF_ERROR(checkChoice("plan.train.optimizer", plan.train.optimizer,
                                    {"adamw", "sgd"}));
-  FSDP_RETURN_IF_ERROR(checkChoice("plan.train.lr_schedule",
-                                   plan.train.lrSchedule,
-                                   {"constant", "cosine"}));
+  FSDP_RETURN_IF_ERROR(checkChoice(
+      "plan.train.lr_schedule", plan.train.lrSchedule, {"constant", "cosine"}));
 
   const json *params = r.field(doc, "params", "plan");
   if (!params || !params->is_array())
@@ -417,6 +446,29 @@ Status parsePlan(const std::string &text, Plan &plan) {
         return r.status;
       if (const json *t = r.field(f, "trainable", where, false))
         info.trainable = t->is_boolean() && t->get<bool>();
+      if (!r.string(f, "offload", where, info.offload, false))
+        return r.status;
+      if (!info.offload.empty()) {
+        FSDP_RETURN_IF_ERROR(checkChoice(where + ".offload", info.offload,
+                                         {"optimizer", "all"}));
+        if (!info.trainable)
+          return Status::error(where + ": only a trained flat parameter is "
+                                       "offloaded");
+      }
+      if (r.field(f, "device_copy", where, false)) {
+        std::string dc;
+        r.string(f, "device_copy", where, dc);
+        json probe = {{"dtype", dc}};
+        if (!info.hasDeviceCopy() ||
+            !r.dtype(probe, where + ".device_copy", info.deviceCopy) ||
+            (info.deviceCopy != DType::F32 && info.deviceCopy != DType::BF16 &&
+             info.deviceCopy != DType::F16))
+          return Status::error(where + ".device_copy: a float dtype, given "
+                                       "with offload = \"optimizer\" only");
+      } else if (info.hasDeviceCopy()) {
+        return Status::error(where + ": offload = \"optimizer\" needs a "
+                                     "device_copy dtype");
+      }
       if (dt != DType::F32)
         return Status::error(where +
                              ": only f32 flat parameters are supported");
@@ -529,8 +581,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
           } else if (info.dtype == DType::BF16 || info.dtype == DType::F16) {
             uint16_t h;
             std::memcpy(&h, bytes.data() + k * 2, 2);
-            info.values[k] = info.dtype == DType::BF16 ? floatFromBf16(h)
-                                                       : floatFromF16(h);
+            info.values[k] =
+                info.dtype == DType::BF16 ? floatFromBf16(h) : floatFromF16(h);
           } else {
             info.values[k] = bytes[k] != 0;
           }
@@ -594,9 +646,14 @@ Status parsePlan(const std::string &text, Plan &plan) {
         continue;
       for (int64_t j = (int64_t)i - 1; j >= 0 && in.start < 0; --j) {
         const Instruction &c = (*list)[j];
-        if (isCollective(c.op) && c.out[0].space == Space::Arena &&
-            c.out[0].offset == in.in[0].offset)
+        bool copy = c.op == "copy_start";
+        if ((isCollective(c.op) || copy) && !c.out.empty() &&
+            (c.out[0].space == Space::Arena || c.out[0].space == Space::Host) &&
+            c.out[0].space == in.in[0].space &&
+            c.out[0].offset == in.in[0].offset) {
           in.start = c.index;
+          in.completesCopy = copy;
+        }
       }
       if (in.start < 0)
         return Status::error("plan: wait at instruction " + std::to_string(i) +

@@ -25,8 +25,10 @@ constexpr int64_t kPlanVersion = 1;
 /// BF16 and F16 are stored and communicated; kernels compute in f32.
 enum class DType { F32, I64, I1, BF16, F16 };
 /// Widened: a backend's f32 copies of bf16/f16 tensors (runtime/plan/Widen.h),
-/// never in a plan file.
-enum class Space { Arena, Param, Const, Grad, Widened };
+/// never in a plan file. Offload: Host, a step's buffers in host memory (by
+/// byte offset in the host arena); DeviceCopy, the gather-dtype copy of an
+/// offloaded shard kept on the device (by slot).
+enum class Space { Arena, Param, Const, Grad, Widened, Host, DeviceCopy };
 
 int64_t dtypeSize(DType t);
 const char *dtypeName(DType t);
@@ -51,8 +53,14 @@ template <typename P, typename C, typename G>
 void *tensorAddress(const TensorRef &t, uint8_t *arena,
                     const std::vector<P *> &params,
                     const std::vector<C *> &constants,
-                    const std::vector<G *> &grads, uint8_t *widened) {
+                    const std::vector<G *> &grads, uint8_t *widened,
+                    uint8_t *host = nullptr,
+                    const std::vector<uint8_t *> *deviceCopies = nullptr) {
   switch (t.space) {
+  case Space::Host:
+    return host ? host + t.offset : nullptr;
+  case Space::DeviceCopy:
+    return deviceCopies ? (*deviceCopies)[t.index] : nullptr;
   case Space::Arena:
     return arena + t.offset;
   case Space::Param:
@@ -92,6 +100,11 @@ struct FlatInfo {
   int64_t shardNumel = 0, numel = 0, groupSize = 1;
   bool trainable = false;
   std::vector<int64_t> params, offsets;
+  /// Offload: "" (on the device), "optimizer" (the shard and its optimizer
+  /// state in host memory, a copy in `deviceCopy` on the device) or "all".
+  std::string offload;
+  DType deviceCopy = DType::F32;
+  bool hasDeviceCopy() const { return offload == "optimizer"; }
 };
 
 struct ConstantInfo {
@@ -114,8 +127,10 @@ struct Instruction {
   nlohmann::json attrs;
   /// Unique over program and update: a collective's request slot.
   int64_t index = -1;
-  /// For `wait`: the index of the collective it completes.
+  /// For `wait`: the index of the collective (or offload copy) it
+  /// completes, and whether it is a copy.
   int64_t start = -1;
+  bool completesCopy = false;
   /// fsdp-simulate's predicted start and end (seconds; -1 when absent).
   double predictedStart = -1, predictedEnd = -1;
   /// The flops and bytes fsdp-simulate priced it at (-1: not recorded).
@@ -153,6 +168,8 @@ struct Plan {
   std::string digest; // of the plan's text, as fsdp-opt sealed it (loadPlan)
   int64_t worldSize = 1;
   int64_t arenaBytes = 0;
+  /// Offload: the step's buffers in host memory (Space::Host).
+  int64_t hostArenaBytes = 0;
   TrainOptions train;
   std::string strategy = "no-shard";
   /// Mixed precision (for reports; the instructions carry their dtypes).

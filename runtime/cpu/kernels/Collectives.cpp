@@ -153,9 +153,31 @@ Status kReshard(const Instruction &in, Context &c) {
 Status kFree(const Instruction &, Context &) { return Status::ok(); }
 
 Status kWait(const Instruction &in, Context &c) {
+  if (in.completesCopy)
+    return Status::ok(); // copy_start copied at once
   if (!c.comm)
     return Status::error("no communicator");
   return c.comm->wait(in.start);
+}
+
+//===----------------------------------------------------------------------===//
+// Offload: host and device memory are the CPU's both, but distinct buffers
+// (the host arena, the arena, the shards, their device copies), so a copy
+// is a real copy and the plan's placement is exercised.
+//===----------------------------------------------------------------------===//
+
+Status kCopyStart(const Instruction &in, Context &c) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  void *from = c.data(x), *to = c.data(y);
+  if (!from || !to || x.bytes() != y.bytes())
+    return Status::error("copies between buffers of different sizes or "
+                         "without storage");
+  std::memcpy(to, from, x.bytes());
+  return Status::ok();
+}
+
+Status kSetDeviceCopy(const Instruction &in, Context &c) {
+  return kCopyStart(in, c);
 }
 
 } // namespace fsdp::cpu::kernels

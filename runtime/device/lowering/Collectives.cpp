@@ -125,4 +125,12 @@ Status lowerReshard(Ctx &c) {
 
 Status lowerFree(Ctx &) { return Status::ok(); }
 
+/// Offload's copies and device copies: the device backends do not run
+/// offload plans yet (the CPU backend does).
+Status lowerOffload(Ctx &c) {
+  return Status::error("'" + c.in.op +
+                       "': plans with --offload run on the CPU backend only; "
+                       "the device backends do not run them yet");
+}
+
 } // namespace fsdp::device::lowering

@@ -138,6 +138,7 @@ Status lowerLogSoftmax(Ctx &c);
 Status lowerMatmul(Ctx &c);
 Status lowerNllLoss(Ctx &c);
 Status lowerNot(Ctx &c);
+Status lowerOffload(Ctx &c);
 Status lowerPack(Ctx &c);
 Status lowerPool(Ctx &c);
 Status lowerPoolGrad(Ctx &c);

@@ -1,0 +1,239 @@
+//===- Offload.cpp - Sharded state in host memory -------------------------===//
+//
+// Before (a unit offloaded with `optimizer`, bf16 gathers):
+//   %s = fsdp.get_shard @h.0.flat : tensor<520xf32>
+//   %c = fsdp.cast %s : tensor<520xf32> -> tensor<520xbf16>
+//   %f = fsdp.all_gather_start %c ...
+//   ...
+//   %g = fsdp.wait %rs : ... tensor<520xf32>
+//   fsdp.adamw @h.0.flat, %g scaled by %k ...
+// After:
+//   %c = fsdp.get_device_copy @h.0.flat : tensor<520xbf16>
+//   %f = fsdp.all_gather_start %c ...
+//   ...
+//   %g = fsdp.wait %rs : ... tensor<520xf32>
+//   %gf = fsdp.copy_start %g {to = "host"}   // moved up by fsdp-schedule
+//   %gh = fsdp.wait %gf
+//   fsdp.adamw @h.0.flat, %gh scaled by %kh {fsdp.on_host}
+//   %m = fsdp.get_shard @h.0.flat               // the host's master shard
+//   %mc = fsdp.cast %m {fsdp.on_host} : ... -> tensor<520xbf16>
+//   %df = fsdp.copy_start %mc {to = "device"}
+//   fsdp.set_device_copy @h.0.flat, (fsdp.wait %df)
+// With `all` there is no device copy: each gather's shard is cast on the
+// host and copied to the device right before it (fsdp-schedule prefetches
+// the copy with the gather). FSDP2's CPUOffloadPolicy (`offload-shape =
+// fsdp2`) copies the f32 shard and casts it on the device.
+//
+//===----------------------------------------------------------------------===//
+#include "dialect/AttrNames.h"
+#include "passes/Passes.h"
+#include "passes/TrainStep.h"
+
+#include "dialect/FsdpOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPOFFLOAD
+#include "passes/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+bool isMode(StringRef m) {
+  return m == "none" || m == "optimizer" || m == "all";
+}
+
+struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (shape != "fsdp" && shape != "fsdp2") {
+      module.emitError("--offload-shape must be fsdp or fsdp2, got '")
+          << shape << "'";
+      return signalPassFailure();
+    }
+    // --offload=[GLOBAL][,UNIT=MODE...]
+    std::string global = "none";
+    llvm::StringMap<std::string> perUnit;
+    SmallVector<StringRef> items;
+    StringRef(offload).split(items, ',', -1, false);
+    llvm::StringSet<> units;
+    for (auto unit : module.getOps<UnitOp>())
+      units.insert(unit.getSymName());
+    for (auto [i, item] : llvm::enumerate(items)) {
+      auto [name, mode] = item.trim().split('=');
+      if (mode.empty() && !item.contains('=')) {
+        if (i != 0 || !isMode(name)) {
+          module.emitError("--offload: '")
+              << item << "' is not none, optimizer or all (a global choice "
+              << "comes first, then UNIT=MODE)";
+          return signalPassFailure();
+        }
+        global = name.str();
+        continue;
+      }
+      if (!isMode(mode)) {
+        module.emitError("--offload: unit '")
+            << name << "' is given '" << mode
+            << "', not none, optimizer or all";
+        return signalPassFailure();
+      }
+      if (!units.contains(name)) {
+        module.emitError("--offload names unit '")
+            << name << "', which is not a unit of this model";
+        return signalPassFailure();
+      }
+      perUnit[name] = mode.str();
+    }
+    auto modeOf = [&](StringRef unit) -> StringRef {
+      auto it = perUnit.find(unit);
+      return it != perUnit.end() ? StringRef(it->second) : StringRef(global);
+    };
+    bool any = global != "none" || llvm::any_of(perUnit, [](auto &e) {
+                 return e.second != "none";
+               });
+    if (!any)
+      return;
+    Type paramType = Float32Type::get(&getContext());
+    if (auto t = module->getAttrOfType<TypeAttr>(attrs::paramDtype))
+      paramType = t.getValue();
+    bool offloaded = false;
+    for (auto flat : module.getOps<FlatParameterOp>()) {
+      StringRef mode = modeOf(flat.getUnit());
+      if (mode == "none" || !flat.getTrainable())
+        continue;
+      // FSDP2's CPUOffloadPolicy has no device copy: everything on the host.
+      if (shape == "fsdp2")
+        mode = "all";
+      flat.setOffload(mode);
+      if (mode == "optimizer")
+        flat.setDeviceCopy(paramType);
+      offloaded = true;
+    }
+    if (!offloaded) {
+      module.emitError("--offload=")
+          << offload
+          << ": no sharded, trained state to offload (offload needs a "
+             "sharded strategy: full-shard, shard-grad-op or hybrid-shard)";
+      return signalPassFailure();
+    }
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && func.getName() != "forward")
+        if (failed(rewrite(func, paramType)))
+          return signalPassFailure();
+  }
+
+  static FlatParameterOp flatOf(Operation *op, FlatSymbolRefAttr ref) {
+    return SymbolTable::lookupNearestSymbolFrom<FlatParameterOp>(op, ref);
+  }
+
+  /// `v` copied to `to` ("host" or "device"), the copy and its wait
+  /// inserted at `b`'s point.
+  static Value copy(OpBuilder &b, Location loc, Value v, StringRef to) {
+    auto start = CopyStartOp::create(
+        b, loc,
+        FutureType::get(b.getContext(), cast<RankedTensorType>(v.getType())), v,
+        b.getStringAttr(to));
+    return WaitOp::create(b, loc, start.getFuture()).getResult();
+  }
+
+  LogicalResult rewrite(func::FuncOp func, Type paramType) {
+    Block &body = func.getBody().front();
+    MLIRContext *ctx = &getContext();
+    SmallVector<GetShardOp> shards;
+    SmallVector<Operation *> updates;
+    for (Operation &op : body) {
+      if (auto s = dyn_cast<GetShardOp>(op)) {
+        if (auto flat = flatOf(&op, s.getFlatAttr()); flat && flat.getOffload())
+          shards.push_back(s);
+      } else if (isa<AdamWOp, SgdOp>(op)) {
+        auto ref = cast<FlatSymbolRefAttr>(op.getAttr("param"));
+        if (auto flat = flatOf(&op, ref); flat && flat.getOffload())
+          updates.push_back(&op);
+      }
+    }
+    // The gathers' sources.
+    for (GetShardOp s : shards) {
+      FlatParameterOp flat = flatOf(s, s.getFlatAttr());
+      OpBuilder b(s);
+      b.setInsertionPointAfter(s);
+      if (*flat.getOffload() == "optimizer") {
+        auto type =
+            RankedTensorType::get(flat.getShardType().getShape(), paramType);
+        Value dc =
+            GetDeviceCopyOp::create(b, s.getLoc(), type, s.getFlatAttr());
+        for (OpOperand &use : llvm::make_early_inc_range(s->getUses())) {
+          auto castOp = dyn_cast<CastOp>(use.getOwner());
+          if (castOp && castOp.getType() == type) {
+            castOp.getResult().replaceAllUsesWith(dc);
+            castOp.erase();
+          } else if (type == s.getType()) {
+            use.set(dc);
+          } else {
+            return use.getOwner()->emitError("fsdp-offload: the shard of '")
+                   << flat.getSymName()
+                   << "' is read other than through its cast to the gather "
+                      "dtype";
+          }
+        }
+        s.erase();
+        continue;
+      }
+      // "all": cast on the host (ours) or on the device (FSDP2), then one
+      // copy to the device.
+      Value v = s.getResult();
+      if (shape == "fsdp" && s->hasOneUse())
+        if (auto castOp = dyn_cast<CastOp>(*s->getUsers().begin())) {
+          castOp->setAttr(attrs::onHost, UnitAttr::get(ctx));
+          v = castOp.getResult();
+          b.setInsertionPointAfter(castOp);
+        }
+      Value onDevice = copy(b, s.getLoc(), v, "device");
+      v.replaceUsesWithIf(onDevice, [&](OpOperand &use) {
+        return !isa<CopyStartOp>(use.getOwner());
+      });
+    }
+    // The updates, on the host.
+    llvm::DenseMap<Value, Value> onHost; // a device value's host copy
+    for (Operation *op : updates) {
+      OpBuilder b(op);
+      for (OpOperand &operand : op->getOpOperands()) {
+        Value v = operand.get();
+        Value &h = onHost[v];
+        // fsdp-schedule starts the copy as soon as its input is computed
+        // (a gradient as its reduce-scatter completes), so it overlaps the
+        // rest of backward; its wait stays here.
+        if (!h)
+          h = copy(b, op->getLoc(), v, "host");
+        operand.set(h);
+      }
+      op->setAttr(attrs::onHost, UnitAttr::get(ctx));
+      auto ref = cast<FlatSymbolRefAttr>(op->getAttr("param"));
+      FlatParameterOp flat = flatOf(op, ref);
+      if (*flat.getOffload() != "optimizer")
+        continue;
+      b.setInsertionPointAfter(op);
+      Value m = GetShardOp::create(b, op->getLoc(), flat.getShardType(), ref);
+      if (paramType != flat.getShardType().getElementType()) {
+        auto castOp = CastOp::create(
+            b, op->getLoc(),
+            RankedTensorType::get(flat.getShardType().getShape(), paramType),
+            m);
+        castOp->setAttr(attrs::onHost, UnitAttr::get(ctx));
+        m = castOp.getResult();
+      }
+      Value d = copy(b, op->getLoc(), m, "device");
+      SetDeviceCopyOp::create(b, op->getLoc(), ref, d);
+    }
+    return success();
+  }
+};
+
+} // namespace
