@@ -167,6 +167,53 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
          scale * roofline * sharedNodeFactor(ranksOnNode);
 }
 
+double DeviceModel::hostSeconds(int64_t bytes, int64_t ranksOnNode,
+                                bool torch) const {
+  int64_t ranks = std::max<int64_t>(ranksOnNode, 1);
+  double cores = std::max<double>((double)hostCores / ranks, 1.0);
+  double perCore = torch ? torchHostAdamwPerCore : hostAdamwPerCore;
+  double rate = perCore * cores;
+  // The node's memory, shared by its ranks, caps it; PyTorch's passes
+  // move more bytes than the cost model counts.
+  if (hostMemBandwidth > 0)
+    rate = std::min(rate, hostMemBandwidth / ranks /
+                              (torch ? torchHostAdamwTraffic : 1.0));
+  return rate > 0 ? (double)bytes / rate : 0.0;
+}
+
+/// The host side of a GPU node (offload): sourced, or measured on this
+/// project's machine where the rate is the kernel's own.
+static void setHost(DeviceModel &d, bool a100) {
+  // Host links, copy engines, per GPU. A100 (PCIe Gen4 x16): 25-26 GB/s
+  // each way alone; both at once, host-to-device drops to 12-13 GB/s while
+  // device-to-host keeps about 24 (NVIDIA/nvbandwidth#11, #53, 8x
+  // A100-SXM4). H100 (PCIe Gen5 x16): 52.8 GB/s device to host
+  // (NVIDIA/nvbandwidth#24, an H100 cluster); host to device assumed the
+  // same on copy engines, and both at once as on the A100 (no H100
+  // bidirectional measurement was found).
+  d.hostToDevice = d.deviceToHost = a100 ? 25e9 : 52.8e9;
+  d.h2dWhileD2H = 12.5 / 25.0;
+  d.d2hWhileH2D = 24.0 / 25.0;
+  // Host CPUs and memory: DGX A100, two 64-core AMD EPYC 7742 with eight
+  // channels of DDR4-3200 each (409.6 GB/s peak); DGX H100, two 56-core
+  // Xeon Platinum 8480C with eight channels of DDR5-4800 each (614.4 GB/s
+  // peak) (the DGX A100 and DGX H100 datasheets). Peaks: no sustained
+  // figure for these nodes was found, so both plans are priced on the
+  // same optimistic bound.
+  d.hostCores = a100 ? 128 : 112;
+  d.hostMemBandwidth = a100 ? 409.6e9 : 614.4e9;
+  // One core's AdamW over 12.6M f32 elements, in cost-model bytes: fsdp's
+  // fused host kernel 21.7 GB/s, torch 2.11's default CPU AdamW
+  // (foreach=False, the for-loop) 3.84 GB/s (its fused=True: 20.9)
+  // (bench/host_adamw.py on the project's 2-core AVX-512 Xeon,
+  // 2026-11-26). PyTorch's for-loop update (torch/optim/adamw.py,
+  // _single_tensor_adamw: mul_, lerp_, mul_, addcmul_, sqrt, div, add_,
+  // addcdiv_) moves 80 bytes an element against the fused pass's 28.
+  d.hostAdamwPerCore = 21.7e9;
+  d.torchHostAdamwPerCore = 3.84e9;
+  d.torchHostAdamwTraffic = 80.0 / 28.0;
+}
+
 llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   DeviceModel d;
   d.name = name.str();
@@ -210,6 +257,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     // an H100 reports, it leaves about 5 GiB to the CUDA context, NCCL and
     // library workspaces.
     d.memoryBytes = name == "h200" ? 141'000'000'000 : 80'000'000'000;
+    setHost(d, /*a100=*/false);
     return d;
   }
   if (name == "a100-80g") {
@@ -244,6 +292,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     d.sms = 108;
     d.collectiveCtas = 24;
     d.memoryBytes = 80'000'000'000;
+    setHost(d, /*a100=*/true);
     return d;
   }
   if (name == "cpu-generic" || name == "cpu") {
@@ -296,7 +345,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     return !required && !o->get(key);
   };
   double perNode = 8, threads = 1, memory = 0, sms = 0, ctas = 0,
-         runtime = 0;
+         runtime = 0, hostCores = 0;
   if (!number("flops_f32", d.flopsF32, true) ||
       !number("mem_bandwidth", d.memBandwidth, true) ||
       !number("intra_bandwidth", d.intraBandwidth, true) ||
@@ -315,7 +364,16 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       !number("runtime_bytes", runtime, false) ||
       !number("collective_ctas", ctas, false) ||
       !number("cache_bytes", d.cacheBytes, false) ||
-      !number("cache_bandwidth", d.cacheBandwidth, false))
+      !number("cache_bandwidth", d.cacheBandwidth, false) ||
+      !number("host_to_device", d.hostToDevice, false) ||
+      !number("device_to_host", d.deviceToHost, false) ||
+      !number("h2d_while_d2h", d.h2dWhileD2H, false) ||
+      !number("d2h_while_h2d", d.d2hWhileH2D, false) ||
+      !number("host_cores", hostCores, false) ||
+      !number("host_mem_bandwidth", d.hostMemBandwidth, false) ||
+      !number("host_adamw_per_core", d.hostAdamwPerCore, false) ||
+      !number("torch_host_adamw_per_core", d.torchHostAdamwPerCore, false) ||
+      !number("torch_host_adamw_traffic", d.torchHostAdamwTraffic, false))
     return llvm::createStringError(
         "device file " + name.str() +
         (wrongType.empty() ? std::string()
@@ -324,7 +382,10 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         "inter_bandwidth (optional: flops_bf16, intra_latency, "
         "inter_latency, launch_overhead, devices_per_node, threads, "
         "memory_bytes, runtime_bytes, gemm_efficiency, attention_efficiency, "
-        "cache_bytes, cache_bandwidth, "
+        "cache_bytes, cache_bandwidth, host_to_device, device_to_host, "
+        "h2d_while_d2h, d2h_while_h2d, host_cores, host_mem_bandwidth, "
+        "host_adamw_per_core, torch_host_adamw_per_core, "
+        "torch_host_adamw_traffic, "
         "memory_efficiency, sms, "
         "collective_ctas, cores, "
         "parallel_efficiency, async_progress, native_bf16_products, op_scale, "
@@ -354,6 +415,24 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   if (runtime < 0)
     return llvm::createStringError("device file " + name.str() +
                                    ": runtime_bytes must not be negative");
+  if (!(d.hostToDevice >= 0) || !(d.deviceToHost >= 0) || hostCores < 0 ||
+      !(d.hostMemBandwidth >= 0) || !(d.hostAdamwPerCore >= 0) ||
+      !(d.torchHostAdamwPerCore >= 0) || !(d.torchHostAdamwTraffic >= 1) ||
+      !(d.h2dWhileD2H > 0 && d.h2dWhileD2H <= 1) ||
+      !(d.d2hWhileH2D > 0 && d.d2hWhileH2D <= 1))
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": host rates must not be negative, the *_while_* shares within "
+        "(0, 1] and torch_host_adamw_traffic at least 1");
+  if ((d.hostToDevice > 0 || d.deviceToHost > 0) &&
+      (d.hostToDevice <= 0 || d.deviceToHost <= 0 ||
+       d.hostAdamwPerCore <= 0 || d.torchHostAdamwPerCore <= 0 ||
+       hostCores < 1))
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": a host link needs host_to_device, device_to_host, host_cores, "
+        "host_adamw_per_core and torch_host_adamw_per_core");
+  d.hostCores = (int64_t)hostCores;
   d.runtimeBytes = (int64_t)runtime;
   d.sms = (int64_t)sms;
   d.collectiveCtas = (int64_t)ctas;

@@ -81,6 +81,24 @@ struct DeviceModel {
   /// fsdp-run --calibrate: oneDNN on AVX512-BF16 or AMX) and need no f32
   /// copies of their operands; false: they are widened like the rest.
   bool nativeBf16Products = false;
+  /// Offload (GPUs): the host link of each device, bytes per second copy
+  /// engines move each way alone, and the fraction each direction keeps
+  /// while the other runs; the node's host cores and memory bandwidth
+  /// (shared by its ranks); the host AdamW rate one core reaches with
+  /// fsdp's fused kernel and with PyTorch's default CPU AdamW (for-loop),
+  /// counted in the cost model's bytes (28 an f32 element), and how many
+  /// times those bytes PyTorch's actually moves (it makes several passes).
+  /// 0 host bandwidth: the device is the host (the CPU), copies are memcpys.
+  double hostToDevice = 0, deviceToHost = 0;
+  double h2dWhileD2H = 1, d2hWhileH2D = 1;
+  int64_t hostCores = 0;
+  double hostMemBandwidth = 0;
+  double hostAdamwPerCore = 0, torchHostAdamwPerCore = 0;
+  double torchHostAdamwTraffic = 1;
+  /// Seconds a host op moving `bytes` (cost-model bytes) takes on one of
+  /// `ranksOnNode` ranks sharing the node's cores and memory: fsdp's
+  /// kernels, or PyTorch's CPU AdamW (`torch`).
+  double hostSeconds(int64_t bytes, int64_t ranksOnNode, bool torch) const;
   /// Factor on a rank's compute time when `ranksOnNode` ranks share it:
   /// threadFactor * oversubscription.
   double sharedNodeFactor(int64_t ranksOnNode) const;

@@ -279,6 +279,9 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "mixed precision: keep buffers (batch norm's running statistics, "
            "masks) in f32 | bf16 | f16, as MixedPrecision.buffer_dtype "
            "(default: as stored, f32)">,
+    Option<"keepSharded", "keep-sharded", "bool", "false",
+           "keep the sharded schedule on one rank (offload needs its flat "
+           "shards there too)">,
     Option<"syncBatchNorm", "sync-batch-norm", "bool", "false",
            "batch norm normalises the whole batch, every rank's slice together "
            "(torch.nn.SyncBatchNorm; default: each rank its own slice, as "

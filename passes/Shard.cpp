@@ -97,7 +97,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       return signalPassFailure();
     }
     if (worldSize == 1 && isSharded(strategy) && paramType.isF32() &&
-        reduceType.isF32() && reshardAfterForward == "default") {
+        reduceType.isF32() && reshardAfterForward == "default" &&
+        !keepSharded) {
       // One rank holds every shard whole: gathering and reduce-scattering
       // would copy the model twice a step for nothing. Parameters are used
       // where they live, as no-shard does (with a 16-bit parameter or
@@ -107,7 +108,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       emitRemark(module.getLoc())
           << "--strategy=" << strategy
           << " on one rank: parameters used in place, no gathers or "
-             "reduce-scatters (as no-shard)";
+             "reduce-scatters (as no-shard; --offload keeps the shards)";
       strategy = "no-shard";
       module->setAttr(mlir::fsdp::attrs::strategy, StringAttr::get(ctx, strategy));
     }

@@ -101,6 +101,9 @@ std::optional<EagerCost> eagerCost(Operation *op) {
 
 struct Timing {
   double step = 0, compute = 0, comm = 0, exposed = 0;
+  /// Offload: seconds of host-device copies and of host work (the host's
+  /// optimizer and casts).
+  double copy = 0, host = 0;
 };
 
 /// When compute starting at `start` with `seconds` of work at full speed
@@ -162,6 +165,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       total.compute += t.compute * times;
       total.comm += t.comm * times;
       total.exposed += t.exposed * times;
+      total.copy += t.copy * times;
+      total.host += t.host * times;
     }
     Builder b(&getContext());
     int64_t arena = 0;
@@ -170,7 +175,13 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     int64_t livePeak = arena;
     if (auto a = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::livePeakBytes))
       livePeak = a.getInt();
-    int64_t state = stateBytes(module), scratch = scratchBytes(module, *model);
+    int64_t hostState = 0;
+    int64_t state = stateBytes(module, &hostState),
+            scratch = scratchBytes(module, *model);
+    int64_t hostArena = 0;
+    if (auto a = module->getAttrOfType<IntegerAttr>(
+            mlir::fsdp::attrs::hostArenaBytes))
+      hostArena = a.getInt();
     int64_t commScratch = commScratchBytes(module, *model);
     int64_t ranks = ranksOnNode(module, *model);
     module->setAttr(
@@ -189,6 +200,13 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             // packing of the arena would need.
             b.getNamedAttr("live_peak_bytes", b.getI64IntegerAttr(livePeak)),
             b.getNamedAttr("state_bytes", b.getI64IntegerAttr(state)),
+            // Offload: what a rank keeps in host memory (its offloaded
+            // shards and their optimizer state, and the host arena), and
+            // the step's host-device copies and host work.
+            b.getNamedAttr("host_bytes",
+                           b.getI64IntegerAttr(hostState + hostArena)),
+            b.getNamedAttr("copy_seconds", b.getF64FloatAttr(total.copy)),
+            b.getNamedAttr("host_seconds", b.getF64FloatAttr(total.host)),
             b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(scratch)),
             // Of which the f32 copies of widened ops (Widen.h): the CPU
             // backend holds this much for them at least, so its memory is
@@ -258,7 +276,58 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           ready[r] = at;
         continue;
       }
-      if (isCollectiveStart(&op)) {
+      bool gpuHost = model.hostToDevice > 0;
+      if (auto copy = dyn_cast<CopyStartOp>(op)) {
+        // Offload's copies. On a GPU: on the copy stream of their direction,
+        // at the host link's rate (less while the other direction runs),
+        // once their input is ready (a host value does not wait for the
+        // compute stream that issued it). On the CPU: a memcpy in line.
+        int64_t bytes = bufferBytes(copy.getInput().getType());
+        bool toDevice = copy.getTo() == "device";
+        if (!gpuHost) {
+          start = std::max(compute, readyOf(copy.getInput()));
+          double seconds = model.rankComputeSeconds(
+              0, 2 * bytes, elementOf(&op), "copy", ranksOnNode);
+          end = start + seconds;
+          compute = end;
+          t.compute += seconds;
+          t.copy += seconds;
+        } else {
+          std::string s = toDevice ? "h2d" : "d2h";
+          std::string other = toDevice ? "d2h" : "h2d";
+          start = std::max(streams[s], readyOf(copy.getInput()));
+          if (!isHostValue(copy.getInput()))
+            start = std::max(start, compute);
+          double rate = toDevice ? model.hostToDevice : model.deviceToHost;
+          if (streams[other] > start)
+            rate *= toDevice ? model.h2dWhileD2H : model.d2hWhileH2D;
+          end = start + bytes / rate;
+          streams[s] = end;
+          t.copy += end - start;
+        }
+        ready[copy.getFuture()] = end;
+      } else if (gpuHost && op.hasAttr(mlir::fsdp::attrs::onHost)) {
+        // Host work (an offloaded shard's update, the cast that makes its
+        // gather-dtype copy) on the host, beside the device's compute:
+        // fsdp's fused kernels, or where FSDP2 is priced PyTorch's CPU
+        // AdamW.
+        int64_t bytes = 0;
+        if (auto cost = dyn_cast<CostOpInterface>(op))
+          bytes = cost.getBytesMoved();
+        start = streams["host"];
+        for (Value v : op.getOperands())
+          start = std::max(start, readyOf(v));
+        double seconds = model.hostSeconds(
+            bytes, ranksOnNode, eager && isa<AdamWOp, SgdOp>(op));
+        end = start + seconds;
+        streams["host"] = end;
+        t.host += seconds;
+        for (Value r : op.getResults())
+          ready[r] = end;
+        if (annotate)
+          op.setAttr(mlir::fsdp::attrs::cost,
+                     b.getDenseI64ArrayAttr({0, bytes}));
+      } else if (isCollectiveStart(&op)) {
         auto stream = op.getAttrOfType<StringAttr>(mlir::fsdp::attrs::stream);
         std::string s = stream ? stream.getValue().str() : "comm";
         Value in = op.getOperand(0);
@@ -574,9 +643,11 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     return most;
   }
 
-  /// Bytes the runtime keeps between steps: parameters (or their shards),
-  /// optimizer moments, accumulators and constants.
-  int64_t stateBytes(ModuleOp module) {
+  /// Bytes the runtime keeps between steps on the device: parameters (or
+  /// their shards), optimizer moments, accumulators, constants and the
+  /// device copies of offloaded shards; `host` gets the offloaded shards'
+  /// state, kept in host memory.
+  int64_t stateBytes(ModuleOp module, int64_t *host) {
     llvm::StringSet<> inFlat;
     int64_t bytes = 0;
     auto train = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train);
@@ -590,14 +661,23 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         trained.insert(
             cast<FlatSymbolRefAttr>(op->getAttr("param")).getValue());
     });
-    auto slot = [&](StringRef name, int64_t b) {
+    auto slotBytes = [&](StringRef name, int64_t b) {
       bool t = trained.contains(name);
-      bytes += b * (1 + (t ? (adam ? 2 : 1) : 0) + (t && accum ? 1 : 0));
+      return b * (1 + (t ? (adam ? 2 : 1) : 0) + (t && accum ? 1 : 0));
     };
+    auto slot = [&](StringRef name, int64_t b) { bytes += slotBytes(name, b); };
     for (auto flat : module.getOps<FlatParameterOp>()) {
       for (Attribute a : flat.getParams())
         inFlat.insert(cast<FlatSymbolRefAttr>(a).getValue());
-      slot(flat.getSymName(), bufferBytes(flat.getShardType()));
+      int64_t b = bufferBytes(flat.getShardType());
+      if (!flat.getOffload()) {
+        slot(flat.getSymName(), b);
+        continue;
+      }
+      *host += slotBytes(flat.getSymName(), b);
+      if (auto dc = flat.getDeviceCopy())
+        bytes += bufferBytes(
+            RankedTensorType::get(flat.getShardType().getShape(), *dc));
     }
     for (auto p : module.getOps<ParameterOp>())
       if (!inFlat.contains(p.getSymName()))

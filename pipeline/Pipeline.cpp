@@ -22,7 +22,11 @@ void mlir::fsdp::addPlanPasses(PassManager &pm, const PlanConfig &config,
   pm.addPass(createFsdpWrapUnits(config.wrap));
   pm.addPass(createFsdpMergeUnits(config.merge));
   pm.addPass(createFsdpCheckpointActivations(config.checkpointing));
-  pm.addPass(createFsdpShard(config.shard));
+  // Offload places flat shards, which one rank keeps too when offloading.
+  FsdpShardOptions shard = config.shard;
+  if (!config.offload.offload.empty() && config.offload.offload != "none")
+    shard.keepSharded = true;
+  pm.addPass(createFsdpShard(shard));
   pm.addPass(createFsdpInsertCollectives());
   // FSDP2's CPU offload is priced as FSDP2 runs it.
   FsdpOffloadOptions offload = config.offload;
