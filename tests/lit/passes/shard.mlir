@@ -15,7 +15,7 @@
 // One rank: full-shard and shard-grad-op use parameters in place, as
 // no-shard (nothing to gather); a 16-bit gather keeps the sharded schedule.
 // RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step=loss=mse -fsdp-wrap-units -fsdp-shard -fsdp-insert-collectives 2>&1 | FileCheck %s --check-prefix=ONERANK
-// ONERANK: remark: --strategy=full-shard on one rank: parameters used in place, no gathers or reduce-scatters (as no-shard)
+// ONERANK: remark: --strategy=full-shard on one rank: parameters used in place, no gathers or reduce-scatters (as no-shard; --offload keeps the shards)
 // ONERANK: fsdp.strategy = "no-shard"
 // ONERANK-NOT: fsdp.all_gather_start
 // ONERANK-NOT: fsdp.reduce_scatter_start
