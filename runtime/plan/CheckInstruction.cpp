@@ -122,7 +122,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
     size_t first = plan.params.size();
     bool offloaded =
         (size_t)p >= first && !plan.flats[p - first].offload.empty();
-    if (offloaded != onHost)
+    bool update = instr.op == "adamw" || instr.op == "sgd";
+    if (update && offloaded != onHost)
       return Status::error(offloaded ? "updates an offloaded shard off the host"
                                      : "updates a device shard on the host");
   }

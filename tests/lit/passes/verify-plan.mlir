@@ -96,3 +96,59 @@ func.func @train_step(%x: tensor<4xf32> {fsdp.offset = 0 : i64}) -> tensor<4xf32
   %c = fsdp.add %a, %b {fsdp.offsets = array<i64: 128>} : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
   return %c : tensor<4xf32>
 }
+
+// -----
+
+// Offload: a gather of an offloaded shard with no copy to the device reads
+// host memory on the device.
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.parameter @w : tensor<2x3xf32> {module_path = "l"}
+  fsdp.parameter @b : tensor<3xf32> {module_path = "l"}
+  fsdp.unit @l {params = [@w, @b]}
+  fsdp.flat_parameter @l.flat : tensor<5xf32> {group_size = 2 : i64, numel = 9 : i64, offload = "all", offsets = array<i64: 0, 6>, params = [@w, @b], trainable = true, unit = @l}
+  func.func @train_step(%x: tensor<4x2xf32>) -> tensor<10xf32> {
+    %s = fsdp.get_shard @l.flat : tensor<5xf32>
+    // expected-error @below {{reads host memory on the device: it needs an fsdp.copy_start to the device first}}
+    %f = fsdp.all_gather_start %s {group_size = 2 : i64} : tensor<5xf32> -> !fsdp.future<tensor<10xf32>>
+    %full = fsdp.wait %f : !fsdp.future<tensor<10xf32>>
+    return %full : tensor<10xf32>
+  }
+}
+
+// -----
+
+// Offload: the update of an offloaded shard runs on the host, from a
+// gradient copied there.
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.parameter @w : tensor<2x3xf32> {module_path = "l"}
+  fsdp.parameter @b : tensor<3xf32> {module_path = "l"}
+  fsdp.unit @l {params = [@w, @b]}
+  fsdp.flat_parameter @l.flat : tensor<5xf32> {group_size = 2 : i64, numel = 9 : i64, offload = "all", offsets = array<i64: 0, 6>, params = [@w, @b], trainable = true, unit = @l}
+  func.func @train_step(%g: tensor<5xf32>) {
+    // expected-error @below {{updates 'l.flat' on the device, but its state is in host memory}}
+    fsdp.adamw @l.flat, %g {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-08 : f32, lr = 1.0e-03 : f32, weight_decay = 0.0 : f32} : tensor<5xf32>
+    return
+  }
+}
+
+// -----
+
+// Offload: the host updates a shard while a copy of it to the device is
+// still in flight (it would copy a half-updated shard).
+module attributes {fsdp.world_size = 2 : i64} {
+  fsdp.parameter @w : tensor<2x3xf32> {module_path = "l"}
+  fsdp.parameter @b : tensor<3xf32> {module_path = "l"}
+  fsdp.unit @l {params = [@w, @b]}
+  fsdp.flat_parameter @l.flat : tensor<5xf32> {group_size = 2 : i64, numel = 9 : i64, offload = "all", offsets = array<i64: 0, 6>, params = [@w, @b], trainable = true, unit = @l}
+  func.func @train_step(%g: tensor<5xf32>) -> tensor<5xf32> {
+    %s = fsdp.get_shard @l.flat : tensor<5xf32>
+    // expected-remark @below {{the copy starts here}}
+    %f = fsdp.copy_start %s {to = "device"} : tensor<5xf32> -> !fsdp.future<tensor<5xf32>>
+    %gf = fsdp.copy_start %g {to = "host"} : tensor<5xf32> -> !fsdp.future<tensor<5xf32>>
+    %gh = fsdp.wait %gf : !fsdp.future<tensor<5xf32>>
+    // expected-error @below {{writes 'l.flat' while a copy of it is still reading it}}
+    fsdp.adamw @l.flat, %gh {beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-08 : f32, fsdp.on_host, lr = 1.0e-03 : f32, weight_decay = 0.0 : f32} : tensor<5xf32>
+    %d = fsdp.wait %f : !fsdp.future<tensor<5xf32>>
+    return %d : tensor<5xf32>
+  }
+}
