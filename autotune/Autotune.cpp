@@ -9,8 +9,8 @@
 //     keep gathered → reshard to N (within a node) → reshard
 //       → recompute all but matmuls and attention (selective) → recompute
 // (no-shard and shard-grad-op cannot reshard: keep → selective →
-// recompute; the root unit does not recompute). Keeping everything gathered is the fastest
-// plan; when it does not fit:
+// recompute; the root unit does not recompute). Keeping everything gathered is
+// the fastest plan; when it does not fit:
 //   1. Units are grouped into classes that cost the same (same parameter
 //      count and size; the first and last blocks and the root apart), and
 //      one representative per class is simulated on each rung with every
@@ -42,9 +42,9 @@
 // wins, and every strategy tried is reported with its step and peak.
 //
 //===----------------------------------------------------------------------===//
-#include "dialect/AttrNames.h"
 #include "autotune/Autotune.h"
 #include "costmodel/DeviceModel.h"
+#include "dialect/AttrNames.h"
 
 #include "dialect/FsdpOps.h"
 
@@ -56,9 +56,9 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <atomic>
-#include <mutex>
 #include <map>
 #include <memory>
+#include <mutex>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -162,6 +162,8 @@ public:
   }
 
   FailureOr<PlanConfig> run();
+  /// The simulated step of the plan run() chose (seconds).
+  double chosenStep = 0;
 
 private:
   struct Search;
@@ -282,7 +284,8 @@ private:
       }
       return t;
     }
-    auto predicted = (*copy)->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::predicted);
+    auto predicted =
+        (*copy)->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::predicted);
     if (!predicted)
       return t;
     auto integer = [&](StringRef key) {
@@ -464,7 +467,6 @@ private:
   bool packChosen(Best &b);
 };
 
-
 struct Tuner::Best {
   Search search;
   size_t prefix = 0; // moves applied
@@ -530,8 +532,9 @@ Tuner::Outcome Tuner::searchStrategy(int64_t perNode, const Trial *kept) {
     s.partial = partial;
     if (k > 1) {
       // Merging needs four blocks at least to leave two units.
-      size_t blocks = llvm::count_if(
-          out.fastest->units, [](const UnitInfo &u) { return u.name != "root"; });
+      size_t blocks = llvm::count_if(out.fastest->units, [](const UnitInfo &u) {
+        return u.name != "root";
+      });
       if (blocks < 4)
         break;
     }
@@ -567,8 +570,8 @@ Tuner::Outcome Tuner::searchStrategy(int64_t perNode, const Trial *kept) {
                           : evaluate(configure(s, levelsAfter(s, count), 1));
       };
       size_t guess = 0;
-      for (int64_t excess = first.peak - budget;
-           guess < all && excess > 0; ++guess)
+      for (int64_t excess = first.peak - budget; guess < all && excess > 0;
+           ++guess)
         excess -= s.moves[guess].saved;
       guess = std::max<size_t>(guess, 1);
       size_t step = 1;
@@ -729,8 +732,9 @@ FailureOr<PlanConfig> Tuner::run() {
   os << "autotune: budget " << gib(budget) << " on " << model->name << " x "
      << world << " (" << perNode << " per node), " << simulations->load()
      << " simulations"
-     << (packTrials ? "" : " (arenas estimated as the live peak, the plan "
-                           "chosen packed)")
+     << (packTrials ? ""
+                    : " (arenas estimated as the live peak, the plan "
+                      "chosen packed)")
      << "\n";
   if (tried.size() > 1)
     for (auto &[name, o] : tried) {
@@ -774,11 +778,11 @@ FailureOr<PlanConfig> Tuner::run() {
       why = llvm::join(parts, "; ");
     }
     std::string reshard = r.reshard.empty() ? "-" : r.reshard;
-    os << llvm::format("%-28s %-8s %-9s  %s\n", s.units[u].name.c_str(),
-                       reshard.c_str(),
-                       r.recompute ? (r.selective ? "ops" : "yes") : "no",
-                       why.c_str());
+    os << llvm::format(
+        "%-28s %-8s %-9s  %s\n", s.units[u].name.c_str(), reshard.c_str(),
+        r.recompute ? (r.selective ? "ops" : "yes") : "no", why.c_str());
   }
+  chosenStep = best->trial.step;
   return configure(s, best->levels, best->depth);
 }
 
@@ -808,5 +812,65 @@ mlir::fsdp::autotunePlan(ModuleOp trained, const PlanConfig &base,
       *trialError = d.str();
     return success();
   });
-  return Tuner(trained, base, budget, os, candidates).run();
+  if (base.offload.offload != "auto")
+    return Tuner(trained, base, budget, os, candidates).run();
+  // --offload=auto: no offload if a plan fits without; else the faster of
+  // the optimizer's state (ZeRO-Offload: the device keeps a gather-dtype
+  // copy) and every shard offloaded (which frees that copy for fewer
+  // recomputations), the lesser on a tie. Each level's search is a whole
+  // autotune; a level that fits nothing says its smallest peak.
+  struct Level {
+    std::string mode, text, error;
+    FailureOr<PlanConfig> tuned = failure();
+    double step = 0;
+  };
+  auto tune = [&](const char *mode) {
+    Level l;
+    l.mode = mode;
+    PlanConfig config = base;
+    config.offload.offload = mode;
+    llvm::raw_string_ostream out(l.text);
+    {
+      ScopedDiagnosticHandler capture(trained.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() != DiagnosticSeverity::Error)
+          return failure();
+        if (l.error.empty())
+          l.error = d.str();
+        return success();
+      });
+      Tuner tuner(trained, config, budget, out, candidates);
+      l.tuned = tuner.run();
+      l.step = tuner.chosenStep;
+    }
+    return l;
+  };
+  Level none = tune("none");
+  if (succeeded(none.tuned)) {
+    os << "autotune: --offload=none: the plan fits on the device\n"
+       << none.text;
+    return none.tuned;
+  }
+  os << "autotune: --offload=none: " << none.error << "\n";
+  Level optimizer = tune("optimizer"), all = tune("all");
+  for (Level *l : {&optimizer, &all})
+    os << "autotune: --offload=" << l->mode << ": "
+       << (succeeded(l->tuned) ? "step " + ms(l->step) : l->error) << "\n";
+  Level *chosen = nullptr;
+  if (succeeded(optimizer.tuned))
+    chosen = &optimizer;
+  if (succeeded(all.tuned) && (!chosen || all.step < 0.99 * chosen->step))
+    chosen = &all;
+  if (chosen) {
+    os << "autotune: chose --offload=" << chosen->mode
+       << (chosen == &all && succeeded(optimizer.tuned)
+               ? " (faster: the device copies it frees spare recomputation)"
+           : chosen == &optimizer && succeeded(all.tuned)
+               ? " (offloads less, at least as fast)"
+               : " (the only level that fits)")
+       << "\n"
+       << chosen->text;
+    return chosen->tuned;
+  }
+  return mlir::emitError(trained.getLoc(), "--offload=auto: no plan fits "
+                                           "even with every shard offloaded");
 }

@@ -12,8 +12,8 @@
 using namespace mlir;
 using namespace mlir::fsdp;
 
-double DeviceModel::rooflineSeconds(int64_t flops, int64_t bytes,
-                                    Type element, llvm::StringRef op) const {
+double DeviceModel::rooflineSeconds(int64_t flops, int64_t bytes, Type element,
+                                    llvm::StringRef op) const {
   bool half = element && (element.isBF16() || element.isF16());
   double peak = (half && flopsBf16 > 0 ? flopsBf16 : flopsF32) * efficiency(op);
   return launchOverhead + std::max(flops / peak, bytesSeconds(bytes));
@@ -62,7 +62,8 @@ double DeviceModel::collectiveSeconds(int64_t bytes, int64_t ranks,
   stride = std::max<int64_t>(stride, 1);
   bool intra = !crossesNodes(ranks, stride);
   double alpha = intra ? intraLatency : interLatency;
-  double beta = intra ? intraBandwidth : std::min(interBandwidth, intraBandwidth);
+  double beta =
+      intra ? intraBandwidth : std::min(interBandwidth, intraBandwidth);
   if (!intra) {
     // Each node holds `members` of the group's ranks; its other devices run
     // groups of their own at the same time over the same NICs.
@@ -104,8 +105,8 @@ double DeviceModel::sharedNodeFactor(int64_t ranksOnNode) const {
 
 /// `map`'s value for `key` ("matmul.bf16"), else for `op` ("matmul").
 template <typename V>
-static const V *lookupFitted(const llvm::StringMap<V> &map,
-                             llvm::StringRef key, llvm::StringRef op) {
+static const V *lookupFitted(const llvm::StringMap<V> &map, llvm::StringRef key,
+                             llvm::StringRef op) {
   auto it = map.find(key);
   if (it == map.end())
     it = map.find(op);
@@ -344,8 +345,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       wrongType = key;
     return !required && !o->get(key);
   };
-  double perNode = 8, threads = 1, memory = 0, sms = 0, ctas = 0,
-         runtime = 0, hostCores = 0;
+  double perNode = 8, threads = 1, memory = 0, sms = 0, ctas = 0, runtime = 0,
+         hostCores = 0;
   if (!number("flops_f32", d.flopsF32, true) ||
       !number("mem_bandwidth", d.memBandwidth, true) ||
       !number("intra_bandwidth", d.intraBandwidth, true) ||
@@ -360,8 +361,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       !number("gemm_efficiency", d.gemmEfficiency, false) ||
       !number("memory_efficiency", d.memEfficiency, false) ||
       !number("attention_efficiency", d.attentionEfficiency, false) ||
-      !number("sms", sms, false) ||
-      !number("runtime_bytes", runtime, false) ||
+      !number("sms", sms, false) || !number("runtime_bytes", runtime, false) ||
       !number("collective_ctas", ctas, false) ||
       !number("cache_bytes", d.cacheBytes, false) ||
       !number("cache_bandwidth", d.cacheBandwidth, false) ||
@@ -425,9 +425,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         ": host rates must not be negative, the *_while_* shares within "
         "(0, 1] and torch_host_adamw_traffic at least 1");
   if ((d.hostToDevice > 0 || d.deviceToHost > 0) &&
-      (d.hostToDevice <= 0 || d.deviceToHost <= 0 ||
-       d.hostAdamwPerCore <= 0 || d.torchHostAdamwPerCore <= 0 ||
-       hostCores < 1))
+      (d.hostToDevice <= 0 || d.deviceToHost <= 0 || d.hostAdamwPerCore <= 0 ||
+       d.torchHostAdamwPerCore <= 0 || hostCores < 1))
     return llvm::createStringError(
         "device file " + name.str() +
         ": a host link needs host_to_device, device_to_host, host_cores, "
@@ -472,7 +471,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       return *x;
     };
   };
-  auto cost = [](const llvm::json::Value &v) -> std::optional<DeviceModel::LinearCost> {
+  auto cost =
+      [](const llvm::json::Value &v) -> std::optional<DeviceModel::LinearCost> {
     const llvm::json::Array *pair = v.getAsArray();
     if (!pair || pair->size() != 2)
       return std::nullopt;
@@ -528,9 +528,9 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   if (auto e = readMaps("op_scale", "number", "a positive number",
                         numbers(true), d.opScale, d.opScaleByThreads))
     return std::move(e);
-  if (auto e = readMaps("op_overhead", "number",
-                        "a number of seconds, at least 0", numbers(false),
-                        d.opOverhead, d.opOverheadByThreads))
+  if (auto e =
+          readMaps("op_overhead", "number", "a number of seconds, at least 0",
+                   numbers(false), d.opOverhead, d.opOverheadByThreads))
     return std::move(e);
   if (auto e = readMaps("op_cost", "[per_flop, on_bytes]",
                         "[per_flop, on_bytes], numbers at least 0", cost,

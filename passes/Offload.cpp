@@ -67,6 +67,12 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
     llvm::StringSet<> units;
     for (auto unit : module.getOps<UnitOp>())
       units.insert(unit.getSymName());
+    if (offload == "auto") {
+      module.emitError("--offload=auto is chosen by --autotune (the least "
+                       "offload under which a plan fits the budget); "
+                       "without it give none, optimizer or all");
+      return signalPassFailure();
+    }
     for (auto [i, item] : llvm::enumerate(items)) {
       auto [name, mode] = item.trim().split('=');
       if (mode.empty() && !item.contains('=')) {

@@ -332,9 +332,10 @@ def FsdpOffload : Pass<"fsdp-offload", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
   let options = [
     Option<"offload", "offload", "std::string", "\"none\"",
-           "[none|optimizer|all][,UNIT=none|optimizer|all...]: keep "
+           "[none|optimizer|all|auto][,UNIT=none|optimizer|all...]: keep "
            "optimizer state and master weights (optimizer) or every shard "
-           "(all) in host memory, the update on the host">,
+           "(all) in host memory, the update on the host; auto (with "
+           "--autotune): the least offload under which a plan fits">,
     Option<"shape", "offload-shape", "std::string", "\"fsdp\"",
            "fsdp | fsdp2: FSDP2's CPUOffloadPolicy (f32 copied before "
            "every gather, cast on the device)">,

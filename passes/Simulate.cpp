@@ -8,8 +8,8 @@
 // turns on it: the node's bus within a node, its NICs across nodes), priced
 // by a ring α-β model on the group's real topology; compute that overlaps
 // a running collective is slowed by the SMs the collective's kernel holds
-// (DeviceModel::overlapRate); a wait blocks the compute stream until its collective ends, and the time
-// it blocks is exposed communication. Results:
+// (DeviceModel::overlapRate); a wait blocks the compute stream until its
+// collective ends, and the time it blocks is exposed communication. Results:
 //   - every instruction gets `fsdp.sim = array<f64: start, end>` (seconds);
 //   - the module gets `fsdp.predicted`: device, step time (micro-steps times
 //     the gradient accumulation, plus the update), compute, communication,
@@ -18,13 +18,13 @@
 // the simulated times.
 //
 //===----------------------------------------------------------------------===//
-#include "dialect/AttrNames.h"
 #include "costmodel/DeviceModel.h"
+#include "dialect/AttrNames.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
-#include "dialect/FsdpOps.h"
 #include "common/ComputeOps.h"
+#include "dialect/FsdpOps.h"
 
 #include "llvm/ADT/StringSet.h"
 
@@ -92,8 +92,7 @@ std::optional<EagerCost> eagerCost(Operation *op) {
   if (!isa<RmsNormOp, RmsNormGradOp>(op))
     return std::nullopt;
   auto x = cast<RankedTensorType>(op->getOperand(0).getType());
-  int64_t n = x.getNumElements(),
-          e = (x.getElementTypeBitWidth() + 7) / 8;
+  int64_t n = x.getNumElements(), e = (x.getElementTypeBitWidth() + 7) / 8;
   if (isa<RmsNormOp>(op))
     return EagerCost{n * (4 * e + 28), 8};
   return EagerCost{n * (8 * e + 60), 12};
@@ -152,7 +151,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     }
     Timing total;
     int64_t accum = 1;
-    if (auto train = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train))
+    if (auto train =
+            module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train))
       if (auto k = train.getAs<IntegerAttr>("grad_accum"))
         accum = std::max<int64_t>(k.getInt(), 1);
     for (StringRef name : {"train_step", "apply_update"}) {
@@ -170,10 +170,12 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     }
     Builder b(&getContext());
     int64_t arena = 0;
-    if (auto a = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::arenaBytes))
+    if (auto a =
+            module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::arenaBytes))
       arena = a.getInt();
     int64_t livePeak = arena;
-    if (auto a = module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::livePeakBytes))
+    if (auto a = module->getAttrOfType<IntegerAttr>(
+            mlir::fsdp::attrs::livePeakBytes))
       livePeak = a.getInt();
     int64_t hostState = 0;
     int64_t state = stateBytes(module, &hostState),
@@ -317,8 +319,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         start = streams["host"];
         for (Value v : op.getOperands())
           start = std::max(start, readyOf(v));
-        double seconds = model.hostSeconds(
-            bytes, ranksOnNode, eager && isa<AdamWOp, SgdOp>(op));
+        double seconds = model.hostSeconds(bytes, ranksOnNode,
+                                           eager && isa<AdamWOp, SgdOp>(op));
         end = start + seconds;
         streams["host"] = end;
         t.host += seconds;
@@ -342,17 +344,17 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         auto group = op.getAttrOfType<StringAttr>("group");
         int64_t stride =
             group && group.getValue() == "replicate" ? world / ranks : 1;
-        double seconds = model.collectiveSeconds(bytes, ranks,
-                                                 isa<AllReduceOp>(op), stride);
+        double seconds =
+            model.collectiveSeconds(bytes, ranks, isa<AllReduceOp>(op), stride);
         if (eager && ranks > 1 && isa<ReduceScatterStartOp>(op)) {
           // FSDP2's foreach_reduce_scatter divides its input by the
           // pre-divide factor in place (tensor.div_, a factor > 1 for any
           // group of 2 or more) before the reduce-scatter, and the compute
           // stream waits for that copy-in to finish: the reduced bytes
           // read and written once more, in line with compute.
-          double div = model.rankComputeSeconds(
-              0, 2 * bufferBytes(inType), inType.getElementType(), "div",
-              ranksOnNode);
+          double div = model.rankComputeSeconds(0, 2 * bufferBytes(inType),
+                                                inType.getElementType(), "div",
+                                                ranksOnNode);
           double from = std::max(compute, readyOf(in));
           compute = finishAround(from, div, model.overlapRate(), busy);
           t.compute += compute - from;
@@ -391,25 +393,26 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           ready[wait.getFuture()] = begin + seconds;
           if (annotate)
             wait.getFuture().getDefiningOp()->setAttr(
-                mlir::fsdp::attrs::sim, b.getDenseF64ArrayAttr({begin, begin + seconds}));
+                mlir::fsdp::attrs::sim,
+                b.getDenseF64ArrayAttr({begin, begin + seconds}));
         }
         double done = readyOf(wait.getFuture());
         if (done > compute)
           t.exposed += done - compute;
         compute = std::max(compute, done);
         start = end = compute;
-        if (auto gather = eager ? wait.getFuture()
-                                          .getDefiningOp<AllGatherStartOp>()
-                                    : AllGatherStartOp();
+        if (auto gather =
+                eager ? wait.getFuture().getDefiningOp<AllGatherStartOp>()
+                      : AllGatherStartOp();
             gather) {
           // FSDP2 gathers into one flat buffer, then copies each parameter
           // out of it on the compute stream (foreach_all_gather_copy_out):
           // the gathered bytes read and written once more.
           auto gathered =
               cast<FutureType>(gather.getResult().getType()).getValueType();
-          double seconds = model.rankComputeSeconds(
-              0, 2 * bufferBytes(gathered), elementOf(gather), "copy",
-              ranksOnNode);
+          double seconds =
+              model.rankComputeSeconds(0, 2 * bufferBytes(gathered),
+                                       elementOf(gather), "copy", ranksOnNode);
           end = finishAround(compute, seconds, model.overlapRate(), busy);
           t.compute += end - compute;
           compute = end;
@@ -432,17 +435,16 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         Type element = elementOf(&op);
         // Fitted costs of the op on narrow tensors ("matmul.bf16") apply
         // however the CPU runs it.
-        StringRef narrow = !element                ? ""
-                           : element.isBF16()      ? "bf16"
-                           : element.isF16()       ? "f16"
-                                                   : "";
+        StringRef narrow = !element           ? ""
+                           : element.isBF16() ? "bf16"
+                           : element.isF16()  ? "f16"
+                                              : "";
         if (model.cores > 0)
           widenOnCpu(op, model, element, bytes);
-        double seconds =
-            model.rankComputeSeconds(flops, bytes, element,
-                                     op.getName().stripDialect(), ranksOnNode,
-                                     narrow) +
-            launches;
+        double seconds = model.rankComputeSeconds(flops, bytes, element,
+                                                  op.getName().stripDialect(),
+                                                  ranksOnNode, narrow) +
+                         launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
         t.compute += end - start;
         if (annotate)
@@ -455,8 +457,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                         ? op.getAttrOfType<IntegerAttr>("sync_group_size")
                         : IntegerAttr();
         if (sync && sync.getInt() > 1) {
-          int64_t c = cast<RankedTensorType>(op.getOperand(0).getType())
-                          .getDimSize(1);
+          int64_t c =
+              cast<RankedTensorType>(op.getOperand(0).getType()).getDimSize(1);
           double wait =
               2 * model.collectiveSeconds(8 * c, sync.getInt(), true) +
               (isa<BatchNormGradOp>(op)
@@ -471,7 +473,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           ready[r] = end;
       }
       if (annotate)
-        op.setAttr(mlir::fsdp::attrs::sim, b.getDenseF64ArrayAttr({start, end}));
+        op.setAttr(mlir::fsdp::attrs::sim,
+                   b.getDenseF64ArrayAttr({start, end}));
     }
     t.step = compute;
     for (auto &[name, at] : streams)
@@ -542,11 +545,10 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
     module.walk([&](Operation *op) {
       if (op->getDialect() != op->getContext()->getLoadedDialect("fsdp"))
         return;
-      most =
-          std::max(most, ::fsdp::deviceScratchBytes(
-                             op->getName().stripDialect(),
-                             shapesOf(op->getOperandTypes()),
-                             shapesOf(op->getResultTypes())));
+      most = std::max(
+          most, ::fsdp::deviceScratchBytes(op->getName().stripDialect(),
+                                           shapesOf(op->getOperandTypes()),
+                                           shapesOf(op->getResultTypes())));
     });
     return most;
   }
@@ -650,7 +652,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   int64_t stateBytes(ModuleOp module, int64_t *host) {
     llvm::StringSet<> inFlat;
     int64_t bytes = 0;
-    auto train = module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train);
+    auto train =
+        module->getAttrOfType<DictionaryAttr>(mlir::fsdp::attrs::train);
     bool adam = !train || !train.getAs<StringAttr>("optimizer") ||
                 train.getAs<StringAttr>("optimizer").getValue() == "adamw";
     bool accum = train && train.getAs<IntegerAttr>("grad_accum") &&
