@@ -454,26 +454,22 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
           {"compute_dtype", mlir::fsdp::attrs::computeDtype}})
       if (auto t = module->getAttrOfType<TypeAttr>(attr))
         meta[key] = dtypeName(t.getValue());
-    json::Object plan{
-        {"format", "fsdp-plan"},
-        {"version", kPlanVersion},
-        {"meta", std::move(meta)},
-        {"train", std::move(train)},
-        {"arena_bytes", arena.getInt()},
-        {"host_arena_bytes",
-         module->getAttrOfType<IntegerAttr>(mlir::fsdp::attrs::hostArenaBytes)
-             ? module
-                   ->getAttrOfType<IntegerAttr>(
-                       mlir::fsdp::attrs::hostArenaBytes)
-                   .getInt()
-             : 0},
-        {"params", std::move(params)},
-        {"units", std::move(units)},
-        {"flats", std::move(flats)},
-        {"constants", std::move(e.constants)},
-        {"inputs", std::move(inputs)},
-        {"outputs", std::move(outputs)},
-        {"program", std::move(program)}};
+    json::Object plan{{"format", "fsdp-plan"},
+                      {"version", kPlanVersion},
+                      {"meta", std::move(meta)},
+                      {"train", std::move(train)},
+                      {"arena_bytes", arena.getInt()},
+                      {"params", std::move(params)},
+                      {"units", std::move(units)},
+                      {"flats", std::move(flats)},
+                      {"constants", std::move(e.constants)},
+                      {"inputs", std::move(inputs)},
+                      {"outputs", std::move(outputs)},
+                      {"program", std::move(program)}};
+    // Offload: the host arena (absent without offload).
+    if (auto host = module->getAttrOfType<IntegerAttr>(
+            mlir::fsdp::attrs::hostArenaBytes))
+      plan["host_arena_bytes"] = host.getInt();
     if (!update.empty()) {
       plan["update"] = std::move(update);
       plan["update_outputs"] = std::move(updateOutputs);

@@ -10,6 +10,14 @@
 
 namespace fsdp {
 
+std::string laneOf(const Instruction &in) {
+  if (isCollective(in.op) || in.op == "copy_start") {
+    std::string s = in.attrString("stream", "");
+    return s.empty() ? in.op.substr(0, in.op.find("_start")) : s;
+  }
+  return in.attrBool("on_host", false) ? "host" : "compute";
+}
+
 namespace {
 
 std::string mib(double bytes) {
@@ -24,12 +32,8 @@ std::string us(double seconds) {
   return buf;
 }
 
-std::string streamOf(const Instruction &in) {
-  auto s = in.attrs.find("stream");
-  if (s != in.attrs.end() && s->is_string())
-    return s->get<std::string>();
-  return isCollective(in.op) ? "comm" : "compute";
-}
+/// Whether an instruction is not the compute stream's (a lane of its own).
+bool offCompute(const Instruction &in) { return laneOf(in) != "compute"; }
 
 std::string attrText(const Instruction &in, const char *key) {
   auto a = in.attrs.find(key);
@@ -100,7 +104,7 @@ void printSchedule(const Plan &plan, std::ostream &os) {
   for (const Instruction &in : plan.program) {
     if (in.predictedStart < 0)
       continue;
-    bool comm = isCollective(in.op) || in.op == "wait";
+    bool comm = offCompute(in) || in.op == "wait";
     if (!comm) {
       if (run++ == 0)
         runStart = in.predictedStart;
@@ -114,9 +118,12 @@ void printSchedule(const Plan &plan, std::ostream &os) {
     if (isCollective(in.op))
       what += " " + mib((double)std::max(in.in[0].bytes(), in.out[0].bytes())) +
               " over " + attrText(in, "group_size");
+    else if (in.op == "copy_start")
+      what +=
+          " " + mib((double)in.in[0].bytes()) + " to the " + attrText(in, "to");
     char line[256];
     std::snprintf(line, sizeof line, "%-12s %10s %10s  %s\n",
-                  in.op == "wait" ? "compute" : streamOf(in).c_str(),
+                  in.op == "wait" ? "compute" : laneOf(in).c_str(),
                   us(in.predictedStart).c_str(), us(in.predictedEnd).c_str(),
                   what.c_str());
     os << line;
@@ -128,10 +135,21 @@ MemoryBreakdown memoryBreakdown(const Plan &plan) {
   MemoryBreakdown m;
   bool adam = plan.train.optimizer == "adamw";
   for (size_t s = 0; s < plan.slotCount(); ++s) {
+    int64_t bytes = storedBytes(plan, s) *
+                    (1 + (plan.slotTrainable(s) ? (adam ? 2 : 1) : 0));
+    const FlatInfo *flat =
+        s >= plan.params.size() ? &plan.flats[s - plan.params.size()] : nullptr;
+    if (flat && !flat->offload.empty()) { // in host memory
+      m.host += bytes;
+      if (flat->hasDeviceCopy())
+        m.deviceCopies += flat->shardNumel * dtypeSize(flat->deviceCopy);
+      continue;
+    }
     m.params += storedBytes(plan, s);
     if (plan.slotTrainable(s))
       m.optimizer += storedBytes(plan, s) * (adam ? 2 : 1);
   }
+  m.host += plan.hostArenaBytes;
   for (const ConstantInfo &c : plan.constants) {
     int64_t n = 1;
     for (int64_t d : c.shape)
@@ -160,13 +178,18 @@ void printMemory(const Plan &plan, std::ostream &os) {
        << us(num("exposed_comm_seconds")) << ")\n";
   }
   MemoryBreakdown m = memoryBreakdown(plan);
-  os << "peak memory per rank " << mib((double)m.total()) << " ("
-     << m.total() << " bytes):\n"
+  os << "peak memory per rank " << mib((double)m.total()) << " (" << m.total()
+     << " bytes):\n"
      << "  activations and buffers (arena) " << mib((double)m.arena)
      << "\n  parameters (" << (m.sharded ? "shards" : "whole") << ") "
      << mib((double)m.params) << "\n  optimizer state "
      << mib((double)m.optimizer) << "\n  constants " << mib((double)m.constants)
      << "\n  kernel scratch " << mib((double)m.scratch) << "\n";
+  if (m.host > 0)
+    os << "  device copies of offloaded shards " << mib((double)m.deviceCopies)
+       << "\nin host memory (offload) " << mib((double)m.host)
+       << ": offloaded shards, their optimizer state and the host arena "
+       << mib((double)plan.hostArenaBytes) << "\n";
   // The arena in use: held after an instruction; live during one; planned.
   int64_t held = 0;
   if (plan.predicted.is_object() && plan.predicted.contains("memory") &&
@@ -216,7 +239,7 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
       double begin, end;
       if (in.op == "wait" || in.op == "free" || !times(r, i, begin, end))
         continue;
-      std::string stream = isCollective(in.op) ? streamOf(in) : "compute";
+      std::string stream = laneOf(in);
       if (!tids.count(stream))
         tids[stream] = (int)tids.size();
       // A collective's slice names its unit ("all_gather_start h.0").
@@ -240,8 +263,12 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
                                     : attrText(in, "group")},
                       {"group_size", attrText(in, "group_size")},
                       {"unit", attrText(in, "unit")}};
+      if (in.op == "copy_start")
+        ev["args"] = {{"instruction", i},
+                      {"bytes", in.in[0].bytes()},
+                      {"to", attrText(in, "to")}};
       events.push_back(std::move(ev));
-      if (isCollective(in.op))
+      if (isCollective(in.op) || in.op == "copy_start")
         collectiveAt[in.index] = {tids[stream], begin};
     }
     // Flow arrows from each collective's start to the wait that needs it.
@@ -254,11 +281,20 @@ json traceEvents(const Plan &plan, int64_t ranks, const TimesFn &times,
       if (it == collectiveAt.end())
         continue;
       int64_t id = r * (int64_t)plan.program.size() + (int64_t)i;
-      events.push_back({{"name", "wait"}, {"cat", "collective"}, {"ph", "s"},
-                        {"id", id}, {"pid", r}, {"tid", it->second.first},
+      events.push_back({{"name", "wait"},
+                        {"cat", "collective"},
+                        {"ph", "s"},
+                        {"id", id},
+                        {"pid", r},
+                        {"tid", it->second.first},
                         {"ts", it->second.second * 1e6}});
-      events.push_back({{"name", "wait"}, {"cat", "collective"}, {"ph", "f"},
-                        {"bp", "e"}, {"id", id}, {"pid", r}, {"tid", 0},
+      events.push_back({{"name", "wait"},
+                        {"cat", "collective"},
+                        {"ph", "f"},
+                        {"bp", "e"},
+                        {"id", id},
+                        {"pid", r},
+                        {"tid", 0},
                         {"ts", begin * 1e6}});
     }
     collectiveAt.clear();
@@ -389,8 +425,7 @@ Status writeMeasuredTrace(const Plan &plan, const std::string &path,
                           {"otherData", other}});
 }
 
-Status loadMeasuredTrace(const Plan &plan, const std::string &path,
-                         json &doc) {
+Status loadMeasuredTrace(const Plan &plan, const std::string &path, json &doc) {
   std::string text;
   FSDP_RETURN_IF_ERROR(readFile(path, text, "the measured trace"));
   return parseMeasuredTrace(plan, text, path, doc);
@@ -399,9 +434,9 @@ Status loadMeasuredTrace(const Plan &plan, const std::string &path,
 Status parseMeasuredTrace(const Plan &plan, const std::string &text,
                           const std::string &path, json &doc) {
   doc = json::parse(text, nullptr, false);
-  if (doc.is_discarded() || !doc.is_object() ||
-      !doc.contains("traceEvents") || !doc["traceEvents"].is_array() ||
-      !doc.contains("otherData") || !doc["otherData"].is_object())
+  if (doc.is_discarded() || !doc.is_object() || !doc.contains("traceEvents") ||
+      !doc["traceEvents"].is_array() || !doc.contains("otherData") ||
+      !doc["otherData"].is_object())
     return Status::error(path + ": not a trace written by fsdp-run");
   // Every field the comparison and the fit read, typed and plausible,
   // before any is read (a string `dur` aborted fsdp-inspect; a negative or
@@ -420,7 +455,7 @@ Status parseMeasuredTrace(const Plan &plan, const std::string &text,
   std::string measuredPlan;
   if (!r.string(other, "plan_digest", path + ": otherData", measuredPlan))
     return Status::error(path + ": the trace names no plan (written by an "
-                         "older fsdp-run): measure again");
+                                "older fsdp-run): measure again");
   if (measuredPlan != plan.digest)
     return Status::error(path + ": the trace measured another plan (digest " +
                          measuredPlan + ", this plan's " + plan.digest + ")");

@@ -50,14 +50,23 @@ steadyMedians(const std::vector<std::vector<double>> &stepDurations);
 /// A rank's memory at the plan's peak, as the text report and the page
 /// give it: the state held all step, the kernels' scratch and the arena
 /// (its planned size: the buffers' offsets and sizes).
+/// The lane an instruction runs on: a collective's stream (all_gather,
+/// reduce_scatter, all_reduce), an offload copy's (h2d, d2h), the host
+/// (an offloaded shard's update and casts), or compute.
+std::string laneOf(const Instruction &in);
+
 struct MemoryBreakdown {
   int64_t arena = 0, params = 0, optimizer = 0, constants = 0, scratch = 0;
+  /// Offload: the device copies of offloaded shards (device memory), and
+  /// what is kept in host memory (the offloaded shards, their optimizer
+  /// state and the host arena; not in total()).
+  int64_t deviceCopies = 0, host = 0;
   /// The most bytes live during one instruction (its inputs and outputs
   /// together): the arena's lower bound.
   int64_t liveDuring = 0;
   bool sharded = false;
   int64_t total() const {
-    return arena + params + optimizer + constants + scratch;
+    return arena + params + optimizer + constants + scratch + deviceCopies;
   }
 };
 MemoryBreakdown memoryBreakdown(const Plan &plan);

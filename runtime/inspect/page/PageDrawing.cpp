@@ -141,7 +141,7 @@ void timeline(std::ostream &os, const Plan &plan, const Summary &s,
   };
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &in = plan.program[i];
-    if (in.predictedStart < 0 || isCollective(in.op) || in.op == "wait" ||
+    if (in.predictedStart < 0 || laneOf(in) != "compute" || in.op == "wait" ||
         in.op == "free")
       continue;
     if (runCount && f.x(in.predictedEnd) - f.x(runStart) > 1.5)

@@ -56,13 +56,6 @@ std::string timeText(double s) {
                   : fmt("%.3f s", s);
 }
 
-std::string laneOf(const Instruction &in) {
-  if (!isCollective(in.op))
-    return "compute";
-  std::string s = in.attrString("stream", "");
-  return s.empty() ? in.op.substr(0, in.op.find("_start")) : s;
-}
-
 std::string unitOf(const Instruction &in) {
   std::string u = in.attrString("unit", "");
   return u.empty() ? "-" : u;
@@ -147,7 +140,7 @@ Summary summarize(const Plan &plan) {
                             ph[2].get<double>()});
   std::vector<std::pair<double, double>> busy;
   for (const Instruction &in : plan.program)
-    if (in.predictedStart >= 0 && !isCollective(in.op) && in.op != "wait" &&
+    if (in.predictedStart >= 0 && laneOf(in) == "compute" && in.op != "wait" &&
         in.op != "free")
       busy.push_back({in.predictedStart, in.predictedEnd});
   s.computeBusy = merged(busy);
@@ -184,8 +177,7 @@ Summary summarize(const Plan &plan) {
       waitAt[in.start] = in.predictedStart;
   for (size_t i = 0; i < plan.program.size(); ++i) {
     const Instruction &in = plan.program[i];
-    if (!isCollective(in.op) || in.predictedStart < 0 || in.in.empty() ||
-        in.out.empty())
+    if (laneOf(in) == "compute" || in.predictedStart < 0 || in.in.empty())
       continue;
     Summary::Comm c;
     c.index = i;
@@ -195,7 +187,8 @@ Summary summarize(const Plan &plan) {
     c.dtype = dtypeName(in.in[0].dtype);
     c.group = in.attrString("group", "world");
     c.groupSize = in.attrInt("group_size", plan.worldSize);
-    c.bytes = std::max(in.in[0].bytes(), in.out[0].bytes());
+    c.bytes =
+        std::max(in.in[0].bytes(), in.out.empty() ? 0 : in.out[0].bytes());
     c.start = in.predictedStart;
     c.end = in.predictedEnd;
     c.exposed = uncovered(c.start, c.end, s.computeBusy, &c.gaps);

@@ -28,7 +28,10 @@ using nlohmann::json;
 inline const char *kLaneColours[][2] = {{"compute", "#4e79a7"},
                                         {"all_gather", "#f28e2b"},
                                         {"reduce_scatter", "#59a14f"},
-                                        {"all_reduce", "#b07aa1"}};
+                                        {"all_reduce", "#b07aa1"},
+                                        {"h2d", "#76b7b2"},
+                                        {"d2h", "#9c755f"},
+                                        {"host", "#edc948"}};
 inline const char *kExposedColour = "#e15759";
 
 /// Memory bands, bottom to top, with their colours.
@@ -95,7 +98,7 @@ std::string bytesText(double b);
 /// Seconds for a person: us or ms.
 std::string timeText(double s);
 
-std::string laneOf(const Instruction &in);
+using fsdp::laneOf; // runtime/inspect/Inspect.h
 
 std::string unitOf(const Instruction &in);
 
