@@ -32,6 +32,10 @@ inline constexpr llvm::StringLiteral offset = "fsdp.offset";
 /// shard, the cast that makes its gather-dtype copy): it reads and writes
 /// host memory and runs on the host, not the device's compute stream.
 inline constexpr llvm::StringLiteral onHost = "fsdp.on_host";
+/// An op of an offloaded update run before the next step's first use of
+/// its shard (the flat parameter it updates): skipped where no update is
+/// pending, run alone before the state is read (fsdp-offload).
+inline constexpr llvm::StringLiteral deferred = "fsdp.deferred";
 inline constexpr llvm::StringLiteral offsets = "fsdp.offsets";
 inline constexpr llvm::StringLiteral opset = "fsdp.opset";
 inline constexpr llvm::StringLiteral paramDtype = "fsdp.param_dtype";

@@ -326,7 +326,10 @@ def Fsdp_CopyStartOp : Fsdp_Op<"copy_start"> {
     (`to = "host"`, device to host) or in device memory (`to = "device"`),
     on the copy stream of that direction. Like a collective, the copy reads
     its input and writes its result until the `fsdp.wait` that completes
-    it, which is the first point the result may be read.
+    it, which is the first point the result may be read. With `into`, the
+    result is persistent storage rather than a step's buffer: a
+    `fsdp.host_buffer` (to the host) or an offloaded flat parameter's device
+    copy (to the device).
 
     ```mlir
     %f = fsdp.copy_start %g {to = "host"} : tensor<520xf32>
@@ -334,7 +337,8 @@ def Fsdp_CopyStartOp : Fsdp_Op<"copy_start"> {
     %gh = fsdp.wait %f : !fsdp.future<tensor<520xf32>>
     ```
   }];
-  let arguments = (ins AnyStaticShapeTensor:$input, StrAttr:$to);
+  let arguments = (ins AnyStaticShapeTensor:$input, StrAttr:$to,
+                   OptionalAttr<FlatSymbolRefAttr>:$into);
   let results = (outs Fsdp_FutureType:$future);
   let assemblyFormat = "$input attr-dict `:` type($input) `->` qualified(type($future))";
   let hasVerifier = 1;
@@ -373,6 +377,34 @@ def Fsdp_SetDeviceCopyOp : Fsdp_Op<"set_device_copy",
   }];
   let arguments = (ins FlatSymbolRefAttr:$flat, AnyStaticShapeTensor:$value);
   let assemblyFormat = "$flat `,` $value attr-dict `:` type($value)";
+}
+
+def Fsdp_HostBufferOp : Fsdp_Op<"host_buffer",
+    [Symbol, HasParent<"::mlir::ModuleOp">]> {
+  let summary = "Host memory kept from one step to the next (offload)";
+  let description = [{
+    With offloaded updates run before the next step's first use of their
+    shard (fsdp-offload `update = before-use`), the reduced gradient shard
+    of each offloaded flat parameter and the clipping scale wait in host
+    memory from one step to the next. A copy to the host with `into` writes
+    one; `fsdp.get_host_buffer` reads it.
+
+    ```mlir
+    fsdp.host_buffer @"h.0.flat.grad" : tensor<520xf32>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                   TypeAttrOf<AnyStaticShapeTensor>:$type);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+}
+
+def Fsdp_GetHostBufferOp : Fsdp_Op<"get_host_buffer",
+    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+     MemoryEffects<[MemRead]>]> {
+  let summary = "Reads a host buffer";
+  let arguments = (ins FlatSymbolRefAttr:$buffer);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$buffer attr-dict `:` type($result)";
 }
 
 #endif // FSDP_DIST_OPS_TD

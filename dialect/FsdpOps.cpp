@@ -643,6 +643,26 @@ LogicalResult CopyStartOp::verify() {
     return emitOpError("result ")
            << futureValue(getFuture()) << " differs from the input "
            << getInput().getType();
+  if (auto into = getIntoAttr()) {
+    // Into a host buffer (to the host) or a flat's device copy (to the
+    // device), of the input's type.
+    Operation *target = SymbolTable::lookupNearestSymbolFrom(*this, into);
+    Type type;
+    if (auto b = dyn_cast_or_null<HostBufferOp>(target); b && getTo() == "host")
+      type = b.getType();
+    else if (auto f = dyn_cast_or_null<FlatParameterOp>(target);
+             f && getTo() == "device" && f.getDeviceCopy())
+      type = RankedTensorType::get(f.getShardType().getShape(),
+                                   *f.getDeviceCopy());
+    if (!type)
+      return emitOpError("copies into '")
+             << into.getValue()
+             << "', which is neither a host buffer (to the host) nor an "
+                "offloaded flat parameter's device copy (to the device)";
+    if (type != getInput().getType())
+      return emitOpError("copies ") << getInput().getType() << " into '"
+                                    << into.getValue() << "' of " << type;
+  }
   return verifyFutureWaited(*this, getFuture());
 }
 
@@ -664,6 +684,18 @@ static LogicalResult verifyDeviceCopy(Operation *op, FlatSymbolRefAttr flat,
   if (type != want)
     return op->emitOpError("type ") << type << " differs from the device copy's "
                                     << want;
+  return success();
+}
+
+LogicalResult
+GetHostBufferOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto b = symbolTable.lookupNearestSymbolFrom<HostBufferOp>(*this,
+                                                            getBufferAttr());
+  if (!b)
+    return emitOpError("'") << getBuffer() << "' is not an fsdp.host_buffer";
+  if (b.getType() != getType())
+    return emitOpError("type ") << getType() << " differs from the buffer's "
+                                << b.getType();
   return success();
 }
 

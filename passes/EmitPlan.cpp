@@ -88,6 +88,18 @@ struct Emitter {
     } else if (auto copy = v.getDefiningOp<GetDeviceCopyOp>()) {
       o["space"] = "device_copy";
       o["index"] = paramIndex.lookup(copy.getFlat());
+    } else if (auto read = v.getDefiningOp<GetHostBufferOp>()) {
+      o["space"] = "host_buffer";
+      o["index"] = hostBufferIndex.lookup(read.getBuffer());
+    } else if (auto into = intoOf(v)) {
+      // A copy into persistent storage, and the wait that completes it.
+      if (hostBufferIndex.count(into.getValue())) {
+        o["space"] = "host_buffer";
+        o["index"] = hostBufferIndex.lookup(into.getValue());
+      } else {
+        o["space"] = "device_copy";
+        o["index"] = paramIndex.lookup(into.getValue());
+      }
     } else if (auto grad = v.getDefiningOp<ReadGradOp>()) {
       o["space"] = "grad";
       o["index"] = paramIndex.lookup(grad.getParam());
@@ -100,6 +112,17 @@ struct Emitter {
       o["offset"] = offset;
     }
     return o;
+  }
+
+  /// Offload's host buffers, by name: their index in the plan.
+  llvm::StringMap<int64_t> hostBufferIndex;
+
+  /// The storage a copy `into` writes, for the copy's result and its wait's.
+  static FlatSymbolRefAttr intoOf(Value v) {
+    if (auto wait = v.getDefiningOp<WaitOp>())
+      v = wait.getFuture();
+    auto copy = v.getDefiningOp<CopyStartOp>();
+    return copy ? copy.getIntoAttr() : FlatSymbolRefAttr();
   }
 
   int64_t constant(ConstantOp c) {
@@ -239,7 +262,7 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         StringRef name = a.getName().getValue();
         // Planning marks stay in the IR; the stream goes to the runtime.
         if (name.consume_front(mlir::fsdp::attrs::prefix) && name != "stream" &&
-            name != "on_host")
+            name != "on_host" && name != "deferred")
           continue;
         attrs[name] = e.attribute(a.getValue());
       }
@@ -394,6 +417,16 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       }
     }
 
+    // Offload's host buffers, kept from one step to the next.
+    json::Array hostBuffers;
+    for (auto b : module.getOps<HostBufferOp>()) {
+      e.hostBufferIndex[b.getSymName()] = hostBuffers.size();
+      auto t = cast<RankedTensorType>(b.getType());
+      hostBuffers.push_back(json::Object{{"name", b.getSymName()},
+                                         {"shape", shapeOf(t)},
+                                         {"dtype", dtypeName(t.getElementType())}});
+    }
+
     json::Array units;
     for (auto unit : module.getOps<UnitOp>()) {
       json::Array members;
@@ -466,6 +499,8 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
                       {"inputs", std::move(inputs)},
                       {"outputs", std::move(outputs)},
                       {"program", std::move(program)}};
+    if (!hostBuffers.empty())
+      plan["host_buffers"] = std::move(hostBuffers);
     // Offload: the host arena (absent without offload).
     if (auto host = module->getAttrOfType<IntegerAttr>(
             mlir::fsdp::attrs::hostArenaBytes))

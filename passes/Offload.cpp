@@ -54,6 +54,12 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (update != "before-use" && update != "after-backward") {
+      module.emitError("--offload-update must be before-use or "
+                       "after-backward, got '")
+          << update << "'";
+      return signalPassFailure();
+    }
     if (shape != "fsdp" && shape != "fsdp2") {
       module.emitError("--offload-shape must be fsdp or fsdp2, got '")
           << shape << "'";
@@ -142,12 +148,30 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
 
   /// `v` copied to `to` ("host" or "device"), the copy and its wait
   /// inserted at `b`'s point.
-  static Value copy(OpBuilder &b, Location loc, Value v, StringRef to) {
+  static Value copy(OpBuilder &b, Location loc, Value v, StringRef to,
+                    FlatSymbolRefAttr into = {}) {
     auto start = CopyStartOp::create(
         b, loc,
         FutureType::get(b.getContext(), cast<RankedTensorType>(v.getType())), v,
-        b.getStringAttr(to));
+        b.getStringAttr(to), into);
     return WaitOp::create(b, loc, start.getFuture()).getResult();
+  }
+
+  /// The host buffer `name` of `type`, declared once in the module.
+  FlatSymbolRefAttr hostBuffer(StringRef name, Type type) {
+    ModuleOp module = getOperation();
+    if (!module.lookupSymbol<HostBufferOp>(name)) {
+      OpBuilder b(module.getBodyRegion());
+      b.setInsertionPoint(&module.getBody()->back());
+      // Beside the flat parameters (before the functions).
+      for (auto f : module.getOps<func::FuncOp>()) {
+        b.setInsertionPoint(f);
+        break;
+      }
+      HostBufferOp::create(b, module.getLoc(), b.getStringAttr(name),
+                           TypeAttr::get(type));
+    }
+    return FlatSymbolRefAttr::get(&getContext(), name);
   }
 
   LogicalResult rewrite(func::FuncOp func, Type paramType) {
@@ -206,7 +230,13 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
         return !isa<CopyStartOp>(use.getOwner());
       });
     }
-    // The updates, on the host.
+    // The updates, on the host: before the next step's first use of their
+    // shard (the step's one function, without FSDP2's shape), or here.
+    bool deferred = update == "before-use" && shape == "fsdp" &&
+                    func.getName() == "train_step" &&
+                    !getOperation().lookupSymbol<func::FuncOp>("apply_update");
+    if (deferred)
+      return deferUpdates(func, updates, paramType);
     llvm::DenseMap<Value, Value> onHost; // a device value's host copy
     for (Operation *op : updates) {
       OpBuilder b(op);
@@ -237,6 +267,92 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
       }
       Value d = copy(b, op->getLoc(), m, "device");
       SetDeviceCopyOp::create(b, op->getLoc(), ref, d);
+    }
+    return success();
+  }
+
+  /// Offloaded updates run before the next step's first use of their shard:
+  /// this step's reduced gradient shard and clipping scale are copied into
+  /// host buffers kept to the next step, whose first ops (fsdp-schedule
+  /// moves each flat's to just before that flat is first read) update the
+  /// shard on the host and, for `optimizer`, copy its gather-dtype cast into
+  /// the device copy, which the step's gathers then read. The host update
+  /// overlaps the next forward instead of waiting at the end of backward;
+  /// the arithmetic is the same. Every op of such an update is marked
+  /// `fsdp.deferred` with its flat: the runtime skips them in the first step
+  /// after a start or a resume (no update is pending) and runs them alone
+  /// before anything reads the state (a checkpoint, an export).
+  LogicalResult deferUpdates(func::FuncOp func, ArrayRef<Operation *> updates,
+                             Type paramType) {
+    Block &body = func.getBody().front();
+    MLIRContext *ctx = &getContext();
+    UnitAttr mark = UnitAttr::get(ctx);
+    // A device value's host buffer (each copied there once).
+    llvm::DenseMap<Value, FlatSymbolRefAttr> stashed;
+    // The blocks go first in the function, in the updates' order (the
+    // insertion point is taken anew each time: the op it was before may
+    // have been replaced).
+    OpBuilder start(ctx);
+    Operation *last = nullptr;
+    for (Operation *op : updates) {
+      if (last)
+        start.setInsertionPointAfter(last);
+      else
+        start.setInsertionPointToStart(&body);
+      auto ref = cast<FlatSymbolRefAttr>(op->getAttr("param"));
+      FlatParameterOp flat = flatOf(op, ref);
+      OpBuilder end(op);
+      SmallVector<Value> operands;
+      for (auto [i, v] : llvm::enumerate(op->getOperands())) {
+        FlatSymbolRefAttr &buffer = stashed[v];
+        if (!buffer) {
+          // The gradient shard into the flat's buffer, the scale into one
+          // shared by every update.
+          std::string name = i == 0 ? (flat.getSymName() + ".grad").str()
+                                    : std::string("offload.grad_scale");
+          buffer = hostBuffer(name, v.getType());
+          copy(end, op->getLoc(), v, "host", buffer);
+        }
+        // Each block reads its own (blocks move apart).
+        auto read =
+            GetHostBufferOp::create(start, op->getLoc(), v.getType(), buffer);
+        read->setAttr(attrs::deferred, ref);
+        operands.push_back(read.getResult());
+      }
+      Operation *moved = start.clone(*op);
+      moved->setOperands(operands);
+      moved->setAttr(attrs::onHost, mark);
+      moved->setAttr(attrs::deferred, ref);
+      op->erase();
+      last = moved;
+      if (*flat.getOffload() != "optimizer")
+        continue;
+      // The device copy: cast on the host, copied into it.
+      Value m = GetShardOp::create(start, moved->getLoc(), flat.getShardType(),
+                                   ref);
+      m.getDefiningOp()->setAttr(attrs::deferred, ref);
+      auto copyType =
+          RankedTensorType::get(flat.getShardType().getShape(), paramType);
+      if (copyType != m.getType()) {
+        auto castOp = CastOp::create(start, moved->getLoc(), copyType, m);
+        castOp->setAttr(attrs::onHost, mark);
+        castOp->setAttr(attrs::deferred, ref);
+        m = castOp.getResult();
+      }
+      Value dc = copy(start, moved->getLoc(), m, "device", ref);
+      dc.getDefiningOp()->setAttr(attrs::deferred, ref);
+      last = dc.getDefiningOp();
+      cast<WaitOp>(dc.getDefiningOp())
+          .getFuture()
+          .getDefiningOp()
+          ->setAttr(attrs::deferred, ref);
+      // The gathers read it (the device copy's storage, refreshed or, in a
+      // step with no update pending, as it was).
+      for (auto read : llvm::to_vector(body.getOps<GetDeviceCopyOp>()))
+        if (read.getFlatAttr() == ref) {
+          read.getResult().replaceAllUsesWith(dc);
+          read.erase();
+        }
     }
     return success();
   }

@@ -325,7 +325,13 @@ def FsdpOffload : Pass<"fsdp-offload", "::mlir::ModuleOp"> {
     the host, then one copy to the device); `all` keeps nothing on the
     device between steps: each gather's shard is cast on the host and copied
     to the device before it (twice a step where the unit reshards after
-    forward). `shape = fsdp2` builds FSDP2's CPUOffloadPolicy instead: the
+    forward). `offload-update = before-use` (the default, with one
+    function a step) moves the host update to the next step, just before
+    that step first reads the shard: the gradient shard and the clipping
+    scale wait in host buffers (`fsdp.host_buffer`), and the update
+    overlaps the next forward instead of following backward; the runtime
+    skips it where none is pending and runs it alone before the state is
+    read. `shape = fsdp2` builds FSDP2's CPUOffloadPolicy instead: the
     f32 shard is copied before each gather and cast on the device. Frozen
     flat buffers stay on the device. Needs a sharded strategy.
   }];
@@ -336,6 +342,11 @@ def FsdpOffload : Pass<"fsdp-offload", "::mlir::ModuleOp"> {
            "optimizer state and master weights (optimizer) or every shard "
            "(all) in host memory, the update on the host; auto (with "
            "--autotune): the least offload under which a plan fits">,
+    Option<"update", "offload-update", "std::string", "\"before-use\"",
+           "before-use | after-backward: an offloaded shard's update runs "
+           "on the host before the next step first reads the shard "
+           "(overlapping its forward; the same arithmetic), or at the end "
+           "of backward">,
     Option<"shape", "offload-shape", "std::string", "\"fsdp\"",
            "fsdp | fsdp2: FSDP2's CPUOffloadPolicy (f32 copied before "
            "every gather, cast on the device)">,

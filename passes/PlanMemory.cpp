@@ -57,8 +57,9 @@ Value storageOf(Value v) {
 
 bool inArena(Value v) {
   Operation *def = v.getDefiningOp();
-  return !def || !isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp,
-                      GetDeviceCopyOp>(def);
+  return !def || !(isa<GetParameterOp, GetShardOp, ConstantOp, ReadGradOp,
+                       GetDeviceCopyOp, GetHostBufferOp>(def) ||
+                   copiesIntoStorage(def));
 }
 
 struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {

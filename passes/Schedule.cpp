@@ -29,6 +29,8 @@
 #include "dialect/FsdpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSCHEDULE
@@ -137,6 +139,41 @@ struct FsdpSchedule : fsdp::impl::FsdpScheduleBase<FsdpSchedule> {
       prefetch(forward, depth, /*afterReduce=*/false);
     if (backwardPrefetch != "none")
       prefetch(backward, depth, backwardPrefetch == "post");
+    placeDeferred(body);
+  }
+
+  /// Offload's updates of the previous step (fsdp.deferred, one block of
+  /// ops per flat parameter, first in the function): each block moves to
+  /// just before the first op that reads what it writes (its shard, or its
+  /// device copy), so the host's update of a unit overlaps the forward of
+  /// the units before it and the compute stream waits, if at all, right
+  /// before that unit's gather.
+  void placeDeferred(Block &body) {
+    llvm::MapVector<Attribute, SmallVector<Operation *>> blocks;
+    for (Operation &op : body)
+      if (auto flat = op.getAttrOfType<FlatSymbolRefAttr>(
+              mlir::fsdp::attrs::deferred))
+        blocks[flat].push_back(&op);
+    for (auto &[flat, ops] : blocks) {
+      llvm::SmallPtrSet<Operation *, 8> inBlock(ops.begin(), ops.end());
+      Operation *first = nullptr;
+      for (Operation &op : body) {
+        if (inBlock.contains(&op))
+          continue;
+        bool reads = false;
+        if (auto shard = dyn_cast<GetShardOp>(op))
+          reads = shard.getFlatAttr() == flat;
+        for (Value v : op.getOperands())
+          reads |= inBlock.contains(v.getDefiningOp());
+        if (reads) {
+          first = &op;
+          break;
+        }
+      }
+      if (first)
+        for (Operation *op : ops)
+          op->moveBefore(first);
+    }
   }
 
   /// Starts gather i right after gather i - depth completes (or, for

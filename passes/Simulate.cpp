@@ -682,6 +682,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         bytes += bufferBytes(
             RankedTensorType::get(flat.getShardType().getShape(), *dc));
     }
+    // Offload's host buffers (gradients waiting for the next step's update).
+    for (auto b : module.getOps<HostBufferOp>())
+      *host += bufferBytes(b.getType());
     for (auto p : module.getOps<ParameterOp>())
       if (!inFlat.contains(p.getSymName()))
         slot(p.getSymName(), bufferBytes(p.getTensorType()));

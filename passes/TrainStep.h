@@ -80,7 +80,14 @@ inline WaitOp waitOf(Operation *start) {
 /// already has (parameters, shards, accumulators, constants, the arena).
 inline bool isStorageView(Operation *op) {
   return isa<ReshapeOp, GetParameterOp, GetShardOp, ParamViewOp, ConstantOp,
-             ReadGradOp, GetDeviceCopyOp>(op);
+             ReadGradOp, GetDeviceCopyOp, GetHostBufferOp>(op);
+}
+
+/// Offload: a copy into persistent storage (a host buffer, a device copy),
+/// whose result is that storage rather than a step's buffer.
+inline bool copiesIntoStorage(Operation *op) {
+  auto copy = dyn_cast_or_null<CopyStartOp>(op);
+  return copy && copy.getIntoAttr();
 }
 
 /// Whether `v` is in host memory (offload): the shard of an offloaded flat
@@ -91,7 +98,7 @@ inline bool isHostValue(Value v) {
     Operation *def = v.getDefiningOp();
     if (!def)
       return false;
-    if (def->hasAttr(attrs::onHost))
+    if (def->hasAttr(attrs::onHost) || isa<GetHostBufferOp>(def))
       return true;
     if (auto shard = dyn_cast<GetShardOp>(def)) {
       auto flat = SymbolTable::lookupNearestSymbolFrom<FlatParameterOp>(

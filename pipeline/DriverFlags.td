@@ -52,3 +52,4 @@ def : FlagChoices<"FsdpShard", "reduce-dtype", ["f32", "bf16", "f16"]>;
 def : FlagChoices<"FsdpShard", "buffer-dtype", ["f32", "bf16", "f16"]>;
 def : FlagChoices<"FsdpSchedule", "backward-prefetch", ["pre", "post", "none"]>;
 def : FlagChoices<"FsdpSimulate", "simulate-runtime", ["fsdp", "fsdp2-eager"]>;
+def : FlagChoices<"FsdpOffload", "offload-update", ["before-use", "after-backward"]>;

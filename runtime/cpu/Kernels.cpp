@@ -14,7 +14,7 @@ namespace fsdp::cpu {
 
 void *Context::data(const TensorRef &t) const {
   return tensorAddress(t, arena, params, constants, grads, widened, host,
-                       &deviceCopies);
+                       &deviceCopies, &hostBuffers);
 }
 
 namespace {

@@ -37,6 +37,7 @@ struct Context {
   /// (Space::DeviceCopy; null for a slot without one).
   uint8_t *host = nullptr;
   std::vector<uint8_t *> deviceCopies;
+  std::vector<uint8_t *> hostBuffers; // Space::HostBuffer
 
   OptimizerState *optimizer = nullptr;
   Comm *comm = nullptr;

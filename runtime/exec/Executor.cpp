@@ -221,6 +221,14 @@ Status Executor::init(const Plan &p, Comm &comm_,
     ctx.deviceCopies.push_back(
         v.empty() ? nullptr : reinterpret_cast<uint8_t *>(v.data()));
   copiesStale = true;
+  hostBuffers.clear();
+  for (const TensorRef &b : p.hostBuffers)
+    hostBuffers.emplace_back((std::max<int64_t>(b.bytes(), 1) + 7) / 8, 0.0);
+  for (auto &v : hostBuffers)
+    ctx.hostBuffers.push_back(reinterpret_cast<uint8_t *>(v.data()));
+  hasDeferred = std::any_of(p.program.begin(), p.program.end(),
+                            [](const Instruction &in) { return in.deferred; });
+  updatePending = false;
   ctx.optimizer = &optimizer;
   ctx.comm = comm;
   timeline.assign(2 * spareSlot, 0.0);
@@ -294,6 +302,8 @@ Executor::ranges(const Plan &plan, size_t i, int64_t shardRank) {
 
 std::vector<Piece> Executor::statePieces(size_t i, State s) {
   touchHost();
+  if (Status d = drain(); !d && pending)
+    pending = d;
   copiesStale = true;
   auto &storage = s == State::Value   ? slots
                   : s == State::First ? optimizer.first
@@ -356,6 +366,7 @@ Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
 }
 
 Status Executor::gatherParams(std::vector<std::vector<float>> &full) {
+  FSDP_RETURN_IF_ERROR(drain());
   FSDP_RETURN_IF_ERROR(syncHost());
   return gatherFull(slots, full);
 }
@@ -395,6 +406,8 @@ int64_t Executor::peakBytes() const {
   bytes += (int64_t)hostArena.size() * 8;
   for (const auto &c : deviceCopies)
     bytes += (int64_t)c.size() * 8;
+  for (const auto &b : hostBuffers)
+    bytes += (int64_t)b.size() * 8;
   return bytes;
 }
 
@@ -422,10 +435,18 @@ Executor::compile(const std::vector<Instruction> &list) {
 
 Status Executor::run(const std::vector<Instruction> &program,
                      const std::vector<CpuInstruction> &kernels,
-                     const char *what) {
+                     const char *what, bool deferredOnly) {
   static const cpu::Kernel castKernel = cpu::kernelFor("cast");
+  // The pending update applies the previous step's gradients at that
+  // step's optimizer step and learning rate.
+  int64_t stepNow = optimizer.step;
+  double lrNow = optimizer.lrScale;
   for (size_t i = 0; i < program.size(); ++i) {
     const Instruction &in = program[i];
+    if (in.deferred ? !updatePending : deferredOnly)
+      continue;
+    optimizer.step = in.deferred ? pendingStep : stepNow;
+    optimizer.lrScale = in.deferred ? pendingLrScale : lrNow;
     double begin = clock();
     Status s = Status::ok();
     if (const std::optional<Widening> &w = kernels[i].widening) {
@@ -450,18 +471,29 @@ Status Executor::run(const std::vector<Instruction> &program,
       timeline[2 * in.index + 1] = clock();
     }
   }
+  optimizer.step = stepNow;
+  optimizer.lrScale = lrNow;
   return Status::ok();
+}
+
+Status Executor::drain() {
+  if (!updatePending || backend)
+    return Status::ok();
+  Status s = run(plan->program, kernels, "pending update: ", true);
+  updatePending = false;
+  return s;
 }
 
 Status Executor::step(int64_t t,
                       const std::function<Status(int64_t micro)> &loadBatch,
                       StepResult &result,
                       std::vector<std::vector<float>> *grads) {
+  // A failed transfer or pending update since the last step.
+  if (!pending)
+    return std::exchange(pending, Status::ok());
   if (backend) {
     if (grads)
       return Status::error("capturing gradients needs the cpu backend");
-    if (!pending)
-      return std::exchange(pending, Status::ok());
     if (hostNewer) { // weights loaded or a checkpoint restored since
       FSDP_RETURN_IF_ERROR(backend->push(hostState()));
       hostNewer = false;
@@ -512,6 +544,15 @@ Status Executor::step(int64_t t,
         scalar(plan->updateOutputs, "grad_norm", result.gradNorm));
     for (auto &g : gradSums) // (a backend zeroes its own)
       std::fill(g.begin(), g.end(), 0.0f);
+  }
+  // Offload's deferred updates: this step's is pending until the next step
+  // (or a drain) applies it; its gradients are captured now.
+  if (hasDeferred && !backend) {
+    updatePending = true;
+    pendingStep = optimizer.step;
+    pendingLrScale = optimizer.lrScale;
+    if (grads)
+      FSDP_RETURN_IF_ERROR(drain());
   }
   ctx.captureGrads = nullptr;
   result.updateSkipped = !std::isfinite(result.gradNorm);

@@ -68,6 +68,8 @@ public:
   /// sends it back before the next step (it may be written).
   std::vector<Piece> pieces(size_t i) {
     touchHost();
+    if (Status s = drain(); !s && pending)
+      pending = s;
     copiesStale = true;
     return piecesIn(slots, i);
   }
@@ -161,8 +163,11 @@ private:
   };
   std::vector<CpuInstruction> compile(const std::vector<Instruction> &list);
   std::vector<CpuInstruction> kernels, updateKernels;
+  /// `deferred`: run only the deferred instructions (drain); otherwise
+  /// everything, the deferred ones where an update is pending.
   Status run(const std::vector<Instruction> &program,
-             const std::vector<CpuInstruction> &kernels, const char *what);
+             const std::vector<CpuInstruction> &kernels, const char *what,
+             bool deferredOnly = false);
   std::vector<std::vector<uint8_t>> constants;
   std::vector<double> scratch; // viewed as floats by most kernels
   std::vector<double> widened; // Space::Widened: f32 copies
@@ -174,6 +179,16 @@ private:
   std::vector<Instruction> fillCopies;
   bool copiesStale = true;
   Status refreshDeviceCopies();
+  std::vector<std::vector<double>> hostBuffers;
+  /// Offload's updates run before the next step's first use of their shard
+  /// (Instruction::deferred): whether one is pending, and the optimizer
+  /// step and learning-rate factor of the step whose gradients it applies.
+  bool hasDeferred = false, updatePending = false;
+  int64_t pendingStep = 0;
+  double pendingLrScale = 1;
+  /// Runs the pending update alone (the plan's deferred instructions), so
+  /// the state is every step's so far (before anything reads it).
+  Status drain();
   cpu::OptimizerState optimizer;
   double baseLr = 0;
   cpu::Context ctx;

@@ -76,13 +76,17 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   // Offload: a copy writes a buffer of the other memory (the host arena
   // or the device's), and the device copy of a shard is written only by
   // set_device_copy, from a buffer of its shape and dtype.
+  auto inHost = [](Space s) {
+    return s == Space::Host || s == Space::HostBuffer;
+  };
   if (instr.op == "copy_start") {
     const TensorRef &x = instr.in[0], &y = instr.out[0];
-    bool toHost = y.space == Space::Host;
-    if ((y.space != Space::Arena && !toHost) || x.dtype != y.dtype ||
+    bool toHost = inHost(y.space);
+    bool toDevice = y.space == Space::Arena || y.space == Space::DeviceCopy;
+    if (!(toHost || toDevice) || x.dtype != y.dtype ||
         x.numel() != y.numel() ||
-        (toHost && (x.space == Space::Host || x.space == Space::DeviceCopy)) ||
-        (!toHost && x.space != Space::Host && x.space != Space::Param))
+        (toHost && (inHost(x.space) || x.space == Space::DeviceCopy)) ||
+        (toDevice && !inHost(x.space) && x.space != Space::Param))
       return Status::error("does not copy a tensor between host and device "
                            "memory, to a buffer of its size and dtype");
     return Status::ok();
@@ -97,10 +101,16 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   }
   bool onHost = instr.attrBool("on_host", false);
   // A wait yields its copy's or collective's buffer, where that is.
-  bool hostWait = instr.op == "wait" && instr.in[0].space == Space::Host &&
-                  instr.out[0].space == Space::Host;
+  if (instr.op == "wait") {
+    const TensorRef &x = instr.in[0], &y = instr.out[0];
+    if (x.space != y.space || x.offset != y.offset || x.index != y.index ||
+        (x.space != Space::Arena && !inHost(x.space) &&
+         x.space != Space::DeviceCopy))
+      return Status::error("does not yield the buffer it waits for");
+    return Status::ok();
+  }
   for (const TensorRef &t : instr.out)
-    if (t.space != (onHost || hostWait ? Space::Host : Space::Arena))
+    if (t.space != (onHost ? Space::Host : Space::Arena))
       return Status::error(onHost ? "runs on the host but writes outside the "
                                     "host arena"
                                   : "writes outside the arena");
@@ -130,7 +140,7 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
   for (const TensorRef &t : instr.in) {
     if (onHost && (t.space == Space::Arena || t.space == Space::DeviceCopy))
       return Status::error("runs on the host but reads device memory");
-    if (!onHost && t.space == Space::Host && instr.op != "wait")
+    if (!onHost && inHost(t.space))
       return Status::error("reads host memory on the device");
   }
   return Status::ok();

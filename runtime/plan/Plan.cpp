@@ -160,6 +160,15 @@ struct Reader : JsonReader {
                                ") lie outside the host arena of " +
                                std::to_string(plan.hostArenaBytes) +
                                " bytes or are misaligned");
+    } else if (space == "host_buffer") {
+      t.space = Space::HostBuffer;
+      if (!integer(obj, "index", where, t.index))
+        return false;
+      if (t.index < 0 || t.index >= (int64_t)plan.hostBuffers.size() ||
+          plan.hostBuffers[t.index].numel() != t.numel() ||
+          plan.hostBuffers[t.index].dtype != t.dtype)
+        return fail(where, "index " + std::to_string(t.index) +
+                               " names no host buffer of this size and dtype");
     } else if (space == "device_copy") {
       t.space = Space::DeviceCopy;
       if (!integer(obj, "index", where, t.index))
@@ -354,6 +363,19 @@ Status parsePlan(const std::string &text, Plan &plan) {
                          std::to_string(plan.arenaBytes) + " is out of range");
   if (!r.integer(doc, "host_arena_bytes", "plan", plan.hostArenaBytes, false))
     return r.status;
+  if (const json *bufs = r.field(doc, "host_buffers", "plan", false)) {
+    if (!bufs->is_array() || bufs->size() > (size_t(1) << 20))
+      return Status::error("plan.host_buffers: expected an array");
+    for (size_t i = 0; i < bufs->size(); ++i) {
+      std::string where = "plan.host_buffers[" + std::to_string(i) + "]";
+      TensorRef t;
+      t.space = Space::HostBuffer;
+      t.index = (int64_t)i;
+      if (!r.shape((*bufs)[i], where, t.shape) || !r.dtype((*bufs)[i], where, t.dtype))
+        return r.status;
+      plan.hostBuffers.push_back(std::move(t));
+    }
+  }
   if (plan.hostArenaBytes < 0 || plan.hostArenaBytes > (int64_t(1) << 42))
     return Status::error(
         "plan.host_arena_bytes: " + std::to_string(plan.hostArenaBytes) +
@@ -642,15 +664,21 @@ Status parsePlan(const std::string &text, Plan &plan) {
     for (size_t i = 0; i < list->size(); ++i) {
       Instruction &in = (*list)[i];
       in.index = next++;
+      in.deferred = in.attrs.contains("deferred");
       if (in.op != "wait")
         continue;
       for (int64_t j = (int64_t)i - 1; j >= 0 && in.start < 0; --j) {
         const Instruction &c = (*list)[j];
         bool copy = c.op == "copy_start";
+        // A step buffer by offset, persistent storage (a copy into a host
+        // buffer or a device copy) by index.
+        bool byOffset =
+            !c.out.empty() && (c.out[0].space == Space::Arena ||
+                               c.out[0].space == Space::Host);
         if ((isCollective(c.op) || copy) && !c.out.empty() &&
-            (c.out[0].space == Space::Arena || c.out[0].space == Space::Host) &&
             c.out[0].space == in.in[0].space &&
-            c.out[0].offset == in.in[0].offset) {
+            (byOffset ? c.out[0].offset == in.in[0].offset
+                      : copy && c.out[0].index == in.in[0].index)) {
           in.start = c.index;
           in.completesCopy = copy;
         }

@@ -27,8 +27,18 @@ enum class DType { F32, I64, I1, BF16, F16 };
 /// Widened: a backend's f32 copies of bf16/f16 tensors (runtime/plan/Widen.h),
 /// never in a plan file. Offload: Host, a step's buffers in host memory (by
 /// byte offset in the host arena); DeviceCopy, the gather-dtype copy of an
-/// offloaded shard kept on the device (by slot).
-enum class Space { Arena, Param, Const, Grad, Widened, Host, DeviceCopy };
+/// offloaded shard kept on the device (by slot); HostBuffer, host memory
+/// kept from one step to the next (by index in Plan::hostBuffers).
+enum class Space {
+  Arena,
+  Param,
+  Const,
+  Grad,
+  Widened,
+  Host,
+  DeviceCopy,
+  HostBuffer
+};
 
 int64_t dtypeSize(DType t);
 const char *dtypeName(DType t);
@@ -55,10 +65,13 @@ void *tensorAddress(const TensorRef &t, uint8_t *arena,
                     const std::vector<C *> &constants,
                     const std::vector<G *> &grads, uint8_t *widened,
                     uint8_t *host = nullptr,
-                    const std::vector<uint8_t *> *deviceCopies = nullptr) {
+                    const std::vector<uint8_t *> *deviceCopies = nullptr,
+                    const std::vector<uint8_t *> *hostBuffers = nullptr) {
   switch (t.space) {
   case Space::Host:
     return host ? host + t.offset : nullptr;
+  case Space::HostBuffer:
+    return hostBuffers ? (*hostBuffers)[t.index] : nullptr;
   case Space::DeviceCopy:
     return deviceCopies ? (*deviceCopies)[t.index] : nullptr;
   case Space::Arena:
@@ -131,6 +144,10 @@ struct Instruction {
   /// completes, and whether it is a copy.
   int64_t start = -1;
   bool completesCopy = false;
+  /// Offload: part of an update of the previous step, run before this
+  /// step first reads its shard (`deferred` in the plan): skipped where no
+  /// update is pending, run alone to bring the state up to date.
+  bool deferred = false;
   /// fsdp-simulate's predicted start and end (seconds; -1 when absent).
   double predictedStart = -1, predictedEnd = -1;
   /// The flops and bytes fsdp-simulate priced it at (-1: not recorded).
@@ -168,8 +185,11 @@ struct Plan {
   std::string digest; // of the plan's text, as fsdp-opt sealed it (loadPlan)
   int64_t worldSize = 1;
   int64_t arenaBytes = 0;
-  /// Offload: the step's buffers in host memory (Space::Host).
+  /// Offload: the step's buffers in host memory (Space::Host), and host
+  /// memory kept from one step to the next (Space::HostBuffer: shape and
+  /// dtype of each).
   int64_t hostArenaBytes = 0;
+  std::vector<TensorRef> hostBuffers;
   TrainOptions train;
   std::string strategy = "no-shard";
   /// Mixed precision (for reports; the instructions carry their dtypes).

@@ -11,9 +11,14 @@ must be identical, byte for byte, to the same plan without --offload:
 - a bf16 Llama (gathered in bf16, so the device copy of `optimizer` is a
   bf16 copy the host casts) and an f32 GPT-2 with gradient clipping, on 1
   rank and on 2 (mpirun);
-- --offload=optimizer, --offload=all, a per-unit mix, and FSDP2's
+- --offload=optimizer, --offload=all, a per-unit mix, FSDP2's
   CPUOffloadPolicy shape (--simulate-runtime=fsdp2-eager: f32 copied, cast
-  on the device);
+  on the device), and the update at the end of backward
+  (--offload-update=after-backward) rather than before the next step's
+  first use of the shard (the default: the update of step t runs in step
+  t + 1, and before a checkpoint or an export);
+- a cosine learning-rate schedule with warm-up (the update run a step late
+  applies its own step's rate and bias correction);
 - gradient accumulation (the update in its own program);
 - a checkpoint at step 2 resumed to step 4 (the device copies refilled
   from the restored shards) equals 4 steps straight;
@@ -104,6 +109,8 @@ def main():
             ("all", ["--offload=all"]),
             ("mix", ["--offload=optimizer,{0}0=all,{0}1=none"]),
             ("fsdp2-shape", ["--offload=all", "--simulate-runtime=fsdp2-eager"]),
+            ("optimizer after-backward",
+             ["--offload=optimizer", "--offload-update=after-backward"]),
         ]
         for model in models:
             for world in (1, 2):
@@ -136,8 +143,16 @@ def main():
         report(ref is not None and got == ref,
                f"llama-bf16 x2 grad-accum 2 optimizer offload identical {err}")
 
-        # A checkpoint resumed: the device copies are refilled from the
-        # restored shards.
+        # A learning-rate schedule: the update run in the next step applies
+        # its own step's rate and bias correction.
+        sched = ["--lr-schedule=cosine", "--warmup-steps=2", "--total-steps=5"]
+        ref, _ = train(plan("gpt2-clip", 2, sched), 2, 5)
+        got, err = train(plan("gpt2-clip", 2, sched + ["--offload=all"]), 2, 5)
+        report(ref is not None and got == ref,
+               f"gpt2-clip x2 cosine schedule with warm-up, all offloaded: identical {err}")
+
+        # A checkpoint resumed: the pending update is applied before the
+        # save, and the device copies are refilled from the restored shards.
         p = plan("llama-bf16", 2, ["--offload=optimizer"])
         straight, _ = train(p, 2, 4)
         ck = os.path.join(tmp, "ck")

@@ -24,7 +24,7 @@ NOT_UNARY_MATH = {"Not"}
 # Ops of the dialect that never become an instruction: symbols and views
 # of storage the runtime already has (passes/EmitPlan.cpp).
 NOT_INSTRUCTIONS = {"constant", "flat_parameter", "get_parameter", "get_shard",
-                    "get_device_copy",
+                    "get_device_copy", "get_host_buffer", "host_buffer",
                     "param_view", "parameter", "read_grad", "unit",
                     "stop_gradient"}  # replaced by its operand once gradients are built
 
