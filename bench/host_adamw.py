@@ -65,7 +65,7 @@ def fsdp_rate(a, steps):
                        check=True, capture_output=True)
         env = dict(os.environ, FSDP_DEVICE="cpu-generic", OMP_NUM_THREADS="1")
         subprocess.run([a.fsdp_opt, onnx, "--world-size=1", "--strategy=full-shard",
-                        "--offload=optimizer", "-o", plan], check=True,
+                        "--offload=optimizer", "--offload-update=after-backward", "-o", plan], check=True,
                        capture_output=True, env=env)
         elements = sum(f["shard_numel"] for f in json.load(open(plan))["flats"]
                        if f.get("trainable"))

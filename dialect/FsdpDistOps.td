@@ -387,14 +387,18 @@ def Fsdp_HostBufferOp : Fsdp_Op<"host_buffer",
     shard (fsdp-offload `update = before-use`), the reduced gradient shard
     of each offloaded flat parameter and the clipping scale wait in host
     memory from one step to the next. A copy to the host with `into` writes
-    one; `fsdp.get_host_buffer` reads it.
+    one; `fsdp.get_host_buffer` reads it. With `copy_of = @flat` it holds
+    that shard cast to its own dtype (written by the shard's fused update,
+    `fsdp.adamw ... into`), which the runtime fills from the shard where
+    the shard changed outside a step.
 
     ```mlir
     fsdp.host_buffer @"h.0.flat.grad" : tensor<520xf32>
     ```
   }];
   let arguments = (ins SymbolNameAttr:$sym_name,
-                   TypeAttrOf<AnyStaticShapeTensor>:$type);
+                   TypeAttrOf<AnyStaticShapeTensor>:$type,
+                   OptionalAttr<FlatSymbolRefAttr>:$copy_of);
   let assemblyFormat = "$sym_name `:` $type attr-dict";
 }
 

@@ -129,13 +129,25 @@ static int64_t updateBytes(Value grad, int states) {
   return bytes + 2 * bytes * (1 + states);
 }
 
-int64_t AdamWOp::getBytesMoved() { return updateBytes(getGrad(), 2); }
+int64_t AdamWOp::getBytesMoved() {
+  int64_t copy = 0; // the gather-dtype copy written in the same pass
+  if (Value c = getCopy()) {
+    auto t = cast<RankedTensorType>(c.getType());
+    copy = t.getNumElements() * ((t.getElementTypeBitWidth() + 7) / 8);
+  }
+  return updateBytes(getGrad(), 2) + copy;
+}
 
 int64_t SgdOp::getBytesMoved() {
   return updateBytes(getGrad(), getMomentum().convertToFloat() > 0 ? 1 : 0);
 }
 
 LogicalResult AdamWOp::verify() {
+  if (Value c = getCopy())
+    if (cast<RankedTensorType>(c.getType()).getShape() !=
+        getGrad().getType().getShape())
+      return emitOpError("copy ") << c.getType() << " is not of the shape of "
+                                  << getGrad().getType();
   float b1 = getBeta1().convertToFloat(), b2 = getBeta2().convertToFloat();
   if (getLr().convertToFloat() < 0 || b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1 ||
       getEps().convertToFloat() <= 0 || getWeightDecay().convertToFloat() < 0)

@@ -355,7 +355,14 @@ fsdp.adamw @fc.weight, %g {lr = 1.0e-03 : f32, beta1 = 0.9 : f32,
   let arguments = (ins FlatSymbolRefAttr:$param, RankedTensorOf<[AnyFloat]>:$grad,
                    Optional<0DTensorOf<[AnyFloat]>>:$scale,
                    F32Attr:$lr, F32Attr:$beta1, F32Attr:$beta2, F32Attr:$eps,
-                   F32Attr:$weight_decay);
+                   F32Attr:$weight_decay,
+                   OptionalAttr<FlatSymbolRefAttr>:$into);
+  // Offload: the updated parameter, cast to the gather dtype in the same
+  // pass (rounded as fsdp.cast rounds), into the host buffer `into`.
+  let results = (outs Optional<RankedTensorOf<[AnyFloat]>>:$copy);
+  let assemblyFormat = [{
+    $param `,` $grad (`scaled` `by` $scale^ `:` type($scale))? attr-dict `:` type($grad) (`->` type($copy)^)?
+  }];
 }
 
 def Fsdp_SgdOp : Fsdp_OptimizerOp<"sgd"> {

@@ -215,9 +215,10 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
     if (coef && ge != et)
       scale = CastOp::create(b, loc, RankedTensorType::get({}, ge), coef);
     if (optimizer == "adamw")
-      AdamWOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
-                      b.getF32FloatAttr(beta1), b.getF32FloatAttr(beta2),
-                      b.getF32FloatAttr(eps), b.getF32FloatAttr(wd));
+      AdamWOp::create(b, loc, /*copy=*/Type(), ref, g, scale,
+                      b.getF32FloatAttr(lr), b.getF32FloatAttr(beta1),
+                      b.getF32FloatAttr(beta2), b.getF32FloatAttr(eps),
+                      b.getF32FloatAttr(wd), /*into=*/FlatSymbolRefAttr());
     else
       SgdOp::create(b, loc, ref, g, scale, b.getF32FloatAttr(lr),
                     b.getF32FloatAttr(momentum), b.getBoolAttr(nesterov),

@@ -119,6 +119,8 @@ struct Emitter {
 
   /// The storage a copy `into` writes, for the copy's result and its wait's.
   static FlatSymbolRefAttr intoOf(Value v) {
+    if (auto adam = v.getDefiningOp<AdamWOp>())
+      return adam.getIntoAttr();
     if (auto wait = v.getDefiningOp<WaitOp>())
       v = wait.getFuture();
     auto copy = v.getDefiningOp<CopyStartOp>();
@@ -422,9 +424,14 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
     for (auto b : module.getOps<HostBufferOp>()) {
       e.hostBufferIndex[b.getSymName()] = hostBuffers.size();
       auto t = cast<RankedTensorType>(b.getType());
-      hostBuffers.push_back(json::Object{{"name", b.getSymName()},
-                                         {"shape", shapeOf(t)},
-                                         {"dtype", dtypeName(t.getElementType())}});
+      hostBuffers.push_back(
+          json::Object{{"name", b.getSymName()},
+                       {"shape", shapeOf(t)},
+                       {"dtype", dtypeName(t.getElementType())}});
+      // The shard it is a cast of (filled from it where no update ran).
+      if (auto of = b.getCopyOfAttr())
+        (*hostBuffers.back().getAsObject())["copy_of"] =
+            e.paramIndex.lookup(of.getValue());
     }
 
     json::Array units;

@@ -540,9 +540,10 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
       Value scale = old->getNumOperands() > 1 ? old->getOperand(1) : Value();
       Value g = shards[flatOp];
       if (auto adam = dyn_cast<AdamWOp>(old))
-        AdamWOp::create(b, old->getLoc(), ref(flat), g, scale, adam.getLrAttr(),
-                        adam.getBeta1Attr(), adam.getBeta2Attr(),
-                        adam.getEpsAttr(), adam.getWeightDecayAttr());
+        AdamWOp::create(b, old->getLoc(), /*copy=*/Type(), ref(flat), g, scale,
+                        adam.getLrAttr(), adam.getBeta1Attr(),
+                        adam.getBeta2Attr(), adam.getEpsAttr(),
+                        adam.getWeightDecayAttr(), /*into=*/FlatSymbolRefAttr());
       else {
         auto sgd = cast<SgdOp>(old);
         SgdOp::create(b, old->getLoc(), ref(flat), g, scale, sgd.getLrAttr(),

@@ -158,7 +158,8 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
   }
 
   /// The host buffer `name` of `type`, declared once in the module.
-  FlatSymbolRefAttr hostBuffer(StringRef name, Type type) {
+  FlatSymbolRefAttr hostBuffer(StringRef name, Type type,
+                               FlatSymbolRefAttr copyOf = {}) {
     ModuleOp module = getOperation();
     if (!module.lookupSymbol<HostBufferOp>(name)) {
       OpBuilder b(module.getBodyRegion());
@@ -169,7 +170,7 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
         break;
       }
       HostBufferOp::create(b, module.getLoc(), b.getStringAttr(name),
-                           TypeAttr::get(type));
+                           TypeAttr::get(type), copyOf);
     }
     return FlatSymbolRefAttr::get(&getContext(), name);
   }
@@ -319,25 +320,69 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
         read->setAttr(attrs::deferred, ref);
         operands.push_back(read.getResult());
       }
-      Operation *moved = start.clone(*op);
-      moved->setOperands(operands);
+      auto copyType =
+          RankedTensorType::get(flat.getShardType().getShape(), paramType);
+      bool all = *flat.getOffload() == "all";
+      Operation *moved;
+      Value fused; // AdamW's gather-dtype copy, written in the same pass
+      if (auto adam = dyn_cast<AdamWOp>(op)) {
+        // `all`: into a host buffer the step's gathers copy from (filled
+        // from the shard where no update ran); `optimizer`: a step buffer
+        // copied into the device copy.
+        FlatSymbolRefAttr into =
+            all ? hostBuffer((flat.getSymName() + ".gather").str(), copyType,
+                             ref)
+                : FlatSymbolRefAttr();
+        auto fusedOp = AdamWOp::create(
+            start, op->getLoc(), copyType, ref, operands[0],
+            operands.size() > 1 ? operands[1] : Value(), adam.getLrAttr(),
+            adam.getBeta1Attr(), adam.getBeta2Attr(), adam.getEpsAttr(),
+            adam.getWeightDecayAttr(), into);
+        moved = fusedOp;
+        fused = fusedOp.getCopy();
+      } else {
+        moved = start.clone(*op);
+        moved->setOperands(operands);
+      }
       moved->setAttr(attrs::onHost, mark);
       moved->setAttr(attrs::deferred, ref);
       op->erase();
       last = moved;
-      if (*flat.getOffload() != "optimizer")
+      if (all) {
+        // The gathers copy the fused copy to the device instead of casting
+        // the shard on the host each time.
+        if (fused)
+          for (auto c : llvm::to_vector(body.getOps<CopyStartOp>())) {
+            if (c.getTo() != "device" || c->hasAttr(attrs::deferred))
+              continue;
+            Value in = c.getInput();
+            Operation *castOp = in.getDefiningOp<CastOp>();
+            auto shard = (castOp ? castOp->getOperand(0) : in)
+                             .getDefiningOp<GetShardOp>();
+            if (!shard || shard.getFlatAttr() != ref ||
+                in.getType() != copyType)
+              continue;
+            c.getInputMutable().assign(fused);
+            if (castOp && castOp->use_empty())
+              castOp->erase();
+            if (shard->use_empty())
+              shard->erase();
+          }
         continue;
-      // The device copy: cast on the host, copied into it.
-      Value m = GetShardOp::create(start, moved->getLoc(), flat.getShardType(),
-                                   ref);
-      m.getDefiningOp()->setAttr(attrs::deferred, ref);
-      auto copyType =
-          RankedTensorType::get(flat.getShardType().getShape(), paramType);
-      if (copyType != m.getType()) {
-        auto castOp = CastOp::create(start, moved->getLoc(), copyType, m);
-        castOp->setAttr(attrs::onHost, mark);
-        castOp->setAttr(attrs::deferred, ref);
-        m = castOp.getResult();
+      }
+      // The device copy: the fused copy (or the shard cast on the host),
+      // copied into it.
+      Value m = fused;
+      if (!m) {
+        m = GetShardOp::create(start, moved->getLoc(), flat.getShardType(),
+                               ref);
+        m.getDefiningOp()->setAttr(attrs::deferred, ref);
+        if (copyType != m.getType()) {
+          auto castOp = CastOp::create(start, moved->getLoc(), copyType, m);
+          castOp->setAttr(attrs::onHost, mark);
+          castOp->setAttr(attrs::deferred, ref);
+          m = castOp.getResult();
+        }
       }
       Value dc = copy(start, moved->getLoc(), m, "device", ref);
       dc.getDefiningOp()->setAttr(attrs::deferred, ref);

@@ -83,11 +83,15 @@ inline bool isStorageView(Operation *op) {
              ReadGradOp, GetDeviceCopyOp, GetHostBufferOp>(op);
 }
 
-/// Offload: a copy into persistent storage (a host buffer, a device copy),
-/// whose result is that storage rather than a step's buffer.
+/// Offload: a copy into persistent storage (a host buffer, a device copy;
+/// or an AdamW's fused copy into a host buffer), whose result is that
+/// storage rather than a step's buffer.
 inline bool copiesIntoStorage(Operation *op) {
-  auto copy = dyn_cast_or_null<CopyStartOp>(op);
-  return copy && copy.getIntoAttr();
+  if (auto copy = dyn_cast_or_null<CopyStartOp>(op))
+    return bool(copy.getIntoAttr());
+  if (auto adam = dyn_cast_or_null<AdamWOp>(op)) // its fused copy
+    return bool(adam.getIntoAttr());
+  return false;
 }
 
 /// Whether `v` is in host memory (offload): the shard of an offloaded flat

@@ -57,6 +57,8 @@ FlatSymbolRefAttr shardRead(Value v) {
     return s.getFlatAttr();
   if (auto d = v.getDefiningOp<GetDeviceCopyOp>())
     return d.getFlatAttr();
+  if (auto adam = v.getDefiningOp<AdamWOp>()) // its fused copy
+    return adam.getParamAttr();
   return nullptr;
 }
 

@@ -226,6 +226,21 @@ Status Executor::init(const Plan &p, Comm &comm_,
     hostBuffers.emplace_back((std::max<int64_t>(b.bytes(), 1) + 7) / 8, 0.0);
   for (auto &v : hostBuffers)
     ctx.hostBuffers.push_back(reinterpret_cast<uint8_t *>(v.data()));
+  // Host buffers that are casts of offloaded shards (AdamW's fused copies)
+  // are filled with the device copies.
+  for (size_t i = 0; i < p.hostBuffers.size(); ++i) {
+    if (p.hostBufferCopyOf[i] < 0)
+      continue;
+    Instruction cast;
+    cast.op = "cast";
+    TensorRef from, to = p.hostBuffers[i];
+    from.space = Space::Param;
+    from.index = p.hostBufferCopyOf[i];
+    from.shape = to.shape;
+    cast.in = {from};
+    cast.out = {to};
+    fillCopies.push_back(std::move(cast));
+  }
   hasDeferred = std::any_of(p.program.begin(), p.program.end(),
                             [](const Instruction &in) { return in.deferred; });
   updatePending = false;

@@ -71,7 +71,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
     return Status::error("expects " + std::to_string(info.minIn) + " to " +
                          std::to_string(info.maxIn) + " inputs, got " +
                          std::to_string(n));
-  if ((info.outs >= 0 && m != info.outs) || (info.outs < 0 && m < 1))
+  if ((info.outs >= 0 && m != info.outs) || (info.outs == -1 && m < 1) ||
+      (info.outs == -2 && m > 1))
     return Status::error("has " + std::to_string(m) + " outputs");
   // Offload: a copy writes a buffer of the other memory (the host arena
   // or the device's), and the device copy of a shard is written only by
@@ -83,8 +84,7 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
     const TensorRef &x = instr.in[0], &y = instr.out[0];
     bool toHost = inHost(y.space);
     bool toDevice = y.space == Space::Arena || y.space == Space::DeviceCopy;
-    if (!(toHost || toDevice) || x.dtype != y.dtype ||
-        x.numel() != y.numel() ||
+    if (!(toHost || toDevice) || x.dtype != y.dtype || x.numel() != y.numel() ||
         (toHost && (inHost(x.space) || x.space == Space::DeviceCopy)) ||
         (toDevice && !inHost(x.space) && x.space != Space::Param))
       return Status::error("does not copy a tensor between host and device "
@@ -110,7 +110,7 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
     return Status::ok();
   }
   for (const TensorRef &t : instr.out)
-    if (t.space != (onHost ? Space::Host : Space::Arena))
+    if (onHost ? !inHost(t.space) : t.space != Space::Arena)
       return Status::error(onHost ? "runs on the host but writes outside the "
                                     "host arena"
                                   : "writes outside the arena");
@@ -121,7 +121,7 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
       return Status::error("does not name a buffer matching its value");
     return Status::ok();
   }
-  if (info.outs == 0 && instr.op != "free") {
+  if ((info.outs == 0 || instr.op == "adamw") && instr.op != "free") {
     int64_t p = instr.attrInt("param", -1);
     if (p < 0 || p >= (int64_t)plan.slotCount() ||
         plan.slotNumel(p) != instr.in[0].numel() || !plan.slotTrainable(p) ||
@@ -136,6 +136,14 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
     if (update && offloaded != onHost)
       return Status::error(offloaded ? "updates an offloaded shard off the host"
                                      : "updates a device shard on the host");
+    // AdamW's fused copy: the updated shard in a float dtype, on the host.
+    if (!instr.out.empty() &&
+        (!onHost || instr.out[0].numel() != instr.in[0].numel() ||
+         (instr.out[0].dtype != DType::F32 &&
+          instr.out[0].dtype != DType::BF16 &&
+          instr.out[0].dtype != DType::F16)))
+      return Status::error("writes a copy of the updated shard that is not "
+                           "a float tensor of its size on the host");
   }
   for (const TensorRef &t : instr.in) {
     if (onHost && (t.space == Space::Arena || t.space == Space::DeviceCopy))

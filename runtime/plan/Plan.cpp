@@ -371,9 +371,14 @@ Status parsePlan(const std::string &text, Plan &plan) {
       TensorRef t;
       t.space = Space::HostBuffer;
       t.index = (int64_t)i;
-      if (!r.shape((*bufs)[i], where, t.shape) || !r.dtype((*bufs)[i], where, t.dtype))
+      if (!r.shape((*bufs)[i], where, t.shape) ||
+          !r.dtype((*bufs)[i], where, t.dtype))
+        return r.status;
+      int64_t of = -1;
+      if (!r.integer((*bufs)[i], "copy_of", where, of, false))
         return r.status;
       plan.hostBuffers.push_back(std::move(t));
+      plan.hostBufferCopyOf.push_back(of);
     }
   }
   if (plan.hostArenaBytes < 0 || plan.hostArenaBytes > (int64_t(1) << 42))
@@ -672,9 +677,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
         bool copy = c.op == "copy_start";
         // A step buffer by offset, persistent storage (a copy into a host
         // buffer or a device copy) by index.
-        bool byOffset =
-            !c.out.empty() && (c.out[0].space == Space::Arena ||
-                               c.out[0].space == Space::Host);
+        bool byOffset = !c.out.empty() && (c.out[0].space == Space::Arena ||
+                                           c.out[0].space == Space::Host);
         if ((isCollective(c.op) || copy) && !c.out.empty() &&
             c.out[0].space == in.in[0].space &&
             (byOffset ? c.out[0].offset == in.in[0].offset
@@ -687,6 +691,19 @@ Status parsePlan(const std::string &text, Plan &plan) {
         return Status::error("plan: wait at instruction " + std::to_string(i) +
                              " completes no earlier collective");
     }
+  }
+  for (size_t i = 0; i < plan.hostBuffers.size(); ++i) {
+    int64_t of = plan.hostBufferCopyOf[i];
+    size_t first = plan.params.size();
+    const TensorRef &b = plan.hostBuffers[i];
+    if (of != -1 && (of < (int64_t)first || of >= (int64_t)plan.slotCount() ||
+                     plan.flats[of - first].offload.empty() ||
+                     plan.flats[of - first].shardNumel != b.numel() ||
+                     (b.dtype != DType::F32 && b.dtype != DType::BF16 &&
+                      b.dtype != DType::F16)))
+      return Status::error("plan.host_buffers[" + std::to_string(i) +
+                           "].copy_of: names no offloaded shard of its size, "
+                           "or the buffer is not a float");
   }
   if (plan.train.gradAccum < 1)
     return Status::error("plan.train.grad_accum must be >= 1");

@@ -190,6 +190,8 @@ struct Plan {
   /// dtype of each).
   int64_t hostArenaBytes = 0;
   std::vector<TensorRef> hostBuffers;
+  /// Per host buffer, the slot of the shard it is a cast of (-1: none).
+  std::vector<int64_t> hostBufferCopyOf;
   TrainOptions train;
   std::string strategy = "no-shard";
   /// Mixed precision (for reports; the instructions carry their dtypes).

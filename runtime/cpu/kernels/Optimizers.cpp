@@ -63,15 +63,40 @@ Status kAdamW(const Instruction &in, Context &c) {
   double bc2 = 1.0 - std::pow((double)b2, (double)s.step);
   float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
   float decay = 1.0f - lr * wd;
+  auto update = [&](auto store) {
 #pragma omp parallel for simd if (parallel : n > kParallelMin)
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i] * scale;
-    float mi = pm[i] * b1 + (1.0f - b1) * gi;
-    float vi = pv[i] * b2 + (1.0f - b2) * gi * gi;
-    pm[i] = mi;
-    pv[i] = vi;
-    float denom = std::sqrt(vi) / bc2Sqrt + eps;
-    p[i] = p[i] * decay - stepSize * (mi / denom);
+    for (int64_t i = 0; i < n; ++i) {
+      float gi = g[i] * scale;
+      float mi = pm[i] * b1 + (1.0f - b1) * gi;
+      float vi = pv[i] * b2 + (1.0f - b2) * gi * gi;
+      pm[i] = mi;
+      pv[i] = vi;
+      float denom = std::sqrt(vi) / bc2Sqrt + eps;
+      float pi = p[i] * decay - stepSize * (mi / denom);
+      p[i] = pi;
+      store(i, pi);
+    }
+  };
+  // Offload: the updated shard also written in the gather dtype, in the
+  // same pass (rounded as fsdp.cast rounds).
+  if (in.out.empty()) {
+    update([](int64_t, float) {});
+    return Status::ok();
+  }
+  const TensorRef &y = in.out[0];
+  if (y.numel() != n)
+    return Status::error("its copy does not match the parameter");
+  if (y.dtype == DType::F32) {
+    float *__restrict out = c.get<float>(y);
+    update([out](int64_t i, float v) { out[i] = v; });
+  } else if (y.dtype == DType::BF16) {
+    uint16_t *__restrict out = c.get<uint16_t>(y);
+    update([out](int64_t i, float v) { out[i] = bf16FromFloat(v); });
+  } else if (y.dtype == DType::F16) {
+    uint16_t *__restrict out = c.get<uint16_t>(y);
+    update([out](int64_t i, float v) { out[i] = f16FromFloat(v); });
+  } else {
+    return Status::error("its copy must be f32, bf16 or f16");
   }
   return Status::ok();
 }

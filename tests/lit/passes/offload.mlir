@@ -1,6 +1,7 @@
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-clip=1.0' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives '-fsdp-offload=offload=optimizer offload-update=after-backward' -fsdp-schedule -fsdp-plan-memory -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=OPT
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-clip=1.0' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives '-fsdp-offload=offload=optimizer' -fsdp-schedule -fsdp-plan-memory -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=DEFER
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives '-fsdp-offload=offload=all,layers.1=none offload-update=after-backward' -fsdp-schedule -fsdp-plan-memory -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=ALL
+// RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-clip=1.0' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives '-fsdp-offload=offload=all' -fsdp-schedule -fsdp-plan-memory -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=ALLDEFER
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16' -fsdp-insert-collectives '-fsdp-offload=offload=all offload-shape=fsdp2' -fsdp-schedule -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=FSDP2
 // RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' -fsdp-shard=world-size=1 -fsdp-insert-collectives '-fsdp-offload=offload=optimizer' 2>&1 | FileCheck %s --check-prefix=NOSHARDS
 // RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=1 keep-sharded=true' -fsdp-insert-collectives '-fsdp-offload=offload=optimizer' -fsdp-schedule -fsdp-plan-memory -fsdp-verify-plan 2>/dev/null | FileCheck %s --check-prefix=ONERANK
@@ -31,23 +32,36 @@
 // Offload `optimizer`, updated before use (the default): each step
 // first copies its reduced gradient shards and the clipping scale into host
 // buffers; the next step updates each shard on the host just before its
-// unit's first gather and copies the cast into the device copy, which the
-// gathers read (forward and backward). Every op of the update is marked
-// deferred with its flat.
+// unit's first gather, writing the bf16 cast in the same pass (AdamW's
+// fused copy), and copies that into the device copy, which the gathers read
+// (forward and backward). Every op of the update is marked deferred with
+// its flat.
 // DEFER: fsdp.host_buffer @layers.0.flat.grad : tensor<8xf32>
 // DEFER: fsdp.host_buffer @offload.grad_scale : tensor<f32>
 // DEFER-LABEL: func.func @train_step
 // DEFER: %[[G:.*]] = fsdp.get_host_buffer @layers.0.flat.grad {fsdp.deferred = @layers.0.flat{{.*}}: tensor<8xf32>
 // DEFER-NEXT: %[[K:.*]] = fsdp.get_host_buffer @offload.grad_scale {fsdp.deferred = @layers.0.flat{{.*}}: tensor<f32>
-// DEFER-NEXT: fsdp.adamw @layers.0.flat, %[[G]] scaled by %[[K]] : tensor<f32> {{{.*}}fsdp.deferred = @layers.0.flat, fsdp.on_host
-// DEFER-NEXT: %[[M:.*]] = fsdp.get_shard @layers.0.flat {fsdp.deferred = @layers.0.flat
-// DEFER-NEXT: %[[C:.*]] = fsdp.cast %[[M]] {fsdp.deferred = @layers.0.flat, {{.*}}fsdp.on_host} : tensor<8xf32> -> tensor<8xbf16>
+// DEFER-NEXT: %[[C:.*]] = fsdp.adamw @layers.0.flat, %[[G]] scaled by %[[K]] : tensor<f32> {{{.*}}fsdp.deferred = @layers.0.flat, {{.*}}fsdp.on_host{{.*}}} : tensor<8xf32> -> tensor<8xbf16>
 // DEFER-NEXT: %[[F:.*]] = fsdp.copy_start %[[C]] {fsdp.deferred = @layers.0.flat, {{.*}}into = @layers.0.flat, to = "device"}
 // DEFER-NEXT: %[[DC:.*]] = fsdp.wait %[[F]] {fsdp.deferred = @layers.0.flat
 // DEFER-NEXT: fsdp.all_gather_start %[[DC]]
 // DEFER: fsdp.copy_start %{{.*}} {{{.*}}into = @layers.0.flat.grad, to = "host"}
 // DEFER: fsdp.copy_start %{{.*}} {{{.*}}into = @offload.grad_scale, to = "host"}
 // DEFER-NOT: fsdp.adamw
+
+// Offload `all`, updated before use: the fused copy goes into a host
+// buffer that is a cast of the shard (the runtime fills it where no update
+// ran), and every gather of the unit copies it to the device: no host cast.
+// ALLDEFER: fsdp.host_buffer @layers.0.flat.gather : tensor<8xbf16> {copy_of = @layers.0.flat}
+// ALLDEFER-LABEL: func.func @train_step
+// ALLDEFER: %[[C:.*]] = fsdp.adamw @layers.0.flat, {{.*}}into = @layers.0.flat.gather{{.*}} -> tensor<8xbf16>
+// ALLDEFER-NEXT: %[[F:.*]] = fsdp.copy_start %[[C]] {{{.*}}to = "device"}
+// ALLDEFER-NEXT: %[[W:.*]] = fsdp.wait %[[F]]
+// ALLDEFER-NEXT: fsdp.all_gather_start %[[W]]
+// ALLDEFER: %[[C1:.*]] = fsdp.adamw @layers.1.flat, {{.*}} -> tensor<6xbf16>
+// ALLDEFER-NEXT: fsdp.copy_start %[[C1]] {{{.*}}to = "device"}
+// ALLDEFER: fsdp.copy_start %[[C1]] {{{.*}}to = "device"}
+// ALLDEFER-NOT: fsdp.cast {{.*}}fsdp.on_host
 
 // Offload `all` but layers.1: each gather of layers.0 reads the master
 // shard cast on the host and copied to the device; layers.1 stays as it
