@@ -1,6 +1,7 @@
 //===- Offload.cpp - Sharded state in host memory -------------------------===//
 //
-// Before (a unit offloaded with `optimizer`, bf16 gathers):
+// Before (a unit offloaded with `optimizer`, bf16 gathers, updated after
+// backward):
 //   %s = fsdp.get_shard @h.0.flat : tensor<520xf32>
 //   %c = fsdp.cast %s : tensor<520xf32> -> tensor<520xbf16>
 //   %f = fsdp.all_gather_start %c ...
@@ -19,10 +20,16 @@
 //   %mc = fsdp.cast %m {fsdp.on_host} : ... -> tensor<520xbf16>
 //   %df = fsdp.copy_start %mc {to = "device"}
 //   fsdp.set_device_copy @h.0.flat, (fsdp.wait %df)
-// With `all` there is no device copy: each gather's shard is cast on the
-// host and copied to the device right before it (fsdp-schedule prefetches
-// the copy with the gather). FSDP2's CPUOffloadPolicy (`offload-shape =
-// fsdp2`) copies the f32 shard and casts it on the device.
+// That is `offload-update = after-backward`. The default, `before-use`,
+// moves the host's update to the next step, just before that step first
+// reads the shard (deferUpdates below): the gradient shard and the scale
+// wait in host buffers, and a fused AdamW writes the gather-dtype copy in
+// the same pass (copied into the device copy, or for `all` kept in a host
+// buffer every gather copies from).
+// With `all` there is no device copy: each gather's shard is copied to the
+// device right before it (fsdp-schedule prefetches the copy with the
+// gather). FSDP2's CPUOffloadPolicy (`offload-shape = fsdp2`) copies the
+// f32 shard and casts it on the device, and updates after backward.
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
