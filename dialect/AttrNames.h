@@ -18,6 +18,8 @@ inline constexpr llvm::StringLiteral prefix = "fsdp.";
 inline constexpr llvm::StringLiteral arenaBytes = "fsdp.arena_bytes";
 /// Offload: bytes of host memory a step's host values need.
 inline constexpr llvm::StringLiteral hostArenaBytes = "fsdp.host_arena_bytes";
+/// Offload: the host arena's bytes held after each op of a function.
+inline constexpr llvm::StringLiteral hostLiveBytes = "fsdp.host_live_bytes";
 inline constexpr llvm::StringLiteral batchSize = "fsdp.batch_size";
 inline constexpr llvm::StringLiteral bufferDtype = "fsdp.buffer_dtype";
 inline constexpr llvm::StringLiteral computeDtype = "fsdp.compute_dtype";

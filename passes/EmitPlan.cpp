@@ -542,6 +542,23 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         }
       }
       predicted["memory"] = std::move(memory);
+      // Offload: the host arena in use at the same points.
+      if (auto host = func->getAttrOfType<DenseI64ArrayAttr>(
+              mlir::fsdp::attrs::hostLiveBytes)) {
+        json::Array hostMemory;
+        size_t i = 0;
+        double at = 0;
+        for (Operation &op : body) {
+          if ((int64_t)i >= host.size())
+            break;
+          auto sim =
+              op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
+          if (sim && !isAsyncStart(&op))
+            at = std::max(at, sim[1]);
+          hostMemory.push_back(json::Array{at, host[i++]});
+        }
+        predicted["host_memory"] = std::move(hostMemory);
+      }
       // The same by what the buffers hold (fsdp-plan-memory's categories,
       // which add up to the arena in use at every point).
       json::Object byCategory;

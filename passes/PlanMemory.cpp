@@ -159,6 +159,21 @@ struct FsdpPlanMemory : mlir::fsdp::impl::FsdpPlanMemoryBase<FsdpPlanMemory> {
     Packing hostPacking = estimate ? liveOnly(hostLifetimes, kAlign)
                                    : packArena(hostLifetimes, kAlign);
     hostPeak = std::max(hostPeak, hostPacking.arenaBytes);
+    // The host arena in use after each op (offload), for the timeline.
+    if (!hostLifetimes.empty()) {
+      std::vector<int64_t> delta(n + 2, 0);
+      for (const Lifetime &l : hostLifetimes) {
+        int64_t bytes = (l.bytes + kAlign - 1) / kAlign * kAlign;
+        delta[l.first + 1] += bytes;
+        delta[l.last + 1] -= bytes;
+      }
+      SmallVector<int64_t> held(n, 0);
+      int64_t h = delta[0];
+      for (int64_t i = 0; i < n; ++i)
+        held[i] = h += delta[i + 1];
+      func->setAttr(mlir::fsdp::attrs::hostLiveBytes,
+                    DenseI64ArrayAttr::get(&getContext(), held));
+    }
     if (!estimate) {
       llvm::DenseMap<Value, int64_t> offset;
       for (auto [v, at] : llvm::zip(values, packing.offsets))

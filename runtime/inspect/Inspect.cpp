@@ -150,6 +150,7 @@ MemoryBreakdown memoryBreakdown(const Plan &plan) {
       m.optimizer += storedBytes(plan, s) * (adam ? 2 : 1);
   }
   m.host += plan.hostArenaBytes;
+  m.hostArena = plan.hostArenaBytes;
   for (const ConstantInfo &c : plan.constants) {
     int64_t n = 1;
     for (int64_t d : c.shape)

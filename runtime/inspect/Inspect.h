@@ -60,7 +60,7 @@ struct MemoryBreakdown {
   /// Offload: the device copies of offloaded shards (device memory), and
   /// what is kept in host memory (the offloaded shards, their optimizer
   /// state and the host arena; not in total()).
-  int64_t deviceCopies = 0, host = 0;
+  int64_t deviceCopies = 0, host = 0, hostArena = 0;
   /// The most bytes live during one instruction (its inputs and outputs
   /// together): the arena's lower bound.
   int64_t liveDuring = 0;

@@ -75,6 +75,10 @@ void planSections(std::ostream &os, const Plan &plan, const Summary &s,
   os << "<h2>Memory per rank over the step</h2>\n";
   memoryLegend(os, s);
   memoryChart(os, s);
+  if (s.memory.host > 0) {
+    os << "<h2>Host memory per rank over the step (offload)</h2>\n";
+    hostMemoryChart(os, s);
+  }
   peakTable(os, s);
   os << "<h2>Units</h2>\n";
   unitTable(os, s);

@@ -204,8 +204,10 @@ void memoryChart(std::ostream &os, const Summary &s) {
        m.params},
       {"optimizer state", m.optimizer},
       {"constants", m.constants},
-      {"kernel scratch", m.scratch}};
-  int64_t base = m.params + m.optimizer + m.constants + m.scratch;
+      {"kernel scratch", m.scratch},
+      {"device copies of offloaded shards", m.deviceCopies}};
+  int64_t base =
+      m.params + m.optimizer + m.constants + m.scratch + m.deviceCopies;
   double ymax = (double)(base + std::max(m.arena, s.peakHeld));
   // Ticks at round numbers of the unit the axis is read in (KiB, MiB, ...).
   double unit = 1;
@@ -286,6 +288,60 @@ void memoryChart(std::ostream &os, const Summary &s) {
      << "<text class='peak-label' x='" << f.x(s.step) << "' y='" << arenaTop - 5
      << "' text-anchor='end' fill='#e15759'>planned peak "
      << bytesText((double)m.total()) << " (state + arena)</text>\n";
+  timeAxis(os, f, top + height);
+  os << "</svg>\n";
+}
+
+void hostMemoryChart(std::ostream &os, const Summary &s) {
+  const MemoryBreakdown &m = s.memory;
+  if (m.host <= 0)
+    return;
+  Frame f;
+  f.step = s.step;
+  const double top = 20, height = 160;
+  // The offloaded state all step, then the host arena in use on it.
+  int64_t state = m.host - m.hostArena, most = 0;
+  for (auto &[t, b] : s.hostHeld)
+    most = std::max(most, b);
+  double ymax = (double)std::max<int64_t>(state + most, 1);
+  double unit = 1;
+  while (ymax / unit >= 1024 * 4 && unit < std::pow(1024.0, 4))
+    unit *= 1024;
+  double tick = niceStep(ymax / unit, 4) * unit;
+  ymax = std::ceil(ymax / tick) * tick;
+  auto y = [&](double b) { return top + height - height * b / ymax; };
+  os << "<svg class='memory' xmlns='http://www.w3.org/2000/svg' width='"
+     << f.width << "' height='" << top + height + 50 << "'>\n";
+  for (double b = 0; b <= ymax * 1.0001; b += tick)
+    os << "<line x1='" << f.left - 5 << "' y1='" << y(b) << "' x2='"
+       << f.x(s.step) << "' y2='" << y(b) << "' stroke='#ddd'/>"
+       << "<text class='tick' x='" << f.left - 8 << "' y='" << y(b) + 4
+       << "' text-anchor='end'>" << bytesText(b) << "</text>\n";
+  os << "<text class='axis' x='12' y='" << top + height / 2
+     << "' transform='rotate(-90 12 " << top + height / 2
+     << ")' text-anchor='middle'>host bytes per rank</text>\n";
+  os << "<rect class='band' x='" << f.left << "' y='" << y(state) << "' width='"
+     << f.x(s.step) - f.left << "' height='" << y(0) - y(state) << "' fill='"
+     << kStateColours[1] << "'><title>offloaded shards, "
+     << "optimizer state and host buffers: " << bytesText((double)state)
+     << " all step</title></rect>\n";
+  if (!s.hostHeld.empty()) {
+    std::ostringstream pts;
+    for (size_t i = 0; i < s.hostHeld.size(); ++i) {
+      double t0 = s.hostHeld[i].first,
+             t1 = i + 1 < s.hostHeld.size() ? s.hostHeld[i + 1].first : s.step;
+      double yu = y((double)(state + s.hostHeld[i].second));
+      pts << fmt("%.2f", f.x(t0)) << "," << fmt("%.2f", yu) << " "
+          << fmt("%.2f", f.x(t1)) << "," << fmt("%.2f", yu) << " ";
+    }
+    pts << fmt("%.2f", f.x(s.step)) << "," << fmt("%.2f", y(state)) << " "
+        << fmt("%.2f", f.x(s.hostHeld[0].first)) << ","
+        << fmt("%.2f", y(state));
+    os << "<polygon class='area' points='" << pts.str() << "' fill='"
+       << kLaneColours[6][1] << "'><title>host arena in use (gradient shards "
+       << "copied to the host, host casts): up to " << bytesText((double)most)
+       << "</title></polygon>\n";
+  }
   timeAxis(os, f, top + height);
   os << "</svg>\n";
 }

@@ -214,6 +214,11 @@ Summary summarize(const Plan &plan) {
   }
 
   s.memory = memoryBreakdown(plan);
+  if (p.contains("host_memory") && p["host_memory"].is_array())
+    for (const json &pt : p["host_memory"])
+      if (pt.is_array() && pt.size() == 2 && pt[0].is_number() &&
+          pt[1].is_number_integer())
+        s.hostHeld.push_back({pt[0].get<double>(), pt[1].get<int64_t>()});
   if (p.contains("memory") && p["memory"].is_array())
     for (const json &pt : p["memory"])
       s.times.push_back(pt.is_array() && pt.size() == 2 && pt[0].is_number()

@@ -36,7 +36,7 @@ inline const char *kExposedColour = "#e15759";
 
 /// Memory bands, bottom to top, with their colours.
 inline const char *kStateColours[] = {"#bab0ac", "#d4a6c8", "#ff9da7",
-                                      "#79706e"};
+                                      "#79706e", "#76b7b2"};
 /// Indexed by MemoryCategory.
 inline const char *kCategoryColours[kMemoryCategoryCount] = {
     "#86bcb6", "#f28e2b", "#4e79a7", "#a0cbe8",
@@ -79,6 +79,8 @@ struct Summary {
   int64_t peakHeld = 0;
   double peakTime = 0;
   std::vector<int64_t> atPeak; // [category] at the peak
+  /// Offload: the host arena in use over the step (time, bytes).
+  std::vector<std::pair<double, int64_t>> hostHeld;
   /// Gathered parameters held at the peak, by unit: each all-gather's
   /// buffer from the gather's start to the free of it.
   std::vector<std::pair<std::string, int64_t>> gatheredAtPeak;
@@ -122,6 +124,9 @@ void timeline(std::ostream &os, const Plan &plan, const Summary &s,
               const std::vector<double> *measured);
 
 void memoryChart(std::ostream &os, const Summary &s);
+/// Offload: host memory per rank over the step (the offloaded state, and
+/// the host arena in use).
+void hostMemoryChart(std::ostream &os, const Summary &s);
 
 void legend(std::ostream &os, const Summary &s);
 
