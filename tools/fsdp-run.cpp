@@ -75,7 +75,9 @@ int main(int argc, char **argv) {
                  "steps between checkpoints (0: only after the last step)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--resume", o.resume,
-                 "continue from this checkpoint directory");
+                 "continue from this checkpoint directory; auto: from the "
+                 "newest complete one in --checkpoint-dir, or from step 0 "
+                 "when there is none");
   app.add_option("--keep-last", o.keepLast,
                  "keep only the newest N step-* checkpoints (0: all)")
       ->check(CLI::NonNegativeNumber);

@@ -278,6 +278,23 @@ Status keepLatest(const std::string &dir, int64_t keep, int64_t current) {
   return Status::ok();
 }
 
+std::string newestCheckpoint(const std::string &dir) {
+  std::error_code ec;
+  int64_t best = -1;
+  fs::path found;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    int64_t n = stepOf(e.path().filename().string());
+    if (n <= best || !fs::is_directory(e.symlink_status(ec)))
+      continue;
+    std::error_code mec;
+    if (!fs::is_regular_file(fs::symlink_status(e.path() / "manifest.json", mec)))
+      continue; // a save that did not finish
+    best = n;
+    found = e.path();
+  }
+  return found.string();
+}
+
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position) {
   Comm &comm = exec.communicator();

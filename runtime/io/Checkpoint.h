@@ -63,6 +63,11 @@ void removeLeftovers(const std::string &dir);
 /// later steps).
 Status keepLatest(const std::string &dir, int64_t keep, int64_t current);
 
+/// The newest complete checkpoint in `dir` (a `step-N` directory, not a
+/// link, whose manifest, written last, is there), or "" when there is none:
+/// what `--resume=auto` resumes from.
+std::string newestCheckpoint(const std::string &dir);
+
 /// Every rank calls it; each writes its own shard file.
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position);

@@ -230,24 +230,39 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     if (leader)
       removeLeftovers(o.checkpointDir); // ours now: a crash's half-saves go
   }
+  // --resume=auto: the newest complete checkpoint of --checkpoint-dir, or
+  // a fresh start, so one command line serves the first launch, a requeue
+  // and a restart (every rank looks once the leader has cleared the
+  // directory of half-saves).
+  std::string resume = o.resume;
+  if (resume == "auto") {
+    if (o.checkpointDir.empty())
+      return (Status::error("--resume=auto needs --checkpoint-dir (where to "
+                            "look for the newest checkpoint)"));
+    FSDP_RETURN_IF_ERROR(exec.agree(true, "clearing " + o.checkpointDir));
+    resume = newestCheckpoint(o.checkpointDir);
+    if (resume.empty() && !quiet)
+      std::printf("no checkpoint in %s: starting at step 0\n",
+                  o.checkpointDir.c_str());
+  }
   TrainingPosition position{0, 0, o.seed, o.data};
-  if (!o.resume.empty()) {
+  if (!resume.empty()) {
     TrainingPosition saved;
-    if (Status s = loadCheckpoint(o.resume, plan, exec, saved); !s)
+    if (Status s = loadCheckpoint(resume, plan, exec, saved); !s)
       return (s);
     if (saved.seed != o.seed || saved.data != o.data)
-      return (Status::error(o.resume + ": saved with --data " + saved.data +
+      return (Status::error(resume + ": saved with --data " + saved.data +
                             " --seed " + std::to_string(saved.seed) +
                             "; resume with the same data and seed"));
     if (saved.step > o.steps)
-      return (Status::error(o.resume + ": the checkpoint is at step " +
+      return (Status::error(resume + ": the checkpoint is at step " +
                             std::to_string(saved.step) + ", past --steps " +
                             std::to_string(o.steps)));
     position.step = saved.step;
     position.skippedUpdates = saved.skippedUpdates;
     exec.setSkippedUpdates(saved.skippedUpdates);
     if (!quiet)
-      std::printf("resumed from %s at step %lld\n", o.resume.c_str(),
+      std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
   }
   // Every rank writes its shard of the state; rank 0 the manifest, last.
@@ -262,7 +277,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   std::ofstream log;
   if (!o.logPath.empty() && leader) {
     // A resumed run adds to the history it continues, never truncates it.
-    log.open(o.logPath, o.resume.empty() ? std::ios::out | std::ios::trunc
+    log.open(o.logPath, resume.empty() ? std::ios::out | std::ios::trunc
                                          : std::ios::out | std::ios::app);
     if (!log)
       return (Status::error(o.logPath + ": cannot write the log (" +
