@@ -19,7 +19,8 @@ must be identical, byte for byte, to the same plan without --offload:
   t + 1, and before a checkpoint or an export);
 - a cosine learning-rate schedule with warm-up (the update run a step late
   applies its own step's rate and bias correction);
-- gradient accumulation (the update in its own program);
+- gradient accumulation (the update in its own program); SGD with
+  momentum, shard-grad-op, and hybrid-shard over 4 ranks;
 - a checkpoint at step 2 resumed to step 4 (the device copies refilled
   from the restored shards) equals 4 steps straight;
 - --check-allocations: a step of an offload plan allocates no more than
@@ -136,6 +137,18 @@ def main():
                            f"final weights identical to the plan without offload"
                            + (f" ({err})" if got is None else
                               "" if got == ref else f" (losses {got[0]} vs {ref[0]})"))
+
+        # Other optimizers and strategies: SGD with momentum, shard-grad-op,
+        # hybrid-shard over 4 ranks.
+        for world, extra in [(2, ["--optimizer=sgd", "--momentum=0.9"]),
+                             (2, ["--strategy=shard-grad-op"]),
+                             (4, ["--strategy=hybrid-shard", "--replicate-groups=2"])]:
+            ref, _ = train(plan("llama-bf16", world, extra), world, 3)
+            for mode in ("optimizer", "all"):
+                got, err = train(plan("llama-bf16", world, extra + [f"--offload={mode}"]),
+                                 world, 3)
+                report(ref is not None and got == ref,
+                       f"llama-bf16 x{world} {' '.join(extra)} {mode} offload identical {err}")
 
         # Gradient accumulation: the update is a program of its own.
         ref, _ = train(plan("llama-bf16", 2, ["--grad-accum=2"]), 2, 3)
