@@ -522,43 +522,29 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
       for (NamedAttribute a : p)
         predicted[a.getName().getValue()] = e.attribute(a.getValue());
       // The arena in use over the step: (predicted time, bytes) after each
-      // instruction of @train_step.
-      json::Array memory;
-      auto live =
-          func->getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::liveBytes);
-      if (live) {
+      // instruction of @train_step; memory moves with the compute stream
+      // (collectives and copies end on theirs, later).
+      auto series = [&](DenseI64ArrayAttr held) {
+        json::Array points;
         size_t i = 0;
         double at = 0;
         for (Operation &op : body) {
-          if ((int64_t)i >= live.size())
+          if (!held || (int64_t)i >= held.size())
             break;
-          // Memory moves with the compute stream (collectives end on
-          // theirs, later).
           auto sim =
               op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
           if (sim && !isAsyncStart(&op))
             at = std::max(at, sim[1]);
-          memory.push_back(json::Array{at, live[i++]});
+          points.push_back(json::Array{at, held[i++]});
         }
-      }
-      predicted["memory"] = std::move(memory);
+        return points;
+      };
+      predicted["memory"] = series(
+          func->getAttrOfType<DenseI64ArrayAttr>(mlir::fsdp::attrs::liveBytes));
       // Offload: the host arena in use at the same points.
       if (auto host = func->getAttrOfType<DenseI64ArrayAttr>(
-              mlir::fsdp::attrs::hostLiveBytes)) {
-        json::Array hostMemory;
-        size_t i = 0;
-        double at = 0;
-        for (Operation &op : body) {
-          if ((int64_t)i >= host.size())
-            break;
-          auto sim =
-              op.getAttrOfType<DenseF64ArrayAttr>(mlir::fsdp::attrs::sim);
-          if (sim && !isAsyncStart(&op))
-            at = std::max(at, sim[1]);
-          hostMemory.push_back(json::Array{at, host[i++]});
-        }
-        predicted["host_memory"] = std::move(hostMemory);
-      }
+              mlir::fsdp::attrs::hostLiveBytes))
+        predicted["host_memory"] = series(host);
       // The same by what the buffers hold (fsdp-plan-memory's categories,
       // which add up to the arena in use at every point).
       json::Object byCategory;

@@ -194,6 +194,33 @@ void timeline(std::ostream &os, const Plan &plan, const Summary &s,
   os << "</svg>\n";
 }
 
+/// A bytes axis up to at least `most`: round ticks in the unit it is read
+/// in (KiB, MiB, ...), its top, and the mapping to y.
+struct BytesAxis {
+  double top, height, max = 1, tick = 1;
+  BytesAxis(double top, double height, double most, int ticks)
+      : top(top), height(height) {
+    double unit = 1;
+    while (most / unit >= 1024 * 4 && unit < std::pow(1024.0, 4))
+      unit *= 1024;
+    tick = niceStep(std::max(most, 1.0) / unit, ticks) * unit;
+    max = std::ceil(std::max(most, 1.0) / tick) * tick;
+  }
+  double y(double b) const { return top + height - height * b / max; }
+  /// The grid, the tick labels and the axis title.
+  void draw(std::ostream &os, const Frame &f, double step,
+            const char *title) const {
+    for (double b = 0; b <= max * 1.0001; b += tick)
+      os << "<line x1='" << f.left - 5 << "' y1='" << y(b) << "' x2='"
+         << f.x(step) << "' y2='" << y(b) << "' stroke='#ddd'/>"
+         << "<text class='tick' x='" << f.left - 8 << "' y='" << y(b) + 4
+         << "' text-anchor='end'>" << bytesText(b) << "</text>\n";
+    os << "<text class='axis' x='12' y='" << top + height / 2
+       << "' transform='rotate(-90 12 " << top + height / 2
+       << ")' text-anchor='middle'>" << title << "</text>\n";
+  }
+};
+
 void memoryChart(std::ostream &os, const Summary &s) {
   Frame f;
   f.step = s.step;
@@ -208,27 +235,15 @@ void memoryChart(std::ostream &os, const Summary &s) {
       {"device copies of offloaded shards", m.deviceCopies}};
   int64_t base =
       m.params + m.optimizer + m.constants + m.scratch + m.deviceCopies;
-  double ymax = (double)(base + std::max(m.arena, s.peakHeld));
-  // Ticks at round numbers of the unit the axis is read in (KiB, MiB, ...).
-  double unit = 1;
-  while (ymax / unit >= 1024 * 4 && unit < std::pow(1024.0, 4))
-    unit *= 1024;
-  double tick = niceStep(ymax / unit, 6) * unit;
-  ymax = std::ceil(ymax / tick) * tick;
-  auto y = [&](double b) { return top + height - height * b / ymax; };
+  BytesAxis axis(top, height, (double)(base + std::max(m.arena, s.peakHeld)),
+                 6);
+  auto y = [&](double b) { return axis.y(b); };
   os << "<svg class='memory' xmlns='http://www.w3.org/2000/svg' width='"
      << f.width << "' height='" << top + height + 50 << "'>\n";
   // y axis.
   os << "<line x1='" << f.left << "' y1='" << top << "' x2='" << f.left
      << "' y2='" << top + height << "' stroke='#333'/>\n";
-  for (double b = 0; b <= ymax * 1.0001; b += tick)
-    os << "<line x1='" << f.left - 5 << "' y1='" << y(b) << "' x2='"
-       << f.x(s.step) << "' y2='" << y(b) << "' stroke='#ddd'/>"
-       << "<text class='tick' x='" << f.left - 8 << "' y='" << y(b) + 4
-       << "' text-anchor='end'>" << bytesText(b) << "</text>\n";
-  os << "<text class='axis' x='12' y='" << top + height / 2
-     << "' transform='rotate(-90 12 " << top + height / 2
-     << ")' text-anchor='middle'>bytes per rank</text>\n";
+  axis.draw(os, f, s.step, "bytes per rank");
   // State bands (all step), then the arena's categories stacked.
   double below = 0;
   for (size_t i = 0; i < state.size(); ++i) {
@@ -303,23 +318,11 @@ void hostMemoryChart(std::ostream &os, const Summary &s) {
   int64_t state = m.host - m.hostArena, most = 0;
   for (auto &[t, b] : s.hostHeld)
     most = std::max(most, b);
-  double ymax = (double)std::max<int64_t>(state + most, 1);
-  double unit = 1;
-  while (ymax / unit >= 1024 * 4 && unit < std::pow(1024.0, 4))
-    unit *= 1024;
-  double tick = niceStep(ymax / unit, 4) * unit;
-  ymax = std::ceil(ymax / tick) * tick;
-  auto y = [&](double b) { return top + height - height * b / ymax; };
+  BytesAxis axis(top, height, (double)(state + most), 4);
+  auto y = [&](double b) { return axis.y(b); };
   os << "<svg class='memory' xmlns='http://www.w3.org/2000/svg' width='"
      << f.width << "' height='" << top + height + 50 << "'>\n";
-  for (double b = 0; b <= ymax * 1.0001; b += tick)
-    os << "<line x1='" << f.left - 5 << "' y1='" << y(b) << "' x2='"
-       << f.x(s.step) << "' y2='" << y(b) << "' stroke='#ddd'/>"
-       << "<text class='tick' x='" << f.left - 8 << "' y='" << y(b) + 4
-       << "' text-anchor='end'>" << bytesText(b) << "</text>\n";
-  os << "<text class='axis' x='12' y='" << top + height / 2
-     << "' transform='rotate(-90 12 " << top + height / 2
-     << ")' text-anchor='middle'>host bytes per rank</text>\n";
+  axis.draw(os, f, s.step, "host bytes per rank");
   os << "<rect class='band' x='" << f.left << "' y='" << y(state) << "' width='"
      << f.x(s.step) - f.left << "' height='" << y(0) - y(state) << "' fill='"
      << kStateColours[1] << "'><title>offloaded shards, "
