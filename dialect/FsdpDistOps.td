@@ -351,8 +351,8 @@ def Fsdp_GetDeviceCopyOp : Fsdp_Op<"get_device_copy",
   let description = [{
     A flat parameter offloaded with `offload = "optimizer"` keeps its
     master shard on the host and a copy in the gather dtype on the device
-    (`device_copy`), which the gathers read; `fsdp.set_device_copy` writes
-    it after the host's update.
+    (`device_copy`), which the gathers read; a copy to the device `into`
+    the flat writes it after the host's update.
 
     ```mlir
     %c = fsdp.get_device_copy @"h.0.flat" : tensor<520xbf16>
@@ -361,22 +361,6 @@ def Fsdp_GetDeviceCopyOp : Fsdp_Op<"get_device_copy",
   let arguments = (ins FlatSymbolRefAttr:$flat);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = "$flat attr-dict `:` type($result)";
-}
-
-def Fsdp_SetDeviceCopyOp : Fsdp_Op<"set_device_copy",
-    [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-     MemoryEffects<[MemWrite]>]> {
-  let summary = "Overwrites the device copy of an offloaded shard";
-  let description = [{
-    Stores `value` (copied from the host after the update) as the device
-    copy that `fsdp.get_device_copy` reads in the next step.
-
-    ```mlir
-    fsdp.set_device_copy @"h.0.flat", %d : tensor<520xbf16>
-    ```
-  }];
-  let arguments = (ins FlatSymbolRefAttr:$flat, AnyStaticShapeTensor:$value);
-  let assemblyFormat = "$flat `,` $value attr-dict `:` type($value)";
 }
 
 def Fsdp_HostBufferOp : Fsdp_Op<"host_buffer",

@@ -704,12 +704,6 @@ GetDeviceCopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyDeviceCopy(*this, getFlatAttr(), getType(), symbolTable);
 }
 
-LogicalResult
-SetDeviceCopyOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  return verifyDeviceCopy(*this, getFlatAttr(), getValue().getType(),
-                          symbolTable);
-}
-
 LogicalResult WaitOp::inferReturnTypes(MLIRContext *, Loc location,
                                        Adaptor adaptor,
                                        SmallVectorImpl<Type> &out) {

@@ -250,15 +250,6 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         in.push_back(e.tensor(v, offsets.lookup(v)));
       for (Value v : op.getResults())
         out.push_back(e.tensor(v, offsets.lookup(v)));
-      if (auto set = dyn_cast<SetDeviceCopyOp>(op)) {
-        // Writes the device copy in place: its storage is the output.
-        auto t = cast<RankedTensorType>(set.getValue().getType());
-        out.push_back(
-            json::Object{{"shape", shapeOf(t)},
-                         {"dtype", dtypeName(t.getElementType())},
-                         {"space", "device_copy"},
-                         {"index", e.paramIndex.lookup(set.getFlat())}});
-      }
       json::Object attrs;
       for (NamedAttribute a : op.getAttrs()) {
         StringRef name = a.getName().getValue();

@@ -18,8 +18,8 @@
 //   fsdp.adamw @h.0.flat, %gh scaled by %kh {fsdp.on_host}
 //   %m = fsdp.get_shard @h.0.flat               // the host's master shard
 //   %mc = fsdp.cast %m {fsdp.on_host} : ... -> tensor<520xbf16>
-//   %df = fsdp.copy_start %mc {to = "device"}
-//   fsdp.set_device_copy @h.0.flat, (fsdp.wait %df)
+//   %df = fsdp.copy_start %mc {to = "device", into = @h.0.flat}
+//   fsdp.wait %df                               // the device copy, refreshed
 // That is `offload-update = after-backward`. The default, `before-use`,
 // moves the host's update to the next step, just before that step first
 // reads the shard (deferUpdates below): the gradient shard and the scale
@@ -273,8 +273,8 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
         castOp->setAttr(attrs::onHost, UnitAttr::get(ctx));
         m = castOp.getResult();
       }
-      Value d = copy(b, op->getLoc(), m, "device");
-      SetDeviceCopyOp::create(b, op->getLoc(), ref, d);
+      // Into the device copy the next step's gathers read.
+      copy(b, op->getLoc(), m, "device", ref);
     }
     return success();
   }

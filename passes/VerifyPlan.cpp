@@ -62,13 +62,10 @@ FlatSymbolRefAttr shardRead(Value v) {
   return nullptr;
 }
 
-/// The flat parameter whose stored state an op writes (an update, a device
-/// copy's refresh), or null.
+/// The flat parameter whose shard an op writes (an update), or null.
 FlatSymbolRefAttr writtenFlat(Operation *op) {
   if (isa<AdamWOp, SgdOp>(op))
     return cast<FlatSymbolRefAttr>(op->getAttr("param"));
-  if (auto set = dyn_cast<SetDeviceCopyOp>(op))
-    return set.getFlatAttr();
   return nullptr;
 }
 

@@ -75,8 +75,8 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
       (info.outs == -2 && m > 1))
     return Status::error("has " + std::to_string(m) + " outputs");
   // Offload: a copy writes a buffer of the other memory (the host arena
-  // or the device's), and the device copy of a shard is written only by
-  // set_device_copy, from a buffer of its shape and dtype.
+  // or a host buffer; the arena or a shard's device copy), of its shape
+  // and dtype.
   auto inHost = [](Space s) {
     return s == Space::Host || s == Space::HostBuffer;
   };
@@ -89,14 +89,6 @@ Status checkInstruction(const Plan &plan, const Instruction &instr) {
         (toDevice && !inHost(x.space) && x.space != Space::Param))
       return Status::error("does not copy a tensor between host and device "
                            "memory, to a buffer of its size and dtype");
-    return Status::ok();
-  }
-  if (instr.op == "set_device_copy") {
-    const TensorRef &x = instr.in[0], &y = instr.out[0];
-    if (y.space != Space::DeviceCopy || x.space != Space::Arena ||
-        x.dtype != y.dtype || x.numel() != y.numel())
-      return Status::error("does not write a device buffer of its shape and "
-                           "dtype into a shard's device copy");
     return Status::ok();
   }
   bool onHost = instr.attrBool("on_host", false);

@@ -176,8 +176,4 @@ Status kCopyStart(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
-Status kSetDeviceCopy(const Instruction &in, Context &c) {
-  return kCopyStart(in, c);
-}
-
 } // namespace fsdp::cpu::kernels

@@ -25,9 +25,8 @@
 // OPT: fsdp.adamw @layers.0.flat, %[[GH]] scaled by %{{.*}} : tensor<f32> {{{.*}}fsdp.on_host{{.*}}} : tensor<8xf32>
 // OPT-NEXT: %[[M:.*]] = fsdp.get_shard @layers.0.flat {{.*}}: tensor<8xf32>
 // OPT-NEXT: %[[C:.*]] = fsdp.cast %[[M]] {{{.*}}fsdp.on_host} : tensor<8xf32> -> tensor<8xbf16>
-// OPT-NEXT: %[[H2D:.*]] = fsdp.copy_start %[[C]] {{{.*}}fsdp.stream = "h2d", to = "device"}
-// OPT-NEXT: %[[D:.*]] = fsdp.wait %[[H2D]]
-// OPT-NEXT: fsdp.set_device_copy @layers.0.flat, %[[D]] : tensor<8xbf16>
+// OPT-NEXT: %[[H2D:.*]] = fsdp.copy_start %[[C]] {{{.*}}fsdp.stream = "h2d", into = @layers.0.flat, to = "device"}
+// OPT-NEXT: fsdp.wait %[[H2D]]
 
 // Offload `optimizer`, updated before use (the default): each step
 // first copies its reduced gradient shards and the clipping scale into host
