@@ -196,8 +196,22 @@ Status Executor::init(const Plan &p, Comm &comm_,
   // Offload: host memory and the device copies are buffers of their own.
   hostArena.assign((p.hostArenaBytes + 7) / 8, 0.0);
   ctx.host = reinterpret_cast<uint8_t *>(hostArena.data());
-  deviceCopies.assign(p.slotCount(), {});
+  // The device copies of offloaded shards, and host buffers that are casts
+  // of them (AdamW's fused copies), each filled by a cast of its shard
+  // where the shard changed outside a step.
   fillCopies.clear();
+  auto fillFrom = [&](int64_t slot, const TensorRef &to) {
+    Instruction cast;
+    cast.op = "cast";
+    TensorRef from;
+    from.space = Space::Param;
+    from.index = slot;
+    from.shape = to.shape;
+    cast.in = {from};
+    cast.out = {to};
+    fillCopies.push_back(std::move(cast));
+  };
+  deviceCopies.assign(p.slotCount(), {});
   for (size_t f = 0; f < p.flats.size(); ++f) {
     const FlatInfo &info = p.flats[f];
     if (!info.hasDeviceCopy())
@@ -205,17 +219,12 @@ Status Executor::init(const Plan &p, Comm &comm_,
     size_t slot = p.params.size() + f;
     deviceCopies[slot].assign(
         (info.shardNumel * dtypeSize(info.deviceCopy) + 7) / 8, 0.0);
-    Instruction cast;
-    cast.op = "cast";
-    TensorRef from, to;
-    from.space = Space::Param;
+    TensorRef to;
     to.space = Space::DeviceCopy;
-    from.index = to.index = (int64_t)slot;
-    from.shape = to.shape = {info.shardNumel};
+    to.index = (int64_t)slot;
+    to.shape = {info.shardNumel};
     to.dtype = info.deviceCopy;
-    cast.in = {from};
-    cast.out = {to};
-    fillCopies.push_back(std::move(cast));
+    fillFrom((int64_t)slot, to);
   }
   for (auto &v : deviceCopies)
     ctx.deviceCopies.push_back(
@@ -226,21 +235,9 @@ Status Executor::init(const Plan &p, Comm &comm_,
     hostBuffers.emplace_back((std::max<int64_t>(b.bytes(), 1) + 7) / 8, 0.0);
   for (auto &v : hostBuffers)
     ctx.hostBuffers.push_back(reinterpret_cast<uint8_t *>(v.data()));
-  // Host buffers that are casts of offloaded shards (AdamW's fused copies)
-  // are filled with the device copies.
-  for (size_t i = 0; i < p.hostBuffers.size(); ++i) {
-    if (p.hostBufferCopyOf[i] < 0)
-      continue;
-    Instruction cast;
-    cast.op = "cast";
-    TensorRef from, to = p.hostBuffers[i];
-    from.space = Space::Param;
-    from.index = p.hostBufferCopyOf[i];
-    from.shape = to.shape;
-    cast.in = {from};
-    cast.out = {to};
-    fillCopies.push_back(std::move(cast));
-  }
+  for (size_t i = 0; i < p.hostBuffers.size(); ++i)
+    if (p.hostBufferCopyOf[i] >= 0)
+      fillFrom(p.hostBufferCopyOf[i], p.hostBuffers[i]);
   hasDeferred = std::any_of(p.program.begin(), p.program.end(),
                             [](const Instruction &in) { return in.deferred; });
   updatePending = false;
@@ -253,8 +250,9 @@ Status Executor::init(const Plan &p, Comm &comm_,
   return Status::ok();
 }
 
-/// The device copies of offloaded shards, cast from the shards as the
-/// plan's own refresh (a host cast, then a copy) rounds them.
+/// The device copies of offloaded shards and the host buffers that are
+/// casts of them, cast from the shards as the plan's own refresh rounds
+/// them.
 Status Executor::refreshDeviceCopies() {
   for (const Instruction &cast : fillCopies)
     FSDP_RETURN_IF_ERROR(cpu::kernelFor("cast")(cast, ctx));
