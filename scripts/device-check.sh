@@ -14,13 +14,18 @@ for lib in libcudart.so.13 libcublasLt.so.13 libnccl.so.2; do
   [ -n "$p" ] && LD_LIBRARY_PATH="$(dirname "$p"):${LD_LIBRARY_PATH:-}"
 done
 export LD_LIBRARY_PATH="$B/lib:${LD_LIBRARY_PATH:-}" PYTHONUNBUFFERED=1
+# Each stage has its own time limit (FSDP_STAGE_LIMIT seconds, default 200),
+# so a hang in one still brings back the logs of the others.
+lim=${FSDP_STAGE_LIMIT:-200}
 {
   nvidia-smi -L
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv
+  python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
   ldd "$B/fsdp-run" "$B/libfsdp_cuda.so" | grep "not found" || echo "all libraries found"
 } 2>&1 | tee "$OUT/setup.log"
-"$B/fsdp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
-python3 tests/e2e/cuda_parity.py --prepared "$B/parity" \
+timeout 90 "$B/fsdp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+timeout "$lim" python3 tests/e2e/cuda_parity.py --prepared "$B/parity" \
   --fsdp-run "$B/fsdp-run" 2>&1 | tee "$OUT/parity.log"
-python3 bench/gpt2_cuda.py --run "$B/bench" --tools "$B" 2>&1 | tee "$OUT/bench.log"
+timeout "$lim" python3 bench/gpt2_cuda.py --run "$B/bench" --tools "$B" 2>&1 | tee "$OUT/bench.log"
 cp "$B"/bench/*.jsonl "$B"/bench/results-*.json "$OUT/" 2>/dev/null
 true

@@ -3,6 +3,8 @@
 #include "runtime/exec/Executor.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 
@@ -39,6 +41,7 @@ private:
   const Plan *plan = nullptr;
   Memory mem;
   int64_t arenaBytes = 0, peak = 0;
+  bool dumped = false; // FSDP_DEVICE_DUMP_ARENA
   std::vector<void *> inputs; // host memory the device reads
   double *hostScalars = nullptr, *deviceScalars = nullptr;
   std::vector<DeviceOp> program, update;
@@ -156,7 +159,13 @@ Status Backend::init(const Plan &p, Comm &,
 
 Status Backend::lowerAll(const std::vector<Instruction> &list, const char *what,
                          std::vector<DeviceOp> &out) {
-  for (size_t i = 0; i < list.size(); ++i)
+  // FSDP_DEVICE_STOP_AFTER=K (a diagnostic, with FSDP_DEVICE_DUMP_ARENA):
+  // the step program ends after its instruction K, so the dumped arena
+  // holds what the instructions up to K wrote.
+  size_t count = list.size();
+  if (const char *k = std::getenv("FSDP_DEVICE_STOP_AFTER"); k && !*what)
+    count = std::min(count, (size_t)std::strtoll(k, nullptr, 10) + 1);
+  for (size_t i = 0; i < count; ++i)
     if (Status s = lower(list[i], mem, dev->comm(), out); !s)
       return s.withContext(std::string(what) + "instruction " +
                            std::to_string(i) + " (" + list[i].op + ")");
@@ -205,6 +214,19 @@ Status Backend::run(bool isUpdate, double lrScale, int64_t step) {
     return Status::error("a device kernel failed with code " +
                          std::to_string(error));
   peak = std::max(peak, dev->memoryInUse());
+  // FSDP_DEVICE_DUMP_ARENA=FILE (a diagnostic): the arena after the first
+  // step's program, to compare backends byte for byte.
+  if (const char *path = std::getenv("FSDP_DEVICE_DUMP_ARENA");
+      path && !isUpdate && !dumped) {
+    dumped = true;
+    std::vector<uint8_t> bytes(plan->arenaBytes);
+    FSDP_RETURN_IF_ERROR(
+        dev->download(bytes.data(), mem.arena, (int64_t)bytes.size()));
+    if (FILE *f = std::fopen(path, "wb")) {
+      std::fwrite(bytes.data(), 1, bytes.size(), f);
+      std::fclose(f);
+    }
+  }
   return Status::ok();
 }
 

@@ -177,7 +177,10 @@ def main():
     sanitizer = shutil.which("compute-sanitizer") or \
         "/usr/local/cuda/bin/compute-sanitizer"
     if gpu == "cuda" and os.path.exists(sanitizer):
+        # Memory errors only: NCCL's start-up probes kernels built for
+        # other GPUs, which memcheck would report as API errors.
         p = run([sanitizer, "--tool", "memcheck", "--error-exitcode", "9",
+                 "--report-api-errors", "no",
                  args.fsdp_run, plan, "--steps", "3", "--quiet", "--backend",
                  gpu] + weights)
         print("compute-sanitizer memcheck: " + p.stdout.strip().splitlines()[-1])
@@ -186,9 +189,14 @@ def main():
 
     # GPU checkpoint at step 4, resumed on the CPU, against the CPU's run.
     ck = os.path.join(tmp, "ck")
+    resumed = os.path.join(tmp, "resumed.jsonl")
+    # A prepared directory may hold an earlier run's (a resumed run
+    # appends to its --log).
+    shutil.rmtree(ck, ignore_errors=True)
+    if os.path.exists(resumed):
+        os.remove(resumed)
     run([args.fsdp_run, plan, "--steps", "4", "--quiet", "--backend", gpu,
          "--checkpoint-dir", ck] + weights)
-    resumed = os.path.join(tmp, "resumed.jsonl")
     run([args.fsdp_run, plan, "--steps", "10", "--quiet", "--resume",
          os.path.join(ck, "step-4"), "--log", resumed] + weights)
     cpu = losses(plan + ".cpu.jsonl")[4:]

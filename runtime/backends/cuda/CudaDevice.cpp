@@ -16,6 +16,11 @@
 // capture that fails falls back to direct launches, with a note on stderr.
 // FSDP_CUDA_GRAPHS=0 turns capture off.
 //
+// FSDP_CUDA_PROFILE=1 (a diagnostic): graphs off, every operation after a
+// sequence's first run timed between CUDA events, and at exit a table on
+// stderr of the time spent per kind of kernel (GEMMs by shape), largest
+// first.
+//
 // GEMMs: cuBLASLt in f32 (FSDP_CUDA_TF32=1: TF32 tensor cores), row-major
 // products computed as the column-major transposed product.
 //
@@ -27,12 +32,15 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cxxabi.h>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
+#include <typeinfo>
 
 namespace fsdp::cuda {
 
@@ -109,7 +117,15 @@ private:
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32 << 20;
-  bool tf32 = false, graphs = true;
+  bool tf32 = false, graphs = true, profile = false, serial = false;
+  bool commsUsed = false; // by the operations launchAll is launching
+  // FSDP_CUDA_PROFILE: an event after each operation, and the totals.
+  std::vector<cudaEvent_t> marks;
+  struct Tally {
+    int64_t count = 0;
+    double ms = 0;
+  };
+  std::map<std::string, Tally> tally;
   std::vector<void *> deviceBlocks, hostBlocks;
   // NCCL: the world communicator and one per group the plan uses.
   std::map<Group, ncclComm_t> nccl;
@@ -126,7 +142,8 @@ private:
   Status prepare(const std::vector<DeviceOp> &ops);
   Status communicator(Group g, ncclComm_t &out);
   Status waitNccl(ncclComm_t c, const char *what);
-  Status launchAll(const std::vector<DeviceOp> &ops);
+  Status launchAll(const std::vector<DeviceOp> &ops, bool timed = false);
+  void printProfile();
   template <typename F> Status one(int64_t n, const F &f) {
     if constexpr (device::IsBlockKernel<F>::value)
       return cudaStatus(launchBlocks(n, f, compute), "kernel launch");
@@ -179,6 +196,13 @@ Status CudaDevice::open(int64_t localRank) {
   tf32 = t && std::strcmp(t, "1") == 0;
   const char *g = std::getenv("FSDP_CUDA_GRAPHS");
   graphs = !(g && std::strcmp(g, "0") == 0);
+  const char *p = std::getenv("FSDP_CUDA_PROFILE");
+  profile = p && std::strcmp(p, "1") == 0;
+  // FSDP_CUDA_SERIAL=1 (a diagnostic): graphs off, and the host waits for
+  // both streams after every operation, so no two overlap.
+  const char *q = std::getenv("FSDP_CUDA_SERIAL");
+  serial = q && std::strcmp(q, "1") == 0;
+  graphs = graphs && !profile && !serial;
 
   // NCCL's world communicator: rank 0's id reaches every rank through the
   // host communicator (MPI_Bcast under mpirun; under torchrun, the store the
@@ -200,6 +224,10 @@ Status CudaDevice::open(int64_t localRank) {
 CudaDevice::~CudaDevice() {
   if (compute)
     cudaStreamSynchronize(compute);
+  if (profile)
+    printProfile();
+  for (cudaEvent_t e : marks)
+    cudaEventDestroy(e);
   for (auto &[n, s] : sequences) {
     if (s.exec)
       cudaGraphExecDestroy(s.exec);
@@ -422,9 +450,22 @@ ncclDataType_t ncclType(Elem e) {
 }
 
 Status CudaDevice::one(int64_t, const Collective &c) {
+  auto &[ready, done] = slots.at(c.slot);
+  if (host.size(c.group) == 1) {
+    // Over one rank every collective is a copy (a sum or an average of one
+    // value is the value), on the compute stream. NCCL is not asked: before
+    // 2.29.7 its one-rank average leaves the last count % blocks elements
+    // unwritten (NVIDIA/nccl#1950), which the GPU parity test caught here
+    // as the tail of each unit's reduced gradient.
+    if (c.in != c.out)
+      CUDA_TRY(cudaMemcpyAsync(c.out, c.in, c.count * c.elemBytes,
+                               cudaMemcpyDeviceToDevice, compute));
+    CUDA_TRY(cudaEventRecord(done, compute));
+    return Status::ok();
+  }
   ncclComm_t comm;
   FSDP_RETURN_IF_ERROR(communicator(c.group, comm));
-  auto &[ready, done] = slots.at(c.slot);
+  commsUsed = true;
   CUDA_TRY(cudaEventRecord(ready, compute));
   CUDA_TRY(cudaStreamWaitEvent(comms, ready, 0));
   ncclRedOp_t op = c.average ? ncclAvg : ncclSum;
@@ -451,17 +492,83 @@ Status CudaDevice::one(int64_t, const Collective &c) {
   return Status::ok();
 }
 
-Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops) {
-  for (const DeviceOp &op : ops) {
+/// What FSDP_CUDA_PROFILE's table calls an operation: its kernel's name,
+/// a GEMM with its shape and element type.
+std::string profileName(const DeviceOp &op) {
+  return std::visit(
+      [&](const auto &k) -> std::string {
+        using K = std::decay_t<decltype(k)>;
+        if constexpr (std::is_same_v<K, Gemm>)
+          return std::string("gemm ") +
+                 (k.type == ElemType::F32 ? "f32 " : "16-bit ") +
+                 std::to_string(k.m) + "x" + std::to_string(k.n) + "x" +
+                 std::to_string(k.k) +
+                 (k.batch > 1 ? " x" + std::to_string(k.batch) : "");
+        int status = 0;
+        char *d = abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr,
+                                      &status);
+        std::string name = status == 0 && d ? d : typeid(K).name();
+        std::free(d);
+        return name;
+      },
+      op.kernel);
+}
+
+Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops, bool timed) {
+  while (timed && marks.size() < ops.size() + 1) {
+    cudaEvent_t e;
+    CUDA_TRY(cudaEventCreate(&e));
+    marks.push_back(e);
+  }
+  commsUsed = false;
+  if (timed)
+    CUDA_TRY(cudaEventRecord(marks[0], compute));
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const DeviceOp &op = ops[i];
     Status s =
         std::visit([&](const auto &k) { return one(op.n, k); }, op.kernel);
     if (!s)
       return s;
+    if (timed)
+      CUDA_TRY(cudaEventRecord(marks[i + 1], compute));
+    if (serial) {
+      CUDA_TRY(cudaStreamSynchronize(compute));
+      CUDA_TRY(cudaStreamSynchronize(comms));
+    }
   }
-  // Join the communication stream back (a capture must end joined).
-  CUDA_TRY(cudaEventRecord(joined, comms));
-  CUDA_TRY(cudaStreamWaitEvent(compute, joined, 0));
+  // Join the communication stream back (a capture must end joined; a
+  // capture that never forked it must not wait for it).
+  if (commsUsed) {
+    CUDA_TRY(cudaEventRecord(joined, comms));
+    CUDA_TRY(cudaStreamWaitEvent(compute, joined, 0));
+  }
+  if (timed) {
+    FSDP_RETURN_IF_ERROR(synchronize());
+    for (size_t i = 0; i < ops.size(); ++i) {
+      float ms = 0;
+      CUDA_TRY(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
+      Tally &t = tally[profileName(ops[i])];
+      ++t.count;
+      t.ms += ms;
+    }
+  }
   return Status::ok();
+}
+
+void CudaDevice::printProfile() {
+  std::vector<std::pair<std::string, Tally>> rows(tally.begin(), tally.end());
+  std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+    return a.second.ms > b.second.ms;
+  });
+  double total = 0;
+  for (const auto &r : rows)
+    total += r.second.ms;
+  std::fprintf(stderr, "FSDP_CUDA_PROFILE: %.3f ms in all, timed runs only\n",
+               total);
+  for (const auto &[name, t] : rows)
+    std::fprintf(stderr, "%10.3f ms %5.1f%% %8lld  %s\n", t.ms,
+                 total > 0 ? 100 * t.ms / total : 0.0, (long long)t.count,
+                 name.c_str());
 }
 
 Status CudaDevice::run(const std::vector<DeviceOp> &ops, int sequence) {
@@ -472,7 +579,7 @@ Status CudaDevice::run(const std::vector<DeviceOp> &ops, int sequence) {
     return launchAll(ops);
   }
   if (!graphs || s.direct)
-    return launchAll(ops);
+    return launchAll(ops, profile);
   if (!s.exec) {
     // Capture after the first run: everything it needed exists now.
     FSDP_RETURN_IF_ERROR(synchronize());

@@ -86,7 +86,6 @@ FSDP_INSTANTIATE(Scaled)
 FSDP_INSTANTIATE(Trilu)
 FSDP_INSTANTIATE(Argsort)
 FSDP_INSTANTIATE(Reduce)
-FSDP_INSTANTIATE(ReduceCombine)
 FSDP_INSTANTIATE(SoftmaxRows)
 FSDP_INSTANTIATE(LayerNormGradCols)
 FSDP_INSTANTIATE(Gather)
@@ -111,6 +110,7 @@ FSDP_INSTANTIATE(AttentionGradKeyRows)
 #define FSDP_INSTANTIATE(F)                                                    \
   template cudaError_t launchBlocks<device::F>(int64_t, const device::F &,     \
                                                cudaStream_t);
+FSDP_INSTANTIATE(ReduceCombine)
 FSDP_INSTANTIATE(LayerNormRows)
 FSDP_INSTANTIATE(LayerNormGradRows)
 FSDP_INSTANTIATE(LossTerms)

@@ -104,9 +104,31 @@ Status lowerLayerNormGrad(Ctx &c) {
   c.emit(rows, LayerNormGradRows{cols, eps, c.at(x), c.at(w), c.at(g), c.at(dx),
                                  stats, elemOf(x.dtype), elemOf(w.dtype),
                                  elemOf(g.dtype), elemOf(dx.dtype), centered});
-  c.emit(cols, LayerNormGradCols{rows, cols, c.at(x), c.at(g), stats, c.at(dw),
-                                 db ? c.at(*db) : nullptr, elemOf(x.dtype),
-                                 elemOf(g.dtype), elemOf(dw.dtype)});
+  LayerNormGradCols lnCols{rows,      cols,
+                         c.at(x),   c.at(g),
+                         stats,     c.at(dw),
+                         db ? c.at(*db) : nullptr,
+                         elemOf(x.dtype), elemOf(g.dtype),
+                         elemOf(dw.dtype)};
+  // The scale's and bias's gradients are sums over every row: split into
+  // chunks of rows as a reduction is (one thread a column would leave a
+  // GPU idle: 768 threads summing 16384 rows each), the partial sums after
+  // the row statistics in scratch, combined in chunk order.
+  int64_t chunks = reduceChunks(rows, cols);
+  if (chunks <= 1) {
+    c.emit(cols, lnCols);
+    return Status::ok();
+  }
+  lnCols.chunks = chunks;
+  lnCols.chunkLen = (rows + chunks - 1) / chunks;
+  lnCols.partial = stats + 2 * rows;
+  c.emit(chunks * cols, lnCols);
+  c.emit(cols, ReduceCombine{ReduceKind::Sum, chunks, cols, rows,
+                             lnCols.partial, lnCols.dw, lnCols.tdw});
+  if (db)
+    c.emit(cols,
+           ReduceCombine{ReduceKind::Sum, chunks, cols, rows,
+                         lnCols.partial + chunks * cols, lnCols.db, lnCols.tdw});
   return Status::ok();
 }
 
