@@ -41,7 +41,8 @@ inline double log1p(double x) { return std::log1p(x); }
 inline double sqrt(double x) { return std::sqrt(x); }
 inline double tanh(double x) { return std::tanh(x); }
 inline double erf(double x) { return std::erf(x); }
-inline double pow(double a, double b) { return std::pow(a, b); }
+// On the device too: BinaryMixed computes pow in double.
+FSDP_HD inline double pow(double a, double b) { return ::pow(a, b); }
 inline double sin(double x) { return std::sin(x); }
 inline double asin(double x) { return std::asin(x); }
 inline double acos(double x) { return std::acos(x); }
