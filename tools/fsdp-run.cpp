@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/Gemm.h"
 #include "runtime/run/Calibration.h"
+#include "runtime/run/Preemption.h"
 #include "runtime/run/Run.h"
 
 #include <CLI/CLI.hpp>
@@ -78,6 +79,17 @@ int main(int argc, char **argv) {
                  "continue from this checkpoint directory; auto: from the "
                  "newest complete one in --checkpoint-dir, or from step 0 "
                  "when there is none");
+  app.add_option("--save-on-signal", o.saveOnSignal,
+                 "with --checkpoint-dir: these signals (comma-separated: "
+                 "TERM, USR1, USR2, INT, HUP, QUIT; default TERM,USR1; none: "
+                 "no signal is caught) make every rank finish its step, save "
+                 "a checkpoint and exit with 128 + the signal's number (143 "
+                 "for SIGTERM); a second signal exits at once, the previous "
+                 "checkpoint intact");
+  app.add_option("--save-grace", o.saveGrace,
+                 "seconds after the first signal by which the save must be "
+                 "done, else the run exits without it (0, the default: no "
+                 "deadline)");
   app.add_option("--keep-last", o.keepLast,
                  "keep only the newest N step-* checkpoints (0: all)")
       ->check(CLI::NonNegativeNumber);
@@ -113,12 +125,22 @@ int main(int argc, char **argv) {
   }
   // Flags that would be ignored or mean nothing are errors, never silent.
   {
-    std::string wrong;
+    std::string wrong, needDir;
+    for (const char *flag : {"--checkpoint-every", "--keep-last",
+                             "--save-on-signal", "--save-grace"})
+      if (app.count(flag) && o.checkpointDir.empty())
+        needDir += (needDir.empty() ? "" : ", ") + std::string(flag);
     if (!(o.commTimeout > 0 && o.commTimeout <= 1e7)) // NaN fails too
       wrong = "--comm-timeout must be a number of seconds in (0, 1e7]";
-    else if ((app.count("--checkpoint-every") || app.count("--keep-last")) &&
-             o.checkpointDir.empty())
-      wrong = "--checkpoint-every and --keep-last need --checkpoint-dir";
+    else if (!needDir.empty())
+      wrong = needDir +
+              (needDir.find(',') == std::string::npos ? " needs" : " need") +
+              " --checkpoint-dir";
+    else if (!(o.saveGrace >= 0 && o.saveGrace <= 1e7))
+      wrong = "--save-grace must be a number of seconds in [0, 1e7]";
+    else if (std::vector<int> signals;
+             !parseSaveSignals(o.saveOnSignal, signals))
+      wrong = parseSaveSignals(o.saveOnSignal, signals).message();
     else if (app.count("--seq-len") &&
              !(o.data.size() > 4 && o.data.substr(o.data.size() - 4) == ".bin"))
       wrong = "--seq-len applies to --data FILE.bin (llm.c tokens) only";
@@ -145,8 +167,17 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  // Before the communicator and the kernels start their threads.
+  if (!o.checkpointDir.empty()) {
+    std::vector<int> signals;
+    Status s = parseSaveSignals(o.saveOnSignal, signals);
+    if (s)
+      s = installSaveOnSignal(signals, o.saveGrace);
+    if (!s)
+      return fail(s);
+  }
   RunOutcome run;
   if (Status s = runPlan(o, run); !s)
     return fail(s, &run);
-  return 0;
+  return run.exitCode;
 }

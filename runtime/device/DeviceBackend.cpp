@@ -41,7 +41,7 @@ private:
   const Plan *plan = nullptr;
   Memory mem;
   int64_t arenaBytes = 0, peak = 0;
-  bool dumped = false; // FSDP_DEVICE_DUMP_ARENA
+  bool dumped = false;        // FSDP_DEVICE_DUMP_ARENA
   std::vector<void *> inputs; // host memory the device reads
   double *hostScalars = nullptr, *deviceScalars = nullptr;
   std::vector<DeviceOp> program, update;

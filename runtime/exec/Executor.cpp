@@ -350,6 +350,13 @@ Status Executor::agree(bool ok, const std::string &what) {
   return Status::ok();
 }
 
+Status Executor::sumOverRanks(float *values, int64_t count) {
+  std::vector<float> mine(values, values + count);
+  FSDP_RETURN_IF_ERROR(comm->allReduceStart(
+      mine.data(), values, count, Elem::F32, false, spareSlot, Group::World));
+  return comm->wait(spareSlot);
+}
+
 Status Executor::gatherFull(const std::vector<std::vector<float>> &storage,
                             std::vector<std::vector<float>> &full) {
   full.assign(plan->params.size(), {});

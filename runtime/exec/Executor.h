@@ -103,6 +103,8 @@ public:
   /// Every rank passes `ok`; an error on every rank if any passed false, or
   /// if a rank does not arrive within the communicator's timeout.
   Status agree(bool ok, const std::string &what);
+  /// values[i] summed over every rank, in place (small host-side counts).
+  Status sumOverRanks(float *values, int64_t count);
   Comm &communicator() { return *comm; }
   /// Updates skipped so far (a non-finite gradient norm); AdamW's bias
   /// correction counts only the updates made, as torch.optim's step does

@@ -13,8 +13,9 @@
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
-#include "runtime/run/Calibration.h"
 #include "runtime/plan/Plan.h"
+#include "runtime/run/Calibration.h"
+#include "runtime/run/Preemption.h"
 #include "runtime/support/AllocationCounter.h"
 #include "runtime/support/Digest.h"
 #include "runtime/support/File.h"
@@ -113,8 +114,8 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     // It refreshes the cache fsdp-opt's --device=cpu reads, for the engine
     // it ran under (runtime/run/Calibration.h).
     std::string engine = out.comm->size() == 1 ? "none"
-                         : launchedByMpi()      ? "mpi"
-                                                : "gloo";
+                         : launchedByMpi()     ? "mpi"
+                                               : "gloo";
     return storeCalibration(engine, device);
   }
   if (o.planPath.empty())
@@ -156,6 +157,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
       {"--save-full", o.saveFull.empty() ? "" : "given"},
       {"--dump-grads", o.dumpGrads.empty() ? "" : "given"},
       {"--trace", o.tracePath.empty() ? "" : "given"},
+      {"--save-on-signal", o.checkpointDir.empty() ? "" : o.saveOnSignal},
       {"--check-allocations", o.checkAllocations ? "given" : ""}};
   for (const auto &[flag, value] : agreedOptions)
     if (Status s = comm->checkSame(fnv1a64(value),
@@ -178,8 +180,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     return (s);
   std::string weightsPath = o.weights.empty() ? plan.source : o.weights;
   if (weightsPath.empty())
-    return (
-        Status::error("the plan names no model; pass --weights FILE.onnx"));
+    return (Status::error("the plan names no model; pass --weights FILE.onnx"));
   bool safetensors =
       weightsPath.size() > 12 &&
       weightsPath.substr(weightsPath.size() - 12) == ".safetensors";
@@ -265,6 +266,12 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
       std::printf("resumed from %s at step %lld\n", resume.c_str(),
                   (long long)saved.step);
   }
+  // Save on a signal: with somewhere to save to, the signals named are
+  // taken (tools/fsdp-run.cpp installs that before anything starts a
+  // thread); their default, ending the process, otherwise.
+  std::vector<int> saveSignals;
+  if (!o.checkpointDir.empty())
+    FSDP_RETURN_IF_ERROR(parseSaveSignals(o.saveOnSignal, saveSignals));
   // Every rank writes its shard of the state; rank 0 the manifest, last.
   auto checkpoint = [&](int64_t done) -> Status {
     position.step = done;
@@ -278,7 +285,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   if (!o.logPath.empty() && leader) {
     // A resumed run adds to the history it continues, never truncates it.
     log.open(o.logPath, resume.empty() ? std::ios::out | std::ios::trunc
-                                         : std::ios::out | std::ios::app);
+                                       : std::ios::out | std::ios::app);
     if (!log)
       return (Status::error(o.logPath + ": cannot write the log (" +
                             std::strerror(errno) + ")"));
@@ -376,11 +383,48 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
           (o.checkpointDir.empty()
                ? std::string()
                : "; nothing of this step is checkpointed")));
-    if (!o.checkpointDir.empty() &&
-        ((o.checkpointEvery > 0 && (t + 1) % o.checkpointEvery == 0) ||
-         t + 1 == o.steps))
+    bool saved = !o.checkpointDir.empty() &&
+                 ((o.checkpointEvery > 0 && (t + 1) % o.checkpointEvery == 0) ||
+                  t + 1 == o.steps);
+    if (saved)
       if (Status s = checkpoint(t + 1); !s)
         return (s);
+    // Whether any rank caught a signal: every rank asks at every step's
+    // end, so all stop after the same step (the last step just ends).
+    if (!saveSignals.empty() && t + 1 < o.steps) {
+      std::vector<float> caught(saveSignals.size(), 0.0f);
+      for (size_t i = 0; i < saveSignals.size(); ++i)
+        caught[i] = caughtSignal() == saveSignals[i] ? 1.0f : 0.0f;
+      if (Status s = exec.sumOverRanks(caught.data(), (int64_t)caught.size());
+          !s)
+        return (s);
+      size_t which = 0;
+      while (which < caught.size() && caught[which] == 0.0f)
+        ++which;
+      if (which < caught.size()) {
+        if (!saved)
+          if (Status s = checkpoint(t + 1); !s)
+            return (
+                s.withContext("saving on " + signalName(saveSignals[which])));
+        // Every rank leaves only once the leader has also pruned old
+        // checkpoints (a launcher ends the others when one exits).
+        if (Status s = exec.agree(true, "stopping after the save"); !s)
+          return (s);
+        int sig = saveSignals[which];
+        out.exitCode = 128 + sig;
+        if (leader) {
+          std::fprintf(stderr,
+                       "fsdp-run: %s on %d of %lld rank(s): saved step %lld "
+                       "in %s; stopping with exit code %d (--resume=auto "
+                       "goes on from it)\n",
+                       signalName(sig).c_str(), (int)caught[which],
+                       (long long)world, (long long)(t + 1),
+                       o.checkpointDir.c_str(), out.exitCode);
+          std::fflush(stderr);
+        }
+        return Status::ok();
+      }
+    }
     if (capture) {
       std::vector<std::vector<float>> full;
       if (Status s = exec.gatherFull(grads, full); !s)

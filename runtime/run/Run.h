@@ -24,6 +24,10 @@ struct RunOptions {
   std::string planPath, data = "synthetic", weights, logPath, saveFull,
                         dumpGrads, checkpointDir, resume, tracePath;
   std::string onNonFinite = "stop", backendName = "cpu";
+  /// Signals that save a checkpoint and stop (runtime/run/Preemption.h),
+  /// with --checkpoint-dir; "none" leaves every signal's default.
+  std::string saveOnSignal = "TERM,USR1";
+  double saveGrace = 0; // seconds after the first signal; 0: no deadline
   int64_t steps = 10, checkpointEvery = 0, seqLen = 0, keepLast = 0;
   uint64_t seed = 0;
   double commTimeout = 60;
@@ -36,6 +40,8 @@ struct RunOptions {
 struct RunOutcome {
   std::unique_ptr<Comm> comm;
   bool everyRankKnows = false, abortOnError = false;
+  /// Not 0 when the run saved and stopped on a signal: 128 + its number.
+  int exitCode = 0;
 };
 
 /// Runs a plan as `o` says (or with `o.calibrateOnly` measures the machine

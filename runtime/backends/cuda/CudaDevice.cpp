@@ -35,9 +35,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cxxabi.h>
 #include <cstdlib>
 #include <cstring>
+#include <cxxabi.h>
 #include <map>
 #include <thread>
 #include <typeinfo>
@@ -505,8 +505,8 @@ std::string profileName(const DeviceOp &op) {
                  std::to_string(k.k) +
                  (k.batch > 1 ? " x" + std::to_string(k.batch) : "");
         int status = 0;
-        char *d = abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr,
-                                      &status);
+        char *d =
+            abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr, &status);
         std::string name = status == 0 && d ? d : typeid(K).name();
         std::free(d);
         return name;

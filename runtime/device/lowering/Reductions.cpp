@@ -104,12 +104,16 @@ Status lowerLayerNormGrad(Ctx &c) {
   c.emit(rows, LayerNormGradRows{cols, eps, c.at(x), c.at(w), c.at(g), c.at(dx),
                                  stats, elemOf(x.dtype), elemOf(w.dtype),
                                  elemOf(g.dtype), elemOf(dx.dtype), centered});
-  LayerNormGradCols lnCols{rows,      cols,
-                         c.at(x),   c.at(g),
-                         stats,     c.at(dw),
-                         db ? c.at(*db) : nullptr,
-                         elemOf(x.dtype), elemOf(g.dtype),
-                         elemOf(dw.dtype)};
+  LayerNormGradCols lnCols{rows,
+                           cols,
+                           c.at(x),
+                           c.at(g),
+                           stats,
+                           c.at(dw),
+                           db ? c.at(*db) : nullptr,
+                           elemOf(x.dtype),
+                           elemOf(g.dtype),
+                           elemOf(dw.dtype)};
   // The scale's and bias's gradients are sums over every row: split into
   // chunks of rows as a reduction is (one thread a column would leave a
   // GPU idle: 768 threads summing 16384 rows each), the partial sums after
@@ -126,9 +130,9 @@ Status lowerLayerNormGrad(Ctx &c) {
   c.emit(cols, ReduceCombine{ReduceKind::Sum, chunks, cols, rows,
                              lnCols.partial, lnCols.dw, lnCols.tdw});
   if (db)
-    c.emit(cols,
-           ReduceCombine{ReduceKind::Sum, chunks, cols, rows,
-                         lnCols.partial + chunks * cols, lnCols.db, lnCols.tdw});
+    c.emit(cols, ReduceCombine{ReduceKind::Sum, chunks, cols, rows,
+                               lnCols.partial + chunks * cols, lnCols.db,
+                               lnCols.tdw});
   return Status::ok();
 }
 

@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""Preempted, restarted, resumed: nothing lost.
+
+One command line (--checkpoint-dir D --resume=auto) is launched again and
+again; each launch but the last is interrupted at a random moment, and the
+final weights (--save-full) must equal, byte for byte, those of a run that
+was never interrupted, and every step's logged loss the uninterrupted
+run's. The interruptions:
+
+  - SIGTERM to the only rank (1 rank), to one rank of two (a signal sent
+    by hand), to both (Slurm signals every task) and to mpirun (which
+    forwards it), under mpirun; SIGUSR1 too;
+  - SIGTERM to one worker under torchrun (Gloo, no MPI);
+  - the same while a checkpoint is written after every step (the signal
+    then often lands mid-save), and two signals 5 ms apart (the second
+    gives up the save: the previous checkpoint must still be whole);
+  - torchrun --max-restarts=2 with one worker SIGKILLed mid-run: the
+    restarted workers resume by themselves from the last checkpoint.
+
+A launch ended by a signal it caught exits with 128 + the signal's number
+after saving (143 for SIGTERM); one that had not yet installed its
+handlers dies of the signal, and the next launch resumes from the
+previous checkpoint. The random moments come from a fixed seed.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bounded  # noqa: E402
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+TORCHRUN = ["/usr/bin/python3", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                             "scripts", "torchrun.py")]
+STEPS = 80
+PORT = 29800 + os.getpid() % 1500
+
+
+def workers(marker):
+    """The fsdp-run processes whose command line holds `marker`."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() != "fsdp-run":
+                    continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if marker.encode() in f.read():
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return sorted(found)
+
+
+def launcher(kind, world, cmd, restarts=0):
+    global PORT
+    if kind == "direct":
+        return cmd
+    if kind == "mpirun":
+        return MPIRUN + ["-np", str(world)] + cmd
+    PORT += 2
+    return TORCHRUN + ["--nproc_per_node", str(world), "--master_addr", "127.0.0.1",
+                       "--master_port", str(PORT), "--max_restarts", str(restarts),
+                       "--no_python"] + cmd
+
+
+def losses(path):
+    """The last logged loss of each step (a resumed run appends; steps
+    after the last checkpoint of an interrupted launch are logged twice)."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            if line.strip():
+                row = json.loads(line)
+                out[row["step"]] = row["loss"]
+    return out
+
+
+def interrupt(proc, marker, how, at, rng, expected_ranks):
+    """Waits `at` seconds, then sends `how` to the launch."""
+    deadline = time.time() + at
+    while time.time() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    ranks = workers(marker)
+    while len(ranks) < expected_ranks and proc.poll() is None:
+        time.sleep(0.01)  # a launcher's workers start late (torchrun)
+        ranks = workers(marker)
+    if proc.poll() is not None:
+        return "finished first"
+    if how == "launcher":
+        targets = [proc.pid]
+        sig = signal.SIGTERM
+    elif how in ("one", "one-usr1", "kill-one"):
+        targets = [rng.choice(ranks)] if ranks else [proc.pid]
+        sig = {"one": signal.SIGTERM, "one-usr1": signal.SIGUSR1,
+               "kill-one": signal.SIGKILL}[how]
+    else:  # "all", "twice"
+        targets = ranks or [proc.pid]
+        sig = signal.SIGTERM
+    for pid in targets:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    if how == "twice":
+        time.sleep(0.005)
+        for pid in targets:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+    return f"{signal.Signals(sig).name} to {len(targets)} at {at:.2f} s"
+
+
+def scenario(name, plan, world, kind, how, extra, reference, tmp, rng, fsdp_run):
+    d = os.path.join(tmp, name.replace(" ", "-"))
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    ck, log, out = os.path.join(d, "ck"), os.path.join(d, "log.jsonl"), os.path.join(d, "out.safetensors")
+    cmd = [fsdp_run, plan, "--steps", str(STEPS), "--quiet", "--checkpoint-dir", ck,
+           "--resume=auto", "--log", log, "--save-full", out] + extra
+    restarts = 2 if how == "kill-one" else 0
+    interruptions, codes, interrupted = 2 if how != "kill-one" else 1, [], 0
+    for launch in range(8):
+        proc = subprocess.Popen(launcher(kind, world, cmd, restarts), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True)
+        what = None
+        if launch < interruptions:
+            what = interrupt(proc, ck, how, rng.uniform(0.15, 0.7) * reference["seconds"], rng, world)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise SystemExit(f"FAIL {name}: launch {launch + 1} hung")
+        codes.append(proc.returncode)
+        if what and what != "finished first":
+            interrupted += 1
+            # A caught signal: 128 + its number, after the save; mpirun
+            # (signalled itself) and torchrun (a worker failed) say 1; a
+            # launch signalled before its handlers were installed dies of
+            # the signal (-15 when direct, 143 through a launcher).
+            expected = {0, 1, 143, 138, -signal.SIGTERM, -signal.SIGUSR1}
+            if how == "kill-one":
+                expected = {0}  # torchrun restarts the workers
+            if proc.returncode not in expected:
+                raise SystemExit(f"FAIL {name}: launch {launch + 1} ({what}) exited "
+                                 f"{proc.returncode}:\n{err[-3000:]}")
+        elif proc.returncode != 0:
+            raise SystemExit(f"FAIL {name}: an uninterrupted launch exited {proc.returncode}:\n"
+                             f"{err[-2000:]}")
+        if how == "kill-one" and what != "finished first" and "restart" not in err.lower():
+            raise SystemExit(f"FAIL {name}: torchrun did not say it restarted the workers:\n"
+                             f"{err[-2000:]}")
+        if proc.returncode == 0:
+            break
+    else:
+        raise SystemExit(f"FAIL {name}: never finished (exit codes {codes})")
+    if interrupted == 0:
+        raise SystemExit(f"FAIL {name}: every launch finished before its signal")
+    with open(out, "rb") as f, open(reference["weights"], "rb") as g:
+        same = f.read() == g.read()
+    got, want = losses(log), reference["losses"]
+    if not same or got != want:
+        bad = [s for s in want if got.get(s) != want[s]][:3]
+        raise SystemExit(f"FAIL {name}: {'weights differ' if not same else ''} "
+                         f"losses differ at steps {bad} (exit codes {codes})")
+    print(f"PASS {name}: {len(codes)} launches, exit codes {codes}, "
+          f"bitwise equal to the uninterrupted run")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--generator", required=True)
+    ap.add_argument("--seed", type=int, default=20261126)
+    a = ap.parse_args()
+    rng = random.Random(a.seed)
+    tmp = tempfile.mkdtemp(prefix="fsdp-preempt-")
+    try:
+        onnx = os.path.join(tmp, "m.onnx")
+        bounded.run([sys.executable, a.generator, "gpt2", "-o", onnx, "--loss", "--layers", "4",
+                     "--dim", "128", "--seq", "64", "--vocab", "256", "--batch", "8"],
+                    check=True, capture_output=True)
+        plans = {}
+        for world in (1, 2):
+            plans[world] = os.path.join(tmp, f"m{world}.plan")
+            bounded.run([a.fsdp_opt, onnx, "-o", plans[world], f"--world-size={world}"],
+                        check=True, capture_output=True)
+        refs = {}
+        for world in (1, 2):
+            log = os.path.join(tmp, f"ref{world}.jsonl")
+            w = os.path.join(tmp, f"ref{world}.safetensors")
+            cmd = [a.fsdp_run, plans[world], "--steps", str(STEPS), "--quiet", "--log", log,
+                   "--save-full", w]
+            start = time.time()
+            bounded.run(cmd if world == 1 else MPIRUN + ["-np", "2"] + cmd, check=True,
+                        capture_output=True)
+            refs[world] = {"weights": w, "losses": losses(log),
+                           "seconds": time.time() - start}
+        every = ["--checkpoint-every", "1", "--keep-last", "2"]
+        cases = [
+            ("1 rank, SIGTERM", 1, "direct", "one", []),
+            ("2 ranks mpirun, SIGTERM to one", 2, "mpirun", "one", []),
+            ("2 ranks mpirun, SIGUSR1 to one", 2, "mpirun", "one-usr1", []),
+            ("2 ranks mpirun, SIGTERM to both", 2, "mpirun", "all", []),
+            ("2 ranks mpirun, SIGTERM to mpirun", 2, "mpirun", "launcher", []),
+            ("2 ranks mpirun, saving every step, SIGTERM to one", 2, "mpirun", "one", every),
+            ("2 ranks mpirun, saving every step, two signals", 2, "mpirun", "twice", every),
+            ("1 rank, saving every step, two signals", 1, "direct", "twice", every),
+            ("2 ranks torchrun, SIGTERM to one", 2, "torchrun", "one", []),
+            ("2 ranks torchrun --max-restarts=2, SIGKILL to one", 2, "torchrun", "kill-one",
+             ["--checkpoint-every", "3"]),
+        ]
+        for name, world, kind, how, extra in cases:
+            scenario(name, plans[world], world, kind, how, extra, refs[world], tmp, rng,
+                     a.fsdp_run)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
