@@ -79,6 +79,11 @@ int main(int argc, char **argv) {
                  "continue from this checkpoint directory; auto: from the "
                  "newest complete one in --checkpoint-dir, or from step 0 "
                  "when there is none");
+  app.add_flag("--checkpoint-async", o.checkpointAsync,
+               "write checkpoints in the background: the state is copied to "
+               "a host staging buffer at the step and a thread writes it "
+               "while training goes on (committed at a later step's end; "
+               "the next save, the last step and a signal wait for it)");
   app.add_option("--save-on-signal", o.saveOnSignal,
                  "with --checkpoint-dir: these signals (comma-separated: "
                  "TERM, USR1, USR2, INT, HUP, QUIT; default TERM,USR1; none: "
@@ -126,8 +131,9 @@ int main(int argc, char **argv) {
   // Flags that would be ignored or mean nothing are errors, never silent.
   {
     std::string wrong, needDir;
-    for (const char *flag : {"--checkpoint-every", "--keep-last",
-                             "--save-on-signal", "--save-grace"})
+    for (const char *flag :
+         {"--checkpoint-every", "--keep-last", "--checkpoint-async",
+          "--save-on-signal", "--save-grace"})
       if (app.count(flag) && o.checkpointDir.empty())
         needDir += (needDir.empty() ? "" : ", ") + std::string(flag);
     if (!(o.commTimeout > 0 && o.commTimeout <= 1e7)) // NaN fails too

@@ -84,10 +84,10 @@ Status readSafetensors(const std::string &path,
   return parseSafetensors(bytes, out).withContext(path);
 }
 
-Status loadSafetensorsWeights(
-    const std::string &path, const Plan &plan,
-    const std::function<std::vector<Piece>(size_t)> &pieces,
-    const std::string &base) {
+Status
+loadSafetensorsWeights(const std::string &path, const Plan &plan,
+                       const std::function<std::vector<Piece>(size_t)> &pieces,
+                       const std::string &base) {
   std::map<std::string, LoadedTensor> tensors;
   std::string bytes;
   FSDP_RETURN_IF_ERROR(readFileBelow(path, base, bytes, "the weights file"));
@@ -213,12 +213,13 @@ Status CheckpointDirLock::acquire(const std::string &dir) {
   }
   char host[128] = "?";
   ::gethostname(host, sizeof host - 1);
-  std::string me = "pid " + std::to_string((long long)::getpid()) + " on " +
-                   host + "\n";
+  std::string me =
+      "pid " + std::to_string((long long)::getpid()) + " on " + host + "\n";
   if (::ftruncate(fd, 0) != 0 ||
       ::pwrite(fd, me.data(), me.size(), 0) != (ssize_t)me.size())
     return Status::error(path + ": cannot write the checkpoint lock (" +
-                         std::strerror(errno) + "): the directory is not "
+                         std::strerror(errno) +
+                         "): the directory is not "
                          "writable");
   return Status::ok();
 }
@@ -248,7 +249,8 @@ void removeLeftovers(const std::string &dir) {
     bool tmpDir = fs::is_directory(st) && name.size() > 4 &&
                   name.compare(name.size() - 4, 4, ".tmp") == 0 &&
                   stepOf(name.substr(0, name.size() - 4)) >= 0;
-    bool tmpFile = fs::is_regular_file(st) && name.find(".tmp.") != std::string::npos;
+    bool tmpFile =
+        fs::is_regular_file(st) && name.find(".tmp.") != std::string::npos;
     if (tmpDir)
       fs::remove_all(e.path(), ec);
     else if (tmpFile)
@@ -287,7 +289,8 @@ std::string newestCheckpoint(const std::string &dir) {
     if (n <= best || !fs::is_directory(e.symlink_status(ec)))
       continue;
     std::error_code mec;
-    if (!fs::is_regular_file(fs::symlink_status(e.path() / "manifest.json", mec)))
+    if (!fs::is_regular_file(
+            fs::symlink_status(e.path() / "manifest.json", mec)))
       continue; // a save that did not finish
     best = n;
     found = e.path();
@@ -295,21 +298,24 @@ std::string newestCheckpoint(const std::string &dir) {
   return found.string();
 }
 
-Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
-                      const TrainingPosition &position) {
+Status prepareSave(const std::string &dir, const Plan &plan, Executor &exec,
+                   const TrainingPosition &position, PreparedSave &out) {
   Comm &comm = exec.communicator();
   // A device backend's state comes to the host first (every rank: the
   // error, if any, is agreed on below).
   Status synced = exec.syncHost();
   FSDP_RETURN_IF_ERROR(
       exec.agree(synced.isOk(), "copying the state from the device"));
-  bool leader = comm.rank() == 0;
-  std::string name = "step-" + std::to_string(position.step);
-  fs::path tmp = fs::path(dir) / (name + ".tmp"), final = fs::path(dir) / name;
+  out = PreparedSave{};
+  out.leader = comm.rank() == 0;
+  out.rank = comm.rank();
+  out.dir = dir;
+  out.step = position.step;
+  out.name = "step-" + std::to_string(position.step);
+  fs::path tmp = fs::path(dir) / (out.name + ".tmp");
+  out.tmp = tmp.string();
   // This rank's unique pieces.
-  std::vector<NamedTensor> tensors;
   std::vector<ValueRule> rules; // what each tensor may hold
-  std::vector<std::string> names; // kept alive for NamedTensor
   for (size_t i = 0; i < plan.params.size(); ++i) {
     if (!exec.writesState(i))
       continue;
@@ -318,10 +324,10 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
           plan.train.optimizer != "adamw" && !exec.momentumStarted(i))
         continue;
       for (const Piece &piece : exec.statePieces(i, sn.state)) {
-        tensors.push_back({plan.params[i].name + sn.suffix + "#" +
-                               std::to_string(piece.begin),
-                           {piece.count},
-                           piece.dst});
+        out.tensors.push_back({plan.params[i].name + sn.suffix + "#" +
+                                   std::to_string(piece.begin),
+                               {piece.count},
+                               piece.dst});
         rules.push_back(plan.params[i].valueRule());
       }
     }
@@ -330,21 +336,23 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
   // written: the first such value this rank holds is named, and every rank
   // stops before writing.
   std::string poisoned;
-  for (size_t t = 0; t < tensors.size() && poisoned.empty(); ++t)
-    if (!satisfies(rules[t], tensors[t].data, tensors[t].shape[0]))
-      poisoned = tensors[t].name.substr(0, tensors[t].name.rfind('#')) +
+  for (size_t t = 0; t < out.tensors.size() && poisoned.empty(); ++t)
+    if (!satisfies(rules[t], out.tensors[t].data, out.tensors[t].shape[0]))
+      poisoned = out.tensors[t].name.substr(0, out.tensors[t].name.rfind('#')) +
                  "' holds " + violationName(rules[t]);
   Status finite = poisoned.empty()
                       ? Status::ok()
-                      : Status::error(name + " is not saved: '" + poisoned);
-  Status allFiniteRanks = exec.agree(finite.isOk(), "saving " + name +
-                                                        " (state is finite)");
+                      : Status::error(out.name + " is not saved: '" + poisoned);
+  Status allFiniteRanks =
+      exec.agree(finite.isOk(), "saving " + out.name + " (state is finite)");
   if (!finite)
     return finite;
   FSDP_RETURN_IF_ERROR(allFiniteRanks);
+  if (out.leader)
+    out.manifest = manifest(plan, exec, position).dump(1) + "\n";
   std::error_code ec;
   Status made = Status::ok();
-  if (leader) {
+  if (out.leader) {
     fs::create_directories(dir, ec);
     fs::remove_all(tmp, ec);
     fs::create_directories(tmp, ec);
@@ -352,8 +360,24 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
       made = Status::error(tmp.string() + ": cannot create");
   }
   FSDP_RETURN_IF_ERROR(exec.agree(made.isOk(), "creating " + tmp.string()));
-  if (!made)
-    return made;
+  return made;
+}
+
+Status writeShard(const PreparedSave &save) {
+  Status wrote = Status::ok();
+  if (!save.tensors.empty() || save.leader)
+    wrote = writeSafetensors(
+        (fs::path(save.tmp) / shardFile(save.rank)).string(), save.tensors);
+  // Test hook: FSDP_FAULT_IN_SAVE=N dies here while saving step N, leaving
+  // a half-written temporary directory, as a crash would.
+  if (const char *f = std::getenv("FSDP_FAULT_IN_SAVE"))
+    if (std::atoll(f) == save.step)
+      std::_Exit(9);
+  return wrote;
+}
+
+Status commitSave(Executor &exec, const PreparedSave &save, Status wrote) {
+  fs::path tmp = save.tmp, final = fs::path(save.dir) / save.name;
   // From here a failed save leaves nothing behind: the leader removes the
   // temporary directory on any return before the commit (each failure
   // below is agreed first, so no rank is still writing into it).
@@ -366,26 +390,16 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
       if (leader && !committed)
         fs::remove_all(tmp, ignored);
     }
-  } cleanup{leader, tmp};
-
-  Status wrote = Status::ok();
-  bool writer = !tensors.empty() || leader;
-  if (writer)
-    wrote = writeSafetensors((tmp / shardFile(comm.rank())).string(), tensors);
-  // Test hook: FSDP_FAULT_IN_SAVE=N dies here while saving step N, leaving
-  // a half-written temporary directory, as a crash would.
-  if (const char *f = std::getenv("FSDP_FAULT_IN_SAVE"))
-    if (std::atoll(f) == position.step)
-      std::_Exit(9);
+  } cleanup{save.leader, tmp};
   Status wroteAll = exec.agree(wrote.isOk(), "writing the checkpoint shards");
   if (!wrote)
     return wrote;
   FSDP_RETURN_IF_ERROR(wroteAll);
 
   Status done = Status::ok();
-  if (leader) {
-    done = writeText(tmp / "manifest.json",
-                     manifest(plan, exec, position).dump(1) + "\n");
+  if (save.leader) {
+    std::error_code ec;
+    done = writeText(tmp / "manifest.json", save.manifest);
     if (done) {
       fs::remove_all(final, ec);
       fs::rename(tmp, final, ec);
@@ -398,13 +412,20 @@ Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
     }
     if (done) {
       // Point `latest` at it, atomically (never through a planted link).
-      done = writeText(fs::path(dir) / "latest", name + "\n");
+      done = writeText(fs::path(save.dir) / "latest", save.name + "\n");
     }
   }
   // Every rank learns whether the commit failed; the one that failed says
   // what (the file it could not write).
   Status agreed = exec.agree(done.isOk(), "committing the checkpoint");
   return done.isOk() ? agreed : done;
+}
+
+Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
+                      const TrainingPosition &position) {
+  PreparedSave save;
+  FSDP_RETURN_IF_ERROR(prepareSave(dir, plan, exec, position, save));
+  return commitSave(exec, save, writeShard(save));
 }
 
 Status parseManifest(const std::string &text, const std::string &where,

@@ -18,6 +18,7 @@
 #define FSDP_RUNTIME_IO_CHECKPOINT_H
 
 #include "runtime/exec/Executor.h"
+#include "runtime/io/Data.h"
 #include "runtime/plan/Plan.h"
 
 #include <functional>
@@ -27,7 +28,7 @@
 namespace fsdp {
 
 struct TrainingPosition {
-  int64_t step = 0; // optimizer steps completed
+  int64_t step = 0;           // optimizer steps completed
   int64_t skippedUpdates = 0; // of them, skipped (non-finite gradients)
   uint64_t seed = 0;
   std::string data;
@@ -71,6 +72,25 @@ std::string newestCheckpoint(const std::string &dir);
 /// Every rank calls it; each writes its own shard file.
 Status saveCheckpoint(const std::string &dir, const Plan &plan, Executor &exec,
                       const TrainingPosition &position);
+
+/// saveCheckpoint in three parts, for a save written in the background
+/// (runtime/io/AsyncCheckpoint.h): prepareSave (every rank, collective)
+/// brings the state to the host, checks it and makes `step-N.tmp`;
+/// writeShard writes this rank's file (any thread; no collective);
+/// commitSave (every rank, collective, once each has written) agrees that
+/// all did, and rank 0 writes the manifest and renames the directory into
+/// place. `tensors` point at the executor's state until the caller repoints
+/// them at a copy.
+struct PreparedSave {
+  std::string dir, name, tmp, manifest; // manifest: rank 0's text
+  std::vector<NamedTensor> tensors;
+  int64_t rank = 0, step = 0;
+  bool leader = false;
+};
+Status prepareSave(const std::string &dir, const Plan &plan, Executor &exec,
+                   const TrainingPosition &position, PreparedSave &out);
+Status writeShard(const PreparedSave &save);
+Status commitSave(Executor &exec, const PreparedSave &save, Status wrote);
 
 /// A checkpoint's manifest.json as loadCheckpoint trusts it: every field
 /// typed, a training position (0 <= skipped updates <= step), and per

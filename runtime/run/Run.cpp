@@ -10,6 +10,7 @@
 #include "runtime/cpu/Gemm.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/inspect/Inspect.h"
+#include "runtime/io/AsyncCheckpoint.h"
 #include "runtime/io/Checkpoint.h"
 #include "runtime/io/Data.h"
 #include "runtime/io/OnnxWeights.h"
@@ -146,6 +147,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
       {"--steps", std::to_string(o.steps)},
       {"--checkpoint-dir", o.checkpointDir},
       {"--checkpoint-every", std::to_string(o.checkpointEvery)},
+      {"--checkpoint-async", o.checkpointAsync ? "given" : ""},
       {"--keep-last", std::to_string(o.keepLast)},
       {"--resume", o.resume},
       {"--weights", o.weights},
@@ -273,9 +275,16 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   if (!o.checkpointDir.empty())
     FSDP_RETURN_IF_ERROR(parseSaveSignals(o.saveOnSignal, saveSignals));
   // Every rank writes its shard of the state; rank 0 the manifest, last.
-  auto checkpoint = [&](int64_t done) -> Status {
+  // With --checkpoint-async the shards are written in the background (and
+  // committed at a later step's end); `now` saves before returning.
+  AsyncCheckpoint background;
+  auto checkpoint = [&](int64_t done, bool now) -> Status {
     position.step = done;
     position.skippedUpdates = exec.skippedUpdates();
+    if (o.checkpointAsync && !now)
+      return background.start(o.checkpointDir, plan, exec, position,
+                              o.keepLast);
+    FSDP_RETURN_IF_ERROR(background.poll(exec, true));
     FSDP_RETURN_IF_ERROR(saveCheckpoint(o.checkpointDir, plan, exec, position));
     return leader ? keepLatest(o.checkpointDir, o.keepLast, done)
                   : Status::ok();
@@ -387,7 +396,10 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
                  ((o.checkpointEvery > 0 && (t + 1) % o.checkpointEvery == 0) ||
                   t + 1 == o.steps);
     if (saved)
-      if (Status s = checkpoint(t + 1); !s)
+      if (Status s = checkpoint(t + 1, false); !s)
+        return (s);
+    if (background.pending())
+      if (Status s = background.poll(exec, t + 1 == o.steps); !s)
         return (s);
     // Whether any rank caught a signal: every rank asks at every step's
     // end, so all stop after the same step (the last step just ends).
@@ -402,10 +414,10 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
       while (which < caught.size() && caught[which] == 0.0f)
         ++which;
       if (which < caught.size()) {
-        if (!saved)
-          if (Status s = checkpoint(t + 1); !s)
-            return (
-                s.withContext("saving on " + signalName(saveSignals[which])));
+        Status s =
+            saved ? background.poll(exec, true) : checkpoint(t + 1, true);
+        if (!s)
+          return (s.withContext("saving on " + signalName(saveSignals[which])));
         // Every rank leaves only once the leader has also pruned old
         // checkpoints (a launcher ends the others when one exits).
         if (Status s = exec.agree(true, "stopping after the save"); !s)

@@ -32,6 +32,7 @@ struct RunOptions {
   uint64_t seed = 0;
   double commTimeout = 60;
   bool quiet = false, checkAllocations = false, calibrateOnly = false;
+  bool checkpointAsync = false; // shards written by a background thread
 };
 
 /// How a run ended, beyond its Status: the communicator it opened, and
