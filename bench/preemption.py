@@ -45,7 +45,13 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--free-core", action="store_true",
+                    help="one rank on half the cores (LOCAL_WORLD_SIZE=2 halves its "
+                         "threads), the rest free for the writer, as on a GPU node")
     a = ap.parse_args()
+    if a.free_core:
+        a.world = 1
+        os.environ["LOCAL_WORLD_SIZE"] = "2"
     tmp = tempfile.mkdtemp(prefix="fsdp-preempt-bench-")
     try:
         onnx, plan = os.path.join(tmp, "gpt2.onnx"), os.path.join(tmp, "gpt2.plan")

@@ -91,6 +91,10 @@ int main(int argc, char **argv) {
                  "a checkpoint and exit with 128 + the signal's number (143 "
                  "for SIGTERM); a second signal exits at once, the previous "
                  "checkpoint intact");
+  app.add_flag("--slurm-requeue", o.slurmRequeue,
+               "after a save on a signal, rank 0 runs 'scontrol requeue "
+               "$SLURM_JOB_ID' (the job starts again with the same script; "
+               "with --resume=auto it resumes)");
   app.add_option("--save-grace", o.saveGrace,
                  "seconds after the first signal by which the save must be "
                  "done, else the run exits without it (0, the default: no "

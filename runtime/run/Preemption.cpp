@@ -10,8 +10,11 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <pthread.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -133,5 +136,36 @@ Status installSaveOnSignal(const std::vector<int> &signals,
 }
 
 int caughtSignal() { return first.load(); }
+
+Status requeueSlurmJob() {
+  const char *job = std::getenv("SLURM_JOB_ID");
+  if (!job || !*job)
+    return Status::error("--slurm-requeue: SLURM_JOB_ID is not set (not "
+                         "running under Slurm)");
+  std::string id = job;
+  char *argv[] = {const_cast<char *>("scontrol"), const_cast<char *>("requeue"),
+                  id.data(), nullptr};
+  // The signals this process blocks stay blocked in the child unless reset.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  int e = posix_spawnp(&pid, "scontrol", nullptr, &attr, argv, environ);
+  posix_spawnattr_destroy(&attr);
+  if (e != 0)
+    return Status::error(std::string("--slurm-requeue: cannot run scontrol: ") +
+                         std::strerror(e));
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return Status::error(
+        "--slurm-requeue: 'scontrol requeue " + id + "' failed (exit status " +
+        std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")");
+  return Status::ok();
+}
 
 } // namespace fsdp

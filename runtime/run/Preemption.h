@@ -39,6 +39,12 @@ int caughtSignal();
 /// The watched signals' names, for messages ("SIGTERM").
 std::string signalName(int signal);
 
+/// `scontrol requeue $SLURM_JOB_ID` (--slurm-requeue, after a save on a
+/// signal): Slurm puts the job back in the queue, to start again with the
+/// same script; an error names what failed (no SLURM_JOB_ID, no scontrol,
+/// its exit status).
+Status requeueSlurmJob();
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_RUN_PREEMPTION_H

@@ -433,6 +433,16 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
                        (long long)world, (long long)(t + 1),
                        o.checkpointDir.c_str(), out.exitCode);
           std::fflush(stderr);
+          // The job goes back in Slurm's queue; the checkpoint is saved
+          // either way, so a failed requeue is said, not an error.
+          if (o.slurmRequeue) {
+            Status r = requeueSlurmJob();
+            std::fprintf(stderr, "fsdp-run: %s\n",
+                         r ? ("requeued Slurm job " +
+                              std::string(std::getenv("SLURM_JOB_ID")))
+                                 .c_str()
+                           : r.message().c_str());
+          }
         }
         return Status::ok();
       }

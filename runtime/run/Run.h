@@ -33,6 +33,7 @@ struct RunOptions {
   double commTimeout = 60;
   bool quiet = false, checkAllocations = false, calibrateOnly = false;
   bool checkpointAsync = false; // shards written by a background thread
+  bool slurmRequeue = false;    // after a save on a signal
 };
 
 /// How a run ended, beyond its Status: the communicator it opened, and

@@ -129,7 +129,7 @@ def interrupt(proc, marker, how, at, rng, expected_ranks):
     return f"{signal.Signals(sig).name} to {len(targets)} at {at:.2f} s"
 
 
-def scenario(name, plan, world, kind, how, extra, reference, tmp, rng, fsdp_run):
+def scenario(name, plan, world, kind, how, extra, reference, tmp, rng, fsdp_run, env=None):
     d = os.path.join(tmp, name.replace(" ", "-"))
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -142,7 +142,8 @@ def scenario(name, plan, world, kind, how, extra, reference, tmp, rng, fsdp_run)
     interruptions, codes, interrupted = 2 if how != "kill-one" else 1, [], 0
     for launch in range(8):
         proc = subprocess.Popen(launcher(kind, world, cmd, restarts), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, **(env or {})))
         what = None
         if launch < interruptions:
             what = interrupt(proc, ck, how, rng.uniform(0.15, 0.7) * reference["seconds"], rng, world)
@@ -185,6 +186,7 @@ def scenario(name, plan, world, kind, how, extra, reference, tmp, rng, fsdp_run)
                          f"losses differ at steps {bad} (exit codes {codes})")
     print(f"PASS {name}: {len(codes)} launches, exit codes {codes}, "
           f"bitwise equal to the uninterrupted run")
+    return interrupted
 
 
 def main():
@@ -241,6 +243,24 @@ def main():
                 continue
             scenario(name, plans[world], world, kind, how, extra, refs[world], tmp, rng,
                      a.fsdp_run)
+        # --slurm-requeue: after the save, rank 0 runs `scontrol requeue
+        # $SLURM_JOB_ID` (a stand-in scontrol records its arguments).
+        name = "1 rank, SIGTERM, --slurm-requeue"
+        if not a.only or a.only in name:
+            bin_dir = os.path.join(tmp, "bin")
+            os.makedirs(bin_dir, exist_ok=True)
+            record = os.path.join(tmp, "scontrol.args")
+            with open(os.path.join(bin_dir, "scontrol"), "w") as f:
+                f.write(f'#!/bin/sh\necho "$@" >> {record}\n')
+            os.chmod(os.path.join(bin_dir, "scontrol"), 0o755)
+            signalled = scenario(name, plans[1], 1, "direct", "one", ["--slurm-requeue"],
+                                 refs[1], tmp, rng, a.fsdp_run,
+                                 env={"SLURM_JOB_ID": "4242",
+                                      "PATH": bin_dir + ":" + os.environ["PATH"]})
+            said = open(record).read().split("\n") if os.path.exists(record) else []
+            if said.count("requeue 4242") < 1 or len([l for l in said if l]) > signalled:
+                raise SystemExit(f"FAIL {name}: scontrol was called {said}")
+            print(f"PASS {name}: scontrol requeue 4242 after each save on a signal")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
