@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
     std::string wrong, needDir;
     for (const char *flag :
          {"--checkpoint-every", "--keep-last", "--checkpoint-async",
-          "--save-on-signal", "--save-grace"})
+          "--save-on-signal", "--save-grace", "--slurm-requeue"})
       if (app.count(flag) && o.checkpointDir.empty())
         needDir += (needDir.empty() ? "" : ", ") + std::string(flag);
     if (!(o.commTimeout > 0 && o.commTimeout <= 1e7)) // NaN fails too
