@@ -117,6 +117,8 @@ struct Trial {
   bool ok = false;
   double step = 0;
   int64_t peak = 0, arena = 0, state = 0, scratch = 0;
+  /// Offload: what the node's ranks keep in host memory, and the node's.
+  int64_t hostPerNode = 0, hostMemory = 0;
   std::vector<UnitInfo> units; // module order
   std::string error;
 };
@@ -298,6 +300,8 @@ private:
     t.arena = integer("arena_bytes");
     t.state = integer("state_bytes");
     t.scratch = integer("scratch_bytes");
+    t.hostPerNode = integer("host_bytes_per_node");
+    t.hostMemory = integer("host_memory_bytes");
     if (log) {
       AutotuneCandidate c = describeCandidate(config);
       c.ok = true;
@@ -441,7 +445,14 @@ private:
     return levels;
   }
 
-  bool fits(const Trial &t) const { return t.ok && t.peak <= budget; }
+  /// Within the device budget, and what the node's ranks offload within
+  /// its host memory (where the device says how much it has).
+  static bool fitsHost(const Trial &t) {
+    return t.hostMemory <= 0 || t.hostPerNode <= t.hostMemory;
+  }
+  bool fits(const Trial &t) const {
+    return t.ok && t.peak <= budget && fitsHost(t);
+  }
 
   /// The shortest prefix of moves in (lo, hi] whose plan fits, by
   /// bisection, given that `lo` moves do not fit and `hi` do; `atHi` (hi's
@@ -712,6 +723,14 @@ FailureOr<PlanConfig> Tuner::run() {
     InFlightDiagnostic err =
         mlir::emitError(trained.getLoc(), "--memory-budget=");
     err << gib(budget) << ": no plan fits";
+    if (smallest && smallest->peak <= budget && !fitsHost(*smallest)) {
+      err << "; the smallest predicted peak, " << gib(smallest->peak)
+          << ", fits the device, but the node's ranks would keep "
+          << gib(smallest->hostPerNode) << " in host memory, over the node's "
+          << gib(smallest->hostMemory) << " (offload less, or spread over "
+          << "more nodes)";
+      return failure();
+    }
     if (smallest) {
       err << "; the smallest predicted peak is " << gib(smallest->peak) << " ("
           << smallestHow << "): arena " << gib(smallest->arena)

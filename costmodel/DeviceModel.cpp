@@ -203,6 +203,10 @@ static void setHost(DeviceModel &d, bool a100) {
   // same optimistic bound.
   d.hostCores = a100 ? 128 : 112;
   d.hostMemBandwidth = a100 ? 409.6e9 : 614.4e9;
+  // System memory: 2 TB on a DGX H100 and on a DGX A100 640GB (the
+  // datasheets; the DGX A100 320GB has 1 TB), decimal. What offload keeps
+  // on the host, times the node's ranks, must fit in it.
+  d.hostMemoryBytes = 2'000'000'000'000;
   // One core's AdamW over 12.6M f32 elements, in cost-model bytes: fsdp's
   // fused host kernel 21.7 GB/s, torch 2.11's default CPU AdamW
   // (foreach=False, the for-loop) 3.84 GB/s (its fused=True: 20.9)
@@ -346,7 +350,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     return !required && !o->get(key);
   };
   double perNode = 8, threads = 1, memory = 0, sms = 0, ctas = 0, runtime = 0,
-         hostCores = 0;
+         hostCores = 0, hostMemory = 0;
   if (!number("flops_f32", d.flopsF32, true) ||
       !number("mem_bandwidth", d.memBandwidth, true) ||
       !number("intra_bandwidth", d.intraBandwidth, true) ||
@@ -371,6 +375,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
       !number("d2h_while_h2d", d.d2hWhileH2D, false) ||
       !number("host_cores", hostCores, false) ||
       !number("host_mem_bandwidth", d.hostMemBandwidth, false) ||
+      !number("host_memory_bytes", hostMemory, false) ||
       !number("host_adamw_per_core", d.hostAdamwPerCore, false) ||
       !number("torch_host_adamw_per_core", d.torchHostAdamwPerCore, false) ||
       !number("torch_host_adamw_traffic", d.torchHostAdamwTraffic, false))
@@ -384,6 +389,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         "memory_bytes, runtime_bytes, gemm_efficiency, attention_efficiency, "
         "cache_bytes, cache_bandwidth, host_to_device, device_to_host, "
         "h2d_while_d2h, d2h_while_h2d, host_cores, host_mem_bandwidth, "
+        "host_memory_bytes, "
         "host_adamw_per_core, torch_host_adamw_per_core, "
         "torch_host_adamw_traffic, "
         "memory_efficiency, sms, "
@@ -416,8 +422,9 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
     return llvm::createStringError("device file " + name.str() +
                                    ": runtime_bytes must not be negative");
   if (!(d.hostToDevice >= 0) || !(d.deviceToHost >= 0) || hostCores < 0 ||
-      !(d.hostMemBandwidth >= 0) || !(d.hostAdamwPerCore >= 0) ||
-      !(d.torchHostAdamwPerCore >= 0) || !(d.torchHostAdamwTraffic >= 1) ||
+      !(hostMemory >= 0) || !(d.hostMemBandwidth >= 0) ||
+      !(d.hostAdamwPerCore >= 0) || !(d.torchHostAdamwPerCore >= 0) ||
+      !(d.torchHostAdamwTraffic >= 1) ||
       !(d.h2dWhileD2H > 0 && d.h2dWhileD2H <= 1) ||
       !(d.d2hWhileH2D > 0 && d.d2hWhileH2D <= 1))
     return llvm::createStringError(
@@ -432,6 +439,7 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
         ": a host link needs host_to_device, device_to_host, host_cores, "
         "host_adamw_per_core and torch_host_adamw_per_core");
   d.hostCores = (int64_t)hostCores;
+  d.hostMemoryBytes = (int64_t)hostMemory;
   d.runtimeBytes = (int64_t)runtime;
   d.sms = (int64_t)sms;
   d.collectiveCtas = (int64_t)ctas;

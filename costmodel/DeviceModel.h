@@ -6,10 +6,10 @@
 // h200, a100-80g and cpu-generic (a 2-core development machine of 2024,
 // fixed: what the tests plan for). fsdp-opt's --device=cpu is the machine
 // it runs on, calibrated by fsdp-run and cached (ThisMachine.h). Any other
-// name is read as a JSON file with the same fields. The GPU figures are sourced, never fitted to a result:
-// datasheet peaks, and what published measurements show is achievable of
-// them (GEMM efficiency, flash attention, NCCL bus bandwidths); each is
-// cited where DeviceModel.cpp sets it.
+// name is read as a JSON file with the same fields. The GPU figures are
+// sourced, never fitted to a result: datasheet peaks, and what published
+// measurements show is achievable of them (GEMM efficiency, flash attention,
+// NCCL bus bandwidths); each is cited where DeviceModel.cpp sets it.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_COSTMODEL_DEVICEMODEL_H
@@ -48,7 +48,7 @@ struct DeviceModel {
   /// replica groups: one) shares those NICs with the node's other groups.
   double intraBandwidth = 0, interBandwidth = 0;
   double intraLatency = 0, interLatency = 0; // seconds per ring step
-  double launchOverhead = 0;                     // seconds per kernel
+  double launchOverhead = 0;                 // seconds per kernel
   /// Streaming multiprocessors, and how many of them a running NCCL
   /// collective kernel holds (one CTA per channel): compute that overlaps
   /// a collective runs on the rest, (sms - collectiveCtas) / sms as fast.
@@ -93,6 +93,9 @@ struct DeviceModel {
   double h2dWhileD2H = 1, d2hWhileH2D = 1;
   int64_t hostCores = 0;
   double hostMemBandwidth = 0;
+  /// The node's host memory, bytes, shared by its ranks' offloaded state
+  /// (0: unknown, unchecked).
+  int64_t hostMemoryBytes = 0;
   double hostAdamwPerCore = 0, torchHostAdamwPerCore = 0;
   double torchHostAdamwTraffic = 1;
   /// Seconds a host op moving `bytes` (cost-model bytes) takes on one of

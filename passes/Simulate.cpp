@@ -207,6 +207,13 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
             // the step's host-device copies and host work.
             b.getNamedAttr("host_bytes",
                            b.getI64IntegerAttr(hostState + hostArena)),
+            // The node's: every rank on it keeps as much (autotune checks
+            // it against the node's host memory, when the device says).
+            b.getNamedAttr("host_bytes_per_node",
+                           b.getI64IntegerAttr((hostState + hostArena) *
+                                               std::max<int64_t>(ranks, 1))),
+            b.getNamedAttr("host_memory_bytes",
+                           b.getI64IntegerAttr(model->hostMemoryBytes)),
             b.getNamedAttr("copy_seconds", b.getF64FloatAttr(total.copy)),
             b.getNamedAttr("host_seconds", b.getF64FloatAttr(total.host)),
             b.getNamedAttr("scratch_bytes", b.getI64IntegerAttr(scratch)),
