@@ -290,6 +290,51 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
                   : Status::ok();
   };
 
+  // After step `done` (`due`: its checkpoint was just started): whether
+  // any rank caught a signal (every rank asks at every step's end, so all
+  // stop after the same step); if one did, the step is saved, `stop` set
+  // and the exit code 128 + the signal's number.
+  auto stopIfSignalled = [&](int64_t done, bool due, bool &stop) -> Status {
+    std::vector<float> caught(saveSignals.size(), 0.0f);
+    for (size_t i = 0; i < saveSignals.size(); ++i)
+      caught[i] = caughtSignal() == saveSignals[i] ? 1.0f : 0.0f;
+    FSDP_RETURN_IF_ERROR(
+        exec.sumOverRanks(caught.data(), (int64_t)caught.size()));
+    size_t which = 0;
+    while (which < caught.size() && caught[which] == 0.0f)
+      ++which;
+    if (which == caught.size())
+      return Status::ok();
+    int sig = saveSignals[which];
+    Status s = due ? background.poll(exec, true) : checkpoint(done, true);
+    if (!s)
+      return s.withContext("saving on " + signalName(sig));
+    // Every rank leaves only once the leader has also pruned old
+    // checkpoints (a launcher ends the others when one exits).
+    FSDP_RETURN_IF_ERROR(exec.agree(true, "stopping after the save"));
+    stop = true;
+    out.exitCode = 128 + sig;
+    if (!leader)
+      return Status::ok();
+    std::fprintf(stderr,
+                 "fsdp-run: %s on %d of %lld rank(s): saved step %lld in %s; "
+                 "stopping with exit code %d (--resume=auto goes on from "
+                 "it)\n",
+                 signalName(sig).c_str(), (int)caught[which], (long long)world,
+                 (long long)done, o.checkpointDir.c_str(), out.exitCode);
+    // The job goes back in Slurm's queue; the checkpoint is saved either
+    // way, so a failed requeue is said, not an error.
+    if (o.slurmRequeue) {
+      Status r = requeueSlurmJob();
+      std::fprintf(
+          stderr, "fsdp-run: %s\n",
+          r ? ("requeued Slurm job " + std::string(std::getenv("SLURM_JOB_ID")))
+                  .c_str()
+            : r.message().c_str());
+    }
+    std::fflush(stderr);
+    return Status::ok();
+  };
   std::ofstream log;
   if (!o.logPath.empty() && leader) {
     // A resumed run adds to the history it continues, never truncates it.
@@ -392,60 +437,21 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
           (o.checkpointDir.empty()
                ? std::string()
                : "; nothing of this step is checkpointed")));
-    bool saved = !o.checkpointDir.empty() &&
-                 ((o.checkpointEvery > 0 && (t + 1) % o.checkpointEvery == 0) ||
-                  t + 1 == o.steps);
-    if (saved)
+    bool due = !o.checkpointDir.empty() &&
+               ((o.checkpointEvery > 0 && (t + 1) % o.checkpointEvery == 0) ||
+                t + 1 == o.steps);
+    if (due)
       if (Status s = checkpoint(t + 1, false); !s)
         return (s);
     if (background.pending())
       if (Status s = background.poll(exec, t + 1 == o.steps); !s)
         return (s);
-    // Whether any rank caught a signal: every rank asks at every step's
-    // end, so all stop after the same step (the last step just ends).
     if (!saveSignals.empty() && t + 1 < o.steps) {
-      std::vector<float> caught(saveSignals.size(), 0.0f);
-      for (size_t i = 0; i < saveSignals.size(); ++i)
-        caught[i] = caughtSignal() == saveSignals[i] ? 1.0f : 0.0f;
-      if (Status s = exec.sumOverRanks(caught.data(), (int64_t)caught.size());
-          !s)
+      bool stop = false;
+      if (Status s = stopIfSignalled(t + 1, due, stop); !s)
         return (s);
-      size_t which = 0;
-      while (which < caught.size() && caught[which] == 0.0f)
-        ++which;
-      if (which < caught.size()) {
-        Status s =
-            saved ? background.poll(exec, true) : checkpoint(t + 1, true);
-        if (!s)
-          return (s.withContext("saving on " + signalName(saveSignals[which])));
-        // Every rank leaves only once the leader has also pruned old
-        // checkpoints (a launcher ends the others when one exits).
-        if (Status s = exec.agree(true, "stopping after the save"); !s)
-          return (s);
-        int sig = saveSignals[which];
-        out.exitCode = 128 + sig;
-        if (leader) {
-          std::fprintf(stderr,
-                       "fsdp-run: %s on %d of %lld rank(s): saved step %lld "
-                       "in %s; stopping with exit code %d (--resume=auto "
-                       "goes on from it)\n",
-                       signalName(sig).c_str(), (int)caught[which],
-                       (long long)world, (long long)(t + 1),
-                       o.checkpointDir.c_str(), out.exitCode);
-          std::fflush(stderr);
-          // The job goes back in Slurm's queue; the checkpoint is saved
-          // either way, so a failed requeue is said, not an error.
-          if (o.slurmRequeue) {
-            Status r = requeueSlurmJob();
-            std::fprintf(stderr, "fsdp-run: %s\n",
-                         r ? ("requeued Slurm job " +
-                              std::string(std::getenv("SLURM_JOB_ID")))
-                                 .c_str()
-                           : r.message().c_str());
-          }
-        }
+      if (stop)
         return Status::ok();
-      }
     }
     if (capture) {
       std::vector<std::vector<float>> full;
