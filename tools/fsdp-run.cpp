@@ -133,6 +133,8 @@ int main(int argc, char **argv) {
     return app.exit(e);
   }
   // Flags that would be ignored or mean nothing are errors, never silent.
+  std::vector<int> saveSignals;
+  Status signalsParsed = parseSaveSignals(o.saveOnSignal, saveSignals);
   {
     std::string wrong, needDir;
     for (const char *flag :
@@ -148,9 +150,8 @@ int main(int argc, char **argv) {
               " --checkpoint-dir";
     else if (!(o.saveGrace >= 0 && o.saveGrace <= 1e7))
       wrong = "--save-grace must be a number of seconds in [0, 1e7]";
-    else if (std::vector<int> signals;
-             !parseSaveSignals(o.saveOnSignal, signals))
-      wrong = parseSaveSignals(o.saveOnSignal, signals).message();
+    else if (!signalsParsed)
+      wrong = signalsParsed.message();
     else if (app.count("--seq-len") &&
              !(o.data.size() > 4 && o.data.substr(o.data.size() - 4) == ".bin"))
       wrong = "--seq-len applies to --data FILE.bin (llm.c tokens) only";
@@ -178,14 +179,9 @@ int main(int argc, char **argv) {
   }
 
   // Before the communicator and the kernels start their threads.
-  if (!o.checkpointDir.empty()) {
-    std::vector<int> signals;
-    Status s = parseSaveSignals(o.saveOnSignal, signals);
-    if (s)
-      s = installSaveOnSignal(signals, o.saveGrace);
-    if (!s)
+  if (!o.checkpointDir.empty())
+    if (Status s = installSaveOnSignal(saveSignals, o.saveGrace); !s)
       return fail(s);
-  }
   RunOutcome run;
   if (Status s = runPlan(o, run); !s)
     return fail(s, &run);

@@ -340,20 +340,19 @@ void Executor::setMomentumStarted(size_t i) {
 }
 
 Status Executor::agree(bool ok, const std::string &what) {
-  float failed = ok ? 0.0f : 1.0f, any = 0.0f;
-  FSDP_RETURN_IF_ERROR(comm->allReduceStart(&failed, &any, 1, Elem::F32, false,
-                                            spareSlot, Group::World));
-  FSDP_RETURN_IF_ERROR(comm->wait(spareSlot));
-  if (any > 0)
-    return Status::error(what + " failed on " + std::to_string((int)any) +
+  float failed = ok ? 0.0f : 1.0f;
+  FSDP_RETURN_IF_ERROR(sumOverRanks(&failed, 1));
+  if (failed > 0)
+    return Status::error(what + " failed on " + std::to_string((int)failed) +
                          " rank(s)");
   return Status::ok();
 }
 
 Status Executor::sumOverRanks(float *values, int64_t count) {
-  std::vector<float> mine(values, values + count);
-  FSDP_RETURN_IF_ERROR(comm->allReduceStart(
-      mine.data(), values, count, Elem::F32, false, spareSlot, Group::World));
+  // In place (every communicator takes in == out): nothing allocated, as
+  // the step loop asks this every step.
+  FSDP_RETURN_IF_ERROR(comm->allReduceStart(values, values, count, Elem::F32,
+                                            false, spareSlot, Group::World));
   return comm->wait(spareSlot);
 }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/run/Preemption.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -82,7 +83,8 @@ Status parseSaveSignals(const std::string &list, std::vector<int> &signals) {
     if (number == 0)
       return Status::error("--save-on-signal: unknown signal '" + name +
                            "' (TERM, USR1, USR2, INT, HUP, QUIT, or none)");
-    signals.push_back(number);
+    if (std::find(signals.begin(), signals.end(), number) == signals.end())
+      signals.push_back(number); // "TERM,TERM" is TERM
     if (comma == std::string::npos)
       break;
     at = comma + 1;

@@ -274,6 +274,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   std::vector<int> saveSignals;
   if (!o.checkpointDir.empty())
     FSDP_RETURN_IF_ERROR(parseSaveSignals(o.saveOnSignal, saveSignals));
+  std::vector<float> caught(saveSignals.size()); // per signal, every step
   // Every rank writes its shard of the state; rank 0 the manifest, last.
   // With --checkpoint-async the shards are written in the background (and
   // committed at a later step's end); `now` saves before returning.
@@ -295,7 +296,6 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   // stop after the same step); if one did, the step is saved, `stop` set
   // and the exit code 128 + the signal's number.
   auto stopIfSignalled = [&](int64_t done, bool due, bool &stop) -> Status {
-    std::vector<float> caught(saveSignals.size(), 0.0f);
     for (size_t i = 0; i < saveSignals.size(); ++i)
       caught[i] = caughtSignal() == saveSignals[i] ? 1.0f : 0.0f;
     FSDP_RETURN_IF_ERROR(
