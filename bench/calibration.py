@@ -39,6 +39,7 @@ it).
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -65,16 +66,36 @@ POINTS = {
     "l3.1-8b-h100x128-sel": (TT_H100, "llama3-8b", 8192, 2, 128, "h100-hbm2e", "op", 5605),
 }
 
-# The Grand Teton H100s of TT_H100: h100-sxm's (costmodel/DeviceModel.cpp)
-# with HBM2e's bandwidth as that page states it.
+# The Grand Teton H100s of TT_H100: h100-sxm (costmodel/DeviceModel.cpp)
+# with the page's HBM2e (96 GB at 2.4 TB/s) and its 500 W power limit. The
+# page's footnote 2: their peak "is between SXM and NVL, and we don't know
+# its exact value". Dense bf16 peaks from NVIDIA's datasheets: H100 SXM
+# 989 TFLOP/s at 700 W, H100 NVL 835 at 400 W (1671 with sparsity); taken
+# linearly in the power limit between the two: 835 + (989 - 835) x
+# (500 - 400) / (700 - 400) = 886 TFLOP/s.
+H100_500W_PEAK = 835e12 + (989e12 - 835e12) * (500 - 400) / (700 - 400)
 H100_HBM2E = {
-    "name": "h100-hbm2e (Grand Teton, 2.4 TB/s)",
-    "flops_bf16": 989e12, "flops_f32": 67e12, "mem_bandwidth": 2.4e12,
-    "gemm_efficiency": 0.803, "attention_efficiency": 335.0 / 989.0,
-    "memory_efficiency": 0.90, "intra_bandwidth": 360e9, "inter_bandwidth": 8 * 47e9,
-    "intra_latency": 5e-6, "inter_latency": 15e-6, "launch_overhead": 4e-6,
-    "devices_per_node": 8, "sms": 132, "collective_ctas": 24, "memory_bytes": 96_000_000_000,
+    "base": "h100-sxm", "name": "h100-hbm2e-500w (Grand Teton)",
+    "flops_bf16": H100_500W_PEAK, "mem_bandwidth": 2.4e12, "memory_bytes": 96_000_000_000,
 }
+
+
+def device_files(sustained):
+    """The devices the points name, as files when they differ from the
+    built-ins (the H100s above; --sustained on any)."""
+    files = {}
+    for device in sorted({p[5] for p in POINTS.values()}):
+        desc = dict(H100_HBM2E) if device == "h100-hbm2e" else None
+        if sustained is not None:
+            desc = desc or {"base": device, "name": device}
+            desc["sustained"] = sustained
+        if desc is None:
+            files[device] = device
+            continue
+        files[device] = os.path.join(OUT, device + ".json")
+        with open(files[device], "w") as f:
+            json.dump(desc, f)
+    return files
 
 
 def shape_model(model, T, batch):
@@ -100,24 +121,98 @@ def ac_flag(model, ac):
         f"layers.{i}" for i in range(1, LAYERS[model], 2))
 
 
-def predict(opt, name, device_file):
+def base_flags(name, devices):
+    """What every plan of the point shares: the job and the hardware."""
     source, model, T, batch, gpus, device, ac, published = POINTS[name]
-    plan = os.path.join(OUT, name + ".plan")
-    last = LAYERS[model] - 1
-    cmd = [opt, shape_model(model, T, batch), f"--world-size={gpus}",
-           f"--device={device_file if device == 'h100-hbm2e' else device}",
-           "--gpus-per-node=8", f"--batch-size={batch}", "--compute-dtype=bf16",
-           "--param-dtype=bf16", "--loss=cross-entropy", "--grad-clip=1.0",
-           "--forward-prefetch=true", "--backward-prefetch=pre", "--prefetch-depth=1",
-           "--limit-all-gathers=2", "--reduce-dtype=f32", "--simulate-runtime=fsdp2-eager",
-           f"--reshard-after-forward=default,layers.{last}=false", ac_flag(model, ac),
-           "-o", plan]
+    return [shape_model(model, T, batch), f"--world-size={gpus}", f"--device={devices[device]}",
+            "--gpus-per-node=8", f"--batch-size={batch}", "--compute-dtype=bf16",
+            "--param-dtype=bf16", "--reduce-dtype=f32", "--loss=cross-entropy", "--grad-clip=1.0"]
+
+
+def fsdp2_flags(name):
+    """The schedule torchtitan ran: a unit per block, reshard after forward
+    but the last, one gather prefetched beside the current, its AC."""
+    model, ac = POINTS[name][1], POINTS[name][6]
+    return ["--forward-prefetch=true", "--backward-prefetch=pre", "--prefetch-depth=1",
+            "--limit-all-gathers=2", f"--reshard-after-forward=default,layers.{LAYERS[model] - 1}=false",
+            ac_flag(model, ac)]
+
+
+def plan(opt, name, devices, flags, tag=""):
+    """tokens/s/GPU and the predicted block of the point planned with `flags`."""
+    T, batch = POINTS[name][2], POINTS[name][3]
+    path = os.path.join(OUT, name + tag + ".plan")
+    cmd = [opt] + base_flags(name, devices) + flags + ["-o", path]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"calibration.py: {name}: {' '.join(cmd)}\n{r.stderr[-2000:]}")
-    with open(plan) as f:
+    with open(path) as f:
         p = json.load(f)["predicted"]
     return batch * T / p["step_seconds"], p
+
+
+def predict(opt, name, devices):
+    """The point as it ran: FSDP2's schedule priced as eager FSDP2."""
+    return plan(opt, name, devices, fsdp2_flags(name) + ["--simulate-runtime=fsdp2-eager"])
+
+
+def table(opt, names, sustained, show):
+    devices = device_files(sustained)
+    rows = []
+    for name in names:
+        source, model, T, batch, gpus, device, ac, published = POINTS[name]
+        tok, p = predict(opt, name, devices)
+        rows.append(dict(source=source, name=name,
+                         config=f"{model} T={T} local batch {batch}, {gpus} x {device}, "
+                                f"AC {ac}, eager FSDP2",
+                         published=published, predicted=round(tok, 1),
+                         error=round(100 * (tok - published) / published, 1),
+                         peak_gib=round(p["peak_bytes"] / 2**30, 1)))
+        if show:
+            r = rows[-1]
+            print(f"{name:<22} {r['config']:<62} {published:>6} {tok:>8.0f} {r['error']:>+7.1f}%",
+                  flush=True)
+    return rows
+
+
+def fit(opt, names):
+    """The sustained fraction at which the table's predictions are unbiased:
+    the mean of log(predicted / published) is zero (bisection)."""
+    def bias(f):
+        rows = table(opt, names, f, False)
+        return statistics.mean(math.log(r["predicted"] / r["published"]) for r in rows)
+    lo, hi = 0.5, 1.0
+    while hi - lo > 0.001:
+        mid = (lo + hi) / 2
+        b = bias(mid)
+        print(f"sustained {mid:.4f}: mean log(predicted / published) {b:+.4f}", flush=True)
+        lo, hi = (mid, hi) if b < 0 else (lo, mid)
+    return (lo + hi) / 2
+
+
+GAIN_POINTS = ["l3.1-8b-h100x8-sel", "l3-70b-a100-full", "l3.1-8b-h100x128-sel"]
+
+
+def gains(opt, names):
+    """fsdp's own plan against the FSDP2-shaped one at each point, the gain
+    split as bench/scale.py splits it: FSDP2's schedule priced as fsdp-run
+    runs it (the runtime's share), then --autotune's plan against that (the
+    schedule's share)."""
+    devices = device_files(None)
+    rows = []
+    for name in names:
+        fsdp2, _ = predict(opt, name, devices)
+        ran, _ = plan(opt, name, devices, fsdp2_flags(name) + ["--simulate-runtime=fsdp"], "-fsdp")
+        tuned, _ = plan(opt, name, devices, ["--autotune"], "-autotune")
+        rows.append(dict(name=name, published=POINTS[name][7], fsdp2=round(fsdp2, 1),
+                         fsdp2_as_fsdp_run=round(ran, 1), autotuned=round(tuned, 1),
+                         gain=round(tuned / fsdp2, 3), runtime_share=round(ran / fsdp2, 3),
+                         schedule_share=round(tuned / ran, 3)))
+        r = rows[-1]
+        print(f"{name:<22} FSDP2-shaped {fsdp2:8.0f}  its schedule as fsdp-run {ran:8.0f}  "
+              f"autotuned {tuned:8.0f}  gain {r['gain']:.3f}x = runtime {r['runtime_share']:.3f}x "
+              f"x schedule {r['schedule_share']:.3f}x", flush=True)
+    return rows
 
 
 def main():
@@ -125,27 +220,26 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--json", action="store_true", help="a list of objects, for scripts")
     ap.add_argument("--only", default="", help="comma-separated point names")
+    ap.add_argument("--sustained", type=float,
+                    help="price with this fraction of the best GEMM and attention rates "
+                         "sustained, not the built-in devices' (to see what the fit rests on)")
+    ap.add_argument("--fit", action="store_true",
+                    help="find the sustained fraction that leaves the table unbiased")
+    ap.add_argument("--gains", action="store_true",
+                    help="fsdp's autotuned plan against the FSDP2-shaped one at three points")
     a = ap.parse_args()
     opt = os.path.join(a.build, "tools", "fsdp-opt")
     os.makedirs(OUT, exist_ok=True)
-    device_file = os.path.join(OUT, "h100-hbm2e.json")
-    with open(device_file, "w") as f:
-        json.dump(H100_HBM2E, f)
     names = [n for n in POINTS if not a.only or n in a.only.split(",")]
-    rows = []
-    for name in names:
-        source, model, T, batch, gpus, device, ac, published = POINTS[name]
-        tok, p = predict(opt, name, device_file)
-        rows.append(dict(source=source, name=name,
-                         config=f"{model} T={T} local batch {batch}, {gpus} x {device}, "
-                                f"AC {ac}, eager FSDP2",
-                         published=published, predicted=round(tok, 1),
-                         error=round(100 * (tok - published) / published, 1),
-                         peak_gib=round(p["peak_bytes"] / 2**30, 1)))
-        if not a.json:
-            r = rows[-1]
-            print(f"{name:<22} {r['config']:<62} {published:>6} {tok:>8.0f} {r['error']:>+7.1f}%",
-                  flush=True)
+    if a.fit:
+        print(f"fitted sustained fraction: {fit(opt, names):.3f}")
+        return
+    if a.gains:
+        rows = gains(opt, [n for n in GAIN_POINTS if n in names])
+        if a.json:
+            print(json.dumps(rows, indent=1))
+        return
+    rows = table(opt, names, a.sustained, not a.json)
     if a.json:
         print(json.dumps([{k: r[k] for k in ("source", "config", "published", "predicted")}
                           for r in rows], indent=1))

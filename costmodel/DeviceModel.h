@@ -33,6 +33,9 @@ struct DeviceModel {
   /// Fractions of the peak that GEMMs (matmul, gemm) and fused attention
   /// reach at best (1: the peak; the CPU's rates are measured already).
   double gemmEfficiency = 1.0, attentionEfficiency = 1.0;
+  /// The fraction of that best which they sustain inside a training step
+  /// (1: the best throughout).
+  double sustained = 1.0;
   double memBandwidth = 0; // bytes per second
   /// CPU: the bytes a rank's caches hold (its cores' L2) and the rate data
   /// that fits in them moves at; an op moving no more runs at it (0: not
@@ -176,6 +179,10 @@ struct DeviceModel {
 
 /// A built-in device by name, or a JSON description at that path.
 llvm::Expected<DeviceModel> loadDeviceModel(llvm::StringRef nameOrPath);
+
+/// Whether `name` is one of loadDeviceModel's built-in devices (what a
+/// device file's "base" may name).
+bool isBuiltInDevice(llvm::StringRef name);
 
 } // namespace mlir::fsdp
 

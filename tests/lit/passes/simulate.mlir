@@ -31,7 +31,34 @@
 // QUOTED: error: --device: device file {{.*}}quoted.json: 'gemm_efficiency' is not a number;
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "memory_efficiency": 1.5}' > %t/memeff.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/memeff.json' 2>&1 | FileCheck %s --check-prefix=MEMEFF
-// MEMEFF: error: --device: device file {{.*}}memeff.json: gemm_efficiency, attention_efficiency and memory_efficiency must be within (0, 1]
+// MEMEFF: error: --device: device file {{.*}}memeff.json: gemm_efficiency, attention_efficiency, memory_efficiency and sustained must be within (0, 1]
+// `sustained`: the fraction of their best rate GEMMs and attention keep in
+// a step. At 1000 flop/s the first matmul's 36 flops take 36 ms, at half
+// of it 72 ms.
+// RUN: echo '{"flops_f32": 1e3, "mem_bandwidth": 1e12, "intra_bandwidth": 1e12, "inter_bandwidth": 1e12}' > %t/full.json
+// RUN: echo '{"flops_f32": 1e3, "mem_bandwidth": 1e12, "intra_bandwidth": 1e12, "inter_bandwidth": 1e12, "sustained": 0.5}' > %t/half.json
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%t/full.json' 2>/dev/null | FileCheck %s --check-prefix=FULL
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%t/half.json' 2>/dev/null | FileCheck %s --check-prefix=HALF
+// FULL: fsdp.matmul %arg0, {{.*}}fsdp.cost = array<i64: 36, 84>{{.*}}fsdp.sim = array<f64: 2.000000e-11, 0.036000000019999999>
+// HALF: fsdp.matmul %arg0, {{.*}}fsdp.cost = array<i64: 36, 84>{{.*}}fsdp.sim = array<f64: 2.000000e-11, 0.072000000019999996>
+// RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "sustained": 0}' > %t/sustained0.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/sustained0.json' 2>&1 | FileCheck %s --check-prefix=SUSTAINED0
+// SUSTAINED0: error: --device: device file {{.*}}sustained0.json: gemm_efficiency, attention_efficiency, memory_efficiency and sustained must be within (0, 1]
+// "base": a built-in device the file changes. Only what differs is given
+// (a 500 W H100's peak): the rest, the H100's NVLink gather below
+// included, is the built-in's.
+// RUN: echo '{"base": "h100-sxm", "name": "h100-500w", "flops_bf16": 886e12}' > %t/based.json
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%t/based.json' 2>/dev/null | FileCheck %s --check-prefix=BASED
+// BASED: device = "h100-500w", device_file = "{{.*}}based.json"
+// BASED: fsdp.all_gather_start %{{.*}} {fsdp.offsets = array<i64: {{[0-9]+}}>, fsdp.sim = array<f64: 0.000000e+00, 5.0000555555555558E-6>
+// A base is a built-in's name: not a file (no chains), not a number.
+// RUN: echo '{"base": "tpu-v9"}' > %t/base1.json
+// RUN: echo '{"base": "%t/based.json"}' > %t/base2.json
+// RUN: echo '{"base": 3}' > %t/base3.json
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/base1.json' 2>&1 | FileCheck %s --check-prefix=BADBASE
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/base2.json' 2>&1 | FileCheck %s --check-prefix=BADBASE
+// RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/base3.json' 2>&1 | FileCheck %s --check-prefix=BADBASE
+// BADBASE: error: --device: device file {{.*}}base{{[123]}}.json: base must name a built-in device (h100-sxm, h200, a100-80g, cpu-generic)
 // UNKNOWN: error: --device: unknown device 'tpu-v9' (h100-sxm, h200, a100-80g, cpu, cpu-generic, or a JSON file)
 
 // On an H100 pair: the first gather is 2 x 5 floats over NVLink: one
