@@ -31,11 +31,21 @@ matmuls and attention saved but every second matmul of a block recomputed
 (`ops-alt`); selective layer = every second block, the 2nd, 4th, ...
 (ac_freq 2).
 
-The H100s are described as stated (h100-sxm's figures with HBM2e's 2.4
-TB/s); the 500 W cap's effect on clocks is not modelled (no source gives
-it).
+The H100s are described as stated: h100-sxm's figures with HBM2e's 2.4
+TB/s, 96 GB, and a 500 W part's bf16 peak (H100_500W_PEAK below).
+
+One model prices every point: the built-in devices' sourced constants and
+the one constant fitted to this table, `sustained` (costmodel/
+DeviceModel.cpp: GEMMs and attention keep that fraction of their best
+rates inside a step). `--fit` finds it again (the value at which the mean
+of log(predicted / published) is zero); `--sustained F` prices the table
+with F instead. `--gains` plans fsdp's own (`--autotune`) against the
+FSDP2-shaped plan at three points and splits the gain as bench/scale.py
+does: the FSDP2 schedule priced as fsdp-run runs it (the runtime's share),
+then the autotuned plan against that (the schedule's).
 
     bench/calibration.py [--build build] [--json] [--only NAME,...]
+                         [--sustained F | --fit | --gains]
 """
 import argparse
 import json
