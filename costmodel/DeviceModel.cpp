@@ -84,6 +84,14 @@ int64_t DeviceModel::threadsPerRank(int64_t ranksOnNode) const {
   return std::max<int64_t>(1, cores / ranksOnNode);
 }
 
+bool DeviceModel::progressesBesideCompute(int64_t ranksOnNode) const {
+  if (!asyncProgress)
+    return false;
+  if (cores <= 0 || ranksOnNode <= 0)
+    return true;
+  return threadsPerRank(ranksOnNode) * ranksOnNode < cores;
+}
+
 double DeviceModel::threadFactor(int64_t ranksOnNode) const {
   if (cores <= 0 || ranksOnNode <= 0)
     return 1.0;

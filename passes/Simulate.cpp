@@ -370,7 +370,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         bool net = model.crossesNodes(ranks, stride);
         bool bus = !net || stride < model.devicesPerNode;
         t.comm += seconds;
-        if (!model.asyncProgress) {
+        if (!model.progressesBesideCompute(ranksOnNode)) {
           // Nothing moves until a wait progresses it (priced there).
           deferred[op.getResult(0)] = {s, seconds};
           continue;

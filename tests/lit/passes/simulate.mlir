@@ -82,6 +82,16 @@
 // NOPROGRESS: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: 0.000000e+00, 1.020000e-03>
 // NOPROGRESS: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: [[TANH:[0-9.e-]+]], 0.0020401320000000001>{{.*}}unit = @layers.1
 // NOPROGRESS: fsdp.tanh %{{.*}}fsdp.sim = array<f64: {{[0-9.e-]+}}, [[TANH]]>
+// Collectives that progress on threads of their own (Gloo's) are priced
+// the same on a CPU whose cores the ranks' kernels all take (2 ranks, a
+// thread each on 2 cores): their transfers wait for a core. With a core
+// free (3 cores) the prefetched gather moves as soon as it is issued.
+// RUN: echo '{"name": "gloo-like", "flops_f32": 1e9, "mem_bandwidth": 1e9, "intra_bandwidth": 1e6, "inter_bandwidth": 1e6, "intra_latency": 1e-3, "inter_latency": 1e-3, "async_progress": true, "cores": 2}' > %t/busy.json
+// RUN: echo '{"name": "gloo-like", "flops_f32": 1e9, "mem_bandwidth": 1e9, "intra_bandwidth": 1e6, "inter_bandwidth": 1e6, "intra_latency": 1e-3, "inter_latency": 1e-3, "async_progress": true, "cores": 3}' > %t/free.json
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%t/busy.json' 2>/dev/null | FileCheck %s --check-prefix=NOPROGRESS
+// RUN: fsdp-opt %s -fsdp-build-train-step=loss=mse -fsdp-wrap-units '-fsdp-shard=world-size=2' -fsdp-insert-collectives -fsdp-schedule -fsdp-plan-memory '-fsdp-simulate=device=%t/free.json' 2>/dev/null | FileCheck %s --check-prefix=FREECORE
+// FREECORE: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: 0.000000e+00, 1.020000e-03>
+// FREECORE: fsdp.all_gather_start %{{.*}}fsdp.sim = array<f64: 1.020000e-03, 2.040000e-03>{{.*}}unit = @layers.1
 
 fsdp.parameter @"layers.0.w" : tensor<3x3xf32> {module_path = "layers.0"}
 fsdp.parameter @"layers.1.w" : tensor<3x3xf32> {module_path = "layers.1"}
