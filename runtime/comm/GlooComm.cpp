@@ -37,7 +37,6 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -58,7 +57,8 @@ public:
   GlooStore(fsdp::Store &store, std::string prefix)
       : store(store), prefix(std::move(prefix)) {}
   void set(const std::string &key, const std::vector<char> &data) override {
-    if (Status s = store.set(prefix + key, std::string(data.begin(), data.end()));
+    if (Status s =
+            store.set(prefix + key, std::string(data.begin(), data.end()));
         !s)
       throw std::runtime_error(s.message());
   }
@@ -81,22 +81,32 @@ private:
   std::string prefix;
 };
 
-/// A collective's state between its start and its wait.
+/// A collective's state between its start and its wait, and what its lane
+/// runs: data, not a closure, so starting one allocates nothing
+/// (--check-allocations).
 struct Pending {
+  enum class Op { AllGather, ReduceScatter, AllReduce };
   bool started = false, done = false;
   std::string error;
   const char *kind = ""; // "all_gather": with the group, for messages
   Group group = Group::World;
+  Op op = Op::AllGather;
+  const void *in = nullptr;
   void *out = nullptr;
   int64_t count = 0, ranks = 1;
+  size_t bytes = 0;     // all-gather: each rank's part
+  int64_t position = 0; // all-gather: this rank's place in the group
   bool average = false;
   Elem elem = Elem::F32;
 };
 
-/// One Gloo context and the thread that runs its collectives in order.
+/// One Gloo context and the thread that runs its collectives in order,
+/// each with `execute` (set once).
 class Lane {
 public:
-  Lane(std::shared_ptr<gloo::Context> context) : context(std::move(context)) {
+  using Execute = std::function<void(Lane &, Pending &)>;
+  Lane(std::shared_ptr<gloo::Context> context, Execute execute)
+      : context(std::move(context)), execute(std::move(execute)), ring(8) {
     worker = std::thread([this] { run(); });
   }
   ~Lane() {
@@ -107,10 +117,17 @@ public:
     cv.notify_all();
     worker.join();
   }
-  void push(std::function<void()> task) {
+  void push(Pending *p) {
     {
       std::lock_guard<std::mutex> lock(mu);
-      queue.push_back(std::move(task));
+      if (queued == ring.size()) { // grows to the most ever queued, once
+        std::vector<Pending *> larger(ring.size() * 2);
+        for (size_t i = 0; i < queued; ++i)
+          larger[i] = ring[(head + i) % ring.size()];
+        ring.swap(larger);
+        head = 0;
+      }
+      ring[(head + queued++) % ring.size()] = p;
     }
     cv.notify_all();
   }
@@ -120,22 +137,25 @@ public:
 private:
   void run() {
     for (;;) {
-      std::function<void()> task;
+      Pending *p = nullptr;
       {
         std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return stop || !queue.empty(); });
-        if (queue.empty())
+        cv.wait(lock, [&] { return stop || queued > 0; });
+        if (queued == 0)
           return;
-        task = std::move(queue.front());
-        queue.pop_front();
+        p = ring[head];
+        head = (head + 1) % ring.size();
+        --queued;
       }
-      task();
+      execute(*this, *p);
     }
   }
+  Execute execute;
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
-  std::deque<std::function<void()>> queue;
+  std::vector<Pending *> ring; // queued collectives from head, in order
+  size_t head = 0, queued = 0;
   bool stop = false;
 };
 
@@ -233,21 +253,9 @@ public:
     expectSum(*p, out, count, average, e, g);
     if (size(g) == 1)
       return alone(*p, in, out, count * elemBytes(e));
-    return launch(*p, g, /*gather=*/false, [=](Lane &lane) {
-      gloo::AllreduceOptions opts(lane.context);
-      if (e == Elem::F32)
-        setBuffers(opts, static_cast<const float *>(in),
-                   static_cast<float *>(out), count);
-      else
-        setBuffers(opts, static_cast<const uint16_t *>(in),
-                   static_cast<uint16_t *>(out), count);
-      opts.setReduceFunction(
-          [e](void *c, const void *a, const void *b, size_t n) {
-            sumElements(c, a, b, (int64_t)n, e);
-          });
-      opts.setTimeout(millis());
-      gloo::allreduce(opts);
-    });
+    p->op = Pending::Op::AllReduce;
+    p->in = in;
+    return launch(*p, g, /*gather=*/false);
   }
 
   Status allGatherStart(const void *in, void *out, int64_t count,
@@ -258,17 +266,13 @@ public:
     size_t bytes = (size_t)(count * elemBytes);
     if (n == 1)
       return alone(*p, in, out, (int64_t)bytes);
-    return launch(*p, g, /*gather=*/true, [=](Lane &lane) {
-      gloo::AllgatherOptions opts(lane.context);
-      char *o = static_cast<char *>(out);
-      // In place when this rank's part already sits at its offset.
-      if (in != o + position * bytes)
-        opts.setInput(const_cast<char *>(static_cast<const char *>(in)),
-                      bytes);
-      opts.setOutput(o, bytes * n);
-      opts.setTimeout(millis());
-      gloo::allgather(opts);
-    });
+    p->op = Pending::Op::AllGather;
+    p->in = in;
+    p->out = out;
+    p->bytes = bytes;
+    p->ranks = n;
+    p->position = position;
+    return launch(*p, g, /*gather=*/true);
   }
 
   Status reduceScatterStart(const void *in, void *out, int64_t count, Elem e,
@@ -278,9 +282,9 @@ public:
     expectSum(*p, out, count, average, e, g);
     if (size(g) == 1)
       return alone(*p, in, out, count * elemBytes(e));
-    return launch(*p, g, /*gather=*/false, [=](Lane &lane) {
-      reduceScatterRing(lane, in, out, count, e, millis());
-    });
+    p->op = Pending::Op::ReduceScatter;
+    p->in = in;
+    return launch(*p, g, /*gather=*/false);
   }
 
   Status wait(int64_t slot) override {
@@ -300,13 +304,13 @@ public:
     p.kind = "all_gather";
     if (ranks == 1)
       return Status::ok();
-    FSDP_RETURN_IF_ERROR(launch(p, Group::World, false, [this](Lane &lane) {
-      gloo::AllgatherOptions opts(lane.context);
-      opts.setInput(&checkValue, 1);
-      opts.setOutput(checkAll.data(), checkAll.size());
-      opts.setTimeout(millis());
-      gloo::allgather(opts);
-    }));
+    p.op = Pending::Op::AllGather;
+    p.in = &checkValue;
+    p.out = all.data();
+    p.bytes = sizeof checkValue;
+    p.ranks = ranks;
+    p.position = rankId;
+    FSDP_RETURN_IF_ERROR(launch(p, Group::World, /*gather=*/false));
     if (Status s = finish(p); !s)
       return s.withContext("checking " + what);
     bool any = false;
@@ -338,9 +342,7 @@ public:
   }
 
 private:
-  Millis millis() const {
-    return Millis((int64_t)(timeout * 1000.0));
-  }
+  Millis millis() const { return Millis((int64_t)(timeout * 1000.0)); }
 
   /// What wait() needs to finish a sum: the average's scaling.
   void expectSum(Pending &p, void *out, int64_t count, bool average, Elem e,
@@ -397,7 +399,8 @@ private:
             (int)layout.position(rankId, g), (int)n);
         ctx->setTimeout(millis());
         ctx->connectFullMesh(glooStore, device);
-        lanes[{g, lane == 1}] = std::make_unique<Lane>(ctx);
+        lanes[{g, lane == 1}] = std::make_unique<Lane>(
+            ctx, [this](Lane &l, Pending &p) { execute(l, p); });
       } catch (const std::exception &ex) {
         return Status::error("rank " + std::to_string(rankId) +
                              ": connecting the " + groupName(g) +
@@ -430,29 +433,64 @@ private:
     return Status::ok();
   }
 
-  /// Runs `body` on g's lane; `p` records when it is done.
-  Status launch(Pending &p, Group g, bool gather,
-                std::function<void(Lane &)> body) {
+  /// Queues p on g's lane; `p` records when it is done.
+  Status launch(Pending &p, Group g, bool gather) {
     Lane *lane = laneFor(g, gather);
     if (!lane)
       return Status::error(describe(p) + ": the group was never connected");
-    lane->push([this, &p, lane, body = std::move(body)] {
-      std::string error;
-      try {
-        body(*lane);
-      } catch (const std::exception &ex) {
-        error = ex.what();
-        if (error.empty())
-          error = "failed";
-      }
-      {
-        std::lock_guard<std::mutex> lock(doneMu);
-        p.error = std::move(error);
-        p.done = true;
-      }
-      doneCv.notify_all();
-    });
+    lane->push(&p);
     return Status::ok();
+  }
+
+  /// Runs p's collective on its lane's thread.
+  void execute(Lane &lane, Pending &p) {
+    std::string error;
+    try {
+      switch (p.op) {
+      case Pending::Op::AllGather: {
+        gloo::AllgatherOptions opts(lane.context);
+        char *o = static_cast<char *>(p.out);
+        // In place when this rank's part already sits at its offset.
+        if (p.in != o + p.position * p.bytes)
+          opts.setInput(const_cast<char *>(static_cast<const char *>(p.in)),
+                        p.bytes);
+        opts.setOutput(o, p.bytes * p.ranks);
+        opts.setTimeout(millis());
+        gloo::allgather(opts);
+        break;
+      }
+      case Pending::Op::ReduceScatter:
+        reduceScatterRing(lane, p.in, p.out, p.count, p.elem, millis());
+        break;
+      case Pending::Op::AllReduce: {
+        gloo::AllreduceOptions opts(lane.context);
+        if (p.elem == Elem::F32)
+          setBuffers(opts, static_cast<const float *>(p.in),
+                     static_cast<float *>(p.out), p.count);
+        else
+          setBuffers(opts, static_cast<const uint16_t *>(p.in),
+                     static_cast<uint16_t *>(p.out), p.count);
+        Elem e = p.elem;
+        opts.setReduceFunction(
+            [e](void *c, const void *a, const void *b, size_t n) {
+              sumElements(c, a, b, (int64_t)n, e);
+            });
+        opts.setTimeout(millis());
+        gloo::allreduce(opts);
+        break;
+      }
+      }
+    } catch (const std::exception &ex) {
+      error = ex.what();
+      if (error.empty())
+        error = "failed";
+    }
+    {
+      std::lock_guard<std::mutex> lock(doneMu);
+      p.error = std::move(error);
+      p.done = true;
+    }
+    doneCv.notify_all();
   }
 
   Status finish(Pending &p) {
@@ -462,15 +500,15 @@ private:
     // Gloo gives up after the timeout; the margin covers the lane's queue.
     auto limit = std::chrono::duration<double>(timeout * 2 + 5);
     if (!doneCv.wait_for(lock, limit, [&] { return p.done; }))
-      return Status::error("rank " + std::to_string(rankId) + ": " + describe(p) +
-                           " did not complete within " +
+      return Status::error("rank " + std::to_string(rankId) + ": " +
+                           describe(p) + " did not complete within " +
                            std::to_string((int)timeout) +
                            " s (a rank died or hung; --comm-timeout sets the "
                            "limit)");
     p.started = false;
     if (!p.error.empty())
-      return Status::error("rank " + std::to_string(rankId) + ": " + describe(p) +
-                           " failed: " + p.error +
+      return Status::error("rank " + std::to_string(rankId) + ": " +
+                           describe(p) + " failed: " + p.error +
                            " (a rank died or hung; --comm-timeout sets the "
                            "limit)");
     if (p.average && p.out)
@@ -579,15 +617,15 @@ Status glooComm(const LaunchInfo &launch, double timeoutSeconds,
     prefix += std::string("attempt_") + (attempt ? attempt : "0") + "/";
   }
   int64_t run = 0;
-  if (Status s = store->add(prefix + "runs/" + std::to_string(launch.rank), 1,
-                            run);
+  if (Status s =
+          store->add(prefix + "runs/" + std::to_string(launch.rank), 1, run);
       !s)
     return s.withContext(who);
   prefix += "run_" + std::to_string(run) + "/";
   // Every rank must be of the same job: the world sizes agree.
-  FSDP_RETURN_IF_ERROR(store->set(prefix + "size/" +
-                                      std::to_string(launch.rank),
-                                  std::to_string(launch.size)));
+  FSDP_RETURN_IF_ERROR(
+      store->set(prefix + "size/" + std::to_string(launch.rank),
+                 std::to_string(launch.size)));
   auto sizeOf = [&](int64_t r, std::string &v) -> Status {
     if (Status s = store->get(prefix + "size/" + std::to_string(r), v); !s)
       return Status::error(who + ": rank " + std::to_string(r) +
@@ -615,10 +653,10 @@ Status glooComm(const LaunchInfo &launch, double timeoutSeconds,
   try {
     device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception &ex) {
-    return Status::error(who + ": Gloo cannot open its TCP device (" +
-                         (attr.iface.empty() ? attr.hostname
-                                             : "interface " + attr.iface) +
-                         "; GLOO_SOCKET_IFNAME picks one): " + ex.what());
+    return Status::error(
+        who + ": Gloo cannot open its TCP device (" +
+        (attr.iface.empty() ? attr.hostname : "interface " + attr.iface) +
+        "; GLOO_SOCKET_IFNAME picks one): " + ex.what());
   }
   auto comm = std::make_unique<Gloo>(std::move(server), std::move(store),
                                      prefix, std::move(device), launch.rank,

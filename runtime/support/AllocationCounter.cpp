@@ -10,8 +10,15 @@ thread_local bool counting = false;
 thread_local int64_t allocations = 0;
 
 void *allocate(std::size_t size) {
-  if (counting)
+  if (counting) {
     ++allocations;
+    // FSDP_ALLOC_TRAP=1 (a diagnostic): stop at the first counted
+    // allocation, so a debugger shows whose it is.
+    if (std::getenv("FSDP_ALLOC_TRAP")) {
+      counting = false;
+      __builtin_trap();
+    }
+  }
   if (void *p = std::malloc(size ? size : 1))
     return p;
   throw std::bad_alloc();

@@ -97,7 +97,10 @@ Status kPack(const Instruction &in, Context &c) {
   // Only what no input covers is zeroed (the padding, and any gap): a
   // unit's flat gradient is hundreds of MB, and zeroing it all before the
   // copies wrote it twice.
-  std::vector<std::pair<int64_t, int64_t>> spans; // [begin, end) elements
+  // [begin, end) elements; kept between calls, so a step after the first
+  // allocates nothing (--check-allocations).
+  static thread_local std::vector<std::pair<int64_t, int64_t>> spans;
+  spans.clear();
   for (size_t i = 0; i < in.in.size(); ++i) {
     const nlohmann::json &o = (*offsets)[i];
     int64_t off = o.is_number_integer() ? o.get<int64_t>() : -1;
