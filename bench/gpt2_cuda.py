@@ -131,7 +131,19 @@ def run_torch(batch, steps, warmup, compiled):
             return F.cross_entropy(logits.view(-1, VOCAB), targets.view(-1))
 
     torch.manual_seed(0)
-    model = GPT().cuda()
+    model = GPT()
+    # GPT-2's initialisation (as fsdp's exported model has it): weights
+    # N(0, 0.02), the residual projections' scaled by 1/sqrt(2 L), biases
+    # 0. PyTorch's defaults (embeddings N(0, 1), tied to the head) start
+    # the loss near 72 instead of ln(vocabulary), about 10.8.
+    for name, prm in model.named_parameters():
+        if name.endswith("bias"):
+            nn.init.zeros_(prm)
+        elif prm.dim() == 2:
+            std = 0.02 / math.sqrt(2 * L) if name.endswith(("c_proj.weight", "proj.weight")) \
+                else 0.02
+            nn.init.normal_(prm, 0.0, std)
+    model = model.cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
     step = torch.compile(model) if compiled else model
     ids = torch.randint(0, VOCAB, (batch, T), device="cuda")
