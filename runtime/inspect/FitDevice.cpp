@@ -41,6 +41,14 @@ Status fitDevice(const Plan &plan, const std::string &measuredPath,
   json device = json::parse(text, nullptr, false);
   if (device.is_discarded() || !device.is_object())
     return Status::error(basePath + ": not a device JSON object");
+  // The fit reads the device's own figures (bandwidths, cores, threads)
+  // from the file: one that names a base leaves them to the built-in, and a
+  // fit on the defaults would be wrong with no error.
+  if (device.contains("base"))
+    return Status::error(
+        basePath + ": names a base device; --fit-device needs a device file "
+                   "that gives its figures itself (fsdp-run --calibrate "
+                   "writes one)");
   // The fields read below, typed first (a string where a number belongs
   // threw out of nlohmann and aborted).
   auto numbers = [](const json &o) {
@@ -98,7 +106,7 @@ Status samplesOf(const Plan &plan, const json &doc,
     double seconds;
   };
   std::vector<Timed> timed;
-  std::map<int64_t, double> perRank; // compute seconds
+  std::map<int64_t, double> perRank;    // compute seconds
   std::map<int64_t, double> everything; // every instruction's, waits too
   for (const json &e : doc["traceEvents"]) {
     if (e.value("ph", "") != "X" || !e.contains("args") ||
@@ -130,8 +138,7 @@ Status samplesOf(const Plan &plan, const json &doc,
   // the calibration, each instruction takes its share of the measured
   // median step.
   double share = 1.0;
-  if (linear && doc.contains("otherData") &&
-      doc["otherData"].is_object()) {
+  if (linear && doc.contains("otherData") && doc["otherData"].is_object()) {
     double step = doc["otherData"].value("step_seconds", 0.0);
     double sum = everything[slowest->first];
     if (step > 0 && sum > 0)
@@ -149,9 +156,9 @@ Status samplesOf(const Plan &plan, const json &doc,
     if (linear && (type == DType::BF16 || type == DType::F16))
       key += type == DType::BF16 ? ".bf16" : ".f16";
     if (linear && (t.ins->costFlops < 0 || t.ins->costBytes < 0))
-      return Status::error(
-          measuredPath + ": its plan records no cost (flops, bytes) for " +
-          t.ins->op + ": compile it again with this fsdp-opt");
+      return Status::error(measuredPath +
+                           ": its plan records no cost (flops, bytes) for " +
+                           t.ins->op + ": compile it again with this fsdp-opt");
     out.push_back({key, t.ins->predictedEnd - t.ins->predictedStart,
                    t.seconds * share, t.ins->costFlops, t.ins->costBytes});
   }
@@ -275,8 +282,7 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
     return Status::error("no measured run to fit the device to");
   std::vector<Sample> samples;
   for (const FitRun &r : runs)
-    FSDP_RETURN_IF_ERROR(
-        samplesOf(*r.plan, *r.doc, r.path, linear, samples));
+    FSDP_RETURN_IF_ERROR(samplesOf(*r.plan, *r.doc, r.path, linear, samples));
   // How the plans priced ranks sharing the node (fsdp-simulate): the runs
   // fitted together must agree.
   const Plan &first = *runs.front().plan;
@@ -297,9 +303,8 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
                     (threads != device.value("threads", int64_t(1)) ||
                      byThreads.contains(key));
   json fitted = perThreads ? byThreads.value(key, json::object()) : scales;
-  json fittedOverhead = perThreads
-                            ? overheadsByThreads.value(key, json::object())
-                            : overheads;
+  json fittedOverhead =
+      perThreads ? overheadsByThreads.value(key, json::object()) : overheads;
   json costs = device.value("op_cost", json::object());
   json costsByThreads = device.value("op_cost_threads", json::object());
   json fittedCost =
@@ -356,8 +361,8 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       std::vector<std::vector<double>> x;
       std::vector<double> y;
       for (const Sample *s : points) {
-        x.push_back({1.0, double(s->flops),
-                     byBytes ? bytesSeconds(s->bytes) : 0.0});
+        x.push_back(
+            {1.0, double(s->flops), byBytes ? bytesSeconds(s->bytes) : 0.0});
         y.push_back(s->measured);
       }
       std::vector<double> b;
