@@ -12,7 +12,12 @@ under-predicted; gpt2-tiny at batch 8 -22.5% while at batch 4 -6.0%.
 The fit is a robust (least absolute deviations) one per op, which follows
 the typical instruction while a step is their sum: scaling each op's fit
 to its measured total (tried, not kept) moved the references' mean error
-to +3% but widened their spread and the demo under mpirun to +12%.
+to +3% but widened their spread and the demo under mpirun to +12%. A cost
+per flop for data that has left the cache (the step's arena and state
+beyond the calibrated cache, as a flag or as the share that does not fit;
+tried, not kept) left the mean at -7% to -10%: gpt2-tiny's ops at batch 8
+are slower than at batch 4 for the small (serial) instructions, -30%
+against 0% there, which neither form explains.
 
     bench/fit_residuals.py [--build build] [--cache DIR] [--steps 12]
 """
