@@ -7,17 +7,18 @@ run by fsdp-run, predicted against measured step.
 The first use of --device=cpu fits each op's fixed cost and cost per flop
 or byte to these runs (costmodel/ThisMachine.h), so an error here is the
 fit's own, not a model it never saw. Measured on 2026-11-26 (fresh cache,
-the 2-core Xeon): mean error -9.7%, mean |error| 12.9%; ten of twelve
-under-predicted; gpt2-tiny at batch 8 -22.5% while at batch 4 -6.0%.
-The fit is a robust (least absolute deviations) one per op, which follows
-the typical instruction while a step is their sum: scaling each op's fit
-to its measured total (tried, not kept) moved the references' mean error
-to +3% but widened their spread and the demo under mpirun to +12%. A cost
-per flop for data that has left the cache (the step's arena and state
-beyond the calibrated cache, as a flag or as the share that does not fit;
-tried, not kept) left the mean at -7% to -10%: gpt2-tiny's ops at batch 8
-are slower than at batch 4 for the small (serial) instructions, -30%
-against 0% there, which neither form explains.
+the 2-core Xeon), before each op's fit was scaled to its measured total
+(FitDevice.cpp): mean error -7% to -11%, mean |error| 11-13%, ten of
+twelve under-predicted, gpt2-tiny at batch 8 -22.5% while at batch 4
+-6.0%. The per-op fit is a robust one (least absolute deviations), which
+follows the typical instruction while a step is their sum. With the
+scaling: mean error -1% to +5%, mean |error| 8.5-10%.
+
+Tried before the scaling and not kept: a cost per flop for data that has
+left the cache (the step's arena and state beyond the calibrated cache,
+as a flag or as the share that does not fit). It left the mean at -7% to
+-10%. gpt2-tiny's small (serial) instructions are 30% slower than fitted
+at batch 8 and exactly as fitted at batch 4, which neither form explains.
 
     bench/fit_residuals.py [--build build] [--cache DIR] [--steps 12]
 """

@@ -34,7 +34,7 @@ namespace {
 
 /// Bumped whenever the device description's fields or the measurements
 /// behind them change: an older file is measured again.
-constexpr int kFormat = 2;
+constexpr int kFormat = 3;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.
