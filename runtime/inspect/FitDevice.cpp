@@ -390,25 +390,16 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       // this, and mean |error| 2-3 points lower). Its costs are scaled so
       // the op's fitted total is its measured total; attention's fixed
       // cost stays at most its cheapest instruction (only its slopes).
-      {
-        bool attention = base.rfind("attention", 0) == 0;
-        double fixedTotal = 0, slopeTotal = 0, total = 0;
-        for (size_t i = 0; i < y.size(); ++i) {
-          fixedTotal += b[0];
-          slopeTotal += b[1] * x[i][1] + b[2] * x[i][2];
-          total += y[i];
-        }
-        if (attention) {
-          if (slopeTotal > 0 && total > fixedTotal) {
-            double r = (total - fixedTotal) / slopeTotal;
-            b[1] *= r;
-            b[2] *= r;
-          }
-        } else if (fixedTotal + slopeTotal > 0) {
-          double r = total / (fixedTotal + slopeTotal);
+      double fixed = b[0] * double(y.size()), slopes = 0;
+      for (const std::vector<double> &xi : x)
+        slopes += b[1] * xi[1] + b[2] * xi[2];
+      if (base.rfind("attention", 0) != 0) {
+        if (fixed + slopes > 0)
           for (double &v : b)
-            v *= r;
-        }
+            v *= m / (fixed + slopes);
+      } else if (slopes > 0 && m > fixed) {
+        b[1] *= (m - fixed) / slopes;
+        b[2] *= (m - fixed) / slopes;
       }
       fittedCost[op] = json::array({b[1], b[2]});
       fittedOverhead[op] = b[0];
