@@ -125,7 +125,8 @@ static const V *lookupFitted(const llvm::StringMap<V> &map, llvm::StringRef key,
 double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
                                        Type element, llvm::StringRef op,
                                        int64_t ranksOnNode,
-                                       llvm::StringRef narrow) const {
+                                       llvm::StringRef narrow,
+                                       int64_t rows) const {
   // A fitted value for the op on narrow tensors ("matmul.bf16": AMX, not
   // AVX-512) where there is one, else the op's.
   llvm::SmallString<32> key(op);
@@ -152,7 +153,8 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
     const LinearCost *c = lookupFitted(map, key, op);
     if (!c)
       return std::nullopt;
-    return c->perFlop * double(flops) + c->onBytes * bytesSeconds(bytes);
+    return c->perFlop * double(flops) + c->onBytes * bytesSeconds(bytes) +
+           c->perRow * double(rows);
   };
   if (shared)
     if (auto t = opCostByThreads.find(threadsPerRank(ranksOnNode));
@@ -518,7 +520,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   d.parallelEfficiency = efficiency;
   // The fitted maps: {op: value} and, per thread count, {t: {op: value}};
   // op_scale's values positive factors, op_overhead's seconds, op_cost's
-  // [per_flop, on_bytes] pairs (DeviceModel.h).
+  // [per_flop, on_bytes] pairs, or [per_flop, on_bytes, per_row]
+  // (DeviceModel.h).
   auto numbers = [](bool positive) {
     return [positive](const llvm::json::Value &v) -> std::optional<double> {
       auto x = v.getAsNumber();
@@ -529,14 +532,17 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   };
   auto cost =
       [](const llvm::json::Value &v) -> std::optional<DeviceModel::LinearCost> {
-    const llvm::json::Array *pair = v.getAsArray();
-    if (!pair || pair->size() != 2)
+    const llvm::json::Array *terms = v.getAsArray();
+    if (!terms || terms->size() < 2 || terms->size() > 3)
       return std::nullopt;
-    auto c = (*pair)[0].getAsNumber(), m = (*pair)[1].getAsNumber();
-    if (!c || !m || !(*c >= 0) || !(*m >= 0) || !std::isfinite(*c) ||
-        !std::isfinite(*m))
-      return std::nullopt;
-    return DeviceModel::LinearCost{*c, *m};
+    double x[3] = {0, 0, 0};
+    for (size_t i = 0; i < terms->size(); ++i) {
+      auto n = (*terms)[i].getAsNumber();
+      if (!n || !(*n >= 0) || !std::isfinite(*n))
+        return std::nullopt;
+      x[i] = *n;
+    }
+    return DeviceModel::LinearCost{x[0], x[1], x[2]};
   };
   auto bad = [&](const std::string &what) {
     return llvm::createStringError("device file " + name.str() + ": " + what);
@@ -589,8 +595,9 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
                    numbers(false), d.opOverhead, d.opOverheadByThreads))
     return std::move(e);
   if (auto e = readMaps("op_cost", "[per_flop, on_bytes]",
-                        "[per_flop, on_bytes], numbers at least 0", cost,
-                        d.opCost, d.opCostByThreads))
+                        "[per_flop, on_bytes] or [per_flop, on_bytes, "
+                        "per_row], numbers at least 0",
+                        cost, d.opCost, d.opCostByThreads))
     return std::move(e);
   return d;
 }

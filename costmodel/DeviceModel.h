@@ -144,9 +144,10 @@ struct DeviceModel {
   /// (`op_cost: {op: [per_flop, on_bytes]}`, and `op_cost_threads`). A
   /// kernel's time is then overhead + perFlop x flops + onBytes x
   /// bytesSeconds(bytes): a tanh's cost per element does not depend on
-  /// where its data is, a copy's does.
+  /// where its data is, a copy's does. Ops with rows (common/CostRows.h:
+  /// attention's query rows) may add seconds per row, a third number.
   struct LinearCost {
-    double perFlop = 0, onBytes = 0;
+    double perFlop = 0, onBytes = 0, perRow = 0;
   };
   llvm::StringMap<LinearCost> opCost;
   std::map<int64_t, llvm::StringMap<LinearCost>> opCostByThreads;
@@ -166,10 +167,12 @@ struct DeviceModel {
   /// (0: a device of its own): computeSeconds with the op's per-thread
   /// factor where fitted, else with sharedNodeFactor. `narrow` ("bf16",
   /// "f16": the op's tensors in the plan) selects fitted values keyed
-  /// "op.bf16" before the op's own.
+  /// "op.bf16" before the op's own; `rows` (common/CostRows.h) is priced
+  /// where a fitted cost has a price per row.
   double rankComputeSeconds(int64_t flops, int64_t bytes, Type element,
                             llvm::StringRef op, int64_t ranksOnNode,
-                            llvm::StringRef narrow = "") const;
+                            llvm::StringRef narrow = "",
+                            int64_t rows = 0) const;
   /// Whether a group of `ranks` ranks `stride` apart spans nodes.
   bool crossesNodes(int64_t ranks, int64_t stride) const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an

@@ -24,6 +24,7 @@
 #include "passes/TrainStep.h"
 
 #include "common/ComputeOps.h"
+#include "common/CostRows.h"
 #include "dialect/FsdpOps.h"
 
 #include "llvm/ADT/StringSet.h"
@@ -448,9 +449,15 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                                               : "";
         if (model.cores > 0)
           widenOnCpu(op, model, element, bytes);
-        double seconds = model.rankComputeSeconds(flops, bytes, element,
-                                                  op.getName().stripDialect(),
-                                                  ranksOnNode, narrow) +
+        StringRef name = op.getName().stripDialect();
+        int64_t rows = 0;
+        if (op.getNumOperands() > 0)
+          if (auto first =
+                  dyn_cast<RankedTensorType>(op.getOperand(0).getType()))
+            rows = ::fsdp::costRows(std::string_view(name.data(), name.size()),
+                                    first.getShape().data(), first.getRank());
+        double seconds = model.rankComputeSeconds(flops, bytes, element, name,
+                                                  ranksOnNode, narrow, rows) +
                          launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
         t.compute += end - start;

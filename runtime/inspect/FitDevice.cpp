@@ -18,6 +18,7 @@
 // from the slowest rank, which sets the step.
 //
 //===----------------------------------------------------------------------===//
+#include "common/CostRows.h"
 #include "runtime/inspect/Inspect.h"
 #include "runtime/support/File.h"
 
@@ -88,6 +89,7 @@ struct Sample {
   std::string op;
   double predicted, measured;
   int64_t flops, bytes; // as fsdp-simulate priced the instruction
+  int64_t rows;         // common/CostRows.h
 };
 
 /// The compute instructions of the slowest rank of one measured run (every
@@ -159,8 +161,13 @@ Status samplesOf(const Plan &plan, const json &doc,
       return Status::error(measuredPath +
                            ": its plan records no cost (flops, bytes) for " +
                            t.ins->op + ": compile it again with this fsdp-opt");
+    int64_t rows = 0;
+    if (!t.ins->in.empty())
+      rows = costRows(t.ins->op, t.ins->in[0].shape.data(),
+                      t.ins->in[0].shape.size());
     out.push_back({key, t.ins->predictedEnd - t.ins->predictedStart,
-                   t.seconds * share, t.ins->costFlops, t.ins->costBytes});
+                   t.seconds * share, t.ins->costFlops, t.ins->costBytes,
+                   rows});
   }
   return Status::ok();
 }
@@ -344,7 +351,9 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       // ones weigh most, as in a step): a tanh's cost per element does not
       // depend on where its data is, a copy's does. Products and attention
       // are priced by their flops (their bytes grow slower than their
-      // work, and a fit on them extrapolates badly).
+      // work, and a fit on them extrapolates badly); attention by its
+      // query rows too, in place of a fixed cost per instruction
+      // (common/CostRows.h).
       std::string base = op.substr(0, op.find('.'));
       bool product = base == "matmul" || base == "gemm" ||
                      base.rfind("conv", 0) == 0 ||
@@ -358,54 +367,43 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       for (const Sample *s : points)
         leftCache |= !cached(s->bytes);
       bool byBytes = !product && leftCache;
+      bool perRow = false;
+      for (const Sample *s : points)
+        perRow |= s->rows > 0;
       std::vector<std::vector<double>> x;
       std::vector<double> y;
       for (const Sample *s : points) {
-        x.push_back(
-            {1.0, double(s->flops), byBytes ? bytesSeconds(s->bytes) : 0.0});
+        x.push_back({perRow ? 0.0 : 1.0, double(s->flops),
+                     byBytes ? bytesSeconds(s->bytes) : 0.0, double(s->rows)});
         y.push_back(s->measured);
       }
       std::vector<double> b;
       if (!robustFit(x, y, b))
-        b = {m / double(points.size()), 0.0, 0.0}; // a constant
-      // Attention's fixed cost is at most what its cheapest instruction
-      // took: a fit led by the large ones must not price every small one
-      // above what it was seen to take (it came out at 160 us where the
-      // smallest instruction took 60: its cost per head is no constant).
-      double cheapest = *std::min_element(y.begin(), y.end());
-      if (base.rfind("attention", 0) == 0 && b[0] > cheapest) {
-        std::vector<std::vector<double>> rest;
-        std::vector<double> left, slopes;
-        for (size_t i = 0; i < y.size(); ++i) {
-          rest.push_back({x[i][1], x[i][2]});
-          left.push_back(y[i] - cheapest);
-        }
-        if (robustFit(rest, left, slopes))
-          b = {cheapest, slopes[0], slopes[1]};
-      }
+        b = {m / double(points.size()), 0.0, 0.0, 0.0}; // a constant
       // The robust fit follows the typical instruction, but a step is the
       // sum of them and an op's times are skewed to the slow side, so it
       // under-priced the runs it was fitted to (by 7-11% on average on the
       // project's 2-core Xeon, bench/fit_residuals.py; 2-5% over after
       // this, and mean |error| 2-3 points lower). Its costs are scaled so
-      // the op's fitted total is its measured total; attention's fixed
-      // cost stays at most its cheapest instruction (only its slopes).
-      double fixed = b[0] * double(y.size()), slopes = 0;
+      // the op's fitted total is its measured total.
+      double fitted = 0;
       for (const std::vector<double> &xi : x)
-        slopes += b[1] * xi[1] + b[2] * xi[2];
-      if (base.rfind("attention", 0) != 0) {
-        if (fixed + slopes > 0)
-          for (double &v : b)
-            v *= m / (fixed + slopes);
-      } else if (slopes > 0 && m > fixed) {
-        b[1] *= (m - fixed) / slopes;
-        b[2] *= (m - fixed) / slopes;
-      }
-      fittedCost[op] = json::array({b[1], b[2]});
+        for (size_t j = 0; j < b.size(); ++j)
+          fitted += b[j] * xi[j];
+      if (fitted > 0)
+        for (double &v : b)
+          v *= m / fitted;
+      fittedCost[op] =
+          perRow ? json::array({b[1], b[2], b[3]}) : json::array({b[1], b[2]});
       fittedOverhead[op] = b[0];
-      std::snprintf(line, sizeof line, " %12.2f %9.3f %8.3f\n", b[0] * 1e6,
+      std::snprintf(line, sizeof line, " %12.2f %9.3f %8.3f", b[0] * 1e6,
                     b[1] * 1e12, b[2]);
       os << line;
+      if (perRow) {
+        std::snprintf(line, sizeof line, "  %.4f us/row", b[3] * 1e6);
+        os << line;
+      }
+      os << "\n";
       continue;
     }
     // The scale multiplies the op's predicted time, so a plan simulated on

@@ -34,7 +34,7 @@ namespace {
 
 /// Bumped whenever the device description's fields or the measurements
 /// behind them change: an older file is measured again.
-constexpr int kFormat = 3;
+constexpr int kFormat = 4; // 4: attention priced per query row
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.
@@ -129,7 +129,8 @@ std::string badOpMap(const std::string &key, const nlohmann::json &map,
 /// cost model divides by is a positive finite number, every other number
 /// finite and not negative, the flags are booleans, and the fitted maps
 /// hold what DeviceModel.cpp reads (op_scale positive factors,
-/// op_overhead seconds, op_cost [per_flop, on_bytes] pairs).
+/// op_overhead seconds, op_cost [per_flop, on_bytes] pairs or, priced per
+/// row, [per_flop, on_bytes, per_row]).
 std::string badDevice(const nlohmann::json &device) {
   if (!device.is_object())
     return "it is not a JSON object";
@@ -141,9 +142,13 @@ std::string badDevice(const nlohmann::json &device) {
   }
   auto positive = [](const nlohmann::json &v) { return goodNumber(v, 0, true); };
   auto seconds = [](const nlohmann::json &v) { return goodNumber(v, 0, false); };
-  auto pair = [](const nlohmann::json &v) {
-    return v.is_array() && v.size() == 2 && goodNumber(v[0], 0, false) &&
-           goodNumber(v[1], 0, false);
+  auto terms = [](const nlohmann::json &v) {
+    if (!v.is_array() || v.size() < 2 || v.size() > 3)
+      return false;
+    for (const nlohmann::json &x : v)
+      if (!goodNumber(x, 0, false))
+        return false;
+    return true;
   };
   for (const auto &[key, value] : device.items()) {
     std::string why;
@@ -158,7 +163,7 @@ std::string badDevice(const nlohmann::json &device) {
     } else if (key == "op_overhead" || key == "op_overhead_threads") {
       why = badOpMap(key, value, key != "op_overhead", seconds);
     } else if (key == "op_cost" || key == "op_cost_threads") {
-      why = badOpMap(key, value, key != "op_cost", pair);
+      why = badOpMap(key, value, key != "op_cost", terms);
     } else if (!goodNumber(value, 0, false)) {
       why = "its " + key + " is not a number of at least 0";
     }

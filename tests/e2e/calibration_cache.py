@@ -96,6 +96,12 @@ def run(a, tmp):
     cal = json.load(open(none))
     check(cal.get("fitted_runs", 0) >= 4 and "op_cost" in cal and "op_overhead" in cal,
           f"the cache holds a fitted calibration ({cal.get('fitted_runs')} runs)")
+    # Attention is fitted per query row, with no fixed cost per instruction
+    # (common/CostRows.h).
+    att = cal.get("op_cost", {}).get("attention", [])
+    check(len(att) == 3 and att[2] > 0 and cal["op_overhead"].get("attention") == 0,
+          f"attention is priced per query row ({att}, fixed "
+          f"{cal['op_overhead'].get('attention')})")
     check(cal["machine"]["engine"] == "none" and cal["machine"]["cores"] >= 1,
           "the cache names the machine it measured")
     check(p and p["device"] == cal["name"] and p["device"].startswith("cpu: "),
@@ -139,6 +145,8 @@ def run(a, tmp):
         "a string rate": lambda: tamper(lambda d: d.__setitem__("flops_f32", "fast")),
         "a malformed fitted cost": lambda: tamper(
             lambda d: d["op_cost"].__setitem__("matmul", [1, "x"])),
+        "a fitted cost of four terms": lambda: tamper(
+            lambda d: d["op_cost"].__setitem__("attention", [0, 0, 1e-7, 1])),
         "no machine": lambda: tamper(lambda d: d.pop("machine")),
     }
     for what, spoil in corrupt.items():
