@@ -12,7 +12,9 @@ the 2-core Xeon), before each op's fit was scaled to its measured total
 twelve under-predicted, gpt2-tiny at batch 8 -22.5% while at batch 4
 -6.0%. The per-op fit is a robust one (least absolute deviations), which
 follows the typical instruction while a step is their sum. With the
-scaling: mean error -1% to +5%, mean |error| 8.5-10%.
+scaling: mean error -1% to +5%, mean |error| 8.5-10%. With attention
+priced per query row instead of per instruction (common/CostRows.h), two
+fresh calibrations: mean error +0.9% and +4.1%, mean |error| 8.3% and 9.1%.
 
 Tried before the scaling and not kept: a cost per flop for data that has
 left the cache (the step's arena and state beyond the calibrated cache,
