@@ -386,13 +386,13 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       // project's 2-core Xeon, bench/fit_residuals.py; 2-5% over after
       // this, and mean |error| 2-3 points lower). Its costs are scaled so
       // the op's fitted total is its measured total.
-      double fitted = 0;
+      double total = 0; // the fit's, over the op's instructions
       for (const std::vector<double> &xi : x)
         for (size_t j = 0; j < b.size(); ++j)
-          fitted += b[j] * xi[j];
-      if (fitted > 0)
+          total += b[j] * xi[j];
+      if (total > 0)
         for (double &v : b)
-          v *= m / fitted;
+          v *= m / total;
       fittedCost[op] =
           perRow ? json::array({b[1], b[2], b[3]}) : json::array({b[1], b[2]});
       fittedOverhead[op] = b[0];
