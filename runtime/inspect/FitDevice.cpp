@@ -175,11 +175,11 @@ Status samplesOf(const Plan &plan, const json &doc,
 /// Non-negative least squares of y on the columns of `x` (a few): every
 /// subset of the columns is solved by its normal equations, and the
 /// feasible solution (all coefficients at least 0) with the least squared
-/// error wins; a subset of k columns needs 2k points. Returns false when
-/// none is feasible.
+/// error wins; a subset of k columns needs 2k points, and holds the
+/// columns of `required` (a mask). Returns false when none is feasible.
 bool nonNegativeFit(const std::vector<std::vector<double>> &x,
                     const std::vector<double> &y, const std::vector<double> &w,
-                    std::vector<double> &best) {
+                    std::vector<double> &best, unsigned required = 0) {
   size_t n = y.size(), k = x.empty() ? 0 : x.front().size();
   // Columns scaled to unit size, so seconds, flops and bytes compare.
   std::vector<double> norm(k, 0.0);
@@ -189,6 +189,8 @@ bool nonNegativeFit(const std::vector<std::vector<double>> &x,
   double bestError = 1e300;
   bool found = false;
   for (unsigned mask = 1; mask < (1u << k); ++mask) {
+    if ((mask & required) != required)
+      continue;
     std::vector<size_t> cols;
     for (size_t j = 0; j < k; ++j)
       if (mask & (1u << j) && norm[j] > 0)
@@ -252,9 +254,10 @@ bool nonNegativeFit(const std::vector<std::vector<double>> &x,
 /// over another axis, slower per element) do not drag its fixed cost up
 /// for all the others.
 bool robustFit(const std::vector<std::vector<double>> &x,
-               const std::vector<double> &y, std::vector<double> &b) {
+               const std::vector<double> &y, std::vector<double> &b,
+               unsigned required = 0) {
   std::vector<double> w(y.size(), 1.0);
-  if (!nonNegativeFit(x, y, w, b))
+  if (!nonNegativeFit(x, y, w, b, required))
     return false;
   double scale = 0;
   for (double v : y)
@@ -267,7 +270,7 @@ bool robustFit(const std::vector<std::vector<double>> &x,
       w[i] = 1.0 / std::max(std::abs(fit - y[i]), 1e-6 * scale);
     }
     std::vector<double> next;
-    if (!nonNegativeFit(x, y, w, next))
+    if (!nonNegativeFit(x, y, w, next, required))
       break;
     b = next;
   }
@@ -377,8 +380,11 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
                      byBytes ? bytesSeconds(s->bytes) : 0.0, double(s->rows)});
         y.push_back(s->measured);
       }
+      // The rows' term stays in attention's fit: without it the search may
+      // take flops alone where noise (a loaded machine) makes the pair
+      // infeasible, and price short rows as if they were free again.
       std::vector<double> b;
-      if (!robustFit(x, y, b))
+      if (!robustFit(x, y, b, perRow ? 1u << 3 : 0u))
         b = {m / double(points.size()), 0.0, 0.0, 0.0}; // a constant
       // The robust fit follows the typical instruction, but a step is the
       // sum of them and an op's times are skewed to the slow side, so it
