@@ -3,8 +3,10 @@
 // torchrun, Slurm's srun without PMIx, or a hand launch start one process
 // per rank with RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT and no MPI.
 // The ranks meet through a c10d store (Store.h: torchrun's agent's, or one
-// rank 0 serves) and build Gloo contexts over TCP: ring all-reduce and
-// all-gather from Gloo, and a ring reduce-scatter on Gloo's transport.
+// rank 0 serves). Ranks all on one host move data through shared memory,
+// in the waits (HostChannel.h); otherwise they build Gloo contexts over
+// TCP: ring all-reduce and all-gather from Gloo, and a ring reduce-scatter
+// on Gloo's transport.
 //
 // Non-blocking collectives as the plan wants them: each group (world,
 // shard, replicate, block) has two lanes, one for all-gathers and one for
@@ -17,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/comm/Comm.h"
+#include "runtime/comm/HostChannel.h"
 #include "runtime/comm/Reduce.h"
 #include "runtime/comm/Store.h"
 
@@ -35,6 +38,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -218,10 +222,12 @@ class Gloo : public Comm {
 public:
   Gloo(std::unique_ptr<StoreServer> server, std::unique_ptr<Store> store,
        std::string prefix, std::shared_ptr<gloo::transport::Device> device,
-       int64_t rank, int64_t size, double timeout)
+       std::unique_ptr<HostChannel> channel, int64_t rank, int64_t size,
+       double timeout)
       : server(std::move(server)), store(std::move(store)),
-        prefix(std::move(prefix)), device(std::move(device)), rankId(rank),
-        ranks(size), timeout(timeout) {
+        prefix(std::move(prefix)), device(std::move(device)),
+        channel(std::move(channel)), rankId(rank), ranks(size),
+        timeout(timeout) {
     layout.set(size, size, 0);
   }
   ~Gloo() override {
@@ -334,7 +340,9 @@ public:
     return Status::ok();
   }
 
-  bool progressesAlone() const override { return true; }
+  /// Gloo's lanes move data on threads of their own; the host channel in
+  /// the wait, as MPI does.
+  bool progressesAlone() const override { return !channel; }
 
   void abort(int code) override {
     std::fflush(nullptr);
@@ -386,6 +394,14 @@ private:
   /// Builds group g's two lanes (collective over the ranks of g). A group
   /// of one rank has none.
   Status makeLanes(Group g) {
+    if (channel) { // this rank's group of kind g, in group order
+      std::vector<int64_t> &m = members[(int)g];
+      m.assign(layout.size(g), -1);
+      for (int64_t r = 0; r < ranks; ++r)
+        if (layout.key(r, g) == layout.key(rankId, g))
+          m[layout.position(r, g)] = r;
+      return Status::ok();
+    }
     if (layout.size(g) <= 1 || laneGroup(g) != g)
       return Status::ok();
     int64_t n = layout.size(g);
@@ -435,6 +451,8 @@ private:
 
   /// Queues p on g's lane; `p` records when it is done.
   Status launch(Pending &p, Group g, bool gather) {
+    if (channel)
+      return Status::ok(); // run in the wait
     Lane *lane = laneFor(g, gather);
     if (!lane)
       return Status::error(describe(p) + ": the group was never connected");
@@ -493,7 +511,33 @@ private:
     doneCv.notify_all();
   }
 
+  /// Runs p on the host channel (on this thread).
+  void executeHere(Pending &p) {
+    const std::vector<int64_t> &m = members[(int)p.group];
+    int64_t position = layout.position(rankId, p.group);
+    Status s = Status::ok();
+    switch (p.op) {
+    case Pending::Op::AllGather:
+      s = channel->allGather(p.group, m, position, p.in, p.out, p.bytes);
+      break;
+    case Pending::Op::ReduceScatter:
+      s = channel->reduceScatter(p.group, m, position, p.in, p.out, p.count,
+                                 p.elem);
+      break;
+    case Pending::Op::AllReduce:
+      s = channel->allReduce(p.group, m, position, p.in, p.out, p.count,
+                             p.elem);
+      break;
+    }
+    std::lock_guard<std::mutex> lock(doneMu);
+    if (!s)
+      p.error = s.message();
+    p.done = true;
+  }
+
   Status finish(Pending &p) {
+    if (channel && p.started && !p.done)
+      executeHere(p);
     std::unique_lock<std::mutex> lock(doneMu);
     if (!p.started)
       return Status::error("wait for a collective that never started");
@@ -520,6 +564,8 @@ private:
   std::unique_ptr<Store> store;
   std::string prefix;
   std::shared_ptr<gloo::transport::Device> device;
+  std::unique_ptr<HostChannel> channel; // ranks on one host: no lanes
+  std::vector<int64_t> members[4];      // by Group: its world ranks
   int64_t rankId, ranks;
   double timeout;
   GroupLayout layout;
@@ -658,9 +704,40 @@ Status glooComm(const LaunchInfo &launch, double timeoutSeconds,
         (attr.iface.empty() ? attr.hostname : "interface " + attr.iface) +
         "; GLOO_SOCKET_IFNAME picks one): " + ex.what());
   }
-  auto comm = std::make_unique<Gloo>(std::move(server), std::move(store),
-                                     prefix, std::move(device), launch.rank,
-                                     launch.size, timeoutSeconds);
+  // Ranks all on this host meet in shared memory (HostChannel.h) unless
+  // FSDP_GLOO_SHM=0; every rank must have mapped it, or none uses it.
+  std::unique_ptr<HostChannel> channel;
+  const char *shm = std::getenv("FSDP_GLOO_SHM");
+  bool same = false;
+  if (launch.size > 1 && !(shm && std::strcmp(shm, "0") == 0)) {
+    FSDP_RETURN_IF_ERROR(
+        HostChannel::sameHost(*store, prefix, launch.rank, launch.size, same)
+            .withContext(who));
+    if (same) {
+      if (Status s = HostChannel::open(*store, prefix, launch.rank, launch.size,
+                                       timeoutSeconds, channel);
+          !s)
+        std::fprintf(stderr,
+                     "fsdp-run: rank %lld: no shared memory between the "
+                     "ranks (%s): collectives over TCP\n",
+                     (long long)launch.rank, s.message().c_str());
+      FSDP_RETURN_IF_ERROR(
+          store->set(prefix + "shm-ok/" + std::to_string(launch.rank),
+                     channel ? "1" : "0"));
+      bool all = true;
+      for (int64_t r = 0; r < launch.size; ++r) {
+        std::string ok;
+        FSDP_RETURN_IF_ERROR(
+            store->get(prefix + "shm-ok/" + std::to_string(r), ok));
+        all = all && ok == "1";
+      }
+      if (!all)
+        channel.reset();
+    }
+  }
+  auto comm = std::make_unique<Gloo>(
+      std::move(server), std::move(store), prefix, std::move(device),
+      std::move(channel), launch.rank, launch.size, timeoutSeconds);
   FSDP_RETURN_IF_ERROR(comm->init());
   out = std::move(comm);
   return Status::ok();

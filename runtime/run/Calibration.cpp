@@ -33,8 +33,10 @@ namespace fsdp {
 namespace {
 
 /// Bumped whenever the device description's fields or the measurements
-/// behind them change: an older file is measured again.
-constexpr int kFormat = 4; // 4: attention priced per query row
+/// behind them change: an older file is measured again. 4: attention
+/// priced per query row; 5: ranks of one host without MPI meet in shared
+/// memory (runtime/comm/HostChannel.h), not over Gloo's TCP.
+constexpr int kFormat = 5;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.

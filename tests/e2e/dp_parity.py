@@ -109,6 +109,9 @@ def main():
             ["--strategy=hybrid-shard", "--replicate-groups=2", "torchrun"],
             ["--strategy=full-shard", "--reshard-after-forward=2", "torchrun"],  # block groups
             ["--strategy=full-shard", "--param-dtype=bf16", "--reduce-dtype=bf16", "torchrun"],
+            # Ranks on one host meet in shared memory; "tcp" makes them use
+            # Gloo's TCP transport instead (FSDP_GLOO_SHM=0), as across hosts.
+            ["--strategy=hybrid-shard", "--replicate-groups=2", "torchrun", "tcp"],
         ]
         llama_configs = [["--strategy=full-shard"], ["--strategy=shard-grad-op"],
                          ["--strategy=no-shard"],
@@ -154,7 +157,8 @@ def main():
             def train(world, config, tag):
                 plan = os.path.join(tmp, f"{name}-{world}-{tag}.plan")
                 bounded.run([a.fsdp_opt, models[world], "-o", plan, f"--world-size={world}"]
-                               + flags + [c for c in config if c != "torchrun"], check=True,
+                               + flags + [c for c in config if c not in ("torchrun", "tcp")],
+                               check=True,
                                stderr=subprocess.DEVNULL)
                 log = os.path.join(tmp, f"{name}-{world}-{tag}.jsonl")
                 out = os.path.join(tmp, f"{name}-{world}-{tag}.safetensors")
@@ -163,7 +167,11 @@ def main():
                        str(a.steps), "--log", log, "--save-full", out, "--dump-grads", grads,
                        "--quiet"]
                 if "torchrun" in config:
-                    torchrun(cmd, world, standalone=world == 4)
+                    code, err = torchrun(cmd, world,
+                                         {"FSDP_GLOO_SHM": "0"} if "tcp" in config else None,
+                                         standalone=world == 4)
+                    if code != 0:
+                        raise RuntimeError("torchrun failed: " + err[-3000:])
                 else:
                     bounded.run((MPIRUN + ["-np", str(world)] if world > 1 else []) + cmd,
                                    check=True)

@@ -74,19 +74,19 @@ TEST(Store, GetTimesOutNamingTheKey) {
   std::string v;
   auto start = std::chrono::steady_clock::now();
   Status s = a->get("never", v);
-  double took = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
+  double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   ASSERT_FALSE(s);
   EXPECT_NE(s.message().find("'never'"), std::string::npos) << s.message();
   EXPECT_LT(took, 2.0);
   // The connection is out of step after that: later calls fail at once.
   start = std::chrono::steady_clock::now();
   EXPECT_FALSE(a->set("k", "v"));
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                          start)
-                .count(),
-            0.2);
+  EXPECT_LT(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count(),
+      0.2);
 }
 
 // A client that would fill the store past its bound is closed and its
@@ -135,17 +135,16 @@ TEST(Store, TorchClientInterop) {
   std::unique_ptr<Store> ours;
   ASSERT_TRUE(Store::connect("127.0.0.1", server->port(), 20, ours));
   ASSERT_TRUE(ours->set("/from-fsdp", "world"));
-  std::string script =
-      "import datetime, sys\n"
-      "from torch.distributed import TCPStore\n"
-      "s = TCPStore('127.0.0.1', " +
-      std::to_string(server->port()) +
-      ", 1, False, datetime.timedelta(seconds=20))\n"
-      "assert s.get('from-fsdp') == b'world'\n"
-      "s.set('from-torch', b'hello')\n"
-      "assert s.add('n', 3) == 3\n"
-      "s.wait(['from-fsdp'])\n"
-      "assert s.num_keys() >= 3\n";
+  std::string script = "import datetime, sys\n"
+                       "from torch.distributed import TCPStore\n"
+                       "s = TCPStore('127.0.0.1', " +
+                       std::to_string(server->port()) +
+                       ", 1, False, datetime.timedelta(seconds=20))\n"
+                       "assert s.get('from-fsdp') == b'world'\n"
+                       "s.set('from-torch', b'hello')\n"
+                       "assert s.add('n', 3) == 3\n"
+                       "s.wait(['from-fsdp'])\n"
+                       "assert s.num_keys() >= 3\n";
   std::string cmd = "/usr/bin/python3 -c \"" + script + "\"";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   std::string v;
@@ -186,12 +185,17 @@ void onRanks(int world, int64_t shard,
 /// Rank r's element i: distinct per rank and element, exact in bf16.
 float value(int r, int64_t i) { return (float)((r + 1) * 8 + (i % 13)) / 4; }
 
-class GlooWorld : public ::testing::TestWithParam<int> {};
+/// World size, transport (shared memory between ranks of one host, or
+/// Gloo's TCP: FSDP_GLOO_SHM=0), elements per rank (over 1 MiB: the host
+/// channel's collectives take several rounds).
+class GlooWorld
+    : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
 
 TEST_P(GlooWorld, CollectivesMatchTheirDefinitions) {
-  int world = GetParam();
-  const int64_t count = 1001; // odd: chunks of every size
+  auto [world, shm, count] = GetParam(); // count odd: chunks of every size
+  ::setenv("FSDP_GLOO_SHM", shm ? "1" : "0", 1);
   onRanks(world, world, [&](Comm &comm, int r) {
+    ASSERT_EQ(comm.progressesAlone(), !shm);
     std::vector<float> in(count * world), out(count * world);
     for (int64_t i = 0; i < count * world; ++i)
       in[i] = value(r, i);
@@ -200,12 +204,12 @@ TEST_P(GlooWorld, CollectivesMatchTheirDefinitions) {
     ASSERT_TRUE(comm.allReduceStart(ar.data(), ar.data(), count * world,
                                     Elem::F32, true, 0, Group::World));
     // all-gather of this rank's first `count`
-    ASSERT_TRUE(comm.allGatherStart(in.data(), out.data(), count, 4, 1,
-                                    Group::Shard));
+    ASSERT_TRUE(
+        comm.allGatherStart(in.data(), out.data(), count, 4, 1, Group::Shard));
     // reduce-scatter, summed
     std::vector<float> rs(count);
-    ASSERT_TRUE(comm.reduceScatterStart(in.data(), rs.data(), count,
-                                        Elem::F32, false, 2, Group::Shard));
+    ASSERT_TRUE(comm.reduceScatterStart(in.data(), rs.data(), count, Elem::F32,
+                                        false, 2, Group::Shard));
     ASSERT_TRUE(comm.wait(2));
     ASSERT_TRUE(comm.wait(1));
     ASSERT_TRUE(comm.wait(0));
@@ -226,8 +230,8 @@ TEST_P(GlooWorld, CollectivesMatchTheirDefinitions) {
     std::vector<uint16_t> h(count * world), hs(count);
     for (int64_t i = 0; i < count * world; ++i)
       h[i] = bf16FromFloat(value(r, i));
-    ASSERT_TRUE(comm.reduceScatterStart(h.data(), hs.data(), count,
-                                        Elem::BF16, true, 3, Group::Shard));
+    ASSERT_TRUE(comm.reduceScatterStart(h.data(), hs.data(), count, Elem::BF16,
+                                        true, 3, Group::Shard));
     ASSERT_TRUE(comm.wait(3));
     for (int64_t i = 0; i < count; ++i) {
       float sum = 0;
@@ -242,24 +246,33 @@ TEST_P(GlooWorld, CollectivesMatchTheirDefinitions) {
     ASSERT_FALSE(s);
     EXPECT_NE(s.message().find("the plan differs"), std::string::npos);
     uint64_t id = r == 0 ? 0x1234567890abcdefull : 0;
-    ASSERT_TRUE(comm.broadcast(&id, sizeof id, "id"));
+    Status b = comm.broadcast(&id, sizeof id, "id");
+    ASSERT_TRUE(b) << b.message();
     EXPECT_EQ(id, 0x1234567890abcdefull);
+    // Rank 0 serves the store: it leaves after every rank has read it.
+    ASSERT_TRUE(comm.checkSame(1, "the end"));
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, GlooWorld, ::testing::Values(2, 3, 4));
+INSTANTIATE_TEST_SUITE_P(
+    Worlds, GlooWorld,
+    ::testing::Combine(::testing::Values(2, 3, 4), ::testing::Bool(),
+                       ::testing::Values(int64_t(1001), int64_t(300001))));
 
 // Hybrid: 4 ranks, shard groups {0,1} {2,3}, replicate groups {0,2} {1,3}.
-TEST(Gloo, ShardAndReplicateGroups) {
+class GlooGroups : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GlooGroups, ShardAndReplicateGroups) {
   const int64_t count = 37;
+  ::setenv("FSDP_GLOO_SHM", GetParam() ? "1" : "0", 1);
   onRanks(4, 2, [&](Comm &comm, int r) {
     ASSERT_EQ(comm.size(Group::Shard), 2);
     ASSERT_EQ(comm.size(Group::Replicate), 2);
     std::vector<float> in(2 * count), rs(count), ar(count);
     for (int64_t i = 0; i < 2 * count; ++i)
       in[i] = value(r, i);
-    ASSERT_TRUE(comm.reduceScatterStart(in.data(), rs.data(), count,
-                                        Elem::F32, false, 0, Group::Shard));
+    ASSERT_TRUE(comm.reduceScatterStart(in.data(), rs.data(), count, Elem::F32,
+                                        false, 0, Group::Shard));
     ASSERT_TRUE(comm.wait(0));
     ASSERT_TRUE(comm.allReduceStart(rs.data(), ar.data(), count, Elem::F32,
                                     false, 1, Group::Replicate));
@@ -275,5 +288,7 @@ TEST(Gloo, ShardAndReplicateGroups) {
     }
   });
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, GlooGroups, ::testing::Bool());
 
 } // namespace
