@@ -442,11 +442,22 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           }
         Type element = elementOf(&op);
         // Fitted costs of the op on narrow tensors ("matmul.bf16") apply
-        // however the CPU runs it.
-        StringRef narrow = !element           ? ""
-                           : element.isBF16() ? "bf16"
-                           : element.isF16()  ? "f16"
-                                              : "";
+        // however the CPU runs it: its result's type, or its first
+        // operand's where that is narrow and the result is not (a pack of
+        // bf16 gradients into an f32 buffer widens every element, ten times
+        // a copy's cost). FitDevice.cpp keys its fit the same way.
+        Type keyed = element;
+        if (keyed && !keyed.isBF16() && !keyed.isF16() &&
+            op.getNumOperands() > 0)
+          if (auto first =
+                  dyn_cast<RankedTensorType>(op.getOperand(0).getType()))
+            if (first.getElementType().isBF16() ||
+                first.getElementType().isF16())
+              keyed = first.getElementType();
+        StringRef narrow = !keyed           ? ""
+                           : keyed.isBF16() ? "bf16"
+                           : keyed.isF16()  ? "f16"
+                                            : "";
         if (model.cores > 0)
           widenOnCpu(op, model, element, bytes);
         StringRef name = op.getName().stripDialect();

@@ -150,10 +150,14 @@ Status samplesOf(const Plan &plan, const json &doc,
     if (t.rank != slowest->first)
       continue;
     // Keyed as the simulator looks them up: "op.bf16" for an op on narrow
-    // tensors (its result's, else its first operand's, element type).
+    // tensors (its result's, else its first operand's, element type; its
+    // first operand's where that is narrow and the result is not).
     const std::vector<TensorRef> &tensors =
         t.ins->out.empty() ? t.ins->in : t.ins->out;
     DType type = tensors.empty() ? DType::F32 : tensors.front().dtype;
+    auto narrow = [](DType d) { return d == DType::BF16 || d == DType::F16; };
+    if (!narrow(type) && !t.ins->in.empty() && narrow(t.ins->in[0].dtype))
+      type = t.ins->in[0].dtype;
     std::string key = t.ins->op;
     if (linear && (type == DType::BF16 || type == DType::F16))
       key += type == DType::BF16 ? ".bf16" : ".f16";
