@@ -112,28 +112,37 @@ double DeviceModel::sharedNodeFactor(int64_t ranksOnNode) const {
   return threadFactor(ranksOnNode) * oversubscription(ranksOnNode);
 }
 
-/// `map`'s value for `key` ("matmul.bf16"), else for `op` ("matmul").
+/// `map`'s value for the first of `keys` it has ("mul.strided.bf16",
+/// "mul.strided", "mul.bf16", "mul").
 template <typename V>
-static const V *lookupFitted(const llvm::StringMap<V> &map, llvm::StringRef key,
-                             llvm::StringRef op) {
-  auto it = map.find(key);
-  if (it == map.end())
-    it = map.find(op);
-  return it == map.end() ? nullptr : &it->second;
+static const V *lookupFitted(const llvm::StringMap<V> &map,
+                             llvm::ArrayRef<llvm::StringRef> keys) {
+  for (llvm::StringRef key : keys)
+    if (auto it = map.find(key); it != map.end())
+      return &it->second;
+  return nullptr;
 }
 
 double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
                                        Type element, llvm::StringRef op,
                                        int64_t ranksOnNode,
-                                       llvm::StringRef narrow,
-                                       int64_t rows) const {
-  // A fitted value for the op on narrow tensors ("matmul.bf16": AMX, not
-  // AVX-512) where there is one, else the op's.
-  llvm::SmallString<32> key(op);
-  if (!narrow.empty())
-    key.append({".", narrow});
+                                       llvm::StringRef narrow, int64_t rows,
+                                       llvm::StringRef variant) const {
+  // A fitted value for the op's variant ("mul.strided") on narrow tensors
+  // ("matmul.bf16": AMX, not AVX-512) where there is one, else without
+  // the narrow type, else the op's own (common/CostRows.h).
+  llvm::SmallString<48> both(op), withVariant(op), withNarrow(op);
+  if (!variant.empty()) {
+    both.append({".", variant});
+    withVariant.append({".", variant});
+  }
+  if (!narrow.empty()) {
+    both.append({".", narrow});
+    withNarrow.append({".", narrow});
+  }
+  llvm::StringRef keys[] = {both, withVariant, withNarrow, op};
   auto find = [&](const llvm::StringMap<double> &map) -> std::optional<double> {
-    if (const double *v = lookupFitted(map, key, op))
+    if (const double *v = lookupFitted(map, keys))
       return *v;
     return std::nullopt;
   };
@@ -150,7 +159,7 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
   // A fitted linear cost replaces the scaled roofline.
   auto findCost =
       [&](const llvm::StringMap<LinearCost> &map) -> std::optional<double> {
-    const LinearCost *c = lookupFitted(map, key, op);
+    const LinearCost *c = lookupFitted(map, keys);
     if (!c)
       return std::nullopt;
     return c->perFlop * double(flops) + c->onBytes * bytesSeconds(bytes) +

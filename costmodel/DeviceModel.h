@@ -167,12 +167,14 @@ struct DeviceModel {
   /// (0: a device of its own): computeSeconds with the op's per-thread
   /// factor where fitted, else with sharedNodeFactor. `narrow` ("bf16",
   /// "f16": the op's tensors in the plan) selects fitted values keyed
-  /// "op.bf16" before the op's own; `rows` (common/CostRows.h) is priced
-  /// where a fitted cost has a price per row.
+  /// "op.bf16" before the op's own, and `variant` (common/CostRows.h:
+  /// "strided") values keyed "op.strided.bf16", "op.strided" before those;
+  /// `rows` (common/CostRows.h) is priced where a fitted cost has a price
+  /// per row.
   double rankComputeSeconds(int64_t flops, int64_t bytes, Type element,
                             llvm::StringRef op, int64_t ranksOnNode,
-                            llvm::StringRef narrow = "",
-                            int64_t rows = 0) const;
+                            llvm::StringRef narrow = "", int64_t rows = 0,
+                            llvm::StringRef variant = "") const;
   /// Whether a group of `ranks` ranks `stride` apart spans nodes.
   bool crossesNodes(int64_t ranks, int64_t stride) const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an

@@ -467,8 +467,24 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                   dyn_cast<RankedTensorType>(op.getOperand(0).getType()))
             rows = ::fsdp::costRows(std::string_view(name.data(), name.size()),
                                     first.getShape().data(), first.getRank());
-        double seconds = model.rankComputeSeconds(flops, bytes, element, name,
-                                                  ranksOnNode, narrow, rows) +
+        // A binary op on the CPU kernel's strided loop is fitted apart.
+        std::string_view variant;
+        if (op.getNumOperands() == 2 && op.getNumResults() == 1) {
+          auto a = dyn_cast<RankedTensorType>(op.getOperand(0).getType());
+          auto b2 = dyn_cast<RankedTensorType>(op.getOperand(1).getType());
+          auto y = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+          if (a && b2 && y)
+            variant = ::fsdp::costVariant(
+                std::string_view(name.data(), name.size()), a.getShape().data(),
+                a.getRank(), b2.getShape().data(), b2.getRank(),
+                y.getShape().data(), y.getRank(),
+                a.getElementType() == y.getElementType() &&
+                    b2.getElementType() == y.getElementType() &&
+                    isa<FloatType>(y.getElementType()));
+        }
+        double seconds = model.rankComputeSeconds(
+                             flops, bytes, element, name, ranksOnNode, narrow,
+                             rows, StringRef(variant.data(), variant.size())) +
                          launches;
         end = finishAround(start, seconds, model.overlapRate(), busy);
         t.compute += end - start;

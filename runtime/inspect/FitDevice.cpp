@@ -159,6 +159,17 @@ Status samplesOf(const Plan &plan, const json &doc,
     if (!narrow(type) && !t.ins->in.empty() && narrow(t.ins->in[0].dtype))
       type = t.ins->in[0].dtype;
     std::string key = t.ins->op;
+    // A binary op on the CPU kernel's strided loop apart (CostRows.h).
+    if (linear && t.ins->in.size() == 2 && t.ins->out.size() == 1) {
+      const TensorRef &a = t.ins->in[0], &b = t.ins->in[1], &y = t.ins->out[0];
+      bool oneType = a.dtype == y.dtype && b.dtype == y.dtype &&
+                     (y.dtype == DType::F32 || narrow(y.dtype));
+      std::string_view variant =
+          costVariant(t.ins->op, a.shape.data(), a.shape.size(), b.shape.data(),
+                      b.shape.size(), y.shape.data(), y.shape.size(), oneType);
+      if (!variant.empty())
+        key += "." + std::string(variant);
+    }
     if (linear && (type == DType::BF16 || type == DType::F16))
       key += type == DType::BF16 ? ".bf16" : ".f16";
     if (linear && (t.ins->costFlops < 0 || t.ins->costBytes < 0))

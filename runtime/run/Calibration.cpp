@@ -35,8 +35,9 @@ namespace {
 /// Bumped whenever the device description's fields or the measurements
 /// behind them change: an older file is measured again. 4: attention
 /// priced per query row; 5: ranks of one host without MPI meet in shared
-/// memory (runtime/comm/HostChannel.h), not over Gloo's TCP.
-constexpr int kFormat = 5;
+/// memory (runtime/comm/HostChannel.h), not over Gloo's TCP; 6: binary ops
+/// on the strided loop fitted apart, narrow inputs keyed narrow.
+constexpr int kFormat = 6;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.

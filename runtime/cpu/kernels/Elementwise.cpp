@@ -4,8 +4,9 @@
 // casts. (Declared in KernelSupport.h; dispatched by runtime/cpu/Kernels.cpp.)
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cpu/kernels/KernelSupport.h"
+#include "common/CostRows.h"
 #include "common/Philox.h"
+#include "runtime/cpu/kernels/KernelSupport.h"
 
 namespace fsdp::cpu::kernels {
 
@@ -162,22 +163,18 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
     return E::store((float)f(E::load(u), E::load(v)));
   };
   int64_t n = y.numel();
-  if (a.shape == y.shape && b.shape == y.shape) { // no broadcast
+  // The loop the cost model keys its fit by (common/CostRows.h).
+  BinaryPath path = binaryPath(a.shape.data(), a.shape.size(), b.shape.data(),
+                               b.shape.size(), y.shape.data(), y.shape.size());
+  if (path == BinaryPath::Plain) { // no broadcast
 #pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
       fy[i] = op(fa[i], fb[i]);
     return;
   }
-  auto trailing = [&](const Shape &s) {
-    size_t lead = y.shape.size() - s.size();
-    for (size_t d = 0; d < s.size(); ++d)
-      if (s[d] != y.shape[lead + d])
-        return false;
-    return true;
-  };
   // One operand repeats along leading dimensions (a bias, a scale).
-  bool bRepeats = a.shape == y.shape && trailing(b.shape);
-  if (bRepeats || (b.shape == y.shape && trailing(a.shape))) {
+  if (path == BinaryPath::Repeat) {
+    bool bRepeats = a.shape == y.shape;
     const typename E::T *big = bRepeats ? fa : fb, *small = bRepeats ? fb : fa;
     int64_t m = std::max<int64_t>((bRepeats ? b : a).numel(), 1);
 #pragma omp parallel for if (n > kParallelMin)
@@ -188,7 +185,7 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
             bRepeats ? op(big[i + j], small[j]) : op(small[j], big[i + j]);
     return;
   }
-  if (a.shape == y.shape && b.numel() == 1) { // tensor-scalar
+  if (path == BinaryPath::Scalar) { // tensor-scalar
     typename E::T sb0 = fb[0];
 #pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i)
