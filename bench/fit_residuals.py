@@ -15,6 +15,8 @@ follows the typical instruction while a step is their sum. With the
 scaling: mean error -1% to +5%, mean |error| 8.5-10%. With attention
 priced per query row instead of per instruction (common/CostRows.h), two
 fresh calibrations: mean error +0.9% and +4.1%, mean |error| 8.3% and 9.1%.
+With the per-op fit by relative error (each instruction alike): -3.7% and
+-2.3%, mean |error| 5.8% and 6.0%.
 
 Tried before the scaling and not kept: a cost per flop for data that has
 left the cache (the step's arena and state beyond the calibrated cache,
