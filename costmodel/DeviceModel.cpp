@@ -132,15 +132,20 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
   // ("matmul.bf16": AMX, not AVX-512) where there is one, else without
   // the narrow type, else the op's own (common/CostRows.h).
   llvm::SmallString<48> both(op), withVariant(op), withNarrow(op);
+  llvm::SmallVector<llvm::StringRef, 4> keys; // each once, most specific first
   if (!variant.empty()) {
-    both.append({".", variant});
     withVariant.append({".", variant});
+    if (!narrow.empty()) {
+      both.append({".", variant, ".", narrow});
+      keys.push_back(both);
+    }
+    keys.push_back(withVariant);
   }
   if (!narrow.empty()) {
-    both.append({".", narrow});
     withNarrow.append({".", narrow});
+    keys.push_back(withNarrow);
   }
-  llvm::StringRef keys[] = {both, withVariant, withNarrow, op};
+  keys.push_back(op);
   auto find = [&](const llvm::StringMap<double> &map) -> std::optional<double> {
     if (const double *v = lookupFitted(map, keys))
       return *v;

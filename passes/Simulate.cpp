@@ -480,7 +480,9 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                 y.getShape().data(), y.getRank(),
                 a.getElementType() == y.getElementType() &&
                     b2.getElementType() == y.getElementType() &&
-                    isa<FloatType>(y.getElementType()));
+                    (y.getElementType().isF32() ||
+                     y.getElementType().isBF16() ||
+                     y.getElementType().isF16()));
         }
         double seconds = model.rankComputeSeconds(
                              flops, bytes, element, name, ranksOnNode, narrow,

@@ -100,9 +100,7 @@ Status HostChannel::open(Store &store, const std::string &prefix, int64_t rank,
                          std::unique_ptr<HostChannel> &out) {
   std::unique_ptr<HostChannel> c(new HostChannel());
   c->rank = rank;
-  c->size = size;
   c->timeout = timeoutSeconds;
-  c->chunk = kChunk;
   c->stride = (offsetof(Mailbox, data) + kChunk + 63) / 64 * 64;
   c->mapped = c->stride * kKinds * (size_t)size;
   // Rank 0 makes the segment and publishes its name ("" when it could not).
@@ -205,26 +203,25 @@ Status HostChannel::waitFor(const std::vector<int64_t> &members,
   }
 }
 
-Status HostChannel::begin(Group g, const std::vector<int64_t> &members,
-                          int64_t position, uint64_t &round) {
-  round = ++rounds[(int)g];
-  uint64_t previous = round - 1;
-  return waitFor(
-      members, position, "a collective's previous round", [&](int64_t r) {
-        return box(r, g).read.load(std::memory_order_acquire) >= previous;
-      });
-}
-
-Status HostChannel::exchange(Group g, const std::vector<int64_t> &members,
-                             int64_t position, uint64_t round) {
-  box(rank, g).posted.store(round, std::memory_order_release);
-  return waitFor(members, position, "a collective", [&](int64_t r) {
-    return box(r, g).posted.load(std::memory_order_acquire) >= round;
-  });
-}
-
-void HostChannel::finish(Group g, int64_t r, uint64_t round) {
-  box(r, g).read.store(round, std::memory_order_release);
+template <typename Write, typename Read>
+Status HostChannel::round(Group g, const std::vector<int64_t> &members,
+                          int64_t position, Write write, Read read) {
+  uint64_t r = ++rounds[(int)g];
+  // The peers have read this rank's previous round: its mailbox is free.
+  FSDP_RETURN_IF_ERROR(waitFor(
+      members, position, "a collective's previous round", [&](int64_t m) {
+        return box(m, g).read.load(std::memory_order_acquire) >= r - 1;
+      }));
+  Mailbox &mine = box(rank, g);
+  write(mine.data);
+  mine.posted.store(r, std::memory_order_release);
+  FSDP_RETURN_IF_ERROR(
+      waitFor(members, position, "a collective", [&](int64_t m) {
+        return box(m, g).posted.load(std::memory_order_acquire) >= r;
+      }));
+  read([&](size_t j) -> const char * { return box(members[j], g).data; });
+  mine.read.store(r, std::memory_order_release);
+  return Status::ok();
 }
 
 Status HostChannel::allGather(Group g, const std::vector<int64_t> &members,
@@ -232,23 +229,20 @@ Status HostChannel::allGather(Group g, const std::vector<int64_t> &members,
                               size_t bytes) {
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);
-  for (size_t done = 0; done < bytes || (bytes == 0 && done == 0);) {
-    size_t piece = std::min(chunk, bytes - done);
-    uint64_t round = 0;
-    FSDP_RETURN_IF_ERROR(begin(g, members, position, round));
-    std::memcpy(box(rank, g).data, src + done, piece);
-    FSDP_RETURN_IF_ERROR(exchange(g, members, position, round));
-    for (size_t j = 0; j < members.size(); ++j) {
-      char *to = dst + j * bytes + done;
-      const char *from =
-          (int64_t)j == position ? src + done : box(members[j], g).data;
-      if (to != from)
-        std::memmove(to, from, piece);
-    }
-    finish(g, rank, round);
+  for (size_t done = 0; done < bytes;) {
+    size_t piece = std::min(kChunk, bytes - done);
+    FSDP_RETURN_IF_ERROR(round(
+        g, members, position,
+        [&](char *mine) { std::memcpy(mine, src + done, piece); },
+        [&](auto peer) {
+          for (size_t j = 0; j < members.size(); ++j) {
+            char *to = dst + j * bytes + done;
+            const char *from = (int64_t)j == position ? src + done : peer(j);
+            if (to != from)
+              std::memmove(to, from, piece);
+          }
+        }));
     done += piece;
-    if (bytes == 0)
-      break;
   }
   return Status::ok();
 }
@@ -258,27 +252,28 @@ Status HostChannel::reduceScatter(Group g, const std::vector<int64_t> &members,
                                   int64_t count, Elem e) {
   size_t n = members.size(), width = (size_t)elemBytes(e);
   // Each round carries every destination's next piece of its chunk.
-  size_t per = std::max<size_t>(1, chunk / n / width);
+  int64_t per = (int64_t)std::max<size_t>(1, kChunk / n / width);
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);
   for (int64_t done = 0; done < count;) {
-    int64_t piece = std::min<int64_t>((int64_t)per, count - done);
+    int64_t piece = std::min(per, count - done);
     size_t pieceBytes = (size_t)piece * width;
-    uint64_t round = 0;
-    FSDP_RETURN_IF_ERROR(begin(g, members, position, round));
-    char *mine = box(rank, g).data;
-    for (size_t d = 0; d < n; ++d)
-      std::memcpy(mine + d * pieceBytes,
-                  src + ((size_t)d * (size_t)count + (size_t)done) * width,
-                  pieceBytes);
-    FSDP_RETURN_IF_ERROR(exchange(g, members, position, round));
-    // In position order on every rank: the same bits wherever it runs.
-    char *to = dst + (size_t)done * width;
-    size_t at = (size_t)position * pieceBytes;
-    std::memcpy(to, box(members[0], g).data + at, pieceBytes);
-    for (size_t j = 1; j < n; ++j)
-      sumElements(to, to, box(members[j], g).data + at, piece, e);
-    finish(g, rank, round);
+    FSDP_RETURN_IF_ERROR(round(
+        g, members, position,
+        [&](char *mine) {
+          for (size_t d = 0; d < n; ++d)
+            std::memcpy(mine + d * pieceBytes,
+                        src + (d * (size_t)count + (size_t)done) * width,
+                        pieceBytes);
+        },
+        [&](auto peer) {
+          // In position order on every rank: the same bits wherever it runs.
+          char *to = dst + (size_t)done * width;
+          size_t at = (size_t)position * pieceBytes;
+          std::memcpy(to, peer(0) + at, pieceBytes);
+          for (size_t j = 1; j < n; ++j)
+            sumElements(to, to, peer(j) + at, piece, e);
+        }));
     done += piece;
   }
   return Status::ok();
@@ -288,20 +283,20 @@ Status HostChannel::allReduce(Group g, const std::vector<int64_t> &members,
                               int64_t position, const void *in, void *out,
                               int64_t count, Elem e) {
   size_t n = members.size(), width = (size_t)elemBytes(e);
-  int64_t per = (int64_t)std::max<size_t>(1, chunk / width);
+  int64_t per = (int64_t)std::max<size_t>(1, kChunk / width);
   const char *src = static_cast<const char *>(in);
   char *dst = static_cast<char *>(out);
   for (int64_t done = 0; done < count;) {
     int64_t piece = std::min(per, count - done);
     size_t pieceBytes = (size_t)piece * width, at = (size_t)done * width;
-    uint64_t round = 0;
-    FSDP_RETURN_IF_ERROR(begin(g, members, position, round));
-    std::memcpy(box(rank, g).data, src + at, pieceBytes);
-    FSDP_RETURN_IF_ERROR(exchange(g, members, position, round));
-    std::memcpy(dst + at, box(members[0], g).data, pieceBytes);
-    for (size_t j = 1; j < n; ++j)
-      sumElements(dst + at, dst + at, box(members[j], g).data, piece, e);
-    finish(g, rank, round);
+    FSDP_RETURN_IF_ERROR(round(
+        g, members, position,
+        [&](char *mine) { std::memcpy(mine, src + at, pieceBytes); },
+        [&](auto peer) {
+          std::memcpy(dst + at, peer(0), pieceBytes);
+          for (size_t j = 1; j < n; ++j)
+            sumElements(dst + at, dst + at, peer(j), piece, e);
+        }));
     done += piece;
   }
   return Status::ok();

@@ -10,7 +10,7 @@
 //
 // The segment holds, per world rank and per group kind, a mailbox: a round
 // number (`posted`), the last round its owner finished reading (`read`) and
-// `chunk` bytes. One round of a collective: wait until every peer has read
+// 1 MiB of data. One round of a collective: wait until every peer has read
 // this rank's previous round, write this rank's part, post the round, wait
 // until every peer has posted it, read and combine, mark it read. Sums run
 // over the group in position order, so every rank computes the same bits.
@@ -59,21 +59,20 @@ private:
   struct Mailbox;
   HostChannel() = default;
   Mailbox &box(int64_t rank, Group g);
-  /// Starts a round on g: waits for the peers to have read the last one.
-  Status begin(Group g, const std::vector<int64_t> &members, int64_t position,
-               uint64_t &round);
-  /// Posts this rank's part and waits for every peer's.
-  Status exchange(Group g, const std::vector<int64_t> &members,
-                  int64_t position, uint64_t round);
-  void finish(Group g, int64_t rank, uint64_t round);
+  /// One round on g's mailboxes: waits until every peer has read this
+  /// rank's last round, `write(mailbox data)`, posts it, waits for every
+  /// peer's, `read(peer)` (peer(j): member j's data), marks it read.
+  template <typename Write, typename Read>
+  Status round(Group g, const std::vector<int64_t> &members, int64_t position,
+               Write write, Read read);
   /// Spins (then yields) until `ready` or the deadline or a peer's exit.
   template <typename Ready>
   Status waitFor(const std::vector<int64_t> &members, int64_t position,
                  const char *what, Ready ready);
 
   void *base = nullptr;
-  size_t mapped = 0, chunk = 0, stride = 0;
-  int64_t rank = 0, size = 1;
+  size_t mapped = 0, stride = 0;
+  int64_t rank = 0;
   double timeout = 0;
   std::vector<int64_t> pids;
   uint64_t rounds[4] = {0, 0, 0, 0};
