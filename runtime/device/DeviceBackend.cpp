@@ -21,9 +21,11 @@ public:
   Status init(const Plan &p, Comm &comm,
               const std::vector<std::vector<uint8_t>> &constants) override;
   void *input(size_t i) override { return inputs[i]; }
-  Status push(const HostState &s) override { return move(s, true); }
+  Status push(const HostState &s) override;
   Status pull(const HostState &s) override { return move(s, false); }
-  Status run(bool update, double lrScale, int64_t step) override;
+  Status run(bool update, double lrScale, int64_t step,
+             const PendingUpdate &pending) override;
+  Status runPending(const PendingUpdate &pending) override;
   Status readScalar(const TensorRef &t, double &value) override {
     float v = 0;
     FSDP_RETURN_IF_ERROR(dev->download(&v, mem.at(t), 4));
@@ -43,11 +45,24 @@ private:
   int64_t arenaBytes = 0, peak = 0;
   bool dumped = false;        // FSDP_DEVICE_DUMP_ARENA
   std::vector<void *> inputs; // host memory the device reads
+  /// [kLrScale, kStep] of this step, then of the pending update.
   double *hostScalars = nullptr, *deviceScalars = nullptr;
-  std::vector<DeviceOp> program, update;
+  /// Offload: the host's own schedule scalars and error flag, read and
+  /// written by host work.
+  Memory hostMem;
+  /// The step's program (with the deferred update of the previous step,
+  /// where the plan has one), the update, the program without the deferred
+  /// update (the first step after a start or a resume), the deferred update
+  /// alone, and the casts refilling offload's device copies after a push.
+  enum Sequence { kProgram, kUpdate, kFresh, kDeferred, kRefresh };
+  std::vector<DeviceOp> sequences[5];
+  bool hasDeferred = false;
 
+  /// Which of a program's instructions a sequence runs.
+  enum class Take { All, Immediate, Deferred };
   Status lowerAll(const std::vector<Instruction> &list, const char *what,
-                  std::vector<DeviceOp> &out);
+                  std::vector<DeviceOp> &out, Take take = Take::All);
+  Status runSequence(Sequence which);
   Status move(const HostState &s, bool toDevice);
 };
 
@@ -99,30 +114,55 @@ Status Backend::init(const Plan &p, Comm &,
     int64_t bytes = p.slotNumel(i) * 4;
     if (bytes == 0)
       continue;
-    device.add(bytes, mem.params[i]);
+    // Offload: an offloaded shard and its optimizer state in host memory.
+    bool offloaded =
+        i >= p.params.size() && !p.flats[i - p.params.size()].offload.empty();
+    Carve &at = offloaded ? host : device;
+    at.add(bytes, mem.params[i]);
     if (!p.slotTrainable(i))
       continue;
-    device.add(bytes, mem.first[i]);
+    at.add(bytes, mem.first[i]);
     if (adam)
-      device.add(bytes, mem.second[i]);
+      at.add(bytes, mem.second[i]);
     if (!p.update.empty())
       device.add(bytes, mem.grads[i]);
   }
+  // Offload: the host arena, the host buffers kept from step to step, and
+  // the device copies of offloaded shards.
+  if (p.hostArenaBytes > 0)
+    host.add(p.hostArenaBytes, mem.host);
+  mem.hostBuffers.assign(p.hostBuffers.size(), nullptr);
+  for (size_t i = 0; i < p.hostBuffers.size(); ++i)
+    host.add(p.hostBuffers[i].bytes(), mem.hostBuffers[i]);
+  mem.deviceCopies.assign(slots, nullptr);
+  for (size_t f = 0; f < p.flats.size(); ++f)
+    if (p.flats[f].hasDeviceCopy())
+      device.add(p.flats[f].shardNumel * dtypeSize(p.flats[f].deviceCopy),
+                 mem.deviceCopies[p.params.size() + f]);
   mem.constants.assign(constants.size(), nullptr);
   for (size_t i = 0; i < constants.size(); ++i)
     device.add((int64_t)constants[i].size(), mem.constants[i]);
-  int64_t scratch = 8, widened = 16;
+  // (Host work has scratch of its own, in host memory.)
+  int64_t scratch = 8, widened = 16, hostScratch = 8, hostWidened = 16;
   for (const auto *list : {&p.program, &p.update})
     for (const Instruction &in : *list) {
-      scratch = std::max(scratch, scratchBytes(in));
-      widened = std::max(widened, widenedBytes(in));
+      bool onHost = in.attrBool("on_host", false);
+      int64_t &s = onHost ? hostScratch : scratch;
+      int64_t &w = onHost ? hostWidened : widened;
+      s = std::max(s, scratchBytes(in));
+      w = std::max(w, widenedBytes(in));
+      hasDeferred = hasDeferred || in.deferred;
     }
   device.add(scratch, mem.scratch);
   device.add(widened, mem.widened);
   device.add(16, mem.schedule);
   device.add(8, mem.error);
-  device.add(16, deviceScalars);
-  host.add(16, hostScalars);
+  device.add(32, deviceScalars);
+  host.add(32, hostScalars);
+  host.add(hostScratch, hostMem.scratch);
+  host.add(hostWidened, hostMem.widened);
+  host.add(16, hostMem.schedule);
+  host.add(8, hostMem.error);
   inputs.assign(p.inputs.size(), nullptr);
   for (size_t i = 0; i < p.inputs.size(); ++i)
     host.add(p.inputs[i].bytes(), inputs[i]);
@@ -131,6 +171,16 @@ Status Backend::init(const Plan &p, Comm &,
   mem.stepScalars = deviceScalars;
   for (size_t i = 0; i < slots; ++i)
     mem.started[i] = started + i;
+  {
+    // Host work sees everything the device does, with its own scalars.
+    Memory h = mem;
+    h.scratch = hostMem.scratch;
+    h.widened = hostMem.widened;
+    h.schedule = hostMem.schedule;
+    h.error = hostMem.error;
+    h.stepScalars = hostScalars;
+    hostMem = std::move(h);
+  }
   FSDP_RETURN_IF_ERROR(dev->fill(mem.arena, kArenaPattern, arenaBytes));
   for (size_t i = 0; i < constants.size(); ++i)
     FSDP_RETURN_IF_ERROR(dev->upload(mem.constants[i], constants[i].data(),
@@ -138,38 +188,82 @@ Status Backend::init(const Plan &p, Comm &,
 
   // Each run starts by copying the step's scalars and the batch in, so a
   // captured sequence reads new values when replayed.
-  program.clear();
-  update.clear();
-  program.push_back({1, Copy{hostScalars, deviceScalars, 16}});
-  for (size_t i = 0; i < p.inputs.size(); ++i)
-    if (p.inputs[i].bytes() > 0)
-      program.push_back(
-          {1, Copy{inputs[i], mem.at(p.inputs[i]), p.inputs[i].bytes()}});
-  FSDP_RETURN_IF_ERROR(lowerAll(p.program, "", program));
+  for (auto &list : sequences)
+    list.clear();
+  auto scalarsIn = [&](std::vector<DeviceOp> &out) {
+    out.push_back({1, Copy{hostScalars, deviceScalars, 32}});
+  };
+  for (Sequence which : {kProgram, kFresh}) {
+    if (which == kFresh && !hasDeferred)
+      break;
+    std::vector<DeviceOp> &out = sequences[which];
+    scalarsIn(out);
+    for (size_t i = 0; i < p.inputs.size(); ++i)
+      if (p.inputs[i].bytes() > 0)
+        out.push_back(
+            {1, Copy{inputs[i], mem.at(p.inputs[i]), p.inputs[i].bytes()}});
+    FSDP_RETURN_IF_ERROR(lowerAll(
+        p.program, "", out, which == kFresh ? Take::Immediate : Take::All));
+  }
+  if (hasDeferred) {
+    scalarsIn(sequences[kDeferred]);
+    FSDP_RETURN_IF_ERROR(lowerAll(
+        p.program, "pending update: ", sequences[kDeferred], Take::Deferred));
+  }
   if (!p.update.empty()) {
-    update.push_back({1, Copy{hostScalars, deviceScalars, 16}});
-    FSDP_RETURN_IF_ERROR(lowerAll(p.update, "update ", update));
+    std::vector<DeviceOp> &out = sequences[kUpdate];
+    scalarsIn(out);
+    FSDP_RETURN_IF_ERROR(lowerAll(p.update, "update ", out));
     for (size_t i = 0; i < slots; ++i)
       if (mem.grads[i])
-        update.push_back({1, Zero{mem.grads[i], p.slotNumel(i) * 4}});
+        out.push_back({1, Zero{mem.grads[i], p.slotNumel(i) * 4}});
   }
+  // Offload's device copies (and host buffers that are casts of a shard),
+  // refilled from the shards after a push.
+  for (const Instruction &cast : p.copyRefills())
+    if (Status s = lower(cast, mem, dev->comm(), sequences[kRefresh]); !s)
+      return s.withContext("refilling the copy of an offloaded shard");
   peak = dev->memoryInUse();
   return Status::ok();
 }
 
 Status Backend::lowerAll(const std::vector<Instruction> &list, const char *what,
-                         std::vector<DeviceOp> &out) {
+                         std::vector<DeviceOp> &out, Take take) {
   // FSDP_DEVICE_STOP_AFTER=K (a diagnostic, with FSDP_DEVICE_DUMP_ARENA):
   // the step program ends after its instruction K, so the dumped arena
   // holds what the instructions up to K wrote.
   size_t count = list.size();
   if (const char *k = std::getenv("FSDP_DEVICE_STOP_AFTER"); k && !*what)
     count = std::min(count, (size_t)std::strtoll(k, nullptr, 10) + 1);
-  for (size_t i = 0; i < count; ++i)
-    if (Status s = lower(list[i], mem, dev->comm(), out); !s)
+  // Deferred instructions (a pending update) read the pending scalars.
+  Memory pendingMem = mem, pendingHostMem = hostMem;
+  pendingMem.stepScalars = deviceScalars + 2;
+  pendingHostMem.stepScalars = hostScalars + 2;
+  for (size_t i = 0; i < count; ++i) {
+    const Instruction &in = list[i];
+    if ((take == Take::Immediate && in.deferred) ||
+        (take == Take::Deferred && !in.deferred))
+      continue;
+    Status s = Status::ok();
+    if (in.attrBool("on_host", false)) {
+      // Host work: its operations, over host memory, run on the host.
+      auto ops = std::make_shared<std::vector<DeviceOp>>();
+      s = lower(in, in.deferred ? pendingHostMem : hostMem, dev->comm(), *ops);
+      if (s)
+        out.push_back({1, HostWork{std::move(ops)}});
+    } else {
+      s = lower(in, in.deferred ? pendingMem : mem, dev->comm(), out);
+    }
+    if (!s)
       return s.withContext(std::string(what) + "instruction " +
-                           std::to_string(i) + " (" + list[i].op + ")");
+                           std::to_string(i) + " (" + in.op + ")");
+  }
   return Status::ok();
+}
+
+Status Backend::push(const HostState &s) {
+  FSDP_RETURN_IF_ERROR(move(s, true));
+  return runSequence(kRefresh);
 }
 
 Status Backend::move(const HostState &s, bool toDevice) {
@@ -198,22 +292,15 @@ Status Backend::move(const HostState &s, bool toDevice) {
   return Status::ok();
 }
 
-Status Backend::run(bool isUpdate, double lrScale, int64_t step) {
+Status Backend::run(bool isUpdate, double lrScale, int64_t step,
+                    const PendingUpdate &pending) {
   hostScalars[kLrScale] = lrScale;
   hostScalars[kStep] = (double)step;
-  FSDP_RETURN_IF_ERROR(dev->run(isUpdate ? update : program, isUpdate));
-  // One synchronisation per run: the kernels' error flag (an index out of
-  // range cannot return a Status from inside a kernel).
-  int error = 0;
-  FSDP_RETURN_IF_ERROR(dev->download(&error, mem.error, sizeof error));
-  if (error == kIndexOutOfRange)
-    return Status::error("an index is out of range (gather or scatter_add)");
-  if (error == kTargetOutOfRange)
-    return Status::error("a loss target is out of range of its classes");
-  if (error)
-    return Status::error("a device kernel failed with code " +
-                         std::to_string(error));
-  peak = std::max(peak, dev->memoryInUse());
+  hostScalars[2 + kLrScale] = pending.lrScale;
+  hostScalars[2 + kStep] = (double)pending.step;
+  FSDP_RETURN_IF_ERROR(runSequence(isUpdate                      ? kUpdate
+                                   : pending.due || !hasDeferred ? kProgram
+                                                                 : kFresh));
   // FSDP_DEVICE_DUMP_ARENA=FILE (a diagnostic): the arena after the first
   // step's program, to compare backends byte for byte.
   if (const char *path = std::getenv("FSDP_DEVICE_DUMP_ARENA");
@@ -227,6 +314,36 @@ Status Backend::run(bool isUpdate, double lrScale, int64_t step) {
       std::fclose(f);
     }
   }
+  return Status::ok();
+}
+
+Status Backend::runPending(const PendingUpdate &pending) {
+  if (!pending.due || !hasDeferred)
+    return Status::ok();
+  hostScalars[2 + kLrScale] = pending.lrScale;
+  hostScalars[2 + kStep] = (double)pending.step;
+  return runSequence(kDeferred);
+}
+
+Status Backend::runSequence(Sequence which) {
+  if (sequences[which].empty())
+    return Status::ok();
+  FSDP_RETURN_IF_ERROR(dev->run(sequences[which], which));
+  // One synchronisation per run: the kernels' error flag (an index out of
+  // range cannot return a Status from inside a kernel), the device's and
+  // the host work's.
+  int error = 0;
+  FSDP_RETURN_IF_ERROR(dev->download(&error, mem.error, sizeof error));
+  if (!error)
+    error = *hostMem.error;
+  if (error == kIndexOutOfRange)
+    return Status::error("an index is out of range (gather or scatter_add)");
+  if (error == kTargetOutOfRange)
+    return Status::error("a loss target is out of range of its classes");
+  if (error)
+    return Status::error("a device kernel failed with code " +
+                         std::to_string(error));
+  peak = std::max(peak, dev->memoryInUse());
   return Status::ok();
 }
 

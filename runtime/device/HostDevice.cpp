@@ -3,9 +3,10 @@
 // Runs lowered programs exactly as a GPU would, only serially: each functor
 // over its index range in a loop (DeviceKernels.h's host path, where the
 // atomics are plain adds), GEMMs through OpenBLAS, collectives on the
-// host's communicator. `fsdp-run --backend emulated` uses it, so the
-// lowering, the backend's memory and its state transfers are tested
-// against the CPU backend on any machine.
+// host's communicator; offload's host memory is blocks of its own, its
+// copies and host work run in order. `fsdp-run --backend emulated` uses it, so
+// the lowering, the backend's memory and its state transfers are tested against
+// the CPU backend on any machine.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/device/Device.h"
@@ -32,7 +33,7 @@ public:
   std::string describe() const override {
     return "emulated (the device backend's kernels run on the host)";
   }
-  Status allocate(int64_t bytes, bool, void **out) override {
+  Status allocate(int64_t bytes, bool host, void **out) override {
     size_t n = (size_t)(bytes + 63) / 64 * 64;
     *out = std::aligned_alloc(64, n);
     if (!*out)
@@ -40,7 +41,8 @@ public:
                            " bytes");
     std::memset(*out, 0, n);
     blocks.push_back(*out);
-    held += (int64_t)n;
+    // Host memory (the inputs, offload's pool) is not the device's.
+    (host ? hostHeld : held) += (int64_t)n;
     return Status::ok();
   }
   Status upload(void *dst, const void *src, int64_t bytes) override {
@@ -71,7 +73,7 @@ public:
 private:
   Comm &communicator;
   std::vector<void *> blocks;
-  int64_t held = 0;
+  int64_t held = 0, hostHeld = 0;
   std::vector<double> shared; // the block kernels' shared memory
 
   template <typename F> Status one(int64_t n, const F &f) {
@@ -154,7 +156,17 @@ private:
     }
     return Status::error("unknown collective");
   }
-  Status one(int64_t, const Wait &w) { return communicator.wait(w.slot); }
+  Status one(int64_t, const Wait &w) {
+    return w.copy ? Status::ok() // a Transfer is done when it returns
+                  : communicator.wait(w.slot);
+  }
+  // Offload: host and device memory are this process's both, but distinct
+  // blocks (allocate's `host`), so a copy is a real copy.
+  Status one(int64_t, const Transfer &t) {
+    std::memmove(t.dst, t.src, t.bytes);
+    return Status::ok();
+  }
+  Status one(int64_t, const HostWork &w) { return run(*w.ops, -1); }
 };
 
 } // namespace

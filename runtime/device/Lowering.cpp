@@ -12,7 +12,8 @@
 namespace fsdp::device {
 
 void *Memory::at(const TensorRef &t) const {
-  return tensorAddress(t, arena, params, constants, grads, widened);
+  return tensorAddress(t, arena, params, constants, grads, widened, host,
+                       &deviceCopies, &hostBuffers);
 }
 
 namespace {

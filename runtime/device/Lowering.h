@@ -20,6 +20,7 @@
 #include "runtime/device/FlashAttention.h"
 #include "runtime/plan/Plan.h"
 
+#include <memory>
 #include <variant>
 #include <vector>
 
@@ -72,26 +73,45 @@ struct Collective {
   Group group = Group::World;
 };
 
-/// Completes the collective started with `slot`.
+/// Completes the collective (or, `copy`, the Transfer) started with `slot`.
 struct Wait {
+  int64_t slot = 0;
+  bool copy = false;
+};
+
+/// Offload: a copy between host and device memory (`toHost`: device to
+/// host), on a copy stream of its direction, overlapping the compute
+/// stream; `slot` is the plan's copy_start index, completed by a Wait.
+struct Transfer {
+  const void *src = nullptr;
+  void *dst = nullptr;
+  int64_t bytes = 0;
+  bool toHost = false;
   int64_t slot = 0;
 };
 
-using Kernel =
-    std::variant<Unary, GeluGrad, Dropout, Binary, BinaryMixed, LogicalNot, Select, Cast,
-                 Scaled, Trilu, Argsort, Reduce, ReduceCombine, SoftmaxRows,
-                 LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
-                 ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy,
-                 Im2Col, Col2Im, PoolForward, PoolBackward, BatchNormChannels,
-                 BatchNormGradChannels, BatchNormSyncedChannels,
-                 AdamWSchedule, AdamW, SgdSchedule, Sgd, AttentionRows,
-                 AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
-                 FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy,
-                 Zero, Collective, Wait>;
+struct DeviceOp;
+/// Offload: an instruction the plan runs on the host (fsdp.on_host),
+/// lowered over host memory: its operations run on the host's cores in
+/// stream order (a GPU: a host function on the compute stream).
+struct HostWork {
+  std::shared_ptr<const std::vector<DeviceOp>> ops;
+};
+
+using Kernel = std::variant<
+    Unary, GeluGrad, Dropout, Binary, BinaryMixed, LogicalNot, Select, Cast,
+    Scaled, Trilu, Argsort, Reduce, ReduceCombine, SoftmaxRows, LayerNormRows,
+    LayerNormGradRows, LayerNormGradCols, Gather, ScatterAdd, LossTerms,
+    LossReduce, LossGradRows, StridedCopy, Im2Col, Col2Im, PoolForward,
+    PoolBackward, BatchNormChannels, BatchNormGradChannels,
+    BatchNormSyncedChannels, AdamWSchedule, AdamW, SgdSchedule, Sgd,
+    AttentionRows, AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
+    FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy, Zero,
+    Collective, Wait, Transfer, HostWork>;
 
 /// One operation: a functor run for every index in [0, n), a block kernel
 /// (FlashAttention.h) run over n blocks, or (Gemm, Copy, Zero, Collective,
-/// Wait) a library call; `n` is unused for those.
+/// Wait, Transfer, HostWork) a library call; `n` is unused for those.
 struct DeviceOp {
   int64_t n = 1;
   Kernel kernel;
@@ -103,9 +123,14 @@ struct DeviceOp {
 struct Memory {
   uint8_t *arena = nullptr;
   std::vector<void *> params, grads, constants;
+  /// Offload: the host arena (Space::Host), the device copies of offloaded
+  /// shards (by slot) and the host buffers (Plan::hostBuffers).
+  uint8_t *host = nullptr;
+  std::vector<uint8_t *> deviceCopies, hostBuffers;
   std::vector<float *> first, second;  // AdamW's m and v; SGD's momentum
   std::vector<uint8_t *> started;      // SGD: the momentum buffer started
-  const double *stepScalars = nullptr; // [kLrScale, kStep]
+  const double *stepScalars = nullptr; // [kLrScale, kStep]: this step's,
+                                       // or a deferred update's
   float *schedule = nullptr;           // 4 floats: an optimizer's scalars
   uint8_t *scratch = nullptr;          // scratchBytes(), 8-byte aligned
   uint8_t *widened = nullptr;          // Space::Widened (plan/Widen.h)

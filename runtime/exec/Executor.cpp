@@ -61,12 +61,6 @@ Status Executor::init(const Plan &p, Comm &comm_,
                              "supported");
       blockSize = size;
     }
-  bool offload =
-      std::any_of(p.flats.begin(), p.flats.end(),
-                  [](const FlatInfo &f) { return !f.offload.empty(); });
-  if (offload && backend)
-    return Status::error("plans with --offload run on the CPU backend only; " +
-                         backend->describe() + " does not run them yet");
   FSDP_RETURN_IF_ERROR(comm_.split(p.worldSize / p.replicateGroups, blockSize));
   // One communicator slot per instruction, and a spare one for agreements
   // (agree, gatherFull), usable from here on.
@@ -193,51 +187,30 @@ Status Executor::init(const Plan &p, Comm &comm_,
     ctx.constants.push_back(v.data());
   ctx.scratch = reinterpret_cast<float *>(scratch.data());
   ctx.widened = reinterpret_cast<uint8_t *>(widened.data());
-  // Offload: host memory and the device copies are buffers of their own.
-  hostArena.assign((p.hostArenaBytes + 7) / 8, 0.0);
+  // Offload: host memory and the device copies are buffers of their own
+  // (a backend keeps its own).
+  hostArena.assign(backend ? 0 : (p.hostArenaBytes + 7) / 8, 0.0);
   ctx.host = reinterpret_cast<uint8_t *>(hostArena.data());
   // The device copies of offloaded shards, and host buffers that are casts
   // of them (AdamW's fused copies), each filled by a cast of its shard
   // where the shard changed outside a step.
-  fillCopies.clear();
-  auto fillFrom = [&](int64_t slot, const TensorRef &to) {
-    Instruction cast;
-    cast.op = "cast";
-    TensorRef from;
-    from.space = Space::Param;
-    from.index = slot;
-    from.shape = to.shape;
-    cast.in = {from};
-    cast.out = {to};
-    fillCopies.push_back(std::move(cast));
-  };
+  fillCopies = backend ? std::vector<Instruction>() : p.copyRefills();
   deviceCopies.assign(p.slotCount(), {});
-  for (size_t f = 0; f < p.flats.size(); ++f) {
-    const FlatInfo &info = p.flats[f];
-    if (!info.hasDeviceCopy())
-      continue;
-    size_t slot = p.params.size() + f;
-    deviceCopies[slot].assign(
-        (info.shardNumel * dtypeSize(info.deviceCopy) + 7) / 8, 0.0);
-    TensorRef to;
-    to.space = Space::DeviceCopy;
-    to.index = (int64_t)slot;
-    to.shape = {info.shardNumel};
-    to.dtype = info.deviceCopy;
-    fillFrom((int64_t)slot, to);
-  }
+  for (size_t f = 0; f < p.flats.size(); ++f)
+    if (p.flats[f].hasDeviceCopy() && !backend)
+      deviceCopies[p.params.size() + f].assign(
+          (p.flats[f].shardNumel * dtypeSize(p.flats[f].deviceCopy) + 7) / 8,
+          0.0);
   for (auto &v : deviceCopies)
     ctx.deviceCopies.push_back(
         v.empty() ? nullptr : reinterpret_cast<uint8_t *>(v.data()));
   copiesStale = true;
   hostBuffers.clear();
   for (const TensorRef &b : p.hostBuffers)
-    hostBuffers.emplace_back((std::max<int64_t>(b.bytes(), 1) + 7) / 8, 0.0);
+    if (!backend)
+      hostBuffers.emplace_back((std::max<int64_t>(b.bytes(), 1) + 7) / 8, 0.0);
   for (auto &v : hostBuffers)
     ctx.hostBuffers.push_back(reinterpret_cast<uint8_t *>(v.data()));
-  for (size_t i = 0; i < p.hostBuffers.size(); ++i)
-    if (p.hostBufferCopyOf[i] >= 0)
-      fillFrom(p.hostBufferCopyOf[i], p.hostBuffers[i]);
   hasDeferred = std::any_of(p.program.begin(), p.program.end(),
                             [](const Instruction &in) { return in.deferred; });
   updatePending = false;
@@ -269,6 +242,7 @@ HostState Executor::hostState() {
 }
 
 Status Executor::syncHost() {
+  FSDP_RETURN_IF_ERROR(drain());
   if (!backend || !backendNewer)
     return Status::ok();
   FSDP_RETURN_IF_ERROR(backend->pull(hostState()));
@@ -314,9 +288,10 @@ Executor::ranges(const Plan &plan, size_t i, int64_t shardRank) {
 }
 
 std::vector<Piece> Executor::statePieces(size_t i, State s) {
-  touchHost();
+  // (A backend's pending update applies there, before the state comes.)
   if (Status d = drain(); !d && pending)
     pending = d;
+  touchHost();
   copiesStale = true;
   auto &storage = s == State::Value   ? slots
                   : s == State::First ? optimizer.first
@@ -496,10 +471,12 @@ Status Executor::run(const std::vector<Instruction> &program,
 }
 
 Status Executor::drain() {
-  if (!updatePending || backend)
+  if (!updatePending)
     return Status::ok();
-  Status s = run(plan->program, kernels, "pending update: ", true);
+  Status s = backend ? backend->runPending({true, pendingLrScale, pendingStep})
+                     : run(plan->program, kernels, "pending update: ", true);
   updatePending = false;
+  backendNewer = backendNewer || backend != nullptr;
   return s;
 }
 
@@ -530,7 +507,8 @@ Status Executor::step(int64_t t,
   ctx.captureGrads = grads;
   auto runList = [&](bool update) -> Status {
     if (backend)
-      return backend->run(update, optimizer.lrScale, optimizer.step);
+      return backend->run(update, optimizer.lrScale, optimizer.step,
+                          {updatePending, pendingLrScale, pendingStep});
     return update ? run(plan->update, updateKernels, "update ")
                   : run(plan->program, kernels, "");
   };
@@ -566,7 +544,7 @@ Status Executor::step(int64_t t,
   }
   // Offload's deferred updates: this step's is pending until the next step
   // (or a drain) applies it; its gradients are captured now.
-  if (hasDeferred && !backend) {
+  if (hasDeferred) {
     updatePending = true;
     pendingStep = optimizer.step;
     pendingLrScale = optimizer.lrScale;

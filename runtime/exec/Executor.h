@@ -67,14 +67,15 @@ public:
   /// With a backend, handing out pieces brings the host copy up to date and
   /// sends it back before the next step (it may be written).
   std::vector<Piece> pieces(size_t i) {
-    touchHost();
     if (Status s = drain(); !s && pending)
       pending = s;
+    touchHost();
     copiesStale = true;
     return piecesIn(slots, i);
   }
-  /// With a backend: copies its state to the host if steps changed it
-  /// (before reading pieces for a checkpoint or an export).
+  /// Applies a pending update (offload's deferred one) and, with a
+  /// backend, copies its state to the host if steps changed it (before
+  /// reading pieces for a checkpoint or an export).
   Status syncHost();
 
   /// Assembles full per-parameter tensors from per-slot storage (`slots`

@@ -27,6 +27,14 @@ struct HostState {
   std::vector<char> *started = nullptr;
 };
 
+/// An optimizer update of the previous step that the plan runs in this
+/// one (offload's before-use updates): that step's index and rate factor.
+struct PendingUpdate {
+  bool due = false;
+  double lrScale = 1;
+  int64_t step = 0;
+};
+
 class StepBackend {
 public:
   virtual ~StepBackend() = default;
@@ -39,12 +47,19 @@ public:
                       const std::vector<std::vector<uint8_t>> &constants) = 0;
   /// Where the host writes input `i` before each micro-step.
   virtual void *input(size_t i) = 0;
-  /// Copies the host's state to the backend, or back.
+  /// Copies the host's state to the backend (and refills what the plan
+  /// keeps as casts of it: offload's device copies), or back.
   virtual Status push(const HostState &s) = 0;
   virtual Status pull(const HostState &s) = 0;
   /// Runs one micro-step's program (or, `update`, the optimizer update)
-  /// for optimizer step `step` (1-based) at learning-rate factor `lrScale`.
-  virtual Status run(bool update, double lrScale, int64_t step) = 0;
+  /// for optimizer step `step` (1-based) at learning-rate factor `lrScale`;
+  /// the program's deferred instructions (offload's before-use updates)
+  /// run only where an update is `pending`, at its step and rate.
+  virtual Status run(bool update, double lrScale, int64_t step,
+                     const PendingUpdate &pending) = 0;
+  /// Runs the pending update's deferred instructions alone (before the
+  /// state is read: a checkpoint, an export).
+  virtual Status runPending(const PendingUpdate &pending) = 0;
   /// An f32 scalar the last run wrote (the loss, the gradient norm).
   virtual Status readScalar(const TensorRef &t, double &value) = 0;
   /// Bytes of memory the backend holds (measured where it can be).

@@ -724,6 +724,34 @@ bool Plan::slotTrainable(size_t slot) const {
                               : flats[slot - params.size()].trainable;
 }
 
+std::vector<Instruction> Plan::copyRefills() const {
+  std::vector<Instruction> out;
+  auto castOf = [&](int64_t slot, const TensorRef &to) {
+    Instruction cast;
+    cast.op = "cast";
+    TensorRef from;
+    from.space = Space::Param;
+    from.index = slot;
+    from.shape = to.shape;
+    cast.in = {from};
+    cast.out = {to};
+    out.push_back(std::move(cast));
+  };
+  for (size_t f = 0; f < flats.size(); ++f)
+    if (flats[f].hasDeviceCopy()) {
+      TensorRef to;
+      to.space = Space::DeviceCopy;
+      to.index = (int64_t)(params.size() + f);
+      to.shape = {flats[f].shardNumel};
+      to.dtype = flats[f].deviceCopy;
+      castOf(to.index, to);
+    }
+  for (size_t i = 0; i < hostBuffers.size() && i < hostBufferCopyOf.size(); ++i)
+    if (hostBufferCopyOf[i] >= 0)
+      castOf(hostBufferCopyOf[i], hostBuffers[i]);
+  return out;
+}
+
 std::string Plan::slotName(size_t slot) const {
   return slot < params.size() ? params[slot].name
                               : flats[slot - params.size()].name;

@@ -9,8 +9,8 @@
 #ifndef FSDP_RUNTIME_PLAN_PLAN_H
 #define FSDP_RUNTIME_PLAN_PLAN_H
 
-#include "runtime/support/Status.h"
 #include "runtime/support/Finite.h"
+#include "runtime/support/Status.h"
 
 #include <nlohmann/json.hpp>
 
@@ -219,6 +219,11 @@ struct Plan {
   int64_t slotNumel(size_t slot) const;
   bool slotTrainable(size_t slot) const;
   std::string slotName(size_t slot) const;
+  /// Offload: the casts that fill each offloaded shard's device copy and
+  /// each host buffer that is a cast of a shard (Plan::hostBufferCopyOf)
+  /// from the shard, as the plan's own refresh rounds them; a backend runs
+  /// them where the shards changed outside a step (loaded, restored).
+  std::vector<Instruction> copyRefills() const;
 };
 
 /// A name the runtime acts on (a strategy, an attribute's choice) that must

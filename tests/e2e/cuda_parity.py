@@ -11,6 +11,9 @@ GPT-2 (d=64, 2 layers, T=32, vocab 128, batch 4), 10 steps each of:
     f32 kernels elsewhere);
   - SGD with Nesterov momentum, clipping, a cosine schedule and gradient
     accumulation 2 (the update program);
+  - offload: everything on the host (f32, clipping), and the optimizer on
+    the host with a bf16 device copy (the copies on their own streams, the
+    host's AdamW as host work, the update deferred into the next step);
 Every step's loss and gradient norm, and the final weights, must agree:
 f32 within 1e-4 relative (cuBLASLt and OpenBLAS sum in other orders, and
 the device attention kernel sums row by row: float reassociation, ~1e-6
@@ -97,6 +100,14 @@ CASES = [
     ("sgd accumulate", ["--optimizer=sgd", "--momentum=0.9", "--nesterov",
                         "--grad-clip=0.5", "--lr-schedule=cosine",
                         "--total-steps=10", "--grad-accum=2"], F32_TOL),
+    # Offload: pinned host memory, the copy streams and their events, the
+    # host's AdamW as host work on the compute stream, and the deferred
+    # update in a program of its own.
+    ("f32 all offload", ["--world-size=1", "--strategy=full-shard",
+                         "--offload=all", "--grad-clip=1.0"], F32_TOL),
+    ("bf16 optimizer offload", ["--world-size=1", "--strategy=full-shard",
+                                "--param-dtype=bf16",
+                                "--offload=optimizer"], BF16_TOL),
 ]
 
 

@@ -10,6 +10,14 @@
 // that polls NCCL's asynchronous errors and aborts the communicators past
 // the deadline (a dead rank becomes an error, not a hang).
 //
+// Offload: a host-device copy (Transfer) runs on the copy stream of its
+// direction (h2d, d2h: the GPU's two copy engines), forked from the
+// compute stream and joined by its `wait` as a collective is; host memory
+// is pinned (cudaMallocHost). Host work (HostWork: the host's AdamW and
+// casts) is a host function on the compute stream (a host node in a
+// graph) running the host emulation's loop over host memory
+// (runtime/device/HostDevice.cpp).
+//
 // Graphs: the first run of a sequence executes directly (and creates the
 // events, GEMM descriptors and NCCL sub-communicators it needs); the
 // second is captured into a CUDA graph and every later one replays it. A
@@ -39,8 +47,10 @@
 #include <cstring>
 #include <cxxabi.h>
 #include <map>
+#include <mutex>
 #include <thread>
 #include <typeinfo>
+#include <utility>
 
 namespace fsdp::cuda {
 
@@ -113,12 +123,14 @@ private:
   std::string name;
   int64_t baseline = 0;
   cudaStream_t compute = nullptr, comms = nullptr;
+  cudaStream_t toDevice = nullptr, toHost = nullptr; // offload's copies
   cudaEvent_t joined = nullptr, finished = nullptr;
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32 << 20;
   bool tf32 = false, graphs = true, profile = false, serial = false;
-  bool commsUsed = false; // by the operations launchAll is launching
+  // Streams the operations launchAll is launching forked from compute.
+  bool commsUsed = false, toDeviceUsed = false, toHostUsed = false;
   // FSDP_CUDA_PROFILE: an event after each operation, and the totals.
   std::vector<cudaEvent_t> marks;
   struct Tally {
@@ -164,11 +176,50 @@ private:
   Status one(int64_t, const Wait &w) {
     auto it = slots.find(w.slot);
     if (it == slots.end())
-      return Status::error("wait for collective " + std::to_string(w.slot) +
-                           ", which never started");
+      return Status::error(std::string("wait for ") +
+                           (w.copy ? "copy " : "collective ") +
+                           std::to_string(w.slot) + ", which never started");
     return cudaStatus(cudaStreamWaitEvent(compute, it->second.second, 0),
                       "cudaStreamWaitEvent");
   }
+  Status one(int64_t, const Transfer &t) {
+    auto &[ready, done] = slots.at(t.slot);
+    cudaStream_t s = t.toHost ? toHost : toDevice;
+    (t.toHost ? toHostUsed : toDeviceUsed) = true;
+    CUDA_TRY(cudaEventRecord(ready, compute));
+    CUDA_TRY(cudaStreamWaitEvent(s, ready, 0));
+    CUDA_TRY(cudaMemcpyAsync(t.dst, t.src, t.bytes, cudaMemcpyDefault, s));
+    CUDA_TRY(cudaEventRecord(done, s));
+    return Status::ok();
+  }
+  /// Host work's ops and the emulation that runs them; the first error is
+  /// kept for synchronize() (a host function cannot fail the stream).
+  struct HostCall {
+    const std::vector<DeviceOp> *ops;
+    CudaDevice *self;
+  };
+  static void CUDART_CB runHostWork(void *data) {
+    auto *call = static_cast<HostCall *>(data);
+    CudaDevice &d = *call->self;
+    Status s = d.hostRunner->run(*call->ops, -1);
+    if (!s) {
+      std::lock_guard<std::mutex> lock(d.hostErrorMutex);
+      if (d.hostError.isOk())
+        d.hostError = s;
+    }
+  }
+  Status one(int64_t, const HostWork &w) {
+    if (!hostRunner)
+      hostRunner = device::hostDevice(host);
+    auto &call = hostCalls[w.ops.get()];
+    call = {w.ops.get(), this};
+    return cudaStatus(cudaLaunchHostFunc(compute, runHostWork, &call),
+                      "cudaLaunchHostFunc");
+  }
+  std::unique_ptr<Device> hostRunner;
+  std::map<const void *, HostCall> hostCalls;
+  std::mutex hostErrorMutex;
+  Status hostError = Status::ok();
 };
 
 Status CudaDevice::open(int64_t localRank) {
@@ -188,6 +239,8 @@ Status CudaDevice::open(int64_t localRank) {
   baseline = (int64_t)(total - freeBytes);
   CUDA_TRY(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
   CUDA_TRY(cudaStreamCreateWithFlags(&comms, cudaStreamNonBlocking));
+  CUDA_TRY(cudaStreamCreateWithFlags(&toDevice, cudaStreamNonBlocking));
+  CUDA_TRY(cudaStreamCreateWithFlags(&toHost, cudaStreamNonBlocking));
   CUDA_TRY(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
   CUDA_TRY(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
   BLAS_TRY(cublasLtCreate(&lt));
@@ -257,7 +310,7 @@ CudaDevice::~CudaDevice() {
   for (cudaEvent_t e : {joined, finished})
     if (e)
       cudaEventDestroy(e);
-  for (cudaStream_t s : {compute, comms})
+  for (cudaStream_t s : {compute, comms, toDevice, toHost})
     if (s)
       cudaStreamDestroy(s);
 }
@@ -332,13 +385,18 @@ Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
       FSDP_RETURN_IF_ERROR(communicator(g, c));
     }
   for (const DeviceOp &op : ops) {
-    if (const auto *c = std::get_if<Collective>(&op.kernel)) {
-      if (slots.count(c->slot))
+    const int64_t *slot = nullptr;
+    if (const auto *c = std::get_if<Collective>(&op.kernel))
+      slot = &c->slot;
+    if (const auto *t = std::get_if<Transfer>(&op.kernel))
+      slot = &t->slot;
+    if (slot) {
+      if (slots.count(*slot))
         continue;
       cudaEvent_t ready, done;
       CUDA_TRY(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
       CUDA_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-      slots[c->slot] = {ready, done};
+      slots[*slot] = {ready, done};
     }
     if (const auto *g = std::get_if<Gemm>(&op.kernel)) {
       if (gemms.count(g))
@@ -520,7 +578,7 @@ Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops, bool timed) {
     CUDA_TRY(cudaEventCreate(&e));
     marks.push_back(e);
   }
-  commsUsed = false;
+  commsUsed = toDeviceUsed = toHostUsed = false;
   if (timed)
     CUDA_TRY(cudaEventRecord(marks[0], compute));
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -531,17 +589,19 @@ Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops, bool timed) {
       return s;
     if (timed)
       CUDA_TRY(cudaEventRecord(marks[i + 1], compute));
-    if (serial) {
-      CUDA_TRY(cudaStreamSynchronize(compute));
-      CUDA_TRY(cudaStreamSynchronize(comms));
+    if (serial)
+      for (cudaStream_t s : {compute, comms, toDevice, toHost})
+        CUDA_TRY(cudaStreamSynchronize(s));
+  }
+  // Join the forked streams back (a capture must end joined; a capture
+  // that never forked one must not wait for it).
+  for (auto [used, s] :
+       {std::pair{commsUsed, comms}, std::pair{toDeviceUsed, toDevice},
+        std::pair{toHostUsed, toHost}})
+    if (used) {
+      CUDA_TRY(cudaEventRecord(joined, s));
+      CUDA_TRY(cudaStreamWaitEvent(compute, joined, 0));
     }
-  }
-  // Join the communication stream back (a capture must end joined; a
-  // capture that never forked it must not wait for it).
-  if (commsUsed) {
-    CUDA_TRY(cudaEventRecord(joined, comms));
-    CUDA_TRY(cudaStreamWaitEvent(compute, joined, 0));
-  }
   if (timed) {
     FSDP_RETURN_IF_ERROR(synchronize());
     for (size_t i = 0; i < ops.size(); ++i) {
@@ -615,8 +675,11 @@ Status CudaDevice::synchronize() {
   auto start = std::chrono::steady_clock::now();
   for (;;) {
     cudaError_t q = cudaEventQuery(finished);
-    if (q == cudaSuccess)
-      return Status::ok();
+    if (q == cudaSuccess) {
+      std::lock_guard<std::mutex> lock(hostErrorMutex);
+      return std::exchange(hostError, Status::ok())
+          .withContext("host work of an offload plan");
+    }
     if (q != cudaErrorNotReady)
       return cudaStatus(q, "the step on the GPU");
     for (auto &[g, c] : nccl) {

@@ -40,8 +40,9 @@ Status kAdamW(const Instruction &in, Context &c) {
   int64_t param;
   float scale;
   FSDP_RETURN_IF_ERROR(optimizerArgs(in, c, param, scale));
-  if (!std::isfinite(scale))
-    return Status::ok();
+  // A skipped update still writes its fused copy (of the unchanged shard):
+  // the plan copies it into the device copy whether or not the update ran.
+  bool skip = !std::isfinite(scale);
   OptimizerState &s = *c.optimizer;
   float lr = (float)(attrFloat(in, "lr", 1e-3) * s.lrScale);
   float b1 = (float)attrFloat(in, "beta1", 0.9),
@@ -64,6 +65,12 @@ Status kAdamW(const Instruction &in, Context &c) {
   float stepSize = (float)(lr / bc1), bc2Sqrt = (float)std::sqrt(bc2);
   float decay = 1.0f - lr * wd;
   auto update = [&](auto store) {
+    if (skip) {
+#pragma omp parallel for simd if (parallel : n > kParallelMin)
+      for (int64_t i = 0; i < n; ++i)
+        store(i, p[i]);
+      return;
+    }
 #pragma omp parallel for simd if (parallel : n > kParallelMin)
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i] * scale;

@@ -415,16 +415,23 @@ struct AdamW {
   const float *sched, *gradScale;
   const float *grad;
   float *param, *m, *v;
+  /// Offload's fused copy: the updated element also stored as `copyType`
+  /// (rounded as Cast rounds), the unchanged one where the update is
+  /// skipped; none when null.
+  void *copy = nullptr;
+  ElemType copyType = ElemType::F32;
   FSDP_HD void operator()(int64_t i) const {
-    if (!updates(gradScale))
-      return;
-    float lr = sched[0], stepSize = sched[1], bc2Sqrt = sched[2];
-    float gi = grad[i] * (gradScale ? *gradScale : 1.0f);
-    param[i] *= 1.0f - lr * weightDecay;
-    m[i] = m[i] * beta1 + (1.0f - beta1) * gi;
-    v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
-    float denom = sqrtf(v[i]) / bc2Sqrt + eps;
-    param[i] -= stepSize * (m[i] / denom);
+    if (updates(gradScale)) {
+      float lr = sched[0], stepSize = sched[1], bc2Sqrt = sched[2];
+      float gi = grad[i] * (gradScale ? *gradScale : 1.0f);
+      param[i] *= 1.0f - lr * weightDecay;
+      m[i] = m[i] * beta1 + (1.0f - beta1) * gi;
+      v[i] = v[i] * beta2 + (1.0f - beta2) * gi * gi;
+      float denom = sqrtf(v[i]) / bc2Sqrt + eps;
+      param[i] -= stepSize * (m[i] / denom);
+    }
+    if (copy)
+      storeElem(copyType, copy, i, param[i]);
   }
 };
 

@@ -75,7 +75,7 @@ Status lowerReduceScatter(Ctx &c) {
 }
 
 Status lowerWait(Ctx &c) {
-  c.emit(1, Wait{c.in.start});
+  c.emit(1, Wait{c.in.start, c.in.completesCopy});
   return Status::ok();
 }
 
@@ -125,12 +125,17 @@ Status lowerReshard(Ctx &c) {
 
 Status lowerFree(Ctx &) { return Status::ok(); }
 
-/// Offload's copies and device copies: the device backends do not run
-/// offload plans yet (the CPU backend does).
+/// Offload's copy between host and device memory (fsdp-verify-plan and
+/// the plan reader checked its direction, size and dtype).
 Status lowerOffload(Ctx &c) {
-  return Status::error("'" + c.in.op +
-                       "': plans with --offload run on the CPU backend only; "
-                       "the device backends do not run them yet");
+  const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  void *from = c.at(x), *to = c.at(y);
+  if (!from || !to || x.bytes() != y.bytes())
+    return Status::error("copies between buffers of different sizes or "
+                         "without storage");
+  bool toHost = y.space == Space::Host || y.space == Space::HostBuffer;
+  c.emit(1, Transfer{from, to, x.bytes(), toHost, c.in.index});
+  return Status::ok();
 }
 
 } // namespace fsdp::device::lowering

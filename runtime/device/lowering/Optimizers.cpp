@@ -38,11 +38,27 @@ Status lowerAdamW(Ctx &c) {
   double b1 = c.attrFloat("beta1", 0.9), b2 = c.attrFloat("beta2", 0.999);
   c.emit(1, AdamWSchedule{c.attrFloat("lr", 1e-3), b1, b2, c.mem.stepScalars,
                           c.mem.schedule});
-  c.emit(c.in.in[0].numel(),
-         AdamW{(float)b1, (float)b2, (float)c.attrFloat("eps", 1e-8),
-               (float)c.attrFloat("weight_decay", 0.01), c.mem.schedule, scale,
-               c.at<float>(c.in.in[0]), static_cast<float *>(c.mem.params[p]),
-               c.mem.first[p], c.mem.second[p]});
+  AdamW k{(float)b1,
+          (float)b2,
+          (float)c.attrFloat("eps", 1e-8),
+          (float)c.attrFloat("weight_decay", 0.01),
+          c.mem.schedule,
+          scale,
+          c.at<float>(c.in.in[0]),
+          static_cast<float *>(c.mem.params[p]),
+          c.mem.first[p],
+          c.mem.second[p]};
+  // Offload: the updated shard also written in the gather dtype, in the
+  // same pass.
+  if (!c.in.out.empty()) {
+    const TensorRef &y = c.in.out[0];
+    if (y.numel() != c.in.in[0].numel() || !floating(y.dtype))
+      return Status::error("its copy must be an f32, bf16 or f16 tensor of "
+                           "the parameter's size");
+    k.copy = c.at(y);
+    k.copyType = elemOf(y.dtype);
+  }
+  c.emit(c.in.in[0].numel(), k);
   return Status::ok();
 }
 
