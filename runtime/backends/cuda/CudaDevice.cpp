@@ -14,9 +14,13 @@
 // direction (h2d, d2h: the GPU's two copy engines), forked from the
 // compute stream and joined by its `wait` as a collective is; host memory
 // is pinned (cudaMallocHost). Host work (HostWork: the host's AdamW and
-// casts) is a host function on the compute stream (a host node in a
-// graph) running the host emulation's loop over host memory
-// (runtime/device/HostDevice.cpp).
+// casts) is a host function (a host node in a graph) running the host
+// emulation's loop over host memory (runtime/device/HostDevice.cpp), on a
+// host stream forked from the compute stream where the plan issues it: the
+// kernels after it run while the host computes. Device kernels never read
+// host memory (fsdp-verify-plan), only copies do, so every copy also waits
+// for the host work issued before it (it may read what that wrote, or
+// overwrite what that reads).
 //
 // Graphs: the first run of a sequence executes directly (and creates the
 // events, GEMM descriptors and NCCL sub-communicators it needs); the
@@ -124,13 +128,16 @@ private:
   int64_t baseline = 0;
   cudaStream_t compute = nullptr, comms = nullptr;
   cudaStream_t toDevice = nullptr, toHost = nullptr; // offload's copies
+  cudaStream_t hostStream = nullptr;                 // offload's host work
+  cudaEvent_t hostReady = nullptr, hostDone = nullptr;
   cudaEvent_t joined = nullptr, finished = nullptr;
   cublasLtHandle_t lt = nullptr;
   void *workspace = nullptr;
   size_t workspaceBytes = 32 << 20;
   bool tf32 = false, graphs = true, profile = false, serial = false;
   // Streams the operations launchAll is launching forked from compute.
-  bool commsUsed = false, toDeviceUsed = false, toHostUsed = false;
+  bool commsUsed = false, toDeviceUsed = false, toHostUsed = false,
+       hostUsed = false;
   // FSDP_CUDA_PROFILE: an event after each operation, and the totals.
   std::vector<cudaEvent_t> marks;
   struct Tally {
@@ -188,6 +195,8 @@ private:
     (t.toHost ? toHostUsed : toDeviceUsed) = true;
     CUDA_TRY(cudaEventRecord(ready, compute));
     CUDA_TRY(cudaStreamWaitEvent(s, ready, 0));
+    if (hostUsed)
+      CUDA_TRY(cudaStreamWaitEvent(s, hostDone, 0));
     CUDA_TRY(cudaMemcpyAsync(t.dst, t.src, t.bytes, cudaMemcpyDefault, s));
     CUDA_TRY(cudaEventRecord(done, s));
     return Status::ok();
@@ -213,8 +222,12 @@ private:
       hostRunner = device::hostDevice(host);
     auto &call = hostCalls[w.ops.get()];
     call = {w.ops.get(), this};
-    return cudaStatus(cudaLaunchHostFunc(compute, runHostWork, &call),
-                      "cudaLaunchHostFunc");
+    hostUsed = true;
+    CUDA_TRY(cudaEventRecord(hostReady, compute));
+    CUDA_TRY(cudaStreamWaitEvent(hostStream, hostReady, 0));
+    CUDA_TRY(cudaLaunchHostFunc(hostStream, runHostWork, &call));
+    CUDA_TRY(cudaEventRecord(hostDone, hostStream));
+    return Status::ok();
   }
   std::unique_ptr<Device> hostRunner;
   std::map<const void *, HostCall> hostCalls;
@@ -241,6 +254,9 @@ Status CudaDevice::open(int64_t localRank) {
   CUDA_TRY(cudaStreamCreateWithFlags(&comms, cudaStreamNonBlocking));
   CUDA_TRY(cudaStreamCreateWithFlags(&toDevice, cudaStreamNonBlocking));
   CUDA_TRY(cudaStreamCreateWithFlags(&toHost, cudaStreamNonBlocking));
+  CUDA_TRY(cudaStreamCreateWithFlags(&hostStream, cudaStreamNonBlocking));
+  CUDA_TRY(cudaEventCreateWithFlags(&hostReady, cudaEventDisableTiming));
+  CUDA_TRY(cudaEventCreateWithFlags(&hostDone, cudaEventDisableTiming));
   CUDA_TRY(cudaEventCreateWithFlags(&joined, cudaEventDisableTiming));
   CUDA_TRY(cudaEventCreateWithFlags(&finished, cudaEventDisableTiming));
   BLAS_TRY(cublasLtCreate(&lt));
@@ -307,10 +323,10 @@ CudaDevice::~CudaDevice() {
     cudaFree(workspace);
   if (lt)
     cublasLtDestroy(lt);
-  for (cudaEvent_t e : {joined, finished})
+  for (cudaEvent_t e : {joined, finished, hostReady, hostDone})
     if (e)
       cudaEventDestroy(e);
-  for (cudaStream_t s : {compute, comms, toDevice, toHost})
+  for (cudaStream_t s : {compute, comms, toDevice, toHost, hostStream})
     if (s)
       cudaStreamDestroy(s);
 }
@@ -578,7 +594,7 @@ Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops, bool timed) {
     CUDA_TRY(cudaEventCreate(&e));
     marks.push_back(e);
   }
-  commsUsed = toDeviceUsed = toHostUsed = false;
+  commsUsed = toDeviceUsed = toHostUsed = hostUsed = false;
   if (timed)
     CUDA_TRY(cudaEventRecord(marks[0], compute));
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -590,14 +606,14 @@ Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops, bool timed) {
     if (timed)
       CUDA_TRY(cudaEventRecord(marks[i + 1], compute));
     if (serial)
-      for (cudaStream_t s : {compute, comms, toDevice, toHost})
+      for (cudaStream_t s : {compute, comms, toDevice, toHost, hostStream})
         CUDA_TRY(cudaStreamSynchronize(s));
   }
   // Join the forked streams back (a capture must end joined; a capture
   // that never forked one must not wait for it).
   for (auto [used, s] :
        {std::pair{commsUsed, comms}, std::pair{toDeviceUsed, toDevice},
-        std::pair{toHostUsed, toHost}})
+        std::pair{toHostUsed, toHost}, std::pair{hostUsed, hostStream}})
     if (used) {
       CUDA_TRY(cudaEventRecord(joined, s));
       CUDA_TRY(cudaStreamWaitEvent(compute, joined, 0));
