@@ -833,17 +833,20 @@ mlir::fsdp::autotunePlan(ModuleOp trained, const PlanConfig &base,
   });
   if (base.offload.offload != "auto")
     return Tuner(trained, base, budget, os, candidates).run();
-  // --offload=auto: no offload if a plan fits without; else the faster of
-  // the optimizer's state (ZeRO-Offload: the device keeps a gather-dtype
-  // copy) and every shard offloaded (which frees that copy for fewer
-  // recomputations), the lesser on a tie. Each level's search is a whole
-  // autotune; a level that fits nothing says its smallest peak.
+  // --offload=auto: no offload if a plan fits without; else the least that
+  // fits: a share of each unit's optimizer state (its last parameters:
+  // OffloadSpec.h) in eighths, then all of it (ZeRO-Offload: the device
+  // keeps a gather-dtype copy), then every shard (which frees that copy for
+  // fewer recomputations). A level that offloads more is taken only where
+  // it is faster by more than 1% (its freed memory bought less
+  // recomputation). Each level's search is a whole autotune; a level that
+  // fits nothing says its smallest peak.
   struct Level {
     std::string mode, text, error;
     FailureOr<PlanConfig> tuned = failure();
     double step = 0;
   };
-  auto tune = [&](const char *mode) {
+  auto tune = [&](const std::string &mode) {
     Level l;
     l.mode = mode;
     PlanConfig config = base;
@@ -851,6 +854,8 @@ mlir::fsdp::autotunePlan(ModuleOp trained, const PlanConfig &base,
     llvm::raw_string_ostream out(l.text);
     {
       ScopedDiagnosticHandler capture(trained.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Remark)
+          return success(); // (a unit's share, per trial)
         if (d.getSeverity() != DiagnosticSeverity::Error)
           return failure();
         if (l.error.empty())
@@ -870,22 +875,32 @@ mlir::fsdp::autotunePlan(ModuleOp trained, const PlanConfig &base,
     return none.tuned;
   }
   os << "autotune: --offload=none: " << none.error << "\n";
-  Level optimizer = tune("optimizer"), all = tune("all");
-  for (Level *l : {&optimizer, &all})
-    os << "autotune: --offload=" << l->mode << ": "
-       << (succeeded(l->tuned) ? "step " + ms(l->step) : l->error) << "\n";
+  // Least offload first.
+  std::vector<Level> levels;
+  for (const char *share :
+       {"optimizer:0.125", "optimizer:0.25", "optimizer:0.375", "optimizer:0.5",
+        "optimizer:0.625", "optimizer:0.75", "optimizer:0.875"})
+    if (levels.empty() || failed(levels.back().tuned))
+      levels.push_back(tune(share));
+  levels.push_back(tune("optimizer"));
+  levels.push_back(tune("all"));
   Level *chosen = nullptr;
-  if (succeeded(optimizer.tuned))
-    chosen = &optimizer;
-  if (succeeded(all.tuned) && (!chosen || all.step < 0.99 * chosen->step))
-    chosen = &all;
+  for (Level &l : levels) {
+    os << "autotune: --offload=" << l.mode << ": "
+       << (succeeded(l.tuned) ? "step " + ms(l.step) : l.error) << "\n";
+    if (succeeded(l.tuned) && (!chosen || l.step < 0.99 * chosen->step))
+      chosen = &l;
+  }
   if (chosen) {
+    bool less = llvm::any_of(
+        levels, [&](Level &l) { return &l > chosen && succeeded(l.tuned); });
+    bool first = llvm::none_of(
+        levels, [&](Level &l) { return &l < chosen && succeeded(l.tuned); });
     os << "autotune: chose --offload=" << chosen->mode
-       << (chosen == &all && succeeded(optimizer.tuned)
-               ? " (faster: the device copies it frees spare recomputation)"
-           : chosen == &optimizer && succeeded(all.tuned)
-               ? " (offloads less, at least as fast)"
-               : " (the only level that fits)")
+       << (!first ? " (faster: the device memory it frees spares "
+                    "recomputation)"
+           : less ? " (offloads least, at least as fast)"
+                  : " (the only level that fits)")
        << "\n"
        << chosen->text;
     return chosen->tuned;

@@ -34,6 +34,10 @@ inline constexpr llvm::StringLiteral offset = "fsdp.offset";
 /// shard, the cast that makes its gather-dtype copy): it reads and writes
 /// host memory and runs on the host, not the device's compute stream.
 inline constexpr llvm::StringLiteral onHost = "fsdp.on_host";
+/// On a flat parameter: the part of a unit that `--offload=MODE:FRACTION`
+/// offloads (fsdp-shard split the unit's trained parameters in two;
+/// fsdp-offload places this one).
+inline constexpr llvm::StringLiteral offloadPart = "fsdp.offload_part";
 /// An op of an offloaded update run before the next step's first use of
 /// its shard (the flat parameter it updates): skipped where no update is
 /// pending, run alone before the state is read (fsdp-offload).

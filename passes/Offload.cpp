@@ -33,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
+#include "passes/OffloadSpec.h"
 #include "passes/Passes.h"
 #include "passes/TrainStep.h"
 
@@ -52,10 +53,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-bool isMode(StringRef m) {
-  return m == "none" || m == "optimizer" || m == "all";
-}
-
 struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
   using Base::Base;
 
@@ -72,11 +69,7 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
           << shape << "'";
       return signalPassFailure();
     }
-    // --offload=[GLOBAL][,UNIT=MODE...]
-    std::string global = "none";
-    llvm::StringMap<std::string> perUnit;
-    SmallVector<StringRef> items;
-    StringRef(offload).split(items, ',', -1, false);
+    // --offload=[GLOBAL][,UNIT=MODE[:FRACTION]...] (passes/OffloadSpec.h)
     llvm::StringSet<> units;
     for (auto unit : module.getOps<UnitOp>())
       units.insert(unit.getSymName());
@@ -86,47 +79,24 @@ struct FsdpOffload : fsdp::impl::FsdpOffloadBase<FsdpOffload> {
                        "without it give none, optimizer or all");
       return signalPassFailure();
     }
-    for (auto [i, item] : llvm::enumerate(items)) {
-      auto [name, mode] = item.trim().split('=');
-      if (mode.empty() && !item.contains('=')) {
-        if (i != 0 || !isMode(name)) {
-          module.emitError("--offload: '")
-              << item << "' is not none, optimizer or all (a global choice "
-              << "comes first, then UNIT=MODE)";
-          return signalPassFailure();
-        }
-        global = name.str();
-        continue;
-      }
-      if (!isMode(mode)) {
-        module.emitError("--offload: unit '")
-            << name << "' is given '" << mode
-            << "', not none, optimizer or all";
-        return signalPassFailure();
-      }
-      if (!units.contains(name)) {
-        module.emitError("--offload names unit '")
-            << name << "', which is not a unit of this model";
-        return signalPassFailure();
-      }
-      perUnit[name] = mode.str();
+    OffloadSpec spec;
+    std::string error;
+    if (!parseOffloadSpec(offload, units, spec, error)) {
+      module.emitError(error);
+      return signalPassFailure();
     }
-    auto modeOf = [&](StringRef unit) -> StringRef {
-      auto it = perUnit.find(unit);
-      return it != perUnit.end() ? StringRef(it->second) : StringRef(global);
-    };
-    bool any = global != "none" || llvm::any_of(perUnit, [](auto &e) {
-                 return e.second != "none";
-               });
-    if (!any)
+    if (!spec.any())
       return;
     Type paramType = Float32Type::get(&getContext());
     if (auto t = module->getAttrOfType<TypeAttr>(attrs::paramDtype))
       paramType = t.getValue();
     bool offloaded = false;
     for (auto flat : module.getOps<FlatParameterOp>()) {
-      StringRef mode = modeOf(flat.getUnit());
-      if (mode == "none" || !flat.getTrainable())
+      const OffloadChoice &choice = spec.of(flat.getUnit());
+      StringRef mode = choice.mode;
+      // A share of a unit: fsdp-shard split it; its marked part goes.
+      if (mode == "none" || !flat.getTrainable() ||
+          (choice.fraction < 1 && !flat->hasAttr(attrs::offloadPart)))
         continue;
       // FSDP2's CPUOffloadPolicy has no device copy: everything on the host.
       if (shape == "fsdp2")

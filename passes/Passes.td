@@ -279,6 +279,10 @@ def FsdpShard : Pass<"fsdp-shard", "::mlir::ModuleOp"> {
            "mixed precision: keep buffers (batch norm's running statistics, "
            "masks) in f32 | bf16 | f16, as MixedPrecision.buffer_dtype "
            "(default: as stored, f32)">,
+    Option<"offload", "offload", "std::string", "\"none\"",
+           "fsdp-offload's --offload: a unit given MODE:FRACTION has its "
+           "trained parameters split in two flat buffers, the last ones "
+           "(that share of its elements) marked for offload">,
     Option<"keepSharded", "keep-sharded", "bool", "false",
            "keep the sharded schedule on one rank (offload needs its flat "
            "shards there too)">,
@@ -340,8 +344,10 @@ def FsdpOffload : Pass<"fsdp-offload", "::mlir::ModuleOp"> {
     Option<"offload", "offload", "std::string", "\"none\"",
            "[none|optimizer|all|auto][,UNIT=none|optimizer|all...]: keep "
            "optimizer state and master weights (optimizer) or every shard "
-           "(all) in host memory, the update on the host; auto (with "
-           "--autotune): the least offload under which a plan fits">,
+           "(all) in host memory, the update on the host; MODE:FRACTION "
+           "offloads that share of a unit (its last parameters, whole); "
+           "auto (with --autotune): the least offload under which a plan "
+           "fits">,
     Option<"update", "offload-update", "std::string", "\"before-use\"",
            "before-use | after-backward: an offloaded shard's update runs "
            "on the host before the next step first reads the shard "

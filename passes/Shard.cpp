@@ -16,12 +16,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialect/AttrNames.h"
+#include "passes/OffloadSpec.h"
 #include "passes/Passes.h"
 
 #include "dialect/FsdpOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSHARD
@@ -69,7 +71,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
     module->setAttr(
         mlir::fsdp::attrs::replicateGroups,
         IntegerAttr::get(IntegerType::get(ctx, 64), replicateGroups));
-    module->setAttr(mlir::fsdp::attrs::strategy, StringAttr::get(ctx, strategy));
+    module->setAttr(mlir::fsdp::attrs::strategy,
+                    StringAttr::get(ctx, strategy));
     auto dtype = [&](StringRef name) -> Type {
       return name == "f32"    ? (Type)Float32Type::get(ctx)
              : name == "bf16" ? (Type)BFloat16Type::get(ctx)
@@ -110,7 +113,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           << " on one rank: parameters used in place, no gathers or "
              "reduce-scatters (as no-shard; --offload keeps the shards)";
       strategy = "no-shard";
-      module->setAttr(mlir::fsdp::attrs::strategy, StringAttr::get(ctx, strategy));
+      module->setAttr(mlir::fsdp::attrs::strategy,
+                      StringAttr::get(ctx, strategy));
     }
     module->setAttr(mlir::fsdp::attrs::paramDtype, TypeAttr::get(paramType));
     module->setAttr(mlir::fsdp::attrs::reduceDtype, TypeAttr::get(reduceType));
@@ -121,7 +125,8 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
             << bufferDtype << "'";
         return signalPassFailure();
       }
-      module->setAttr(mlir::fsdp::attrs::bufferDtype, TypeAttr::get(bufferType));
+      module->setAttr(mlir::fsdp::attrs::bufferDtype,
+                      TypeAttr::get(bufferType));
     }
     if (syncBatchNorm) {
       // SyncBatchNorm: the kernels all-reduce their per-channel sums over
@@ -185,6 +190,19 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       return signalPassFailure();
     }
 
+    // --offload's shares of units (MODE:FRACTION): split below.
+    OffloadSpec offloads;
+    if (offload != "none" && offload != "auto" && !offload.empty()) {
+      llvm::StringSet<> names;
+      for (UnitOp unit : units)
+        names.insert(unit.getSymName());
+      std::string error;
+      if (!parseOffloadSpec(offload, names, offloads, error)) {
+        module.emitError(error);
+        return signalPassFailure();
+      }
+    }
+
     OpBuilder b(ctx);
     int64_t blockSize = 0;
     for (UnitOp unit : units) {
@@ -230,8 +248,7 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
       Operation *after = unit;
       for (bool trainable : {true, false}) {
         SmallVector<Attribute> members;
-        SmallVector<int64_t> offsets;
-        int64_t numel = 0;
+        SmallVector<int64_t> sizes;
         Type element;
         Location loc = unit.getLoc();
         for (Attribute a : unit.getParams()) {
@@ -253,28 +270,65 @@ struct FsdpShard : fsdp::impl::FsdpShardBase<FsdpShard> {
           if (members.empty())
             loc = param.getLoc(); // where the unit's remarks point
           members.push_back(ref);
-          offsets.push_back(numel);
-          numel += param.getTensorType().getNumElements();
+          sizes.push_back(param.getTensorType().getNumElements());
         }
         if (members.empty())
           continue;
-        int64_t shard = (numel + groupSize - 1) / groupSize;
-        b.setInsertionPointAfter(after);
-        std::string name =
-            (unit.getSymName() + (trainable ? ".flat" : ".frozen_flat")).str();
-        after = FlatParameterOp::create(
-            b, loc, b.getStringAttr(name),
-            TypeAttr::get(RankedTensorType::get({shard}, element)),
-            FlatSymbolRefAttr::get(unit.getSymNameAttr()),
-            b.getArrayAttr(members), b.getDenseI64ArrayAttr(offsets),
-            b.getI64IntegerAttr(numel), b.getI64IntegerAttr(groupSize),
-            b.getBoolAttr(trainable), /*offload=*/StringAttr(),
-            /*device_copy=*/TypeAttr());
-        if (numel % groupSize)
+        // A share of the unit offloaded: its last parameters, whole, until
+        // the share is reached, in a flat buffer of their own.
+        size_t split = members.size();
+        const OffloadChoice &share = offloads.of(unit.getSymName());
+        if (trainable && isSharded(strategy) && share.mode != "none" &&
+            share.fraction < 1) {
+          int64_t total = 0, moved = 0;
+          for (int64_t n : sizes)
+            total += n;
+          while (split > 0 && (split == members.size() ||
+                               (double)moved < share.fraction * total)) {
+            --split;
+            moved += sizes[split];
+          }
           emitRemark(loc, "unit '")
-              << unit.getSymName() << "': " << numel << " "
-              << (trainable ? "trained" : "frozen") << " elements padded to "
-              << shard * groupSize << " (" << shard << " per rank)";
+              << unit.getSymName() << "': --offload " << share.mode << ":"
+              << llvm::formatv("{0}", share.fraction).str()
+              << " offloads its last " << members.size() - split << " of "
+              << members.size() << " trained parameters, " << moved << " of "
+              << total << " elements";
+        }
+        for (bool part : {false, true}) {
+          size_t begin = part ? split : 0, end = part ? members.size() : split;
+          if (begin == end)
+            continue;
+          SmallVector<int64_t> offsets;
+          int64_t numel = 0;
+          for (size_t k = begin; k < end; ++k) {
+            offsets.push_back(numel);
+            numel += sizes[k];
+          }
+          int64_t shard = (numel + groupSize - 1) / groupSize;
+          b.setInsertionPointAfter(after);
+          std::string name = (unit.getSymName() + (!trainable ? ".frozen_flat"
+                                                   : part     ? ".offload_flat"
+                                                              : ".flat"))
+                                 .str();
+          auto flat = FlatParameterOp::create(
+              b, loc, b.getStringAttr(name),
+              TypeAttr::get(RankedTensorType::get({shard}, element)),
+              FlatSymbolRefAttr::get(unit.getSymNameAttr()),
+              b.getArrayAttr(
+                  ArrayRef<Attribute>(members).slice(begin, end - begin)),
+              b.getDenseI64ArrayAttr(offsets), b.getI64IntegerAttr(numel),
+              b.getI64IntegerAttr(groupSize), b.getBoolAttr(trainable),
+              /*offload=*/StringAttr(), /*device_copy=*/TypeAttr());
+          if (part)
+            flat->setAttr(mlir::fsdp::attrs::offloadPart, b.getUnitAttr());
+          after = flat;
+          if (numel % groupSize)
+            emitRemark(loc, "unit '")
+                << unit.getSymName() << "': " << numel << " "
+                << (trainable ? "trained" : "frozen") << " elements padded to "
+                << shard * groupSize << " (" << shard << " per rank)";
+        }
       }
     }
   }

@@ -34,7 +34,7 @@ def : FlagsOf<"FsdpBuildTrainStep", "train">;
 def : FlagsOf<"FsdpWrapUnits", "fsdp">;
 def : FlagsOf<"FsdpMergeUnits", "fsdp">;
 def : FlagsOf<"FsdpCheckpointActivations", "fsdp">;
-def : FlagsOf<"FsdpShard", "fsdp", ["keep-sharded"]>;
+def : FlagsOf<"FsdpShard", "fsdp", ["keep-sharded", "offload"]>;
 def : FlagsOf<"FsdpOffload", "fsdp", ["offload-shape"]>;
 def : FlagsOf<"FsdpSchedule", "fsdp">;
 def : FlagsOf<"FsdpSimulate", "device", ["annotate"]>;

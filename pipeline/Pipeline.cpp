@@ -26,6 +26,7 @@ void mlir::fsdp::addPlanPasses(PassManager &pm, const PlanConfig &config,
   FsdpShardOptions shard = config.shard;
   if (!config.offload.offload.empty() && config.offload.offload != "none")
     shard.keepSharded = true;
+  shard.offload = config.offload.offload;
   pm.addPass(createFsdpShard(shard));
   pm.addPass(createFsdpInsertCollectives());
   // FSDP2's CPU offload is priced as FSDP2 runs it.

@@ -11,7 +11,8 @@ must be identical, byte for byte, to the same plan without --offload:
 - a bf16 Llama (gathered in bf16, so the device copy of `optimizer` is a
   bf16 copy the host casts) and an f32 GPT-2 with gradient clipping, on 1
   rank and on 2 (mpirun);
-- --offload=optimizer, --offload=all, a per-unit mix, FSDP2's
+- --offload=optimizer, --offload=all, a per-unit mix, shares of units
+  (MODE:FRACTION: the unit split in two flat buffers), FSDP2's
   CPUOffloadPolicy shape (--simulate-runtime=fsdp2-eager: f32 copied, cast
   on the device), and the update at the end of backward
   (--offload-update=after-backward) rather than before the next step's
@@ -56,6 +57,42 @@ def report(ok, message):
 def steps_of(log):
     with open(log) as f:
         return [(d["loss"], d["grad_norm"]) for d in map(json.loads, f) if "loss" in d]
+
+
+def read_safetensors(blob):
+    """name -> float32 array of a --save-full file's bytes."""
+    import numpy as np
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name != "__metadata__":
+            a, b = info["data_offsets"]
+            out[name] = np.frombuffer(blob[8 + n + a:8 + n + b], np.float32)
+    return out
+
+
+def same_training(got, ref, share):
+    """Identical bytes; for a share of a unit (its trained parameters in two
+    flat buffers) the gradient norm sums the unit in two parts, so norms
+    (and, with clipping, the scale and the weights) may differ in the last
+    bits: losses and norms within 1e-6 of each step's (the first loss
+    identical), weights within 1e-5 absolute, 1% of one step's update at the
+    plans' lr of 1e-3 (AdamW turns the attention key bias's float-noise
+    gradients into updates of any sign, so a last-bit change of the clipping
+    scale moves those elements by up to 6e-7 in four steps)."""
+    if got is None or ref is None:
+        return False
+    if got == ref:
+        return True
+    if not share or len(got[0]) != len(ref[0]) or got[0][0][0] != ref[0][0][0]:
+        return False
+    for (la, ga), (lb, gb) in zip(got[0], ref[0]):
+        if abs(la - lb) > 1e-6 * abs(lb) or abs(ga - gb) > 1e-6 * abs(gb):
+            return False
+    wa, wb = read_safetensors(got[1]), read_safetensors(ref[1])
+    return wa.keys() == wb.keys() and all(
+        float(abs(wa[k] - wb[k]).max(initial=0)) <= 1e-5 for k in wb)
 
 
 def main():
@@ -114,6 +151,9 @@ def main():
             ("optimizer", ["--offload=optimizer"]),
             ("all", ["--offload=all"]),
             ("mix", ["--offload=optimizer,{0}0=all,{0}1=none"]),
+            # A share of each unit (its last parameters in a flat buffer
+            # of their own), and of one unit with everything on the host.
+            ("share", ["--offload=optimizer:0.5,{0}0=all:0.3"]),
             ("fsdp2-shape", ["--offload=all", "--simulate-runtime=fsdp2-eager"]),
             ("optimizer after-backward",
              ["--offload=optimizer", "--offload-update=after-backward"]),
@@ -137,9 +177,10 @@ def main():
                         report(after == before and after >= 0,
                                f"{model} x{world} optimizer offload allocates in a step no "
                                f"more than without ({after} against {before})")
-                    report(got == ref,
+                    report(same_training(got, ref, name == "share"),
                            f"{model} x{world} {name}: losses, gradient norms and "
                            f"final weights identical to the plan without offload"
+                           + (" (the norm within 1e-6)" if name == "share" else "")
                            + (f" ({err})" if got is None else
                               "" if got == ref else f" (losses {got[0]} vs {ref[0]})"))
 
@@ -216,7 +257,7 @@ def main():
         emulated = ["--backend", "emulated"]
         for model, world, cases_here in [
                 ("llama-bf16", 1, ["optimizer", "all", "optimizer after-backward"]),
-                ("llama-bf16", 2, ["optimizer", "all", "mix", "fsdp2-shape"]),
+                ("llama-bf16", 2, ["optimizer", "all", "mix", "share", "fsdp2-shape"]),
                 ("gpt2-clip", 2, ["optimizer", "optimizer after-backward"])]:
             one = ["--reshard-after-forward=true"] if world == 1 else []
             ref, err = train(plan(model, world, one), world, 3, emulated)
@@ -229,7 +270,7 @@ def main():
                 prefix = "layers." if model.startswith("llama") else "h."
                 offloaded = plan(model, world, one + [f.format(prefix) for f in flags])
                 got, err = train(offloaded, world, 3, emulated)
-                report(got == ref,
+                report(same_training(got, ref, name == "share"),
                        f"emulated {model} x{world} {name}: identical to the emulated "
                        f"plan without offload" + (f" ({err})" if got is None else
                        "" if got == ref else f" (losses {got[0]} vs {ref[0]})"))

@@ -8,6 +8,9 @@
 // RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' -fsdp-shard=world-size=2 -fsdp-insert-collectives '-fsdp-offload=offload=sometimes' 2>&1 | FileCheck %s --check-prefix=BADMODE
 // RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' -fsdp-shard=world-size=2 -fsdp-insert-collectives '-fsdp-offload=offload=none,layers.7=all' 2>&1 | FileCheck %s --check-prefix=BADUNIT
 // RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' -fsdp-shard=world-size=2 -fsdp-insert-collectives '-fsdp-offload=offload=none,layers.0=host' 2>&1 | FileCheck %s --check-prefix=BADUNITMODE
+// RUN: fsdp-opt %s -fsdp-build-train-step='loss=mse grad-clip=1.0' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 param-dtype=bf16 offload=optimizer:0.2' -fsdp-insert-collectives '-fsdp-offload=offload=optimizer:0.2' -fsdp-schedule -fsdp-plan-memory -fsdp-verify-plan 2>&1 | FileCheck %s --check-prefix=SHARE
+// RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 offload=none,layers.0=all:1.5' -fsdp-insert-collectives 2>&1 | FileCheck %s --check-prefix=BADSHARE
+// RUN: not fsdp-opt %s -fsdp-build-train-step='loss=mse' '-fsdp-wrap-units=wrap=regex:layers\.[0-9]+' '-fsdp-shard=world-size=2 offload=none:0.5' -fsdp-insert-collectives 2>&1 | FileCheck %s --check-prefix=BADSHARENONE
 
 // Offload `optimizer` (ZeRO-Offload): the gathers read the bf16 device
 // copy; each reduced gradient shard is copied to the host as soon as its
@@ -111,3 +114,19 @@ func.func @forward(%x: tensor<2x4xf32> {fsdp.name = "x"}) -> (tensor<2x2xf32> {f
   %y = fsdp.matmul %r1, %wh : tensor<2x3xf32>, tensor<3x2xf32> -> tensor<2x2xf32>
   return %y : tensor<2x2xf32>
 }
+
+// A share of each unit (MODE:FRACTION): its last parameters, whole, until
+// the share is reached, in a flat buffer of their own that is offloaded;
+// the rest stays on the device and is updated there. A unit of one
+// parameter goes whole.
+// SHARE: remark: unit 'layers.0': --offload optimizer:0.20 offloads its last 1 of 2 trained parameters, 3 of 15 elements
+// SHARE: remark: unit 'root': --offload optimizer:0.20 offloads its last 1 of 1 trained parameters, 6 of 6 elements
+// SHARE: fsdp.flat_parameter @layers.0.flat : tensor<6xf32> {group_size = 2 : i64, numel = 12 : i64, offsets = array<i64: 0>, params = [@layers.0.w], trainable = true, unit = @layers.0}
+// SHARE-NEXT: fsdp.flat_parameter @layers.0.offload_flat : tensor<2xf32> {device_copy = bf16, fsdp.offload_part, {{.*}}offload = "optimizer", offsets = array<i64: 0>, params = [@layers.0.b], trainable = true, unit = @layers.0}
+// SHARE-NOT: fsdp.flat_parameter @root.flat
+// SHARE: fsdp.flat_parameter @root.offload_flat
+// SHARE-LABEL: func.func @train_step
+// SHARE: fsdp.adamw @layers.0.offload_flat, {{.*}}fsdp.on_host
+// SHARE: fsdp.adamw @layers.0.flat, {{.*}} : tensor<6xf32>{{$}}
+// BADSHARE: error: --offload: unit 'layers.0' is given 'all:1.5', not none, optimizer or all (optionally :FRACTION in (0, 1])
+// BADSHARENONE: error: --offload: 'none:0.5' is not none, optimizer or all
