@@ -31,7 +31,9 @@ must be identical, byte for byte, to the same plan without --offload:
 - the emulated device backend (its host pool, its copies and host work in
   stream order, the deferred update replayed as a program of its own) trains
   each offload plan bit for bit like its own run of the plan without
-  offload, on 1 and 2 ranks, and resumes from a checkpoint alike.
+  offload, on 1 and 2 ranks, and resumes from a checkpoint alike;
+- a checkpoint saved with offload resumes without, and the other way, on
+  both backends.
 """
 import argparse
 import json
@@ -221,6 +223,25 @@ def main():
                resumed[1] == straight[1] and resumed[0] == straight[0][2:],
                f"llama-bf16 x2 optimizer offload: resumed at step 2 to step 4 equals "
                f"4 steps straight {err}")
+
+        # A checkpoint resumed across the two placements: saved by the plan
+        # with offload (its pending update applied first) and resumed by the
+        # plan without, and the other way (the device copies refilled from
+        # the restored shards), equal 4 steps straight.
+        for backend in ("cpu", "emulated"):
+            be = ["--backend", backend]
+            with_offload = plan("llama-bf16", 2, ["--offload=optimizer"])
+            without = plan("llama-bf16", 2, [])
+            straight, _ = train(without, 2, 4, be)
+            for first, second, what in [(with_offload, without, "offloaded to on the device"),
+                                        (without, with_offload, "on the device to offloaded")]:
+                ck = os.path.join(tmp, f"ck-{backend}-{count[0]}")
+                train(first, 2, 2, be + ["--checkpoint-dir", ck])
+                resumed, err = train(second, 2, 4, be + ["--resume", ck])
+                report(straight is not None and resumed is not None and
+                       resumed[1] == straight[1] and resumed[0] == straight[0][2:],
+                       f"{backend} llama-bf16 x2: a checkpoint at step 2 {what}, resumed "
+                       f"to step 4, equals 4 steps straight {err}")
 
         # A step whose gradient norm is not finite (an infinity in the
         # second batch's images): its update is skipped, the offloaded ones
