@@ -720,7 +720,12 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
         slot(flat.getSymName(), b);
         continue;
       }
-      *host += slotBytes(flat.getSymName(), b);
+      // The shard and its optimizer state on the host; a gradient
+      // accumulator (--grad-accum) stays on the device, where the
+      // micro-steps' reduced gradients are summed.
+      bool t = trained.contains(flat.getSymName());
+      *host += b * (1 + (t ? (adam ? 2 : 1) : 0));
+      bytes += t && accum ? b : 0;
       if (auto dc = flat.getDeviceCopy())
         bytes += bufferBytes(
             RankedTensorType::get(flat.getShardType().getShape(), *dc));

@@ -37,12 +37,14 @@ public:
     return peak;
   }
   int64_t arenaHighWater() override;
+  int64_t hostBytes() override { return hostStateBytes; }
 
 private:
   std::unique_ptr<Device> dev;
   const Plan *plan = nullptr;
   Memory mem;
   int64_t arenaBytes = 0, peak = 0;
+  int64_t hostStateBytes = 0; // offload's part of the host pool
   bool dumped = false;        // FSDP_DEVICE_DUMP_ARENA
   std::vector<void *> inputs; // host memory the device reads
   /// [kLrScale, kStep] of this step, then of the pending update.
@@ -79,6 +81,7 @@ public:
       at = reinterpret_cast<T *>(base + offset);
     });
   }
+  int64_t bytes() const { return size; }
   Status place(Device &dev, bool host) {
     void *base = nullptr;
     FSDP_RETURN_IF_ERROR(
@@ -134,6 +137,7 @@ Status Backend::init(const Plan &p, Comm &,
   mem.hostBuffers.assign(p.hostBuffers.size(), nullptr);
   for (size_t i = 0; i < p.hostBuffers.size(); ++i)
     host.add(p.hostBuffers[i].bytes(), mem.hostBuffers[i]);
+  hostStateBytes = host.bytes(); // (the host pool's first requests)
   mem.deviceCopies.assign(slots, nullptr);
   for (size_t f = 0; f < p.flats.size(); ++f)
     if (p.flats[f].hasDeviceCopy())

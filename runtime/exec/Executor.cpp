@@ -405,6 +405,23 @@ int64_t Executor::peakBytes() const {
   return bytes;
 }
 
+int64_t Executor::hostBytes() const {
+  if (backend)
+    return backend->hostBytes();
+  int64_t bytes = (int64_t)hostArena.size() * 8;
+  for (const auto &b : hostBuffers)
+    bytes += (int64_t)b.size() * 8;
+  for (size_t f = 0; f < plan->flats.size(); ++f) {
+    if (plan->flats[f].offload.empty())
+      continue;
+    size_t slot = plan->params.size() + f;
+    bytes += (int64_t)(slots[slot].size() + optimizer.first[slot].size() +
+                       optimizer.second[slot].size()) *
+             4;
+  }
+  return bytes;
+}
+
 double Executor::lrFactor(int64_t t) const {
   const TrainOptions &o = plan->train;
   if (o.warmupSteps > 0 && t < o.warmupSteps)

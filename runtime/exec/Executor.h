@@ -119,6 +119,11 @@ public:
   /// Bytes this process holds for training: the arena, the parameter
   /// shards, optimizer state, accumulators, constants and scratch.
   int64_t peakBytes() const;
+  /// Offload: bytes this rank keeps in host memory (the offloaded shards
+  /// and their optimizer state, the host arena, the host buffers), as
+  /// allocated; a plan's `predicted.host_bytes`. Of it, on the CPU
+  /// backend, peakBytes() counts the same bytes too.
+  int64_t hostBytes() const;
   /// The end of the highest arena byte any step has written: the measured
   /// counterpart of the plan's arena_bytes.
   int64_t arenaHighWater() const;

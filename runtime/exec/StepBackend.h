@@ -64,6 +64,10 @@ public:
   virtual Status readScalar(const TensorRef &t, double &value) = 0;
   /// Bytes of memory the backend holds (measured where it can be).
   virtual int64_t peakBytes() = 0;
+  /// Offload: bytes of host memory held for the plan's host state (the
+  /// offloaded shards and their optimizer state, the host arena and
+  /// buffers), as allocated.
+  virtual int64_t hostBytes() = 0;
   /// The end of the highest arena byte any step has written.
   virtual int64_t arenaHighWater() = 0;
 };

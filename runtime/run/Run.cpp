@@ -398,6 +398,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
                             {"step_ms", ms},
                             {"tokens_per_s", tps},
                             {"peak_bytes", exec.peakBytes()},
+                            {"host_bytes", exec.hostBytes()},
                             {"arena_bytes", plan.arenaBytes},
                             {"arena_high_water", exec.arenaHighWater()},
                             {"rss_peak_bytes", peakResidentBytes()}}

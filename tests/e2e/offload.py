@@ -33,7 +33,9 @@ must be identical, byte for byte, to the same plan without --offload:
   each offload plan bit for bit like its own run of the plan without
   offload, on 1 and 2 ranks, and resumes from a checkpoint alike;
 - a checkpoint saved with offload resumes without, and the other way, on
-  both backends.
+  both backends;
+- host memory as each backend holds it within 3% of the plan's
+  predicted.host_bytes.
 """
 import argparse
 import json
@@ -223,6 +225,29 @@ def main():
                resumed[1] == straight[1] and resumed[0] == straight[0][2:],
                f"llama-bf16 x2 optimizer offload: resumed at step 2 to step 4 equals "
                f"4 steps straight {err}")
+
+        # Host memory, predicted (plan.predicted.host_bytes: offloaded
+        # shards, their optimizer state, the host arena and buffers)
+        # against what each backend holds for it (fsdp-run's log,
+        # host_bytes), within 3%.
+        for flags in (["--offload=optimizer"], ["--offload=all"],
+                      ["--offload=optimizer:0.5"], ["--offload=optimizer", "--grad-accum=2"]):
+            path = plan("llama-bf16", 2, flags)
+            with open(path) as f:
+                predicted = json.load(f)["predicted"]["host_bytes"]
+            for backend in ("cpu", "emulated"):
+                count[0] += 1
+                log = os.path.join(tmp, f"host{count[0]}.jsonl")
+                r = bounded.run(MPIRUN + ["-np", "2", a.fsdp_run, path, "--quiet", "--steps",
+                                          "2", "--backend", backend, "--log", log],
+                                capture_output=True, text=True, env=ENV)
+                measured = -1
+                if r.returncode == 0:
+                    with open(log) as f:
+                        measured = [json.loads(l) for l in f][-1].get("host_bytes", -1)
+                report(predicted > 0 and abs(measured - predicted) <= 0.03 * predicted,
+                       f"{backend} llama-bf16 x2 {' '.join(flags)}: host memory measured "
+                       f"{measured} bytes against {predicted} predicted")
 
         # A checkpoint resumed across the two placements: saved by the plan
         # with offload (its pending update applied first) and resumed by the
