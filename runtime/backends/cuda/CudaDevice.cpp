@@ -97,14 +97,16 @@ public:
   Status open(int64_t localRank);
   std::string describe() const override { return name; }
   Status allocate(int64_t bytes, bool hostMemory, void **out) override;
+  // (cudaMemcpyDefault: an offloaded shard's "device" side is pinned host
+  // memory, which a fixed direction would misname.)
   Status upload(void *dst, const void *src, int64_t bytes) override {
     FSDP_RETURN_IF_ERROR(synchronize());
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
     return Status::ok();
   }
   Status download(void *dst, const void *src, int64_t bytes) override {
     FSDP_RETURN_IF_ERROR(synchronize());
-    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+    CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
     return Status::ok();
   }
   Status fill(void *dst, uint8_t byte, int64_t bytes) override {
