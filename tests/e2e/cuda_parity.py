@@ -164,6 +164,13 @@ def main():
                         gpu, "--steps", "1", "--quiet"] + weights,
                        capture_output=True, text=True)
     if "no CUDA backend" in p.stderr:
+        # A plugin that is there but does not load is a broken build, not
+        # a build without CUDA.
+        plugin = os.path.join(os.path.dirname(os.path.abspath(args.fsdp_run)),
+                              "libfsdp_cuda.so")
+        if os.path.exists(plugin):
+            sys.stderr.write(p.stderr)
+            raise SystemExit(f"{plugin} is there but does not load")
         print("fsdp-run was built without CUDA: skipped")
         return SKIP
     exact_grads = None
