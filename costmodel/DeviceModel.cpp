@@ -216,7 +216,8 @@ static void setHost(DeviceModel &d, bool a100) {
   // A100-SXM4). H100 (PCIe Gen5 x16): 52.8 GB/s device to host
   // (NVIDIA/nvbandwidth#24, an H100 cluster); host to device assumed the
   // same on copy engines, and both at once as on the A100 (no H100
-  // bidirectional measurement was found).
+  // bidirectional measurement was found; bench/host_link.cu measures all
+  // four where scripts/device-check.sh runs on a GPU).
   d.hostToDevice = d.deviceToHost = a100 ? 25e9 : 52.8e9;
   d.h2dWhileD2H = 12.5 / 25.0;
   d.d2hWhileH2D = 24.0 / 25.0;

@@ -11,7 +11,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 B=.device
-bins="build/tools/fsdp-run build/tools/libfsdp_cuda.so build/tests/unit/fsdp-cuda-tests"
+bins="build/tools/fsdp-run build/tools/libfsdp_cuda.so build/tests/unit/fsdp-cuda-tests
+  build/tools/fsdp-host-link"
 for b in $bins; do
   [ -e "$b" ] || { echo "device-bundle: $b is missing: build with nvcc first (make)" >&2; exit 1; }
 done

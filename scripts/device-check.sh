@@ -1,6 +1,7 @@
 #!/bin/bash
 # On the GPU machine (the device tool), in the repo root with .device/
-# carried (scripts/device-bundle.sh): the GPU unit tests, CUDA against the
+# carried (scripts/device-bundle.sh): the GPU unit tests, the host link's
+# rates (bench/host_link.cu), CUDA against the
 # CPU backend (tests/e2e/cuda_parity.py) and the GPT-2 124M benchmark
 # against PyTorch. Logs go to $OUT, which the device tool brings back.
 set -uo pipefail
@@ -24,6 +25,9 @@ lim=${FSDP_STAGE_LIMIT:-200}
   ldd "$B/fsdp-run" "$B/libfsdp_cuda.so" | grep "not found" || echo "all libraries found"
 } 2>&1 | tee "$OUT/setup.log"
 timeout 90 "$B/fsdp-cuda-tests" 2>&1 | tee "$OUT/cuda-tests.log"
+# The host link alone and both ways at once (offload's cost model: the
+# H100's both-ways figures are the A100's until this has run on one).
+timeout 60 "$B/fsdp-host-link" 2>&1 | tee "$OUT/host-link.log"
 timeout "$lim" python3 tests/e2e/cuda_parity.py --prepared "$B/parity" \
   --fsdp-run "$B/fsdp-run" 2>&1 | tee "$OUT/parity.log"
 timeout "$lim" python3 bench/gpt2_cuda.py --run "$B/bench" --tools "$B" 2>&1 | tee "$OUT/bench.log"
