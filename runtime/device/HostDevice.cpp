@@ -42,7 +42,8 @@ public:
     std::memset(*out, 0, n);
     blocks.push_back(*out);
     // Host memory (the inputs, offload's pool) is not the device's.
-    (host ? hostHeld : held) += (int64_t)n;
+    if (!host)
+      held += (int64_t)n;
     return Status::ok();
   }
   Status upload(void *dst, const void *src, int64_t bytes) override {
@@ -73,7 +74,7 @@ public:
 private:
   Comm &communicator;
   std::vector<void *> blocks;
-  int64_t held = 0, hostHeld = 0;
+  int64_t held = 0;           // device memory
   std::vector<double> shared; // the block kernels' shared memory
 
   template <typename F> Status one(int64_t n, const F &f) {

@@ -137,6 +137,17 @@ def main():
             with open(out, "rb") as f:
                 return (steps_of(log), f.read()), ""
 
+        def resumed(first, second, straight, extra=()):
+            """Whether `first` run 2 steps with a checkpoint, then `second`
+            resumed from it to step 4, equals `straight` (4 steps of a plan
+            without a resume): losses of steps 3-4 and the final weights."""
+            count[0] += 1
+            ck = os.path.join(tmp, f"ck{count[0]}")
+            train(first, 2, 2, list(extra) + ["--checkpoint-dir", ck])
+            got, err = train(second, 2, 4, list(extra) + ["--resume", ck])
+            return (straight is not None and got is not None and got[1] == straight[1]
+                    and got[0] == straight[0][2:]), err
+
         def allocations(path, world):
             """Heap allocations fsdp-run --check-allocations counts in step 2
             (0: none; some GEMM libraries' paths allocate on their own)."""
@@ -217,13 +228,8 @@ def main():
         # A checkpoint resumed: the pending update is applied before the
         # save, and the device copies are refilled from the restored shards.
         p = plan("llama-bf16", 2, ["--offload=optimizer"])
-        straight, _ = train(p, 2, 4)
-        ck = os.path.join(tmp, "ck")
-        train(p, 2, 2, ["--checkpoint-dir", ck])
-        resumed, err = train(p, 2, 4, ["--resume", ck])
-        report(straight is not None and resumed is not None and
-               resumed[1] == straight[1] and resumed[0] == straight[0][2:],
-               f"llama-bf16 x2 optimizer offload: resumed at step 2 to step 4 equals "
+        ok, err = resumed(p, p, train(p, 2, 4)[0])
+        report(ok, f"llama-bf16 x2 optimizer offload: resumed at step 2 to step 4 equals "
                f"4 steps straight {err}")
 
         # Host memory, predicted (plan.predicted.host_bytes: offloaded
@@ -260,12 +266,8 @@ def main():
             straight, _ = train(without, 2, 4, be)
             for first, second, what in [(with_offload, without, "offloaded to on the device"),
                                         (without, with_offload, "on the device to offloaded")]:
-                ck = os.path.join(tmp, f"ck-{backend}-{count[0]}")
-                train(first, 2, 2, be + ["--checkpoint-dir", ck])
-                resumed, err = train(second, 2, 4, be + ["--resume", ck])
-                report(straight is not None and resumed is not None and
-                       resumed[1] == straight[1] and resumed[0] == straight[0][2:],
-                       f"{backend} llama-bf16 x2: a checkpoint at step 2 {what}, resumed "
+                ok, err = resumed(first, second, straight, be)
+                report(ok, f"{backend} llama-bf16 x2: a checkpoint at step 2 {what}, resumed "
                        f"to step 4, equals 4 steps straight {err}")
 
         # A step whose gradient norm is not finite (an infinity in the
@@ -326,13 +328,8 @@ def main():
         report(ref is not None and got == ref,
                f"emulated llama-bf16 x2 grad-accum 2 optimizer offload identical {err}")
         p = plan("llama-bf16", 2, ["--offload=optimizer"])
-        straight, _ = train(p, 2, 4, emulated)
-        ck = os.path.join(tmp, "ck-emulated")
-        train(p, 2, 2, emulated + ["--checkpoint-dir", ck])
-        resumed, err = train(p, 2, 4, emulated + ["--resume", ck])
-        report(straight is not None and resumed is not None and
-               resumed[1] == straight[1] and resumed[0] == straight[0][2:],
-               f"emulated llama-bf16 x2 optimizer offload: resumed at step 2 to step 4 "
+        ok, err = resumed(p, p, train(p, 2, 4, emulated)[0], emulated)
+        report(ok, f"emulated llama-bf16 x2 optimizer offload: resumed at step 2 to step 4 "
                f"equals 4 steps straight {err}")
     print(f"offload: {sum(RESULTS)} of {len(RESULTS)} passed")
     return 0 if all(RESULTS) else 1
