@@ -49,8 +49,9 @@ private:
   std::vector<void *> inputs; // host memory the device reads
   /// [kLrScale, kStep] of this step, then of the pending update.
   double *hostScalars = nullptr, *deviceScalars = nullptr;
-  /// Offload: the host's own schedule scalars and error flag, read and
-  /// written by host work.
+  /// Offload: what host work is lowered over: `mem`, with scratch, widened
+  /// copies, schedule scalars, step scalars and error flag of its own in
+  /// host memory.
   Memory hostMem;
   /// The step's program (with the deferred update of the previous step,
   /// where the plan has one), the update, the program without the deferred

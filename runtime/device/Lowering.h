@@ -92,8 +92,9 @@ struct Transfer {
 
 struct DeviceOp;
 /// Offload: an instruction the plan runs on the host (fsdp.on_host),
-/// lowered over host memory: its operations run on the host's cores in
-/// stream order (a GPU: a host function on the compute stream).
+/// lowered over host memory: its operations run on the host's cores (the
+/// emulation: in order; a GPU: a host function on a host stream forked
+/// where the plan issues it, runtime/backends/cuda/CudaDevice.cpp).
 struct HostWork {
   std::shared_ptr<const std::vector<DeviceOp>> ops;
 };
