@@ -168,7 +168,7 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
     if (!c)
       return std::nullopt;
     return c->perFlop * double(flops) + c->onBytes * bytesSeconds(bytes) +
-           c->perRow * double(rows);
+           c->perRow * double(rows) + c->perByte * double(bytes);
   };
   if (shared)
     if (auto t = opCostByThreads.find(threadsPerRank(ranksOnNode));
@@ -535,8 +535,8 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   d.parallelEfficiency = efficiency;
   // The fitted maps: {op: value} and, per thread count, {t: {op: value}};
   // op_scale's values positive factors, op_overhead's seconds, op_cost's
-  // [per_flop, on_bytes] pairs, or [per_flop, on_bytes, per_row]
-  // (DeviceModel.h).
+  // [per_flop, on_bytes] pairs, or [per_flop, on_bytes, per_row], or
+  // [per_flop, on_bytes, per_row, per_byte] (DeviceModel.h).
   auto numbers = [](bool positive) {
     return [positive](const llvm::json::Value &v) -> std::optional<double> {
       auto x = v.getAsNumber();
@@ -548,16 +548,16 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   auto cost =
       [](const llvm::json::Value &v) -> std::optional<DeviceModel::LinearCost> {
     const llvm::json::Array *terms = v.getAsArray();
-    if (!terms || terms->size() < 2 || terms->size() > 3)
+    if (!terms || terms->size() < 2 || terms->size() > 4)
       return std::nullopt;
-    double x[3] = {0, 0, 0};
+    double x[4] = {0, 0, 0, 0};
     for (size_t i = 0; i < terms->size(); ++i) {
       auto n = (*terms)[i].getAsNumber();
       if (!n || !(*n >= 0) || !std::isfinite(*n))
         return std::nullopt;
       x[i] = *n;
     }
-    return DeviceModel::LinearCost{x[0], x[1], x[2]};
+    return DeviceModel::LinearCost{x[0], x[1], x[2], x[3]};
   };
   auto bad = [&](const std::string &what) {
     return llvm::createStringError("device file " + name.str() + ": " + what);
@@ -610,8 +610,9 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
                    numbers(false), d.opOverhead, d.opOverheadByThreads))
     return std::move(e);
   if (auto e = readMaps("op_cost", "[per_flop, on_bytes]",
-                        "[per_flop, on_bytes] or [per_flop, on_bytes, "
-                        "per_row], numbers at least 0",
+                        "[per_flop, on_bytes], [per_flop, on_bytes, "
+                        "per_row] or [per_flop, on_bytes, per_row, "
+                        "per_byte], numbers at least 0",
                         cost, d.opCost, d.opCostByThreads))
     return std::move(e);
   return d;

@@ -145,9 +145,11 @@ struct DeviceModel {
   /// kernel's time is then overhead + perFlop x flops + onBytes x
   /// bytesSeconds(bytes): a tanh's cost per element does not depend on
   /// where its data is, a copy's does. Ops with rows (common/CostRows.h:
-  /// attention's query rows) may add seconds per row, a third number.
+  /// attention's query rows) may add seconds per row, a third number; a
+  /// GEMM seconds per byte of its operands wherever they are (its packing
+  /// copies them block by block through the cache), a fourth.
   struct LinearCost {
-    double perFlop = 0, onBytes = 0, perRow = 0;
+    double perFlop = 0, onBytes = 0, perRow = 0, perByte = 0;
   };
   llvm::StringMap<LinearCost> opCost;
   std::map<int64_t, llvm::StringMap<LinearCost>> opCostByThreads;

@@ -273,16 +273,24 @@ bool nonNegativeFit(const std::vector<std::vector<double>> &x,
 /// demo's compute under mpirun was priced 2.84 to 3.83 ms in three fresh
 /// calibrations; relative, 2.90 to 2.94 (bench/fit_residuals.py's mean
 /// |error| 8-9% -> 6%).
+///
+/// `known` (where not empty) is a part of each y that is not fitted (a
+/// product's flops at the measured GEMM rate): the columns fit the rest,
+/// y - known, while the errors stay relative to y itself.
 bool robustFit(const std::vector<std::vector<double>> &x,
                const std::vector<double> &y, std::vector<double> &b,
-               unsigned required = 0) {
+               unsigned required = 0, const std::vector<double> &known = {}) {
+  std::vector<double> rest = y;
+  if (!known.empty())
+    for (size_t i = 0; i < y.size(); ++i)
+      rest[i] -= known[i];
   // Relative errors: each instruction counts alike, so the small ones
   // (which set a fixed cost) are not outweighed by the large ones (which
   // the scaling to the measured total takes care of).
   std::vector<double> w(y.size(), 1.0);
   for (size_t i = 0; i < y.size(); ++i)
     w[i] = 1.0 / std::max(y[i] * y[i], 1e-30);
-  if (!nonNegativeFit(x, y, w, b, required))
+  if (!nonNegativeFit(x, rest, w, b, required))
     return false;
   for (int iteration = 0; iteration < 30; ++iteration) {
     for (size_t i = 0; i < y.size(); ++i) {
@@ -290,10 +298,10 @@ bool robustFit(const std::vector<std::vector<double>> &x,
       for (size_t j = 0; j < b.size(); ++j)
         fit += b[j] * x[i][j];
       double yi = std::max(std::abs(y[i]), 1e-15);
-      w[i] = 1.0 / (yi * std::max(std::abs(fit - y[i]), 1e-6 * yi));
+      w[i] = 1.0 / (yi * std::max(std::abs(fit - rest[i]), 1e-6 * yi));
     }
     std::vector<double> next;
-    if (!nonNegativeFit(x, y, w, next, required))
+    if (!nonNegativeFit(x, rest, w, next, required))
       break;
     b = next;
   }
@@ -393,23 +401,55 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       bool leftCache = false;
       for (const Sample *s : points)
         leftCache |= !cached(s->bytes);
+      //
+      // A GEMM's cost per flop is not fitted but taken from the rate the
+      // calibration measured on a transformer block's products (flops_f32,
+      // flops_bf16; at d = 768, where a GEMM runs near the machine's peak):
+      // the references' products are small (d <= 384), and a cost per flop
+      // fitted to them carries their inefficiency to every larger one. On
+      // the project's 2-core Xeon it priced a d = 768 model's products 25%
+      // over and bench/cpu_step.py's 10-36% over. What a small product
+      // costs beyond its flops (a fixed cost, and its operands' bytes,
+      // whose share shrinks as it grows) is fitted to the rest, the bytes
+      // at one price wherever they are (the GEMM packs its operands into
+      // the cache block by block; at the memory's price past the cache, a
+      // d = 768 model's products came out 1.5x).
+      bool gemm = base == "matmul" || base == "gemm";
+      double rate = gemm ? device.value(op.find(".bf16") != std::string::npos
+                                            ? "flops_bf16"
+                                            : "flops_f32",
+                                        0.0)
+                         : 0.0;
+      double perFlop =
+          rate > 0 ? (perThreads ? threadFactor : 1.0) / rate : 0.0;
       bool byBytes = !product && leftCache;
       bool perRow = false;
       for (const Sample *s : points)
         perRow |= s->rows > 0;
       std::vector<std::vector<double>> x;
-      std::vector<double> y;
+      std::vector<double> y, known;
       for (const Sample *s : points) {
-        x.push_back({perRow ? 0.0 : 1.0, double(s->flops),
-                     byBytes ? bytesSeconds(s->bytes) : 0.0, double(s->rows)});
+        x.push_back({perRow ? 0.0 : 1.0, perFlop > 0 ? 0.0 : double(s->flops),
+                     perFlop > 0 ? double(s->bytes)
+                     : byBytes   ? bytesSeconds(s->bytes)
+                                 : 0.0,
+                     double(s->rows)});
         y.push_back(s->measured);
+        if (perFlop > 0)
+          known.push_back(perFlop * double(s->flops));
       }
       // The rows' term stays in attention's fit: without it the search may
       // take flops alone where noise (a loaded machine) makes the pair
       // infeasible, and price short rows as if they were free again.
       std::vector<double> b;
-      if (!robustFit(x, y, b, perRow ? 1u << 3 : 0u))
-        b = {m / double(points.size()), 0.0, 0.0, 0.0}; // a constant
+      if (!robustFit(x, y, b, perRow ? 1u << 3 : 0u, known))
+        b = {perFlop > 0 ? 0.0 : m / double(points.size()), 0.0, 0.0,
+             0.0}; // a constant
+      if (perFlop > 0) {
+        b[1] = perFlop;
+        for (size_t i = 0; i < points.size(); ++i)
+          x[i][1] = double(points[i]->flops);
+      }
       // The robust fit follows the typical instruction, but a step is the
       // sum of them and an op's times are skewed to the slow side, so it
       // under-priced the runs it was fitted to (by 7-11% on average on the
@@ -423,14 +463,20 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
       if (total > 0)
         for (double &v : b)
           v *= m / total;
-      fittedCost[op] =
-          perRow ? json::array({b[1], b[2], b[3]}) : json::array({b[1], b[2]});
+      fittedCost[op] = perFlop > 0 ? json::array({b[1], 0.0, 0.0, b[2]})
+                       : perRow    ? json::array({b[1], b[2], b[3]})
+                                   : json::array({b[1], b[2]});
       fittedOverhead[op] = b[0];
       std::snprintf(line, sizeof line, " %12.2f %9.3f %8.3f", b[0] * 1e6,
-                    b[1] * 1e12, b[2]);
+                    b[1] * 1e12, perFlop > 0 ? b[2] * 1e12 : b[2]);
       os << line;
       if (perRow) {
         std::snprintf(line, sizeof line, "  %.4f us/row", b[3] * 1e6);
+        os << line;
+      }
+      if (perFlop > 0) {
+        std::snprintf(line, sizeof line,
+                      "  (x bytes: ps/byte; ps/flop: the GEMM rate, scaled)");
         os << line;
       }
       os << "\n";

@@ -36,8 +36,10 @@ namespace {
 /// behind them change: an older file is measured again. 4: attention
 /// priced per query row; 5: ranks of one host without MPI meet in shared
 /// memory (runtime/comm/HostChannel.h), not over Gloo's TCP; 6: binary ops
-/// on the strided loop fitted apart, narrow inputs keyed narrow.
-constexpr int kFormat = 6;
+/// on the strided loop fitted apart, narrow inputs keyed narrow; 7: a
+/// GEMM's cost per flop is the measured block products' rate, its rest a
+/// fixed cost and a cost per byte (op_cost's fourth term).
+constexpr int kFormat = 7;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.
@@ -133,7 +135,8 @@ std::string badOpMap(const std::string &key, const nlohmann::json &map,
 /// finite and not negative, the flags are booleans, and the fitted maps
 /// hold what DeviceModel.cpp reads (op_scale positive factors,
 /// op_overhead seconds, op_cost [per_flop, on_bytes] pairs or, priced per
-/// row, [per_flop, on_bytes, per_row]).
+/// row, [per_flop, on_bytes, per_row], or per byte too, [per_flop,
+/// on_bytes, per_row, per_byte]).
 std::string badDevice(const nlohmann::json &device) {
   if (!device.is_object())
     return "it is not a JSON object";
@@ -146,7 +149,7 @@ std::string badDevice(const nlohmann::json &device) {
   auto positive = [](const nlohmann::json &v) { return goodNumber(v, 0, true); };
   auto seconds = [](const nlohmann::json &v) { return goodNumber(v, 0, false); };
   auto terms = [](const nlohmann::json &v) {
-    if (!v.is_array() || v.size() < 2 || v.size() > 3)
+    if (!v.is_array() || v.size() < 2 || v.size() > 4)
       return false;
     for (const nlohmann::json &x : v)
       if (!goodNumber(x, 0, false))

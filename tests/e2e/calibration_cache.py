@@ -145,8 +145,8 @@ def run(a, tmp):
         "a string rate": lambda: tamper(lambda d: d.__setitem__("flops_f32", "fast")),
         "a malformed fitted cost": lambda: tamper(
             lambda d: d["op_cost"].__setitem__("matmul", [1, "x"])),
-        "a fitted cost of four terms": lambda: tamper(
-            lambda d: d["op_cost"].__setitem__("attention", [0, 0, 1e-7, 1])),
+        "a fitted cost of five terms": lambda: tamper(
+            lambda d: d["op_cost"].__setitem__("attention", [0, 0, 1e-7, 1, 1])),
         "no machine": lambda: tamper(lambda d: d.pop("machine")),
     }
     for what, spoil in corrupt.items():

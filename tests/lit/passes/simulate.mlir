@@ -24,7 +24,7 @@
 // BADOVERHEAD: error: --device: device file {{.*}}overhead.json: op_overhead.add must be a number of seconds, at least 0
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "op_cost_threads": {"1": {"matmul": [1e-12]}}}' > %t/cost.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/cost.json' 2>&1 | FileCheck %s --check-prefix=BADCOST
-// BADCOST: error: --device: device file {{.*}}cost.json: op_cost_threads.1.matmul must be [per_flop, on_bytes] or [per_flop, on_bytes, per_row], numbers at least 0
+// BADCOST: error: --device: device file {{.*}}cost.json: op_cost_threads.1.matmul must be [per_flop, on_bytes], [per_flop, on_bytes, per_row] or [per_flop, on_bytes, per_row, per_byte], numbers at least 0
 // A field of the wrong type is an error naming it, never the default.
 // RUN: echo '{"flops_f32": 1, "mem_bandwidth": 1, "intra_bandwidth": 1, "inter_bandwidth": 1, "gemm_efficiency": "0.5"}' > %t/quoted.json
 // RUN: not fsdp-opt %s -fsdp-build-train-step=loss=mse '-fsdp-simulate=device=%t/quoted.json' 2>&1 | FileCheck %s --check-prefix=QUOTED
