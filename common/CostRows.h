@@ -86,6 +86,28 @@ inline bool isBinaryElementwise(std::string_view op) {
   return false;
 }
 
+/// Loops over more elements than this run on every core of the CPU
+/// backend (runtime/cpu/kernels/KernelSupport.h: kParallelMin is this);
+/// smaller ones stay serial, where a thread hand-off costs more than it
+/// saves.
+constexpr int64_t kCpuParallelMin = 1 << 15;
+
+/// Whether an instruction of `op` whose largest tensor has `elements`
+/// elements runs on one thread of the CPU backend (kCpuParallelMin): the
+/// calibration fits those apart ("adamw.serial") and the simulator prices
+/// them apart. A serial loop costs per element what a parallel one costs
+/// on all the cores, and a cost fitted across both priced the small ones
+/// at 0.75-0.9x what they took and an AdamW's at 0.3x (a demo's parameters
+/// all update serially), the large ones up to 1.5x (2026-11-28, the
+/// project's 2-core Xeon). Products and attention excepted: their loops
+/// split otherwise (the GEMM library's own threads; heads and rows).
+inline bool serialOnCpu(std::string_view op, int64_t elements) {
+  if (op == "matmul" || op == "gemm" || op.substr(0, 4) == "conv" ||
+      op.substr(0, 9) == "attention")
+    return false;
+  return elements > 0 && elements <= kCpuParallelMin;
+}
+
 /// The variant of `op` the calibration fits apart and the simulator prices
 /// apart: "strided" for a binary elementwise op on the CPU kernel's strided
 /// loop (binaryPath) or on mixed types (its double loop, as slow); ""

@@ -328,7 +328,7 @@ def Fsdp_RmsNormGradOp : Fsdp_Op<"rms_norm_grad", [Pure,
 
 class Fsdp_OptimizerOp<string mnemonic> : Fsdp_Op<mnemonic,
     [DeclareOpInterfaceMethods<SymbolUserOpInterface>,
-     DeclareOpInterfaceMethods<CostOpInterface, ["getBytesMoved"]>,
+     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops", "getBytesMoved"]>,
      MemoryEffects<[MemRead, MemWrite]>], 0> {
   let assemblyFormat = [{
     $param `,` $grad (`scaled` `by` $scale^ `:` type($scale))? attr-dict `:` type($grad)

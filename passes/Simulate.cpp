@@ -484,6 +484,19 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                      y.getElementType().isBF16() ||
                      y.getElementType().isF16()));
         }
+        // On a CPU, a loop too small to split over the threads is fitted
+        // apart too (its largest tensor's elements; CostRows.h).
+        if (variant.empty() && model.cores > 0) {
+          int64_t largest = 0;
+          for (Type type : llvm::concat<const Type>(op.getOperandTypes(),
+                                                    op.getResultTypes()))
+            if (auto tt = dyn_cast<RankedTensorType>(type))
+              if (tt.hasStaticShape())
+                largest = std::max(largest, tt.getNumElements());
+          if (::fsdp::serialOnCpu(std::string_view(name.data(), name.size()),
+                                  largest))
+            variant = "serial";
+        }
         double seconds = model.rankComputeSeconds(
                              flops, bytes, element, name, ranksOnNode, narrow,
                              rows, StringRef(variant.data(), variant.size())) +

@@ -90,6 +90,9 @@ struct Sample {
   double predicted, measured;
   int64_t flops, bytes; // as fsdp-simulate priced the instruction
   int64_t rows;         // common/CostRows.h
+  /// Its key with ".serial" where it ran on one thread (serialOnCpu), the
+  /// variant it is fitted under too; empty otherwise.
+  std::string serialKey;
 };
 
 /// The compute instructions of the slowest rank of one measured run (every
@@ -170,8 +173,23 @@ Status samplesOf(const Plan &plan, const json &doc,
       if (!variant.empty())
         key += "." + std::string(variant);
     }
-    if (linear && (type == DType::BF16 || type == DType::F16))
-      key += type == DType::BF16 ? ".bf16" : ".f16";
+    // A loop too small to split over the threads apart (CostRows.h), unless
+    // it is strided already.
+    std::string serialKey;
+    if (linear && key == t.ins->op) {
+      int64_t largest = 0;
+      for (const std::vector<TensorRef> *side : {&t.ins->in, &t.ins->out})
+        for (const TensorRef &r : *side)
+          largest = std::max(largest, r.numel());
+      if (serialOnCpu(t.ins->op, largest))
+        serialKey = key + ".serial";
+    }
+    if (linear && (type == DType::BF16 || type == DType::F16)) {
+      std::string suffix = type == DType::BF16 ? ".bf16" : ".f16";
+      key += suffix;
+      if (!serialKey.empty())
+        serialKey += suffix;
+    }
     if (linear && (t.ins->costFlops < 0 || t.ins->costBytes < 0))
       return Status::error(measuredPath +
                            ": its plan records no cost (flops, bytes) for " +
@@ -181,8 +199,8 @@ Status samplesOf(const Plan &plan, const json &doc,
       rows = costRows(t.ins->op, t.ins->in[0].shape.data(),
                       t.ins->in[0].shape.size());
     out.push_back({key, t.ins->predictedEnd - t.ins->predictedStart,
-                   t.seconds * share, t.ins->costFlops, t.ins->costBytes,
-                   rows});
+                   t.seconds * share, t.ins->costFlops, t.ins->costBytes, rows,
+                   serialKey});
   }
   return Status::ok();
 }
@@ -350,9 +368,25 @@ Status fitDeviceRuns(const std::vector<FitRun> &runs, json &device,
   json costsByThreads = device.value("op_cost_threads", json::object());
   json fittedCost =
       perThreads ? costsByThreads.value(key, json::object()) : costs;
-  std::map<std::string, std::vector<const Sample *>> byOp;
-  for (const Sample &x : samples)
-    byOp[x.op].push_back(&x);
+  // Each op's key fitted to its parallel instructions where it has enough
+  // of them (at least 4), to all of them otherwise; its serial variant to
+  // its serial ones where it has enough, else not at all (the simulator
+  // then prices them on the op's own).
+  std::map<std::string, std::vector<const Sample *>> all, byOp;
+  for (const Sample &x : samples) {
+    all[x.op].push_back(&x);
+    if (!x.serialKey.empty())
+      byOp[x.serialKey].push_back(&x);
+  }
+  for (auto it = byOp.begin(); it != byOp.end();)
+    it = it->second.size() < 4 ? byOp.erase(it) : std::next(it);
+  for (const auto &[op, points] : all) {
+    std::vector<const Sample *> parallel;
+    for (const Sample *x : points)
+      if (x->serialKey.empty())
+        parallel.push_back(x);
+    byOp[op] = parallel.size() >= 4 ? parallel : points;
+  }
   // The seconds an instruction's bytes take at the device's bandwidth (its
   // cache's where they fit: DeviceModel::bytesSeconds).
   double cacheBytes = device.value("cache_bytes", 0.0),

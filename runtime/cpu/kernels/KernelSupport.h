@@ -9,12 +9,13 @@
 #ifndef FSDP_RUNTIME_CPU_KERNELS_KERNELSUPPORT_H
 #define FSDP_RUNTIME_CPU_KERNELS_KERNELSUPPORT_H
 
+#include "common/ComputeOps.h"
+#include "common/CostRows.h"
+#include "common/UnaryMath.h"
 #include "runtime/cpu/Gemm.h"
 #include "runtime/cpu/Kernels.h"
 #include "runtime/cpu/VectorMath.h"
-#include "common/ComputeOps.h"
 #include "runtime/plan/OpShapes.h"
-#include "common/UnaryMath.h"
 #include "runtime/support/Half.h"
 #include "runtime/support/Threads.h"
 
@@ -76,7 +77,8 @@ namespace kernels {
 /// bare `if` applies to the simd construct too (OpenMP 5.0), and a small
 /// loop then ran unvectorised, its tanh and exp through scalar libm, 20
 /// times slower (a 2-rank GPT-2's gelu: 400 us where 1 rank's took 18).
-constexpr int64_t kParallelMin = 1 << 15;
+/// The cost model prices what runs serially apart (common/CostRows.h).
+constexpr int64_t kParallelMin = kCpuParallelMin;
 
 inline Shape stridesOf(const Shape &s) {
   Shape st(s.size(), 1);
