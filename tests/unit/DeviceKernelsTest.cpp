@@ -28,7 +28,8 @@ TEST(DeviceKernels, UnaryMatchesCpu) {
     Arena a;
     TensorRef x = a.add({7, 13}), y = a.add({7, 13});
     std::string op = k.op;
-    bool positive = op == "log" || op == "log1p" || op == "sqrt" || op == "rsqrt";
+    bool positive =
+        op == "log" || op == "log1p" || op == "sqrt" || op == "rsqrt";
     bool unit = op == "asin" || op == "acos"; // (-1, 1)
     a.fill(x, unit ? -0.95f : positive ? 0.1f : -3.0f, unit ? 0.95f : 3.0f);
     std::vector<float> got(y.numel());
@@ -76,7 +77,8 @@ TEST(DeviceKernels, BroadcastBinaryMatchesCpu) {
     BinaryKind kind;
     double (*reference)(double, double);
   } cases[] = {
-#define Arith(Class) {#Class, BinaryKind::Class, ::fsdp::um::binary##Class<double>},
+#define Arith(Class)                                                           \
+  {#Class, BinaryKind::Class, ::fsdp::um::binary##Class<double>},
 #define Compare(Class)
 #define Logic(Class)
 #define FSDP_BINARY(Class, name, onnx, kind, scalar) kind(Class)
@@ -243,10 +245,13 @@ TEST(DeviceKernels, SplitReductionsMatchCpu) {
   const char *ops[] = {"reduce_sum", "reduce_mean", "reduce_max"};
   for (DType t : {DType::F32, DType::BF16})
     for (const char *op : ops)
-      for (Dims axes : {Dims{0, 1}, Dims{0}}) {
+      for (Dims axes : {Dims{0, 1}, Dims{0}, Dims{1}}) {
+        // Leading axes, and a middle one (the CPU's [outer, count, inner]
+        // loop, Reductions.cpp).
         Arena a;
-        Dims in = {64, 40, 24},
-             out = axes.size() == 2 ? Dims{24} : Dims{40, 24};
+        Dims in = {64, 40, 24}, out = axes.size() == 2 ? Dims{24}
+                                      : axes[0] == 0   ? Dims{40, 24}
+                                                       : Dims{64, 24};
         TensorRef x = a.add(in), y = a.add(out), xn = a.add(in, t),
                   yn = a.add(out, t);
         a.fill(x, -2.0f, 2.0f);
@@ -478,7 +483,8 @@ TEST(DeviceKernels, ArgsortMatchesCpuAndStableOrder) {
           EXPECT_EQ(a.at<int64_t>(cpuOut)[at], want[j])
               << "cpu, descending " << descending << " row " << o << "," << t;
           EXPECT_EQ(a.at<int64_t>(devOut)[at], want[j])
-              << "device, descending " << descending << " row " << o << "," << t;
+              << "device, descending " << descending << " row " << o << ","
+              << t;
         }
       }
   }
