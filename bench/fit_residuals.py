@@ -16,7 +16,10 @@ scaling: mean error -1% to +5%, mean |error| 8.5-10%. With attention
 priced per query row instead of per instruction (common/CostRows.h), two
 fresh calibrations: mean error +0.9% and +4.1%, mean |error| 8.3% and 9.1%.
 With the per-op fit by relative error (each instruction alike): -3.7% and
--2.3%, mean |error| 5.8% and 6.0%.
+-2.3%, mean |error| 5.8% and 6.0%. With a GEMM's cost per flop at the
+measured block-product rate and the serial loops fitted apart (format 7,
+2026-11-28, the 2-core AVX-512 Xeon): +3.5% and +0.6%, mean |error| 8.7%
+and 5.3%; that machine's speed moved by up to 30% within minutes.
 
 Tried before the scaling and not kept: a cost per flop for data that has
 left the cache (the step's arena and state beyond the calibrated cache,
