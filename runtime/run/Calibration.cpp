@@ -64,9 +64,9 @@ void cpuIdentity(std::string &model, std::string &isa) {
       flags = " " + value + " ";
     }
   }
-  for (const char *f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
-                        "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
-                        "asimd", "sve"})
+  for (const char *f :
+       {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16",
+        "avx512_fp16", "amx_tile", "amx_bf16", "asimd", "sve"})
     if (flags.find(std::string(" ") + f + " ") != std::string::npos)
       isa += (isa.empty() ? "" : " ") + std::string(f);
 }
@@ -146,8 +146,12 @@ std::string badDevice(const nlohmann::json &device) {
     if (it == device.end() || !goodNumber(*it, 0, true))
       return std::string("it has no positive ") + key;
   }
-  auto positive = [](const nlohmann::json &v) { return goodNumber(v, 0, true); };
-  auto seconds = [](const nlohmann::json &v) { return goodNumber(v, 0, false); };
+  auto positive = [](const nlohmann::json &v) {
+    return goodNumber(v, 0, true);
+  };
+  auto seconds = [](const nlohmann::json &v) {
+    return goodNumber(v, 0, false);
+  };
   auto terms = [](const nlohmann::json &v) {
     if (!v.is_array() || v.size() < 2 || v.size() > 4)
       return false;
@@ -300,8 +304,8 @@ Status waitAll(std::vector<pid_t> pids, double timeoutSeconds,
       for (pid_t p : pids)
         waitpid(p, nullptr, 0);
       if (failed.empty())
-        failed = "took longer than " + std::to_string((int)timeoutSeconds) +
-                 " s";
+        failed =
+            "took longer than " + std::to_string((int)timeoutSeconds) + " s";
       break;
     }
     if (!progressed)
@@ -346,13 +350,13 @@ Status launch(const std::string &engine, const std::vector<std::string> &args,
     FSDP_RETURN_IF_ERROR(freePort(port));
     for (int rank = 0; rank < 2; ++rank) {
       pid_t pid;
-      Status s = spawn(command,
-                       {"RANK=" + std::to_string(rank), "WORLD_SIZE=2",
-                        "LOCAL_RANK=" + std::to_string(rank),
-                        "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1",
-                        "MASTER_PORT=" + std::to_string(port),
-                        "TORCHELASTIC_USE_AGENT_STORE=False"},
-                       pid);
+      Status s =
+          spawn(command,
+                {"RANK=" + std::to_string(rank), "WORLD_SIZE=2",
+                 "LOCAL_RANK=" + std::to_string(rank), "LOCAL_WORLD_SIZE=2",
+                 "MASTER_ADDR=127.0.0.1", "MASTER_PORT=" + std::to_string(port),
+                 "TORCHELASTIC_USE_AGENT_STORE=False"},
+                pid);
       if (!s) {
         for (pid_t p : pids)
           kill(-p, SIGKILL), waitpid(p, nullptr, 0);
@@ -373,11 +377,11 @@ Status measure(const std::string &engine, double timeoutSeconds) {
     FSDP_RETURN_IF_ERROR(cpu::calibrate(*comm, device));
     return storeCalibration(engine, device);
   }
-  return launch(engine,
-                {"--calibrate", "--gemm",
-                 cpu::gemmLibraryName(cpu::gemmLibrary())},
-                timeoutSeconds,
-                "measuring " + engine + "'s collectives between two ranks");
+  return launch(
+      engine,
+      {"--calibrate", "--gemm", cpu::gemmLibraryName(cpu::gemmLibrary())},
+      timeoutSeconds,
+      "measuring " + engine + "'s collectives between two ranks");
 }
 
 } // namespace
@@ -420,16 +424,16 @@ Status storeCalibration(const std::string &engine,
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
   // What a plan's fsdp.predicted names (Simulate.cpp): the machine, the
   // library, the engine and when.
-  named["name"] = "cpu: " + machine["cpu"].get<std::string>() + ", " +
-                  std::to_string(numProcs()) + " cores, " +
-                  machine["gemm"].get<std::string>() + " GEMMs, " +
-                  (engine == "none" ? std::string("one process")
-                                    : engine + " collectives") +
-                  " (calibrated " + date +
-                  (device.contains("fitted_runs")
-                       ? ", fitted to " + device["fitted_runs"].dump() +
-                             " reference runs)"
-                       : std::string(")"));
+  named["name"] =
+      "cpu: " + machine["cpu"].get<std::string>() + ", " +
+      std::to_string(numProcs()) + " cores, " +
+      machine["gemm"].get<std::string>() + " GEMMs, " +
+      (engine == "none" ? std::string("one process")
+                        : engine + " collectives") +
+      " (calibrated " + date +
+      (device.contains("fitted_runs")
+           ? ", fitted to " + device["fitted_runs"].dump() + " reference runs)"
+           : std::string(")"));
   // The device's fields as --device=FILE.json reads them, and beside them
   // the machine they were measured on (which the cost model ignores).
   named["machine"] = machine;
@@ -468,10 +472,9 @@ Status fitCalibration(const std::string &engine,
     return Status::error("--fit-plan: no plan");
   FSDP_RETURN_IF_ERROR(calibrationCachePath(engine, path));
   nlohmann::json fingerprint = machineFingerprint(engine), device;
-  if (std::string why = staleOrCorrupt(path, fingerprint, device);
-      !why.empty())
-    return Status::error("--fit-plan: no calibration to fit at " + path +
-                         ": " + why + " (fsdp-run --calibration=" + engine +
+  if (std::string why = staleOrCorrupt(path, fingerprint, device); !why.empty())
+    return Status::error("--fit-plan: no calibration to fit at " + path + ": " +
+                         why + " (fsdp-run --calibration=" + engine +
                          " measures one)");
   char dir[] = "/tmp/fsdp-fit-XXXXXX";
   if (!mkdtemp(dir))
@@ -482,14 +485,13 @@ Status fitCalibration(const std::string &engine,
   std::vector<std::string> traces;
   Status status = Status::ok();
   for (size_t i = 0; i < plans.size() && status; ++i) {
-    traces.push_back(std::string(dir) + "/trace" + std::to_string(i) +
-                     ".json");
+    traces.push_back(std::string(dir) + "/trace" + std::to_string(i) + ".json");
     // Eight steps: each instruction's median over the steady ones.
-    status = launch(engine,
-                    {plans[i], "--steps", "8", "--trace", traces.back(),
-                     "--quiet", "--gemm",
-                     cpu::gemmLibraryName(cpu::gemmLibrary())},
-                    timeoutSeconds, "the reference run of " + plans[i]);
+    status =
+        launch(engine,
+               {plans[i], "--steps", "8", "--trace", traces.back(), "--quiet",
+                "--gemm", cpu::gemmLibraryName(cpu::gemmLibrary())},
+               timeoutSeconds, "the reference run of " + plans[i]);
     if (status)
       status = loadPlan(plans[i], loaded[i]);
     if (status)
@@ -503,8 +505,7 @@ Status fitCalibration(const std::string &engine,
   for (size_t i = 0; i < plans.size(); ++i)
     runs.push_back({&loaded[i], &docs[i], plans[i]});
   std::ostringstream table;
-  FSDP_RETURN_IF_ERROR(
-      fitDeviceRuns(runs, device, table, /*linear=*/true));
+  FSDP_RETURN_IF_ERROR(fitDeviceRuns(runs, device, table, /*linear=*/true));
   device["fitted_runs"] = (int64_t)plans.size();
   FSDP_RETURN_IF_ERROR(storeCalibration(engine, device));
   // The fit, op by op, beside the cache for whoever wonders why a plan is
