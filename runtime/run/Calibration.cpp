@@ -432,7 +432,13 @@ Status storeCalibration(const std::string &engine,
                         : engine + " collectives") +
       " (calibrated " + date +
       (device.contains("fitted_runs")
-           ? ", fitted to " + device["fitted_runs"].dump() + " reference runs)"
+           ? ", fitted to " + device["fitted_runs"].dump() + " reference runs"
+           : std::string()) +
+      (device.contains("speed_drift") && device["speed_drift"].is_number()
+           ? "; its speed moved " +
+                 std::to_string((int)std::lround(
+                     100 * device["speed_drift"].get<double>())) +
+                 "% meanwhile)"
            : std::string(")"));
   // The device's fields as --device=FILE.json reads them, and beside them
   // the machine they were measured on (which the cost model ignores).
@@ -484,18 +490,46 @@ Status fitCalibration(const std::string &engine,
   std::vector<nlohmann::json> docs(plans.size());
   std::vector<std::string> traces;
   Status status = Status::ok();
+  auto reference = [&](size_t i, const std::string &trace) {
+    // Eight steps: each instruction's median over the steady ones.
+    return launch(engine,
+                  {plans[i], "--steps", "8", "--trace", trace, "--quiet",
+                   "--gemm", cpu::gemmLibraryName(cpu::gemmLibrary())},
+                  timeoutSeconds, "the reference run of " + plans[i]);
+  };
+  auto stepOf = [](const nlohmann::json &doc) {
+    return doc.contains("otherData") && doc["otherData"].is_object()
+               ? doc["otherData"].value("step_seconds", 0.0)
+               : 0.0;
+  };
   for (size_t i = 0; i < plans.size() && status; ++i) {
     traces.push_back(std::string(dir) + "/trace" + std::to_string(i) + ".json");
-    // Eight steps: each instruction's median over the steady ones.
-    status =
-        launch(engine,
-               {plans[i], "--steps", "8", "--trace", traces.back(), "--quiet",
-                "--gemm", cpu::gemmLibraryName(cpu::gemmLibrary())},
-               timeoutSeconds, "the reference run of " + plans[i]);
+    status = reference(i, traces.back());
     if (status)
       status = loadPlan(plans[i], loaded[i]);
     if (status)
       status = loadMeasuredTrace(loaded[i], traces.back(), docs[i]);
+  }
+  // How far the machine's own speed moved while it was measured: the
+  // longest reference run again, after all of them. A shared machine's
+  // speed drifts (20-45% within minutes on the project's 2-core VM on
+  // 2026-11-28), and a calibration made in one state of it prices every
+  // plan for that state; the figure goes into the calibration's name,
+  // which each plan priced on it carries.
+  double drift = -1, before = 0, after = 0;
+  if (status) {
+    size_t k = 0;
+    for (size_t i = 1; i < plans.size(); ++i)
+      if (stepOf(docs[i]) > stepOf(docs[k]))
+        k = i;
+    traces.push_back(std::string(dir) + "/again.json");
+    nlohmann::json again;
+    status = reference(k, traces.back());
+    if (status)
+      status = loadMeasuredTrace(loaded[k], traces.back(), again);
+    before = stepOf(docs[k]), after = stepOf(again);
+    if (status && before > 0 && after > 0)
+      drift = std::abs(after - before) / std::min(before, after);
   }
   for (const std::string &t : traces)
     std::remove(t.c_str());
@@ -507,6 +541,17 @@ Status fitCalibration(const std::string &engine,
   std::ostringstream table;
   FSDP_RETURN_IF_ERROR(fitDeviceRuns(runs, device, table, /*linear=*/true));
   device["fitted_runs"] = (int64_t)plans.size();
+  if (drift >= 0) {
+    device["speed_drift"] = drift;
+    if (drift > 0.1)
+      std::fprintf(stderr,
+                   "fsdp-run: warning: this machine's speed moved by %.0f%% "
+                   "while it was measured (a reference run took %.1f ms a "
+                   "step, then %.1f ms): plans priced on this calibration "
+                   "may be off by as much; `fsdp-run --calibrate` (under "
+                   "the same launcher) measures it again\n",
+                   100 * drift, 1e3 * before, 1e3 * after);
+  }
   FSDP_RETURN_IF_ERROR(storeCalibration(engine, device));
   // The fit, op by op, beside the cache for whoever wonders why a plan is
   // priced as it is.

@@ -102,6 +102,19 @@ def run(a, tmp):
     check(len(att) == 3 and att[2] > 0 and cal["op_overhead"].get("attention") == 0,
           f"attention is priced per query row ({att}, fixed "
           f"{cal['op_overhead'].get('attention')})")
+    # A GEMM's cost per flop is the measured block-product rate (the fourth
+    # term: its price per byte), and serial loops are fitted apart.
+    mm = cal.get("op_cost", {}).get("matmul", [])
+    check(len(mm) == 4 and mm[0] > 0 and mm[1] == 0 and mm[2] == 0,
+          f"matmul is priced per flop and per byte ({mm})")
+    check(any(k.endswith(".serial") or ".serial." in k for k in cal.get("op_cost", {})),
+          "serial loops are fitted apart (OP.serial)")
+    # The drift of the machine's speed while it was measured: a number, and
+    # in the name each plan carries.
+    drift = cal.get("speed_drift")
+    check(isinstance(drift, (int, float)) and drift >= 0
+          and f"its speed moved {round(100 * drift)}% meanwhile" in cal["name"],
+          f"the calibration says how far the machine's speed moved ({drift}, {cal['name']!r})")
     check(cal["machine"]["engine"] == "none" and cal["machine"]["cores"] >= 1,
           "the cache names the machine it measured")
     check(p and p["device"] == cal["name"] and p["device"].startswith("cpu: "),
