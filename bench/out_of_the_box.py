@@ -84,8 +84,12 @@ def main():
             if r.returncode != 0:
                 raise SystemExit(r.stderr)
             if "measuring" in r.stderr:
+                engine = {None: "none", "mpirun": "mpi", "torchrun": "gloo"}[launcher]
+                cal = json.load(open(os.path.join(env["FSDP_CACHE_DIR"],
+                                                  f"calibration-{engine}.json")))
                 print(f"  (first use for {launcher or 'one process'}: measured and fitted in "
-                      f"{time.time() - start:.1f} s)")
+                      f"{time.time() - start:.1f} s; the machine's speed moved "
+                      f"{100 * cal.get('speed_drift', float('nan')):.0f}% meanwhile)")
             plans.append(plan)
         measured = [[] for _ in CASES]
         for _ in range(a.rounds):
