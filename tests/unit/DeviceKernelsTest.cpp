@@ -275,6 +275,39 @@ TEST(DeviceKernels, SplitReductionsMatchCpu) {
       }
 }
 
+// A NaN in the input makes the maximum over it NaN, as PyTorch's amax, on
+// the CPU's three loops (trailing axes, a leading or middle block, any
+// other) and as lowered (split or not); the other outputs stay as they
+// were. std::max(acc, v) had kept the running value against a NaN.
+TEST(DeviceKernels, ReduceMaxPropagatesNan) {
+  for (Dims axes : {Dims{2}, Dims{0}, Dims{1}, Dims{0, 2}, Dims{0, 1, 2}}) {
+    Arena a;
+    Dims in = {6, 5, 4}, out;
+    for (int64_t d = 0; d < 3; ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end())
+        out.push_back(in[d]);
+    if (out.empty())
+      out = {1};
+    TensorRef x = a.add(in), yc = a.add(out), yn = a.add(out);
+    a.fill(x, -2.0f, 2.0f);
+    const int64_t poisoned = 2 * 20 + 3 * 4 + 1; // element [2, 3, 1]
+    a.at<float>(x)[poisoned] = std::nanf("");
+    nlohmann::json attrs = {{"axes", axes}, {"keepdims", false}};
+    runLowered(a, instr("reduce_max", {x}, {yn}, attrs));
+    runCpu(a, instr("reduce_max", {x}, {yc}, attrs));
+    int64_t nans = 0;
+    for (int64_t i = 0; i < yc.numel(); ++i) {
+      float cpu = a.at<float>(yc)[i], lowered = a.at<float>(yn)[i];
+      ASSERT_EQ(std::isnan(cpu), std::isnan(lowered)) << "output " << i;
+      nans += std::isnan(cpu);
+      if (!std::isnan(cpu))
+        ASSERT_EQ(cpu, lowered) << "output " << i;
+    }
+    ASSERT_EQ(nans, 1) << "one output reduces over the NaN (axes of "
+                       << axes.size() << ")";
+  }
+}
+
 TEST(DeviceKernels, SoftmaxAndLayerNormMatchCpu) {
   for (bool log : {false, true})
     for (int64_t axis : {1, 2}) {

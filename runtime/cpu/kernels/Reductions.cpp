@@ -12,6 +12,14 @@ namespace fsdp::cpu::kernels {
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
+/// The larger of a running maximum and `v` as PyTorch's amax takes it: a
+/// NaN wins and stays. `std::max(acc, v)` kept the running value against a
+/// NaN, so a reduce_max never returned NaN (the device kernels' maxNan,
+/// runtime/device/kernels/Block.h, is the same test).
+template <typename T> inline T maxNan(T acc, T v) {
+  return (v > acc || v != v) ? v : acc;
+}
+
 FSDP_VECTOR_CLONES
 Status reduce(const Instruction &in, Context &c, int kind) {
   const TensorRef &x = in.in[0], &y = in.out[0];
@@ -84,7 +92,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
       const float *row = px + i * count;
       double acc = kind == 2 ? -std::numeric_limits<double>::infinity() : 0.0;
       for (int64_t j = 0; j < count; ++j)
-        acc = kind == 2 ? std::max(acc, (double)row[j]) : acc + row[j];
+        acc = kind == 2 ? maxNan(acc, (double)row[j]) : acc + row[j];
       py[i] = (float)(kind == 1 ? acc / count : acc);
     }
     return Status::ok();
@@ -109,9 +117,8 @@ Status reduce(const Instruction &in, Context &c, int kind) {
     double *acc =
         reinterpret_cast<double *>(c.scratch); // sized by scratchFloats
     // Columns in blocks over the threads, each block's rows in order (the
-    // same sums, in the same order, as one thread). The maximum as the
-    // loop below takes it (std::max keeps the running value against a
-    // NaN), straight into the output.
+    // same sums, in the same order, as one thread). The maximum straight
+    // into the output.
     constexpr int64_t kBlock = 512;
     int64_t blocks = (inner + kBlock - 1) / kBlock;
 #pragma omp parallel for if (n * count > kParallelMin)
@@ -124,7 +131,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
         for (int64_t r = 0; r < count; ++r) {
           const float *row = px + (o * count + r) * inner;
           for (int64_t j = b; j < e; ++j)
-            out[j] = std::max(out[j], row[j]);
+            out[j] = maxNan(out[j], row[j]);
         }
         continue;
       }
@@ -146,7 +153,7 @@ Status reduce(const Instruction &in, Context &c, int kind) {
             kind == 2 ? -std::numeric_limits<float>::infinity() : 0.0f);
   forEach(x.shape, {&outStride}, [&](int64_t i, const int64_t *off) {
     float &o = py[off[0]];
-    o = kind == 2 ? std::max(o, px[i]) : o + px[i];
+    o = kind == 2 ? maxNan(o, px[i]) : o + px[i];
   });
   if (kind == 1)
     for (int64_t i = 0; i < n; ++i)

@@ -14,6 +14,13 @@ namespace fsdp::device {
 // Block kernels
 //===----------------------------------------------------------------------===//
 
+/// The larger of a running maximum and `v` as PyTorch's amax takes it: a
+/// NaN wins and stays (`v > acc` alone kept the running value, so a
+/// reduce_max never returned NaN).
+FSDP_HD inline double maxNan(double acc, double v) {
+  return (v > acc || v != v) ? v : acc;
+}
+
 /// A thread block as the block kernels see it: on the device the CUDA
 /// block; on the host one thread, so every loop over the block's threads
 /// covers all indices, a barrier has nothing to wait for, and a sum over
@@ -52,7 +59,7 @@ struct Block {
 #ifdef __CUDA_ARCH__
     for (int o = 16; o > 0; o >>= 1) {
       double u = __shfl_xor_sync(0xffffffffu, v, o);
-      v = isMax ? (u > v ? u : v) : v + u;
+      v = isMax ? maxNan(v, u) : v + u;
     }
     __syncthreads(); // the scratch's last readers are done
     if (threadIdx.x % 32 == 0)
@@ -60,7 +67,7 @@ struct Block {
     __syncthreads();
     double t = scratch[0];
     for (int w = 1; w < (int)blockDim.x / 32; ++w)
-      t = isMax ? (scratch[w] > t ? scratch[w] : t) : t + scratch[w];
+      t = isMax ? maxNan(t, scratch[w]) : t + scratch[w];
     return t;
 #else
     (void)scratch;

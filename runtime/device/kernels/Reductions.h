@@ -52,7 +52,7 @@ struct Reduce {
         r /= redDims[d];
       }
       double v = loadFloat(tx, x, off);
-      acc = kind == ReduceKind::Max          ? (v > acc ? v : acc)
+      acc = kind == ReduceKind::Max          ? maxNan(acc, v)
             : kind == ReduceKind::SumSquares ? acc + v * v
                                              : acc + v;
     }
@@ -87,7 +87,7 @@ struct ReduceCombine {
     double acc = isMax ? -INFINITY : 0.0;
     for (int64_t c = blk.thread(); c < chunks; c += blk.threads()) {
       double v = partial[c * outputs + o];
-      acc = isMax ? (v > acc ? v : acc) : acc + v;
+      acc = isMax ? maxNan(acc, v) : acc + v;
     }
     double *scratch = reinterpret_cast<double *>(smem);
     acc = isMax ? blk.max(acc, scratch) : blk.sum(acc, scratch);
