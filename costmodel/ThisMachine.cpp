@@ -147,7 +147,8 @@ mlir::fsdp::thisMachineCalibration(const char *argv0, llvm::StringRef engine) {
     return path;
   }
   llvm::errs() << "fsdp-opt: fitting this machine's calibration to "
-               << refs.size() << " reference runs (" << engine
+               << refs.size()
+               << " reference models, each run twice (" << engine
                << "; once, seconds)\n";
   llvm::SmallString<128> tmp;
   if (std::error_code ec =

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -487,7 +488,6 @@ Status fitCalibration(const std::string &engine,
     return Status::error(std::string("no temporary directory: ") +
                          std::strerror(errno));
   std::vector<Plan> loaded(plans.size());
-  std::vector<nlohmann::json> docs(plans.size());
   std::vector<std::string> traces;
   Status status = Status::ok();
   auto reference = [&](size_t i, const std::string &trace) {
@@ -502,55 +502,74 @@ Status fitCalibration(const std::string &engine,
                ? doc["otherData"].value("step_seconds", 0.0)
                : 0.0;
   };
-  for (size_t i = 0; i < plans.size() && status; ++i) {
-    traces.push_back(std::string(dir) + "/trace" + std::to_string(i) + ".json");
+  // Two passes over the references, the second in reverse order, and the
+  // fit on both. A shared machine's speed drifts: on the project's 2-core
+  // VM its vector throughput moved 20-45% within minutes (a neighbour on
+  // the same core), and a calibration fitted to one pass priced every plan
+  // for the state that pass met. The reversed second pass gives each
+  // reference the same mean time (a steady drift cancels) and halves the
+  // variance of the rest: over fresh calibrations a minute apart, one
+  // pass priced bench/cpu_step.py's step at 168-207 ms and its bf16
+  // step at 0.82-1.10x the f32 one; two passes at 168-186 ms and
+  // 1.09-1.15x (measured: 1.10-1.14x). It costs one more run of each
+  // reference (about 5 s on that VM).
+  const size_t n = plans.size();
+  std::vector<size_t> order;
+  for (size_t i = 0; i < n; ++i)
+    order.push_back(i);
+  for (size_t i = n; i-- > 0;)
+    order.push_back(i);
+  std::vector<nlohmann::json> docs(order.size());
+  for (size_t r = 0; r < order.size() && status; ++r) {
+    size_t i = order[r];
+    traces.push_back(std::string(dir) + "/trace" + std::to_string(r) + ".json");
     status = reference(i, traces.back());
-    if (status)
+    if (status && r < n)
       status = loadPlan(plans[i], loaded[i]);
     if (status)
-      status = loadMeasuredTrace(loaded[i], traces.back(), docs[i]);
+      status = loadMeasuredTrace(loaded[i], traces.back(), docs[r]);
   }
   // How far the machine's own speed moved while it was measured: the
-  // longest reference run again, after all of them. A shared machine's
-  // speed drifts (20-45% within minutes on the project's 2-core VM on
-  // 2026-11-28), and a calibration made in one state of it prices every
-  // plan for that state; the figure goes into the calibration's name,
+  // median, over the references, of how far a reference's step moved
+  // between its two runs. The figure goes into the calibration's name,
   // which each plan priced on it carries.
-  double drift = -1, before = 0, after = 0;
+  double drift = -1;
+  size_t worst = 0;
   if (status) {
-    size_t k = 0;
-    for (size_t i = 1; i < plans.size(); ++i)
-      if (stepOf(docs[i]) > stepOf(docs[k]))
-        k = i;
-    traces.push_back(std::string(dir) + "/again.json");
-    nlohmann::json again;
-    status = reference(k, traces.back());
-    if (status)
-      status = loadMeasuredTrace(loaded[k], traces.back(), again);
-    before = stepOf(docs[k]), after = stepOf(again);
-    if (status && before > 0 && after > 0)
-      drift = std::abs(after - before) / std::min(before, after);
+    std::vector<double> moved;
+    for (size_t r = 0; r < n; ++r) {
+      size_t again = order.size() - 1 - r; // the same plan, second pass
+      double before = stepOf(docs[r]), after = stepOf(docs[again]);
+      if (before > 0 && after > 0)
+        moved.push_back(std::abs(after - before) / std::min(before, after));
+    }
+    if (!moved.empty()) {
+      std::sort(moved.begin(), moved.end());
+      drift = moved[moved.size() / 2];
+      worst = moved.size();
+    }
   }
   for (const std::string &t : traces)
     std::remove(t.c_str());
   rmdir(dir);
   FSDP_RETURN_IF_ERROR(status);
   std::vector<FitRun> runs;
-  for (size_t i = 0; i < plans.size(); ++i)
-    runs.push_back({&loaded[i], &docs[i], plans[i]});
+  for (size_t r = 0; r < order.size(); ++r)
+    runs.push_back({&loaded[order[r]], &docs[r], plans[order[r]]});
   std::ostringstream table;
   FSDP_RETURN_IF_ERROR(fitDeviceRuns(runs, device, table, /*linear=*/true));
-  device["fitted_runs"] = (int64_t)plans.size();
+  device["fitted_runs"] = (int64_t)runs.size();
   if (drift >= 0) {
     device["speed_drift"] = drift;
     if (drift > 0.1)
       std::fprintf(stderr,
                    "fsdp-run: warning: this machine's speed moved by %.0f%% "
-                   "while it was measured (a reference run took %.1f ms a "
-                   "step, then %.1f ms): plans priced on this calibration "
-                   "may be off by as much; `fsdp-run --calibrate` (under "
-                   "the same launcher) measures it again\n",
-                   100 * drift, 1e3 * before, 1e3 * after);
+                   "while it was measured (the median over %zu reference "
+                   "models of how far a model's step moved between its two "
+                   "runs): plans priced on this calibration may be off by "
+                   "as much; `fsdp-run --calibrate` (under the same "
+                   "launcher) measures it again\n",
+                   100 * drift, worst);
   }
   FSDP_RETURN_IF_ERROR(storeCalibration(engine, device));
   // The fit, op by op, beside the cache for whoever wonders why a plan is

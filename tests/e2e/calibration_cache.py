@@ -96,6 +96,14 @@ def run(a, tmp):
     cal = json.load(open(none))
     check(cal.get("fitted_runs", 0) >= 4 and "op_cost" in cal and "op_overhead" in cal,
           f"the cache holds a fitted calibration ({cal.get('fitted_runs')} runs)")
+    # Each installed reference runs twice (the second pass reversed, so the
+    # machine's drift spreads evenly over them).
+    installed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.fsdp_opt))),
+                             "share", "fsdp", "calibration", "references.txt")
+    listed = [l for l in open(installed).read().splitlines()
+              if l.strip() and not l.lstrip().startswith("#")]
+    check(cal.get("fitted_runs") == 2 * len(listed) and "each run twice" in r.stderr,
+          f"each of the {len(listed)} references runs twice ({cal.get('fitted_runs')} runs)")
     # Attention is fitted per query row, with no fixed cost per instruction
     # (common/CostRows.h).
     att = cal.get("op_cost", {}).get("attention", [])
