@@ -15,11 +15,14 @@ whose gradient is zero in exact arithmetic (attention key biases) are left
 out of the weight comparison: AdamW turns float32 noise there into updates.
 Also: a plan that differs between ranks is an error on every rank, and a
 rank that dies makes the others exit non-zero within the comm timeout, under
-mpirun and under the real torchrun (Gloo collectives, no MPI).
+mpirun and under the real torchrun (Gloo collectives, no MPI); and where
+the ranks cannot share memory (/dev/shm read-only, or missing on one rank:
+no_shm.sh), both say so and train over Gloo's TCP.
 """
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import bounded  # subprocess.run with a deadline
 import sys
@@ -254,6 +257,30 @@ def main():
         # A rank that dies: the others exit non-zero, quickly.
         plan = os.path.join(tmp, "gpt2-2-c0.plan")
         weights = first_weights["gpt2"]
+        # Shared memory refused (a read-only /dev/shm on every rank; or rank
+        # 0 makes the segment and rank 1 cannot open it): every rank says
+        # so and all fall back to Gloo's TCP, training as the mpirun run of
+        # the same plan did.
+        mpi_losses = [json.loads(l)["loss"] for l in open(os.path.join(tmp, "gpt2-2-c0.jsonl"))]
+        wrapper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "no_shm.sh")
+        namespaces = shutil.which("unshare") is not None and subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode == 0
+        if not namespaces:
+            print("SKIP shared memory refused: no mount namespace here (unshare -m)")
+        for mode in ("all", "rank1") if namespaces else ():
+            log = os.path.join(tmp, f"gpt2-noshm-{mode}.jsonl")
+            code, err = torchrun([wrapper, mode, a.fsdp_run, plan, "--weights", weights,
+                                  "--data", os.path.join(tmp, "gpt2.npz"), "--steps",
+                                  str(a.steps), "--log", log, "--quiet"], 2, {})
+            said = err.count("no shared memory between the ranks")
+            loss_err = rel([json.loads(l)["loss"] for l in open(log)], mpi_losses) \
+                if code == 0 else float("inf")
+            ok = code == 0 and said == 2 and loss_err <= TOL
+            failures += not ok
+            total += 1
+            print(f"{'PASS' if ok else 'FAIL'} shared memory refused ({mode}): exit {code}, "
+                  f"{said} of 2 ranks fall back to TCP, losses {loss_err:.1e} from mpirun's"
+                  + ("" if ok else ": " + err[-1500:]))
         env = dict(os.environ, FSDP_FAULT_RANK="1", FSDP_FAULT_STEP="3")
         start = time.time()
         r = bounded.run(MPIRUN + ["-np", "2", a.fsdp_run, plan, "--weights", weights,
