@@ -92,6 +92,18 @@ inline bool isBinaryElementwise(std::string_view op) {
 /// saves.
 constexpr int64_t kCpuParallelMin = 1 << 15;
 
+/// AdamW's update (a square root and a division an element) is worth a
+/// thread hand-off from far fewer elements: on the project's 2-core Xeon
+/// (2026-11-28) it ran at 3.6 ns an element on one thread, and on both
+/// 8.0 against 5.1 us at 2048 elements, 60 against 32 us at 16384. Its
+/// kernel (runtime/cpu/kernels/Optimizers.cpp) splits from here on.
+constexpr int64_t kCpuParallelMinAdamW = 1 << 11;
+
+/// The element count above which `op`'s CPU loop runs on every core.
+inline int64_t cpuParallelMin(std::string_view op) {
+  return op == "adamw" ? kCpuParallelMinAdamW : kCpuParallelMin;
+}
+
 /// Whether an instruction of `op` whose largest tensor has `elements`
 /// elements runs on one thread of the CPU backend (kCpuParallelMin): the
 /// calibration fits those apart ("adamw.serial") and the simulator prices
@@ -105,7 +117,7 @@ inline bool serialOnCpu(std::string_view op, int64_t elements) {
   if (op == "matmul" || op == "gemm" || op.substr(0, 4) == "conv" ||
       op.substr(0, 9) == "attention")
     return false;
-  return elements > 0 && elements <= kCpuParallelMin;
+  return elements > 0 && elements <= cpuParallelMin(op);
 }
 
 /// The variant of `op` the calibration fits apart and the simulator prices

@@ -66,12 +66,12 @@ Status kAdamW(const Instruction &in, Context &c) {
   float decay = 1.0f - lr * wd;
   auto update = [&](auto store) {
     if (skip) {
-#pragma omp parallel for simd if (parallel : n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kCpuParallelMinAdamW)
       for (int64_t i = 0; i < n; ++i)
         store(i, p[i]);
       return;
     }
-#pragma omp parallel for simd if (parallel : n > kParallelMin)
+#pragma omp parallel for simd if (parallel : n > kCpuParallelMinAdamW)
     for (int64_t i = 0; i < n; ++i) {
       float gi = g[i] * scale;
       float mi = pm[i] * b1 + (1.0f - b1) * gi;
