@@ -508,10 +508,10 @@ Status fitCalibration(const std::string &engine,
   // the same core), and a calibration fitted to one pass priced every plan
   // for the state that pass met. The reversed second pass gives each
   // reference the same mean time (a steady drift cancels) and halves the
-  // variance of the rest: over fresh calibrations a minute apart, one
-  // pass priced bench/cpu_step.py's step at 168-207 ms and its bf16
-  // step at 0.82-1.10x the f32 one; two passes at 168-186 ms and
-  // 1.09-1.15x (measured: 1.10-1.14x). It costs one more run of each
+  // variance of the rest: over fresh calibrations a minute apart
+  // (2026-11-28), one pass priced bench/cpu_step.py's step at 141-207 ms
+  // and its bf16 step at 0.82-1.29x the f32 one; two passes at 154-186 ms
+  // and 1.09-1.15x (measured: 1.10-1.14x). It costs one more run of each
   // reference (about 5 s on that VM).
   const size_t n = plans.size();
   std::vector<size_t> order;
@@ -534,7 +534,7 @@ Status fitCalibration(const std::string &engine,
   // between its two runs. The figure goes into the calibration's name,
   // which each plan priced on it carries.
   double drift = -1;
-  size_t worst = 0;
+  size_t compared = 0;
   if (status) {
     std::vector<double> moved;
     for (size_t r = 0; r < n; ++r) {
@@ -546,7 +546,7 @@ Status fitCalibration(const std::string &engine,
     if (!moved.empty()) {
       std::sort(moved.begin(), moved.end());
       drift = moved[moved.size() / 2];
-      worst = moved.size();
+      compared = moved.size();
     }
   }
   for (const std::string &t : traces)
@@ -569,7 +569,7 @@ Status fitCalibration(const std::string &engine,
                    "runs): plans priced on this calibration may be off by "
                    "as much; `fsdp-run --calibrate` (under the same "
                    "launcher) measures it again\n",
-                   100 * drift, worst);
+                   100 * drift, compared);
   }
   FSDP_RETURN_IF_ERROR(storeCalibration(engine, device));
   // The fit, op by op, beside the cache for whoever wonders why a plan is
