@@ -32,7 +32,7 @@ mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 \
   "$build/tools/fsdp-run" "$out/gpt2-ws2.plan" --data "$out/count.npz" --steps 20 \
   --weights "$out/gpt2.onnx" --log "$out/train-ws2.jsonl" \
   --trace "$out/measured.json" | cat
-echo "== fsdp-inspect: the plan's prediction against the measured last step"
+echo "== fsdp-inspect: the plan's prediction against the measured median step"
 "$build/tools/fsdp-inspect" "$out/gpt2-ws2.plan" --trace "$out/predicted.json" \
   --html "$out/plan.html" --compare "$out/measured.json" --ranks 2 | sed -n '/== memory/,/== schedule/p;/== predicted against/,$p'
 echo "== traces (open in ui.perfetto.dev): $out/predicted.json $out/measured.json"
