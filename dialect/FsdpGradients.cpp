@@ -153,6 +153,9 @@ FSDP_UNARY_VJP(ReciprocalOp, g.mul(g.unary<NegOp>(dy), g.mul(y, y)))
 FSDP_UNARY_VJP(TanhOp, g.mul(dy, g.sub(g.scalarLike(y, 1), g.mul(y, y))))
 FSDP_UNARY_VJP(ErfOp, g.mul(g.mul(dy, 2.0 / std::sqrt(M_PI)),
                             g.unary<ExpOp>(g.unary<NegOp>(g.mul(x, x)))))
+// 1 / erf'(y) = sqrt(pi)/2 exp(y^2), y = erfinv(x).
+FSDP_UNARY_VJP(ErfinvOp, g.mul(g.mul(dy, std::sqrt(M_PI) / 2.0),
+                               g.unary<ExpOp>(g.mul(y, y))))
 FSDP_UNARY_VJP(ReluOp, g.where(g.greater(x, g.scalarLike(x, 0)), dy,
                                g.scalarLike(x, 0)))
 FSDP_UNARY_VJP(SigmoidOp, g.mul(dy, g.mul(y, g.sub(g.scalarLike(y, 1), y))))

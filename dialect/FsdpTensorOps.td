@@ -91,6 +91,7 @@ def Fsdp_RsqrtOp : Fsdp_UnaryOp<"rsqrt", "reciprocal square root">;
 def Fsdp_ReciprocalOp : Fsdp_UnaryOp<"reciprocal", "reciprocal">;
 def Fsdp_TanhOp : Fsdp_UnaryOp<"tanh", "hyperbolic tangent">;
 def Fsdp_ErfOp : Fsdp_UnaryOp<"erf", "error function">;
+def Fsdp_ErfinvOp : Fsdp_UnaryOp<"erfinv", "inverse error function on (-1, 1): ±inf at ±1, NaN beyond">;
 def Fsdp_ReluOp : Fsdp_UnaryOp<"relu", "max(x, 0)">;
 def Fsdp_SigmoidOp : Fsdp_UnaryOp<"sigmoid", "logistic sigmoid">;
 def Fsdp_SiluOp : Fsdp_UnaryOp<"silu", "x * sigmoid(x)">;

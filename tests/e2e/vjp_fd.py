@@ -97,7 +97,7 @@ def write_safetensors(path, tensors):
 
 def mlir_unary(op, attrs="", positive=False, unit=False):
     """Ops the importer never emits yet (fused activations): as MLIR text.
-    `unit`: inputs inside (-0.9, 0.9) (asin, acos)."""
+    `unit`: inputs inside (-0.9, 0.9) (asin, acos, erfinv)."""
     x = rng.standard_normal((3, 4)).astype(np.float32)
     if positive:
         x = np.abs(x) + 0.5
@@ -144,7 +144,7 @@ def cases():
         op = name[len("fsdp."):]
         c[f"{op}-mlir"] = mlir_unary(op, positive=op in ("log", "log1p", "sqrt", "rsqrt",
                                                           "reciprocal"),
-                                     unit=op in ("asin", "acos"))
+                                     unit=op in ("asin", "acos", "erfinv"))
     for op in ["Neg", "Exp", "Tanh", "Erf", "Sigmoid", "Abs", "Relu"]:
         c[op] = unary(op)
     for op in ["Log", "Sqrt", "Reciprocal"]:
