@@ -154,10 +154,14 @@ def _wrap_differs(module, remarks):
     """'' when the default policy made a unit of exactly the layer classes
     transformers names as `_no_split_modules` (what Accelerate's
     TRANSFORMER_BASED_WRAP wraps), among those the model holds; else why
-    not."""
+    not. Where transformers names none that the model holds (DistilBERT),
+    Accelerate has nothing to wrap by (it asks for the class) and the
+    default policy's choice stands."""
     hf = getattr(module, "model", module)
     present = {type(x).__name__ for x in hf.modules()}
     want = set(getattr(hf, "_no_split_modules", None) or []) & present
+    if not want:
+        return ""
     found = re.search(r"transformer policy: a unit per module of class ([\w, ]+)", remarks)
     got = set(c.strip() for c in found.group(1).split(",")) if found else set()
     if got != want:
