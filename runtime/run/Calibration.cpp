@@ -39,8 +39,11 @@ namespace {
 /// memory (runtime/comm/HostChannel.h), not over Gloo's TCP; 6: binary ops
 /// on the strided loop fitted apart, narrow inputs keyed narrow; 7: a
 /// GEMM's cost per flop is the measured block products' rate, its rest a
-/// fixed cost and a cost per byte (op_cost's fourth term).
-constexpr int kFormat = 7;
+/// fixed cost and a cost per byte (op_cost's fourth term); 8: the
+/// references run twice (the second pass reversed), and AdamW's loop
+/// splits over the threads from 2049 elements (common/CostRows.h), which
+/// a 7's `adamw.serial` had priced on one thread.
+constexpr int kFormat = 8;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.
