@@ -60,10 +60,10 @@ inline double nearbyint(double x) { return std::nearbyint(x); }
 /// Giles ("Approximating the erfinv function", GPU Computing Gems Jade,
 /// 2011: a polynomial in w = -log(1 - x^2), one for w < 5 and one in
 /// sqrt(w) beyond), then Newton steps on erf(y) = x in double: one for
-/// the float kernels (within 1.1 ulp of float64 over every float in
-/// (-1, 1), 0.29 on average; PyTorch's float kernel: 110 and 0.41), two
-/// for the constant fold (within 5e-11 relative, what erf's rounding near
-/// 1 allows).
+/// the float kernels (within 1.1 ulp of float64 over 200001 evenly spaced
+/// floats in [-1, 1] and a few next to ±1, 0.29 on average; PyTorch's
+/// float kernel: 110 and 0.41), two for the constant fold (within 5e-11
+/// relative, what erf's rounding near 1 allows).
 template <typename T> FSDP_HD inline T erfinvOf(T x) {
   T a = x < T(0) ? -x : x;
   if (!(a < T(1)))
