@@ -254,7 +254,6 @@ def main():
         print(f"{'PASS' if ok else 'FAIL'} mismatched plans under torchrun: exit {code}, "
               f"{msgs} of 2 ranks report it")
 
-        # A rank that dies: the others exit non-zero, quickly.
         plan = os.path.join(tmp, "gpt2-2-c0.plan")
         weights = first_weights["gpt2"]
         # Shared memory refused (a read-only /dev/shm on every rank; or rank
@@ -281,6 +280,7 @@ def main():
             print(f"{'PASS' if ok else 'FAIL'} shared memory refused ({mode}): exit {code}, "
                   f"{said} of 2 ranks fall back to TCP, losses {loss_err:.1e} from mpirun's"
                   + ("" if ok else ": " + err[-1500:]))
+        # A rank that dies: the others exit non-zero, quickly.
         env = dict(os.environ, FSDP_FAULT_RANK="1", FSDP_FAULT_STEP="3")
         start = time.time()
         r = bounded.run(MPIRUN + ["-np", "2", a.fsdp_run, plan, "--weights", weights,
