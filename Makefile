@@ -4,7 +4,7 @@ BUILD ?= build
 CMAKE_ARGS ?=
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test demo docs fuzz bench opinfo zoo clean
+.PHONY: all deps configure build test demo docs fuzz bench opinfo opinfo-torch2 zoo clean
 
 all: build
 
@@ -48,6 +48,14 @@ zoo: build
 opinfo: build
 	@/usr/bin/python3 tests/e2e/opinfo.py --fsdp-opt $(BUILD)/tools/fsdp-opt \
 	  --fsdp-run $(BUILD)/tools/fsdp-run --samples 1000 --min-pass 0.9
+
+# The same on the pinned torch 2.x (its own op_db, through torch.export;
+# about 21 minutes: export takes about 0.3 s a sample).
+TORCH2_PYTHON ?= /opt/fsdp/torch2/bin/python
+opinfo-torch2: build
+	@sh tests/e2e/with_torch2.sh $(TORCH2_PYTHON) $(TORCH2_PYTHON) tests/e2e/opinfo.py \
+	  --fsdp-opt $(BUILD)/tools/fsdp-opt --fsdp-run $(BUILD)/tools/fsdp-run \
+	  --samples 1000 --min-pass 0.9 --frontend export
 
 bench: build
 	@bash bench/import_llama70b.sh $(BUILD)

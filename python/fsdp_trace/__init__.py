@@ -15,6 +15,7 @@ are marked as buffers; tied parameters are one symbol. A model built inside
 `with fsdp_trace.meta_device():` is traced from shapes alone and no weights
 are written.
 """
+import math
 import os
 
 import torch
@@ -191,7 +192,15 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
     int_buffers = {node: entry.tensor for entry, node in zip(tensors, placeholders)
                    if entry.buffer and not entry.tensor.dtype.is_floating_point
                    and not entry.tensor.is_meta and node.users}
-    constant_nodes = set(int_buffers)
+    # A tensor with no elements (an empty index, its gather) holds nothing
+    # the data or the parameters could change, and passes no gradient: a
+    # constant, whatever it is computed from (a data input of no elements
+    # is not a plan input of zero rows).
+    empty = {node: torch.empty(tuple(m.shape), dtype=m.dtype)
+             for node in gm.graph.nodes if node.op in ("placeholder", "call_function")
+             for m in [node.meta.get("tensor_meta")]
+             if hasattr(m, "shape") and math.prod(m.shape) == 0}
+    constant_nodes = set(int_buffers) | set(empty)
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             constant_nodes.add(node)
@@ -231,6 +240,8 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
         env[node] = read
     args = []
     for (name, t), node in zip(inputs, placeholders[len(tensors):]):
+        if node in empty:
+            continue
         v = Value(f"%arg{len(args)}", t.shape, t.dtype)
         args.append(f"{v.name}: {v.type} {{fsdp.name = {string(name)}}}")
         env[node] = v
@@ -239,6 +250,7 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
                 {node: entry.name for entry, node in zip(tensors, placeholders)})
     c.seed = int(seed)
     c.const.update({node: t.detach().clone() for node, t in int_buffers.items()})
+    c.const.update(empty)
     outputs = []
     for node in gm.graph.nodes:
         c.node = node

@@ -623,11 +623,36 @@ def _layer_norm(c, node, args, kwargs):
     y = c.emit("fsdp.layer_norm", operands, [(x.shape, x.dtype)],
                {"axis": i64_attr(axis), "epsilon": f32_attr(eps)})
     users = {u.args[1] for u in node.users if op_name(u.target) == "getitem"}
-    if users & {1, 2}:
-        # PyTorch's autograd gives these no gradient, which a composition
-        # from the ops they are made of would: refused, not traced wrong.
-        raise TraceError("aten.native_layer_norm's saved mean and rstd read by the step")
-    return [y, None, None]
+    if not users & {1, 2}:
+        return [y, None, None]
+    axes = list(range(axis, x.rank))
+    mean, rstd = _saved_stats(c, x, axes, eps)
+    return [y, mean, rstd]
+
+
+def _saved_stats(c, x, axes, eps):
+    """The statistics a normalisation saves for its backward, when the step
+    reads them: the mean over `axes` and 1/sqrt(variance + eps), the
+    variance the biased one (the mean of the squared deviations), the axes
+    kept as size 1. PyTorch's autograd gives them no gradient (outputs of the
+    fused op it does not differentiate), so they are behind
+    fsdp.stop_gradient: a plain composition would pass a gradient through
+    them. Under sync-batch-norm they are still this rank's (the kernel's
+    all-reduced statistics are not these)."""
+    keep = tuple(1 if i in axes else d for i, d in enumerate(x.shape))
+
+    def mean_of(v):
+        return c.emit("fsdp.reduce_mean", [v], [(keep, x.dtype)],
+                      {"axes": i64_array(axes), "keepdims": bool_attr(True)})
+
+    def emit(op, operands, shape):
+        return c.emit("fsdp." + op, operands, [(shape, x.dtype)])
+
+    mean = mean_of(x)
+    dev = emit("sub", [x, mean], x.shape)
+    var = mean_of(emit("mul", [dev, dev], x.shape))
+    rstd = emit("rsqrt", [emit("add", [var, c.scalar(eps, x.dtype)], keep)], keep)
+    return [emit("stop_gradient", [v], keep) for v in (mean, rstd)]
 
 
 @lowers("aten.embedding")
@@ -810,6 +835,10 @@ def _batch_norm(c, node, args, kwargs):
         return [y, None, None]
     y, mean, var = c.emit("fsdp.batch_norm", [x, scale, shift], [(x.shape, x.dtype), stats, stats],
                           {"epsilon": f32_attr(eps)})
+    saved = [None, None]
+    if {u.args[1] for u in node.users if op_name(u.target) == "getitem"} & {1, 2}:
+        axes = [0] + list(range(2, x.rank))
+        saved = [c.reshape(v, (channels,)) for v in _saved_stats(c, x, axes, eps)]
     for running, batch in ((rmean, mean), (rvar, var)):
         if running is None:
             continue
@@ -819,7 +848,25 @@ def _batch_norm(c, node, args, kwargs):
         added = c.emit("fsdp.mul", [batch, c.scalar(momentum, x.dtype)], [stats])
         new = c.emit("fsdp.add", [kept, added], [stats])
         c.w.op("fsdp.assign_buffer", [new], [], {"param": symbol(c.symbols[running])})
-    return [y, None, None]
+    return [y] + saved
+
+
+@lowers("aten._native_batch_norm_legit", "aten._native_batch_norm_legit_no_training")
+def _batch_norm_legit(c, node, args, kwargs):
+    """PyTorch 2.x's forms of native_batch_norm (torch.export keeps them
+    whole once lowered here: decomposed, their saved statistics would carry
+    a gradient PyTorch does not give them), their arguments laid out as
+    native_batch_norm's: `no_stats` has no running statistics,
+    `_no_training` is eval."""
+    if op_name(node.target).endswith("_no_training"):
+        x, weight, bias, rmean, rvar, momentum, eps = args[:7]
+        training = False
+    elif node.target._overloadname == "no_stats":
+        x, weight, bias, training, momentum, eps = args[:6]
+        rmean = rvar = None
+    else:
+        x, weight, bias, rmean, rvar, training, momentum, eps = args[:8]
+    return _batch_norm(c, node, [x, weight, bias, rmean, rvar, training, momentum, eps], {})
 
 
 def _bshape(a, b):

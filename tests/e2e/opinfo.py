@@ -79,7 +79,8 @@ FAMILIES = {
         nn.functional.conv_transpose2d nn.functional.avg_pool1d nn.functional.avg_pool2d
         nn.functional.max_pool1d nn.functional.max_pool2d nn.functional.adaptive_avg_pool1d
         nn.functional.adaptive_avg_pool2d nn.functional.adaptive_max_pool1d
-        nn.functional.adaptive_max_pool2d nn.functional.interpolate.nearest
+        nn.functional.adaptive_max_pool2d nn.functional.adaptive_avg_pool3d
+        nn.functional.adaptive_max_pool3d nn.functional.interpolate.nearest
         nn.functional.interpolate.linear nn.functional.interpolate.bilinear
         nn.functional.upsample_nearest nn.functional.upsample_bilinear""",
     "normalization": """nn.functional.layer_norm nn.functional.batch_norm nn.functional.group_norm
@@ -117,6 +118,43 @@ OUT_OF_SCOPE = [
 ]
 
 
+def _extra_samples():
+    """Samples op_db lacks, by entry: semantics its own samples never reach."""
+    from torch.testing._internal.common_methods_invocations import SampleInput
+    g = torch.Generator().manual_seed(1)
+    scores = torch.randn(4, 5, generator=g)
+    weight = torch.rand(5, generator=g) + 0.5
+    weight.step_input = True  # multi_margin_loss has no gradient for it
+    cube = torch.randn(4, 5, 6, generator=g)
+    return {
+        # Several index tensors from the data: adjacent after a sliced axis
+        # (the indexed block stays in place), apart (it moves to the front),
+        # negative positions, indices that broadcast.
+        "__getitem__": [
+            SampleInput(cube.clone().requires_grad_(),
+                        args=((slice(None), torch.tensor([0, -1, 2]), torch.tensor([[1], [-6]])),)),
+            SampleInput(cube.clone().requires_grad_(),
+                        args=((torch.tensor([1, -2, 1]), slice(None), torch.tensor([3, 0, 5])),)),
+            SampleInput(cube.clone().requires_grad_(), args=((slice(None), torch.tensor([-1, 2])),)),
+        ],
+        # Each row's targets end at its first -1 (what follows is ignored);
+        # op_db's targets hold none.
+        "nn.functional.multilabel_margin_loss": [
+            SampleInput(scores.clone().requires_grad_(),
+                        args=(torch.tensor([[3, 0, -1, 1, 4], [1, -1, 2, 2, 0],
+                                            [-1, 2, 3, 4, 0], [0, 1, 2, 3, 4]]),)),
+            SampleInput(scores[0].clone().requires_grad_(),
+                        args=(torch.tensor([2, 4, -1, 0, 1]),), kwargs={"reduction": "none"}),
+        ],
+        # A class weight, and every reduction.
+        "nn.functional.multi_margin_loss": [
+            SampleInput(scores.clone().requires_grad_(), args=(torch.tensor([1, 0, 4, 2]),),
+                        kwargs={"p": 2, "margin": 0.7, "weight": weight,
+                                "reduction": r})
+            for r in ("none", "sum")],
+    }
+
+
 def out_of_scope_reason(name):
     for key, reason in OUT_OF_SCOPE:
         if key.endswith("."):
@@ -142,9 +180,11 @@ class Sample(nn.Module):
         self.kinds, params, self.data = [], [], {}
         for leaf in leaves:
             # A float tensor holding NaN or inf is a step input (fsdp-run
-            # refuses a non-finite trained parameter, by design).
+            # refuses a non-finite trained parameter, by design), as is one
+            # an extra sample marks (an argument PyTorch does not
+            # differentiate).
             if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and \
-                    bool(torch.isfinite(leaf).all()):
+                    bool(torch.isfinite(leaf).all()) and not getattr(leaf, "step_input", False):
                 self.kinds.append(("param", len(params)))
                 params.append(nn.Parameter(leaf.detach().clone().float()))
             elif isinstance(leaf, torch.Tensor):
@@ -181,7 +221,7 @@ class Sample(nn.Module):
 def reference_grads(entry, sample, dtype):
     m = Sample(entry, sample).to(dtype)
     m.weights = [w.to(dtype) for w in m.weights]
-    loss = m(**m.data)
+    loss = m(**{k: v.to(dtype) if v.is_floating_point() else v for k, v in m.data.items()})
     if loss is None or not loss.requires_grad:
         return None
     if not torch.isfinite(loss):
@@ -219,7 +259,13 @@ def run_sample(entry, sample, tools, base):
         traced = fsdp_trace.trace(module, dict(module.data), frontend=FRONTEND)
         traced.save(base + ".mlir")
     except fsdp_trace.TraceError as e:
-        return "tracer", str(e).strip().splitlines()[-1 if "ATen op" in str(e) else 0][:160]
+        why = str(e).strip().splitlines()[-1 if "ATen op" in str(e) else 0][:160]
+        if "shape depends on the data" in why:
+            # Out of scope as the entries of OUT_OF_SCOPE's data-dependent
+            # shapes are (x[mask] with a mask from the data): refused, with
+            # that reason, by design.
+            return "skip", why
+        return "tracer", why
     except Exception as e:
         return "tracer", f"{type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}"
     np.savez(base + ".npz", **{k: v.numpy() for k, v in module.data.items()})
@@ -262,7 +308,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsdp-opt", required=True)
     ap.add_argument("--fsdp-run", required=True)
-    ap.add_argument("--samples", type=int, default=4, help="samples tried per entry")
+    ap.add_argument("--samples", type=int, default=4, help="op_db samples tried per entry (and then every one of _extra_samples)")
     ap.add_argument("--only", help="comma-separated entry names")
     ap.add_argument("--family", help="only this family")
     ap.add_argument("--json", help="write every verdict here")
@@ -294,10 +340,12 @@ def main():
                 else:
                     verdicts = []
                     torch.manual_seed(0)
-                    samples = entry.sample_inputs("cpu", torch.float32, requires_grad=True)
+                    # op_db's first --samples samples, and after them
+                    # every one of ours (_extra_samples).
+                    extra = _extra_samples().get(name, [])
+                    samples = list(entry.sample_inputs("cpu", torch.float32, requires_grad=True))
+                    samples = samples[:a.samples] + extra
                     for k, sample in enumerate(samples):
-                        if len(verdicts) >= a.samples:
-                            break
                         base = os.path.join(tmp, f"{name}.{k}".replace("/", "_"))
                         verdicts.append(run_sample(entry, sample, tools, base))
                 tried = [v for v in verdicts if v[0] != "skip"]

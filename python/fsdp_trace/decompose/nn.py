@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from ..lower import LOWERINGS, TraceError, dropout, lowers
+from ..lower import LOWERINGS, TraceError, dropout, lowers, op_name
 from ..mlir import bool_attr, f32_attr, i64_array, i64_attr, string
 from .builder import B, arg
 from .shapes import _place, pad
@@ -48,6 +48,27 @@ def _mv(c, node, args, kwargs):
     return c.reshape(y, (a.shape[0],))
 
 
+@lowers("aten._trilinear")
+def _trilinear(c, node, args, kwargs):
+    """The sum over `sumdim` of i1·i2·i3, each first unsqueezed at its
+    `expand` dims (bilinear's x1ᵀ W x2 for every output feature). The
+    product is formed whole: bilinear layers are small where they appear."""
+    b = B(c)
+    ins = [c.v(a) for a in args[:3]]
+    total = ins[0].rank + len(args[3])
+    factors = []
+    for v, expand in zip(ins, args[3:6]):
+        shape = list(v.shape)
+        for d in sorted(int(d) % total for d in expand):
+            shape.insert(d, 1)
+        factors.append(c.reshape(v, tuple(shape)))
+    y = b.mul(b.mul(factors[0], factors[1]), factors[2])
+    sumdim = [int(d) % total for d in args[6]]
+    if sumdim:
+        y = b.reduce("reduce_sum", y, sumdim, True)
+    return c.reshape(y, c.out()[0])
+
+
 # -- losses ------------------------------------------------------------------------
 
 REDUCE = {0: None, 1: "reduce_mean", 2: "reduce_sum"}
@@ -56,6 +77,81 @@ REDUCE = {0: None, 1: "reduce_mean", 2: "reduce_sum"}
 def _reduced(c, v, reduction):
     op = REDUCE[int(reduction)]
     return v if op is None else B(c).reduce(op, v, range(v.rank), False)
+
+
+def _traced_shape(c, node, loss):
+    """The loss in the shape the trace recorded for the node's (first)
+    result: PyTorch's kernels make one row's unreduced loss a scalar, torch
+    2.11's shape function for multilabel_margin_loss (1,)."""
+    m = node.meta.get("tensor_meta")
+    if m is None:  # make_fx records a tuple's parts on its getitems
+        m = next((u.meta.get("tensor_meta") for u in node.users
+                  if op_name(u.target) == "getitem" and u.args[1] == 0), None)
+    m = m if hasattr(m, "shape") else m[0] if isinstance(m, (tuple, list)) else None
+    return c.reshape(loss, tuple(m.shape)) if hasattr(m, "shape") else loss
+
+
+def _as_rows(c, x):
+    """A margin loss's input as rows of class scores, (N, C): a (C,) input
+    one row, a scalar one row of one class."""
+    return c.reshape(x, (1,) * (2 - x.rank) + x.shape) if x.rank < 2 else x
+
+
+@lowers("aten.multi_margin_loss")
+def _multi_margin(c, node, args, kwargs):
+    """Each sample's Σ_{i≠y} max(0, margin − x_y + x_i)^p · w_y / C (the
+    classes' hinge against the target's score; C the class count)."""
+    b = B(c)
+    x = _as_rows(c, c.v(args[0]))
+    y = c.reshape(c.v(args[1]), x.shape[:1])
+    p = int(arg(args, kwargs, 2, "p", 1))
+    margin = float(arg(args, kwargs, 3, "margin", 1.0))
+    weight = arg(args, kwargs, 4, "weight")
+    reduction = arg(args, kwargs, 5, "reduction", 1)
+    if p not in (1, 2):
+        raise TraceError(f"multi_margin_loss with p={p} (PyTorch takes 1 or 2)")
+    n, classes = x.shape
+    target = c.reshape(y, (n, 1))
+    hit = b.eq(target, c.w.constant(torch.arange(classes)))  # (n, C): i == y
+    score = b.reduce("reduce_sum", b.where(hit, x, 0.0), [1], True)
+    z = b.add(b.sub(x, score), margin)
+    h = b.where(b.gt(z, 0.0), z, 0.0)
+    if p == 2:
+        h = b.mul(h, h)
+    if weight is not None:
+        h = b.mul(h, c.reshape(b.gather(c.v(weight), y, 0), (n, 1)))
+    h = b.where(hit, 0.0, h)
+    per = b.div(b.reduce("reduce_sum", h, [1], False), float(classes))
+    return _traced_shape(c, node, _reduced(c, per, reduction))
+
+
+@lowers("aten.multilabel_margin_loss_forward", "aten.multilabel_margin_loss")
+def _multilabel_margin(c, node, args, kwargs):
+    """Each sample's Σ_j Σ_{i not a target} max(0, 1 − (x_{y_j} − x_i)) / C,
+    j over the target's classes up to its first -1. The is_target output
+    (the backward's) is not written."""
+    b = B(c)
+    x = _as_rows(c, c.v(args[0]))
+    reduction = arg(args, kwargs, 2, "reduction", 1)
+    n, classes = x.shape
+    y = c.reshape(c.v(args[1]), x.shape)
+    # valid_j: no -1 at or before position j (a running count of them).
+    stops = c.cast(b.eq(y, -1), x.dtype)
+    seen = b.along(stops, 1, torch.ones(classes, classes).triu())
+    valid = c.reshape(b.eq(seen, 0.0), (n, classes, 1))
+    picks = b.bin("and", b.eq(c.reshape(y, (n, classes, 1)),
+                              c.w.constant(torch.arange(classes))), valid)  # (n, j, i)
+    picks = c.cast(picks, x.dtype)
+    is_target = b.reduce("reduce_max", picks, [1], True)  # (n, 1, C)
+    score = c.emit("fsdp.matmul", [picks, c.reshape(x, (n, classes, 1))],
+                   [((n, classes, 1), x.dtype)])  # x_{y_j}, 0 past the targets
+    z = b.add(b.sub(c.reshape(x, (n, 1, classes)), score), 1.0)
+    h = b.where(b.gt(z, 0.0), z, 0.0)
+    h = b.where(valid, h, 0.0)
+    h = b.mul(h, b.sub(1.0, is_target))
+    per = b.div(b.reduce("reduce_sum", h, [1, 2], False), float(classes))
+    loss = _traced_shape(c, node, _reduced(c, per, reduction))
+    return [loss, None] if "forward" in str(node.target) else loss
 
 
 @lowers("aten.smooth_l1_loss", "aten.huber_loss")
@@ -130,11 +226,14 @@ def _upsample(c, node, args, kwargs):
     return x
 
 
+def _adaptive_windows(n_in, n_out):
+    """PyTorch's adaptive windows: output j pools [floor(j·n/m), ceil((j+1)·n/m))."""
+    return [((j * n_in) // n_out, -((-(j + 1) * n_in) // n_out)) for j in range(n_out)]
+
+
 def _adaptive_matrix(n_in, n_out):
     m = torch.zeros(n_in, n_out, dtype=torch.float64)
-    for j in range(n_out):
-        start = (j * n_in) // n_out
-        end = -((-(j + 1) * n_in) // n_out)
+    for j, (start, end) in enumerate(_adaptive_windows(n_in, n_out)):
         m[start:end, j] = 1.0 / (end - start)
     return m
 
@@ -145,7 +244,7 @@ def _adaptive_avg_pool(c, node, args, kwargs):
     x = c.v(args[0])
     out = [int(s) for s in args[1]]
     first = x.rank - len(out)  # unbatched inputs have no batch axis
-    if x.rank == 4 and all(x.shape[2 + i] % out[i] == 0 for i in range(2)):
+    if len(out) == 2 and x.rank == 4 and all(x.shape[2 + i] % out[i] == 0 for i in range(2)):
         return _even_adaptive(c, node, args, kwargs)
     for i, n in enumerate(out):
         x = B(c).along(x, first + i, _adaptive_matrix(x.shape[first + i], n).float())
@@ -199,20 +298,42 @@ def conv_transpose(c, node, args):
                    "dilations": i64_array(dilation), "groups": i64_attr(groups)})
 
 
-@lowers("aten.adaptive_max_pool2d")
+def _max_along(c, x, axis, n_out):
+    """Adaptive max pooling along one axis: each window's elements gathered
+    into a row of the widest window's length (a shorter window padded by a
+    -inf appended to the axis, never by repeating one of its elements: the
+    max's gradient goes to every element equal to it, and a repeated one
+    would receive it twice), then the row's max."""
+    b = B(c)
+    n_in = x.shape[axis]
+    windows = _adaptive_windows(n_in, n_out)
+    width = max(end - start for start, end in windows)
+    index = torch.tensor([list(range(start, end)) + [n_in] * (width - (end - start))
+                          for start, end in windows], dtype=torch.int64)
+    if any(end - start < width for start, end in windows):
+        shape = x.shape[:axis] + (1,) + x.shape[axis + 1:]
+        x = b.concat([x, c.w.splat(-math.inf, shape, x.dtype)], axis)
+    return b.reduce("reduce_max", b.gather(x, index, axis), [axis + 1], False)
+
+
+@lowers("aten.adaptive_max_pool2d", "aten.adaptive_max_pool3d")
 def _adaptive_max_pool(c, node, args, kwargs):
-    """Whole windows: a max pool (the indices are not written)."""
+    """Whole windows over a batch of 2-D maps: a max pool. Otherwise
+    (uneven windows, 3-D, unbatched) separable: the max along each spatial
+    axis in turn. The indices are not written (nothing a step reads)."""
     x = c.v(args[0])
     out = [int(s) for s in args[1]]
-    if x.rank != 4 or any(x.shape[2 + i] % out[i] for i in range(2)):
-        raise TraceError(f"adaptive max pooling of {tuple(x.shape[-2:])} to {tuple(out)} "
-                         f"(only whole windows)")
-    kernel = [x.shape[2] // out[0], x.shape[3] // out[1]]
-    y = c.emit("fsdp.pool", [x], [(x.shape[:2] + tuple(out), x.dtype)],
-               {"mode": string("max"), "kernel": i64_array(kernel),
-                "strides": i64_array(kernel), "pads": i64_array([0, 0, 0, 0]),
-                "dilations": i64_array([1, 1]), "ceil_mode": bool_attr(False)})
-    return [y, None]
+    first = x.rank - len(out)
+    if len(out) == 2 and x.rank == 4 and not any(x.shape[2 + i] % out[i] for i in range(2)):
+        kernel = [x.shape[2] // out[0], x.shape[3] // out[1]]
+        y = c.emit("fsdp.pool", [x], [(x.shape[:2] + tuple(out), x.dtype)],
+                   {"mode": string("max"), "kernel": i64_array(kernel),
+                    "strides": i64_array(kernel), "pads": i64_array([0, 0, 0, 0]),
+                    "dilations": i64_array([1, 1]), "ceil_mode": bool_attr(False)})
+        return [y, None]
+    for i, n in enumerate(out):
+        x = _max_along(c, x, first + i, n)
+    return [x, None]
 
 
 def _bound(node, args, kwargs):

@@ -234,7 +234,8 @@ def _linear_index(c, x, index, d):
             shape[i] = n
             base = base + torch.arange(n).reshape(shape) * strides[i]
     idx = c.cast(index, torch.int64)
-    # Negative indices count from the end, as torch.gather's do not: keep as is.
+    # torch.gather refuses a negative index (take_along_dim's are wrapped
+    # before this).
     return b.add(b.mul(idx, b.s(strides[d], torch.int64)), c.w.constant(base))
 
 
@@ -257,6 +258,11 @@ def _gather(c, node, args, kwargs):
             x = c.emit("fsdp.broadcast", [x], [(tuple(xs), x.dtype)])
         if tuple(ishape) != index.shape:
             index = c.emit("fsdp.broadcast", [index], [(tuple(ishape), index.dtype)])
+        # take_along_dim counts a negative index from the end (torch 2.x;
+        # 1.13 refuses one, as torch.gather does).
+        b = B(c)
+        index = c.cast(index, torch.int64)
+        index = b.where(b.lt(index, 0), b.add(index, x.shape[d]), index)
     else:
         d, index = dim(args[1], max(x.rank, 1)), c.v(args[2])
     if x.rank == 0:
@@ -470,13 +476,40 @@ def _index(c, node, args, kwargs):
         if any(isinstance(v, torch.Tensor) and v.dtype == torch.bool for v in values):
             raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
         return _select(c, x, lambda t: t[tuple(values)])
-    if len(given) != 1:
-        raise TraceError("aten.index with more than one index tensor computed from the inputs")
-    d = given[0]
-    idx = c.v(indices[d])
-    if idx.dtype == torch.bool:
+    idx = [c.v(indices[d]) for d in given]
+    if any(i.dtype == torch.bool for i in idx):
         raise TraceError("aten.index with a boolean mask: the result's shape depends on the data")
-    return c.reshape(B(c).gather(x, idx, d), c.out()[0])
+    if len(given) == 1:
+        return c.reshape(B(c).gather(x, idx[0], given[0]), c.out()[0])
+    return _index_many(c, x, given, idx)
+
+
+def _index_many(c, x, given, idx):
+    """x[i0, i1, ...] with several index tensors: the indexed axes moved to
+    the front and flattened into one, indexed by the row-major position
+    Σ i_k · stride_k (each index's negative values counted from the end,
+    the indices broadcast together), gathered along it. As PyTorch places
+    the result's indexed block: where the first indexed axis was when the
+    indexed axes are adjacent, in front otherwise."""
+    b = B(c)
+    rest = [d for d in range(x.rank) if d not in given]
+    moved = c.transpose(x, given + rest)
+    sizes = [x.shape[d] for d in given]
+    flat = c.reshape(moved, (math.prod(sizes),) + tuple(x.shape[d] for d in rest))
+    position, stride = None, 1
+    for n, i in reversed(list(zip(sizes, idx))):
+        i = c.cast(i, torch.int64)
+        i = b.where(b.lt(i, 0), b.add(i, n), i)
+        term = i if stride == 1 else b.mul(i, stride)
+        position = term if position is None else b.add(term, position)
+        stride *= n
+    y = b.gather(flat, position, 0)
+    block = position.rank
+    adjacent = given == list(range(given[0], given[0] + len(given)))
+    if adjacent and given[0] > 0:
+        lead = list(range(block, block + given[0]))
+        y = c.transpose(y, lead + list(range(block)) + list(range(block + given[0], y.rank)))
+    return c.reshape(y, c.out()[0])
 
 
 # Scans as products with a constant triangular matrix along the axis: exact
