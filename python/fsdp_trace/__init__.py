@@ -196,17 +196,24 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
     # the data or the parameters could change, and passes no gradient: a
     # constant, whatever it is computed from (a data input of no elements
     # is not a plan input of zero rows).
+    # (A parameter with no elements stays one: a checkpoint names it.)
+    held = set(placeholders[:len(tensors)])
     empty = {node: torch.empty(tuple(m.shape), dtype=m.dtype)
-             for node in gm.graph.nodes if node.op in ("placeholder", "call_function")
+             for node in gm.graph.nodes
+             if node.op in ("placeholder", "call_function") and node not in held
              for m in [node.meta.get("tensor_meta")]
              if hasattr(m, "shape") and math.prod(m.shape) == 0}
-    constant_nodes = set(int_buffers) | set(empty)
+    constant_nodes = set(int_buffers)
     for node in gm.graph.nodes:
         if node.op == "get_attr":
             constant_nodes.add(node)
         elif node.op == "call_function":
             if all(d in constant_nodes for d in node.all_input_nodes):
                 constant_nodes.add(node)
+    # Not a source of constants for what they feed (a product of empty
+    # factors is a tensor of zeros, lowered as a product): the lowering
+    # reads them as empty constants.
+    constant_nodes |= set(empty)
     lines = _ops_where(gm, lambda n: n not in constant_nodes
                        and op_name(n.target) not in LOWERINGS)
     if lines:

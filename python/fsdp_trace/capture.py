@@ -381,10 +381,80 @@ def _user_line(error):
     return found
 
 
+# Python's and numpy's random draws (module-level functions): invisible to
+# a trace, a value drawn by one while the step is traced is a constant of
+# the plan, the same at every step.
+HOST_RANDOM = {
+    "random": "random uniform randint randrange choice choices shuffle sample gauss "
+              "normalvariate betavariate expovariate triangular getrandbits",
+    "numpy.random": "rand randn random random_sample ranf sample uniform randint "
+                    "random_integers choice permutation shuffle normal binomial "
+                    "poisson beta gamma exponential geometric multinomial bytes",
+}
+
+
+@contextlib.contextmanager
+def _host_draws(draws):
+    """Records in `draws` every call of a HOST_RANDOM function made while
+    the step is traced, as 'module.function at FILE:LINE `code`' for the
+    caller (the model's line)."""
+    import importlib
+    import linecache
+    # PyTorch's own draws while it traces (none known; a port, a name) are
+    # not the model's.
+    inside = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+              os.path.dirname(os.path.abspath(__file__)) + os.sep)
+    saved = []
+    for module_name, names in HOST_RANDOM.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in names.split():
+            original = getattr(module, name, None)
+            if original is None:
+                continue
+
+            def watched(*args, __original=original, __name=f"{module_name}.{name}", **kwargs):
+                caller = sys._getframe(1)
+                where = caller.f_code.co_filename
+                if not os.path.abspath(where).startswith(inside):
+                    line = linecache.getline(where, caller.f_lineno).strip()[:72]
+                    draws.append(f"{__name} at {os.path.basename(where)}:{caller.f_lineno} "
+                                 f"`{line}`")
+                return __original(*args, **kwargs)
+            saved.append((module, name, original))
+            setattr(module, name, watched)
+    try:
+        yield
+    finally:
+        for module, name, original in saved:
+            setattr(module, name, original)
+
+
 FRONTENDS = ("auto", "export", "make_fx")
 
 
 def capture(module, example_inputs, loss_fn=None, frontend="auto"):
+    """_capture, refused where the model drew random numbers with Python's
+    or numpy's generators while it was traced (HOST_RANDOM): Hugging Face's
+    wav2vec2 family draws its SpecAugment time masks with numpy.random in
+    training, and a mask drawn once would be applied at every step."""
+    draws = []
+    with _host_draws(draws):
+        result = _capture(module, example_inputs, loss_fn, frontend)
+    if draws:
+        seen = list(dict.fromkeys(draws))
+        raise TraceError(
+            f"{type(module).__name__} draws random numbers outside PyTorch while it is "
+            f"traced, which the plan would apply as one value at every step:\n  " +
+            "\n  ".join(seen[:8]) + (f"\n  ... ({len(seen) - 8} more)" if len(seen) > 8 else "") +
+            "\n(turn the random feature off for tracing, e.g. a wav2vec2 config's "
+            "mask_time_prob=0 and mask_feature_prob=0, or trace in eval mode, train=False)")
+    return result
+
+
+def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
     """Traces `module` (forward, then `loss_fn(output, *rest)` on the inputs
     forward does not take) into an ATen graph.
 

@@ -661,13 +661,16 @@ def _embedding(c, node, args, kwargs):
     padding_idx = args[2] if len(args) > 2 else kwargs.get("padding_idx", -1)
     y = c.emit("fsdp.gather", [w, ids], None, {"axis": i64_attr(0)})
     if padding_idx is not None and padding_idx >= 0:
-        # PyTorch never trains the padding row (its gradient is zero) and
-        # nn.Embedding initialises it to zeros: its lookups are zeros, with
-        # no gradient reaching the weight.
+        # PyTorch never trains the padding row (no gradient reaches it from
+        # a padding lookup), but a lookup returns whatever the row holds:
+        # nn.Embedding initialises it to zeros, a model's own init or a
+        # checkpoint may not (ModernBERT's truncated-normal init). The
+        # padding lookups' values behind fsdp.stop_gradient.
         pad = c.emit("fsdp.equal", [ids, c.scalar(padding_idx, ids.dtype)],
                      [(ids.shape, torch.bool)])
         pad = c.reshape(pad, ids.shape + (1,))
-        y = c.emit("fsdp.where", [pad, c.scalar(0.0, y.dtype), y], [(y.shape, y.dtype)])
+        held = c.emit("fsdp.stop_gradient", [y], [(y.shape, y.dtype)])
+        y = c.emit("fsdp.where", [pad, held, y], [(y.shape, y.dtype)])
     return y
 
 

@@ -137,6 +137,12 @@ def _extra_samples():
                         args=((torch.tensor([1, -2, 1]), slice(None), torch.tensor([3, 0, 5])),)),
             SampleInput(cube.clone().requires_grad_(), args=((slice(None), torch.tensor([-1, 2])),)),
         ],
+        # A padding index whose row is not zero (a model's own init, a
+        # checkpoint): its lookups return the row, and it gets no gradient.
+        "nn.functional.embedding": [
+            SampleInput(torch.randn(10, 5, generator=g).requires_grad_(),
+                        args=(torch.tensor([[2, 0, 7], [2, 2, 9]]),), kwargs={"padding_idx": 2}),
+        ],
         # Each row's targets end at its first -1 (what follows is ignored);
         # op_db's targets hold none.
         "nn.functional.multilabel_margin_loss": [
@@ -227,7 +233,7 @@ def reference_grads(entry, sample, dtype):
     if not torch.isfinite(loss):
         raise ValueError("PyTorch's own loss is not finite")
     loss.backward()
-    return [None if p.grad is None else p.grad.double().numpy() for p in m.ps]
+    return [None if p.grad is None else p.grad.double().numpy() for p in m.ps], float(loss)
 
 
 def relative(g, ref):
@@ -248,8 +254,10 @@ def run_sample(entry, sample, tools, base):
         # dropout.py test what the plan draws.
         return "skip", "draws a dropout mask (tested by attention_dropout.py, dropout.py)"
     try:
-        g64 = reference_grads(entry, sample, torch.float64)
-        g32 = reference_grads(entry, sample, torch.float32)
+        (g64, loss64), (g32, loss32) = (reference_grads(entry, sample, torch.float64) or
+                                        (None, None),
+                                        reference_grads(entry, sample, torch.float32) or
+                                        (None, None))
     except Exception as e:  # PyTorch itself refuses the sample at f64
         return "skip", f"PyTorch: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     if g64 is None or all(g is None for g in g64):
@@ -275,7 +283,7 @@ def run_sample(entry, sample, tools, base):
         why = [line for line in r.stderr.splitlines() if "error" in line][:1]
         return ("fsdp-opt" if r.returncode == 1 else "CRASH fsdp-opt",
                 (why[0] if why else r.stderr[-160:]).strip()[:160])
-    argv = [tools[1], base + ".plan", "--steps", "1", "--quiet",
+    argv = [tools[1], base + ".plan", "--steps", "1", "--quiet", "--log", base + ".log",
             "--dump-grads", base + ".grads.safetensors"]
     if module.data:
         argv += ["--data", base + ".npz"]
@@ -283,6 +291,14 @@ def run_sample(entry, sample, tools, base):
     if r.returncode != 0:
         return ("fsdp-run" if r.returncode == 1 else "CRASH fsdp-run",
                 r.stderr.strip()[-160:])
+    # The loss too: it is linear in the outputs, so a wrong value of the
+    # last op (a zeroed embedding row) leaves every gradient as PyTorch's.
+    with open(base + ".log") as f:
+        loss = json.loads(f.readline())["loss"]
+    scale = max(abs(loss64), 1.0)
+    if abs(loss - loss64) / scale > max(TOLERANCE_FACTOR * abs(loss32 - loss64) / scale,
+                                        FLOOR):
+        return "wrong", f"loss {loss!r}, PyTorch float64 {loss64!r} (float32 {loss32!r})"
     ours = read_safetensors(base + ".grads.safetensors")
     worst, worst32 = 0.0, 0.0
     for i, (a, b) in enumerate(zip(g64, g32)):

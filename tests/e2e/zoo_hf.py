@@ -44,9 +44,11 @@ class Logits(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids=None, decoder_input_ids=None, pixel_values=None):
+    def forward(self, input_ids=None, decoder_input_ids=None, pixel_values=None,
+                input_values=None, input_features=None):
         given = dict(input_ids=input_ids, decoder_input_ids=decoder_input_ids,
-                     pixel_values=pixel_values)
+                     pixel_values=pixel_values, input_values=input_values,
+                     input_features=input_features)
         return self.model(**{k: v for k, v in given.items() if v is not None}).logits
 
 
@@ -84,6 +86,16 @@ def _images(g, batch):
     return {"pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
 
 
+def _waveform(g, batch):
+    return {"input_values": torch.randn(batch, 400, generator=g)}
+
+
+def _features(g, batch):
+    # Whisper's log-mel features: 2 x max_source_positions frames.
+    return {"input_features": torch.randn(batch, 8, 32, generator=g),
+            "decoder_input_ids": torch.randint(0, VOCAB, (batch, T), generator=g)}
+
+
 NO_DROPOUT = dict(attention_dropout=0.0)
 DECODER = dict(vocab_size=VOCAB, hidden_size=H, intermediate_size=64, num_hidden_layers=2,
                num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -99,6 +111,12 @@ def hf_cases():
         return []
     moe = dict(DECODER, experts_implementation="batched_mm")
     img = dict(image_size=32, num_channels=3, num_labels=3)
+    audio = dict(vocab_size=VOCAB, hidden_size=H, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=64, conv_dim=(16, 16), conv_stride=(5, 2),
+                 conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+                 num_conv_pos_embedding_groups=4, hidden_dropout=0.0, attention_dropout=0.0,
+                 activation_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0,
+                 layerdrop=0.0, mask_time_prob=0.0, mask_feature_prob=0.0, num_labels=3)
     enc = dict(vocab_size=VOCAB, hidden_size=H, num_hidden_layers=2, num_attention_heads=4,
                intermediate_size=64, max_position_embeddings=64, hidden_dropout_prob=0.0,
                attention_probs_dropout_prob=0.0, num_labels=3)
@@ -273,6 +291,58 @@ def hf_cases():
                                               drop_path_rate=0.0)),
               "Dinov2ForImageClassification", "ForSequenceClassification", _images,
               "interpolated position embeddings, CLS and mean-pooled head"),
+        # Speech: a convolutional feature encoder over the raw waveform,
+        # then a transformer (wav2vec2's positional convolution is
+        # weight-normed). SpecAugment off (mask_time_prob=0): transformers
+        # draws its masks with numpy.random, which the tracer refuses.
+        _case("wav2vec2", ("Wav2Vec2Config", dict(audio, feat_extract_norm="group")),
+              "Wav2Vec2ForSequenceClassification", "ForSequenceClassification", _waveform,
+              "raw waveform, conv feature encoder, SpecAugment off"),
+        _case("hubert", ("HubertConfig", dict(audio, feat_extract_norm="layer",
+                                              do_stable_layer_norm=True)),
+              "HubertForSequenceClassification", "ForSequenceClassification", _waveform,
+              "pre-norm layers, layer-normed conv features"),
+        _case("whisper", ("WhisperConfig", dict(vocab_size=VOCAB, num_mel_bins=8, d_model=H,
+                                                encoder_layers=2, decoder_layers=2,
+                                                encoder_attention_heads=4,
+                                                decoder_attention_heads=4, encoder_ffn_dim=64,
+                                                decoder_ffn_dim=64, max_source_positions=16,
+                                                max_target_positions=T, dropout=0.0,
+                                                attention_dropout=0.0, activation_dropout=0.0,
+                                                decoder_start_token_id=0, pad_token_id=0,
+                                                bos_token_id=0, eos_token_id=0)),
+              "WhisperForConditionalGeneration", "ForMaskedLM", _features,
+              "log-mel features, conv stem, encoder-decoder"),
+        _case("granite", ("GraniteConfig", dict(DECODER, embedding_multiplier=2.0,
+                                                residual_multiplier=0.5,
+                                                attention_multiplier=0.2, logits_scaling=4.0)),
+              "GraniteForCausalLM", "ForCausalLM", _tokens,
+              "embedding, residual, attention and logit multipliers"),
+        _case("stablelm", ("StableLmConfig", dict(DECODER, partial_rotary_factor=0.25,
+                                                  use_qkv_bias=True, hidden_dropout=0.0)),
+              "StableLmForCausalLM", "ForCausalLM", _tokens, "LayerNorm, partial RoPE, QKV bias"),
+        _case("nemotron", ("NemotronConfig", dict(DECODER, head_dim=8, partial_rotary_factor=0.5,
+                                                  hidden_act="relu2")),
+              "NemotronForCausalLM", "ForCausalLM", _tokens,
+              "squared-ReLU MLP, LayerNorm1P, partial RoPE"),
+        _case("modernbert", ("ModernBertConfig", dict(vocab_size=VOCAB, hidden_size=H,
+                                                      intermediate_size=64,
+                                                      num_hidden_layers=3,
+                                                      num_attention_heads=4,
+                                                      max_position_embeddings=64,
+                                                      global_attn_every_n_layers=2,
+                                                      local_attention=8, num_labels=3,
+                                                      attention_dropout=0.0,
+                                                      embedding_dropout=0.0, mlp_dropout=0.0,
+                                                      classifier_dropout=0.0,
+                                                      pad_token_id=0)),
+              "ModernBertForSequenceClassification", "ForSequenceClassification", _tokens,
+              "alternating global and local attention, GeGLU, no biases"),
+        _case("regnet", ("RegNetConfig", dict(num_channels=3, embedding_size=16,
+                                              hidden_sizes=[16, 32], depths=[1, 1],
+                                              groups_width=8, num_labels=3)),
+              "RegNetForImageClassification", "ForSequenceClassification", _images,
+              "grouped convolutions, squeeze-excitation"),
         _case("resnet_hf", ("ResNetConfig", dict(num_channels=3, num_labels=3,
                                                  embedding_size=16, hidden_sizes=[16, 32],
                                                  depths=[1, 1], layer_type="bottleneck")),

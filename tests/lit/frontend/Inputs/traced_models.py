@@ -1,4 +1,7 @@
 """Small modules for traced.test (python3 -m fsdp_trace FILE:FACTORY)."""
+import random as pyrandom
+
+import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -109,6 +112,11 @@ class Random(nn.Module):
             h = F.rrelu(h, training=True)
         elif k == "uniform":
             h = h * torch.rand(3, 8)
+        elif k == "numpy":  # a SpecAugment-style mask drawn by numpy
+            h = h * torch.from_numpy(np.random.rand(3, 8) < 0.5).to(h.dtype)
+        elif k == "python":  # a layer drop decided by Python's generator
+            if pyrandom.random() < 0.5:
+                h = h * 2
         return (h ** 2).mean()
 
 
