@@ -1,6 +1,7 @@
 //===- DeviceBackend.cpp - A plan's step on a device ----------------------===//
 #include "runtime/device/DeviceBackend.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/support/Half.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -27,9 +28,15 @@ public:
              const PendingUpdate &pending) override;
   Status runPending(const PendingUpdate &pending) override;
   Status readScalar(const TensorRef &t, double &value) override {
-    float v = 0;
-    FSDP_RETURN_IF_ERROR(dev->download(&v, mem.at(t), 4));
-    value = v;
+    if (t.dtype == DType::F32) {
+      float v = 0;
+      FSDP_RETURN_IF_ERROR(dev->download(&v, mem.at(t), 4));
+      value = v;
+      return Status::ok();
+    }
+    uint16_t h = 0; // bf16 or f16 (the Executor reads no other scalar)
+    FSDP_RETURN_IF_ERROR(dev->download(&h, mem.at(t), 2));
+    value = t.dtype == DType::BF16 ? floatFromBf16(h) : floatFromF16(h);
     return Status::ok();
   }
   int64_t peakBytes() override {

@@ -531,11 +531,21 @@ Status Executor::step(int64_t t,
   };
   auto scalar = [&](const std::vector<TensorRef> &outs, const std::string &name,
                     double &out) -> Status {
+    // A float scalar in whatever float type the step computes it in: a
+    // model cast to bf16 ends in a bf16 loss (read as f32, its two bytes
+    // made the logged loss and gradient norm 0).
     for (const TensorRef &o : outs)
-      if (o.name == name && o.dtype == DType::F32 && o.numel() == 1) {
+      if (o.name == name && o.numel() == 1 &&
+          (o.dtype == DType::F32 || o.dtype == DType::BF16 ||
+           o.dtype == DType::F16)) {
         if (backend)
           return backend->readScalar(o, out);
-        out = *ctx.get<float>(o);
+        if (o.dtype == DType::F32)
+          out = *ctx.get<float>(o);
+        else if (o.dtype == DType::BF16)
+          out = floatFromBf16(*ctx.get<uint16_t>(o));
+        else
+          out = floatFromF16(*ctx.get<uint16_t>(o));
       }
     return Status::ok();
   };

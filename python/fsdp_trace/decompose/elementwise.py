@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from ..lower import TraceError, dim, lowers
+from ..lower import LOWERINGS, TraceError, dim, lowers
 from .builder import B, arg, float_in
 
 # -- activations -----------------------------------------------------------------
@@ -212,13 +212,26 @@ def _xlogy(c, node, args, kwargs):
     return b.where(b.eq(x, 0.0), b.where(b.isnan(y), y, 0.0), b.mul(x, b.un("log", y)))
 
 
-@lowers("aten.logaddexp")
-def _logaddexp(c, node, args, kwargs):
+def _log_add_exp(c, args, ln_base):
+    """log_b(b^x + b^y) = max + log1p(b^-|x - y|) / ln b, b = e or 2."""
     b = B(c)
     dtype = c.out()[1]
     x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
     m = b.bin("max", x, y)
-    return b.add(m, b.un("log1p", b.un("exp", b.un("neg", b.un("abs", b.sub(x, y))))))
+    d = b.un("abs", b.sub(x, y))
+    d = b.un("neg", d) if ln_base == 1.0 else b.mul(d, -ln_base)
+    tail = b.un("log1p", b.un("exp", d))
+    return b.add(m, tail if ln_base == 1.0 else b.mul(tail, 1.0 / ln_base))
+
+
+@lowers("aten.logaddexp")
+def _logaddexp(c, node, args, kwargs):
+    return _log_add_exp(c, args, 1.0)
+
+
+@lowers("aten.logaddexp2")
+def _logaddexp2(c, node, args, kwargs):
+    return _log_add_exp(c, args, math.log(2.0))
 
 
 @lowers("aten.hypot")
@@ -297,3 +310,95 @@ def _softplus(c, node, args, kwargs):
     bx = b.mul(x, beta)
     soft = b.div(b.un("log1p", b.un("exp", b.where(b.gt(bx, threshold), 0.0, bx))), beta)
     return b.where(b.gt(bx, threshold), x, soft)
+
+
+
+@lowers("aten.addr")
+def _addr(c, node, args, kwargs):
+    """beta·input + alpha·(v1 ⊗ v2)."""
+    b = B(c)
+    shape, dtype = c.out()
+    x, v1, v2 = (c.cast(c.v(a), dtype) for a in args[:3])
+    beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+    outer = b.mul(c.reshape(v1, (v1.numel, 1)), c.reshape(v2, (1, v2.numel)))
+    outer = outer if alpha == 1 else b.mul(outer, float(alpha))
+    if beta == 0:  # input ignored, NaN included (PyTorch's rule)
+        return outer
+    return b.add(x if beta == 1 else b.mul(x, float(beta)), outer)
+
+
+@lowers("aten.dist")
+def _dist(c, node, args, kwargs):
+    """‖x − y‖_p over every element: p = 2, 1, inf, -inf, 0 or any other."""
+    b = B(c)
+    dtype = c.out()[1]
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    p = float(arg(args, kwargs, 2, "p", 2))
+    d = b.un("abs", b.sub(x, y))
+    axes = list(range(d.rank))
+    if p == math.inf:
+        return b.reduce("reduce_max", d, axes, False)
+    if p == -math.inf:  # the smallest: -max(-d)
+        return b.un("neg", b.reduce("reduce_max", b.un("neg", d), axes, False))
+    if p == 0:  # how many differ
+        return b.reduce("reduce_sum", b.where(b.eq(d, 0.0), 0.0, 1.0), axes, False)
+    if p == 2:
+        return b.un("sqrt", b.reduce("reduce_sum", b.mul(d, d), axes, False))
+    if p == 1:
+        return b.reduce("reduce_sum", d, axes, False)
+    s = b.reduce("reduce_sum", b.bin("pow", d, p), axes, False)
+    return b.bin("pow", s, 1.0 / p)
+
+
+@lowers("aten.linalg_cross")
+def _cross(c, node, args, kwargs):
+    """The cross product of 3-vectors along dim (broadcast)."""
+    b = B(c)
+    shape, dtype = c.out()
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    d = dim(arg(args, kwargs, 2, "dim", -1), len(shape))
+    x = c.emit("fsdp.broadcast", [x], [(shape, dtype)]) if x.shape != shape else x
+    y = c.emit("fsdp.broadcast", [y], [(shape, dtype)]) if y.shape != shape else y
+    part = [[b.slice(v, d, i, i + 1) for i in range(3)] for v in (x, y)]
+    (x0, x1, x2), (y0, y1, y2) = part
+    return b.concat([b.sub(b.mul(x1, y2), b.mul(x2, y1)), b.sub(b.mul(x2, y0), b.mul(x0, y2)),
+                     b.sub(b.mul(x0, y1), b.mul(x1, y0))], d)
+
+
+@lowers("aten.renorm")
+def _renorm(c, node, args, kwargs):
+    """Each slice along dim whose p-norm exceeds maxnorm scaled to it
+    (PyTorch's factor maxnorm / (norm + 1e-7)), the others kept."""
+    b = B(c)
+    x = float_in(c, args[0])
+    p, d, maxnorm = float(args[1]), dim(args[2], x.rank), float(args[3])
+    axes = [i for i in range(x.rank) if i != d]
+    a = b.un("abs", x)
+    if p == math.inf:
+        norm = b.reduce("reduce_max", a, axes, True)
+    elif p == 2:
+        norm = b.un("sqrt", b.reduce("reduce_sum", b.mul(a, a), axes, True))
+    elif p == 1:
+        norm = b.reduce("reduce_sum", a, axes, True)
+    else:
+        norm = b.bin("pow", b.reduce("reduce_sum", b.bin("pow", a, p), axes, True), 1.0 / p)
+    factor = b.where(b.gt(norm, maxnorm), b.div(maxnorm, b.add(norm, 1e-7)), 1.0)
+    return b.mul(x, factor)
+
+
+_round_plain = LOWERINGS["aten.round"]
+
+
+@lowers("aten.round")
+def _round(c, node, args, kwargs):
+    """round(x, decimals=d) as PyTorch's kernel: nearbyint(x·10^d) / 10^d,
+    or for d < 0 nearbyint(x / 10^-d) · 10^-d, in x's type."""
+    d = kwargs.get("decimals", args[1] if len(args) > 1 else None)
+    x = c.v(args[0])
+    if d is None or not x.dtype.is_floating_point:
+        return _round_plain(c, node, args[:1], {})
+    b = B(c)
+    ten = float(torch.tensor(10.0 ** abs(int(d)), dtype=x.dtype))
+    if d < 0:
+        return b.mul(b.un("round", b.div(x, ten)), ten)
+    return b.div(b.un("round", b.mul(x, ten)), ten)

@@ -186,7 +186,7 @@ def _slice_scatter(c, node, args, kwargs):
                         arg(args, kwargs, 5, "step", 1))
     start, end, step = slice(start, end, step).indices(x.shape[d])
     if step != 1:
-        raise TraceError("aten.slice_scatter with a step")
+        return _embed(c, x, src, lambda t: t[(slice(None),) * d + (slice(start, end, step),)])
     src = c.cast(src, x.dtype)
     return b.concat([b.slice(x, d, 0, start), src, b.slice(x, d, max(end, start), x.shape[d])], d)
 
@@ -583,3 +583,126 @@ def _logcumsumexp(c, node, args, kwargs):
     m = b.where(b.eq(b.un("abs", m), math.inf), 0.0, m)
     s = b.along(b.un("exp", b.sub(x, m)), d, _scan_matrix(x.shape[d]))
     return b.add(b.un("log", s), m)
+
+
+# -- selections and placements by a constant index map -----------------------------
+
+
+@lowers("aten.diag")
+def _diag(c, node, args, kwargs):
+    """A vector onto a matrix's k-th diagonal, or a matrix's k-th diagonal."""
+    x = c.v(args[0])
+    k = int(arg(args, kwargs, 1, "diagonal", 0))
+    if x.rank == 1:
+        return _place(c, x, c.out()[0], lambda t: torch.diag(t, k))
+    return _select(c, x, lambda t: torch.diag(t, k))
+
+
+@lowers("aten.trace")
+def _trace(c, node, args, kwargs):
+    """The sum of a matrix's diagonal."""
+    x = c.v(args[0])
+    d = _select(c, x, lambda t: torch.diag(t))
+    return B(c).reduce("reduce_sum", d, [0], False)
+
+
+@lowers("aten.take")
+def _take(c, node, args, kwargs):
+    """x's elements at flat positions (negative ones counted from the end),
+    in the index's shape."""
+    b = B(c)
+    x, index = c.v(args[0]), c.cast(c.v(args[1]), torch.int64)
+    index = b.where(b.lt(index, 0), b.add(index, x.numel), index)
+    y = b.gather(c.reshape(x, (x.numel,)), c.reshape(index, (index.numel,)), 0)
+    return c.reshape(y, c.out()[0])
+
+
+def _embed(c, x, src, view):
+    """x with the elements that `view` (a function of a tensor of x's shape
+    giving a view of it) selects replaced by src's: a constant placement of
+    src and a constant mask, so x's gradient is zero where src went and
+    src's is the placed positions' (select_scatter, diagonal_scatter,
+    slice_scatter with a step)."""
+    b = B(c)
+    positions = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
+    where = view(positions).reshape(-1)
+    mask = torch.zeros(x.numel, dtype=torch.bool)
+    mask[where] = True
+    src = c.cast(src, x.dtype)
+    zeros = c.w.splat(0, (x.numel,), x.dtype)
+    placed = c.emit("fsdp.scatter_add", [zeros, c.w.constant(where.contiguous()),
+                                         c.reshape(src, (src.numel,))],
+                    [((x.numel,), x.dtype)], {"axis": i64_attr(0)})
+    y = b.where(c.w.constant(mask), placed, c.reshape(x, (x.numel,)))
+    return c.reshape(y, x.shape)
+
+
+@lowers("aten.select_scatter")
+def _select_scatter(c, node, args, kwargs):
+    x, src = c.v(args[0]), c.v(args[1])
+    d, i = dim(args[2], x.rank), int(args[3])
+    return _embed(c, x, src, lambda t: t.select(d, i))
+
+
+@lowers("aten.diagonal_scatter")
+def _diagonal_scatter(c, node, args, kwargs):
+    x, src = c.v(args[0]), c.v(args[1])
+    offset = int(arg(args, kwargs, 2, "offset", 0))
+    d1, d2 = int(arg(args, kwargs, 3, "dim1", 0)), int(arg(args, kwargs, 4, "dim2", 1))
+    return _embed(c, x, src, lambda t: t.diagonal(offset, d1, d2))
+
+
+@lowers("aten.block_diag")
+def _block_diag(c, node, args, kwargs):
+    """The tensors (0-D as 1x1, 1-D as one row) along the diagonal of a
+    matrix of zeros: each block padded to the total width, then stacked."""
+    b = B(c)
+    shape, dtype = c.out()
+    blocks = []
+    for t in args[0]:
+        v = c.cast(c.v(t), dtype)
+        blocks.append(c.reshape(v, (1,) * (2 - v.rank) + v.shape) if v.rank < 2 else v)
+    width, left, rows = sum(v.shape[1] for v in blocks), 0, []
+    for v in blocks:
+        rows.append(pad(c, v, 1, left, width - left - v.shape[1]))
+        left += v.shape[1]
+    return c.reshape(b.concat(rows, 0), shape)
+
+
+@lowers("aten.scatter_reduce")
+def _scatter_reduce(c, node, args, kwargs):
+    """scatter_reduce with reduce='sum' or 'mean' (include_self or not): the
+    sums and counts are scatter_adds at index's flat positions; a position
+    nothing is scattered to keeps x. 'prod', 'amax' and 'amin' are refused."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    d = dim(args[1], max(x.rank, 1))
+    index, src = c.v(args[2]), c.cast(c.v(args[3]), dtype)
+    reduce = arg(args, kwargs, 4, "reduce")
+    include = bool(arg(args, kwargs, 5, "include_self", True))
+    if reduce not in ("sum", "mean"):
+        raise TraceError(f"scatter_reduce with reduce='{reduce}' (sum and mean have lowerings)")
+    if index.numel == 0:
+        return c.reshape(x, shape)
+    if x.rank == 0:  # as one element along one axis
+        x, index, src = (c.reshape(v, (1,)) for v in (x, index, src))
+    if src.shape != index.shape:  # only the part of src that index covers
+        for axis, n in enumerate(index.shape):
+            src = b.slice(src, axis, 0, n)
+    lin = c.reshape(_linear_index(c, x, index, d), (index.numel,))
+
+    def scattered(values):
+        zeros = c.w.splat(0, (x.numel,), dtype)
+        return c.emit("fsdp.scatter_add", [zeros, lin, c.reshape(values, (index.numel,))],
+                      [((x.numel,), dtype)], {"axis": i64_attr(0)})
+    flat = c.reshape(x, (x.numel,))
+    total = scattered(src)
+    count = scattered(c.w.splat(1, index.shape, dtype))
+    touched = b.gt(count, 0.0)
+    if include:
+        total = b.add(total, flat)
+        count = b.add(count, 1.0)
+    if reduce == "mean":
+        total = b.div(total, b.where(touched, count, 1.0))
+    return c.reshape(b.where(touched, total, flat), shape)

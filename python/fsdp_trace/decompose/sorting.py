@@ -79,3 +79,35 @@ def _kthvalue(c, node, args, kwargs):
     else:
         out = ()
     return [c.reshape(values, tuple(out)), c.reshape(index, tuple(out))]
+
+
+@lowers("aten.median", "aten.nanmedian")
+def _median(c, node, args, kwargs):
+    """The lower median (the ((n-1)//2)-th smallest), over every element
+    (its value) or along dim (its value and position). median: NaN where the
+    axis holds one (the first NaN's position); nanmedian: the median of the
+    axis's other values, found at run time from their count (NaN sorts
+    last). The value is gathered at the position: its gradient goes there."""
+    b = B(c)
+    x = c.v(args[0])
+    whole = len(args) < 2 and "dim" not in kwargs
+    if whole:
+        x, d = c.reshape(x, (x.numel,)), 0
+    else:
+        shape = x.shape
+        x = _as_row(c, x)
+        d = dim(arg(args, kwargs, 1, "dim"), x.rank)
+    n = x.shape[d]
+    order = argsort(c, x, d, False)
+    count = b.reduce("reduce_sum", b.where(b.isnan(x), b.s(0.0, x.dtype), 1.0), [d], True)
+    if "nanmedian" in str(node.target):
+        k = b.bin("max", b.un("floor", b.mul(b.sub(count, 1.0), 0.5)), 0.0)
+    else:
+        k = b.where(b.lt(count, float(n)), count, float((n - 1) // 2))
+    pos = take_along(c, order, c.cast(k, torch.int64), d)
+    value = take_along(c, x, pos, d)
+    if whole:
+        return c.reshape(value, ())
+    keep = arg(args, kwargs, 2, "keepdim", False)
+    out = (shape[:d] + (1,) + shape[d + 1:] if keep else shape[:d] + shape[d + 1:]) if shape else ()
+    return [c.reshape(value, tuple(out)), c.reshape(pos, tuple(out))]
