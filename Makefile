@@ -44,7 +44,7 @@ zoo: build
 	@/usr/bin/python3 tests/e2e/zoo.py --fsdp-opt $(BUILD)/tools/fsdp-opt \
 	  --fsdp-run $(BUILD)/tools/fsdp-run --onnx
 
-# Every sample of every in-scope entry of PyTorch's op_db (about 3 minutes).
+# Every sample of every in-scope entry of PyTorch's op_db (about 5 minutes alone).
 opinfo: build
 	@/usr/bin/python3 tests/e2e/opinfo.py --fsdp-opt $(BUILD)/tools/fsdp-opt \
 	  --fsdp-run $(BUILD)/tools/fsdp-run --samples 1000 --min-pass 0.9
