@@ -71,6 +71,12 @@ class B:
         return self.c.emit("fsdp." + op, [x], [(tuple(shape), x.dtype)],
                            {"axes": i64_array(axes), "keepdims": bool_attr(bool(keep))})
 
+    def wrapped(self, index, n):
+        """An index as int64, its negative values counted from the end of an
+        axis of n (torch's rule where it allows them)."""
+        index = self.c.cast(index, torch.int64)
+        return self.where(self.lt(index, 0), self.add(index, n), index)
+
     def gather(self, x, index, axis):
         """x's slices at `index` (a torch tensor, or a Value) along `axis`."""
         if isinstance(index, torch.Tensor):

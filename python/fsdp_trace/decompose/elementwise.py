@@ -5,6 +5,7 @@ import torch
 
 from ..lower import LOWERINGS, TraceError, dim, lowers
 from .builder import B, arg, float_in
+from .reductions import p_norm
 
 # -- activations -----------------------------------------------------------------
 
@@ -334,20 +335,8 @@ def _dist(c, node, args, kwargs):
     dtype = c.out()[1]
     x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
     p = float(arg(args, kwargs, 2, "p", 2))
-    d = b.un("abs", b.sub(x, y))
-    axes = list(range(d.rank))
-    if p == math.inf:
-        return b.reduce("reduce_max", d, axes, False)
-    if p == -math.inf:  # the smallest: -max(-d)
-        return b.un("neg", b.reduce("reduce_max", b.un("neg", d), axes, False))
-    if p == 0:  # how many differ
-        return b.reduce("reduce_sum", b.where(b.eq(d, 0.0), 0.0, 1.0), axes, False)
-    if p == 2:
-        return b.un("sqrt", b.reduce("reduce_sum", b.mul(d, d), axes, False))
-    if p == 1:
-        return b.reduce("reduce_sum", d, axes, False)
-    s = b.reduce("reduce_sum", b.bin("pow", d, p), axes, False)
-    return b.bin("pow", s, 1.0 / p)
+    d = b.sub(x, y)
+    return p_norm(c, d, p, list(range(d.rank)), False)
 
 
 @lowers("aten.linalg_cross")
@@ -372,16 +361,7 @@ def _renorm(c, node, args, kwargs):
     b = B(c)
     x = float_in(c, args[0])
     p, d, maxnorm = float(args[1]), dim(args[2], x.rank), float(args[3])
-    axes = [i for i in range(x.rank) if i != d]
-    a = b.un("abs", x)
-    if p == math.inf:
-        norm = b.reduce("reduce_max", a, axes, True)
-    elif p == 2:
-        norm = b.un("sqrt", b.reduce("reduce_sum", b.mul(a, a), axes, True))
-    elif p == 1:
-        norm = b.reduce("reduce_sum", a, axes, True)
-    else:
-        norm = b.bin("pow", b.reduce("reduce_sum", b.bin("pow", a, p), axes, True), 1.0 / p)
+    norm = p_norm(c, x, p, [i for i in range(x.rank) if i != d], True)
     factor = b.where(b.gt(norm, maxnorm), b.div(maxnorm, b.add(norm, 1e-7)), 1.0)
     return b.mul(x, factor)
 

@@ -91,16 +91,12 @@ def _logsumexp(c, node, args, kwargs):
     return y if keep else c.reshape(y, c.out()[0])
 
 
-@lowers("aten.linalg_vector_norm", "aten.norm")
-def _norm(c, node, args, kwargs):
+def p_norm(c, x, p, axes, keep):
+    """x's p-norm over `axes` (inf, -inf, 0, 1, 2 or any other p), zero
+    with a zero gradient where every element is zero, as torch's norm
+    backward gives (sqrt's and pow's would be inf · 0 = NaN there)."""
     b = B(c)
-    shape, dtype = c.out()
-    x = c.cast(c.v(args[0]), dtype)
-    p = arg(args, kwargs, 1, "ord" if "linalg" in str(node.target) else "p", 2)
-    p = 2 if p is None else p
-    dims = arg(args, kwargs, 2, "dim")
-    keep = bool(arg(args, kwargs, 3, "keepdim", False))
-    axes = _axes(dims, x.rank)
+    dtype = x.dtype
     a = b.un("abs", x)
     if p == math.inf:
         y = b.reduce("reduce_max", a, axes, keep)
@@ -121,6 +117,18 @@ def _norm(c, node, args, kwargs):
         s = b.reduce("reduce_sum", b.bin("pow", a, float(p)), axes, keep)
         zero = b.eq(s, 0.0)
         y = b.where(zero, 0.0, b.bin("pow", b.where(zero, 1.0, s), 1.0 / float(p)))
+    return y
+
+
+@lowers("aten.linalg_vector_norm", "aten.norm")
+def _norm(c, node, args, kwargs):
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    p = arg(args, kwargs, 1, "ord" if "linalg" in str(node.target) else "p", 2)
+    p = 2 if p is None else p
+    dims = arg(args, kwargs, 2, "dim")
+    keep = bool(arg(args, kwargs, 3, "keepdim", False))
+    y = p_norm(c, x, p, _axes(dims, x.rank), keep)
     return c.reshape(y, shape) if y.shape != shape else y
 
 

@@ -260,9 +260,7 @@ def _gather(c, node, args, kwargs):
             index = c.emit("fsdp.broadcast", [index], [(tuple(ishape), index.dtype)])
         # take_along_dim counts a negative index from the end (torch 2.x;
         # 1.13 refuses one, as torch.gather does).
-        b = B(c)
-        index = c.cast(index, torch.int64)
-        index = b.where(b.lt(index, 0), b.add(index, x.shape[d]), index)
+        index = B(c).wrapped(index, x.shape[d])
     else:
         d, index = dim(args[1], max(x.rank, 1)), c.v(args[2])
     if x.rank == 0:
@@ -285,8 +283,7 @@ def _last_writer(c, index, n):
     k [n] int64 clamped to 0 where unwritten). The CPU's index_copy and
     index_fill loop in order, so the last write is the one that stays."""
     b = B(c)
-    idx = c.reshape(c.cast(index, torch.int64), (index.numel,))
-    idx = b.where(b.lt(idx, b.s(0, torch.int64)), b.add(idx, b.s(n, torch.int64)), idx)
+    idx = b.wrapped(c.reshape(index, (index.numel,)), n)
     here = b.eq(c.reshape(idx, (1, index.numel)),
                 c.w.constant(torch.arange(n, dtype=torch.int64).reshape(n, 1)))
     k = c.w.constant(torch.arange(index.numel, dtype=torch.float32).reshape(1, index.numel))
@@ -377,7 +374,7 @@ def _scatter(c, node, args, kwargs):
         return c.reshape(x, shape)
     n, k = x.shape[d], index.shape[d]
     # here[.., j, p, ..]: index[.., j, ..] == p
-    idx = b.where(b.lt(index, b.s(0, torch.int64)), b.add(index, b.s(n, torch.int64)), index)
+    idx = b.wrapped(index, n)
     here = b.eq(c.reshape(idx, index.shape[:d] + (k, 1) + index.shape[d + 1:]),
                 c.w.constant(torch.arange(n, dtype=torch.int64).reshape(
                     (1,) * (d + 1) + (n,) + (1,) * (x.rank - d - 1))))
@@ -498,8 +495,7 @@ def _index_many(c, x, given, idx):
     flat = c.reshape(moved, (math.prod(sizes),) + tuple(x.shape[d] for d in rest))
     position, stride = None, 1
     for n, i in reversed(list(zip(sizes, idx))):
-        i = c.cast(i, torch.int64)
-        i = b.where(b.lt(i, 0), b.add(i, n), i)
+        i = b.wrapped(i, n)
         term = i if stride == 1 else b.mul(i, stride)
         position = term if position is None else b.add(term, position)
         stride *= n
@@ -611,30 +607,25 @@ def _take(c, node, args, kwargs):
     """x's elements at flat positions (negative ones counted from the end),
     in the index's shape."""
     b = B(c)
-    x, index = c.v(args[0]), c.cast(c.v(args[1]), torch.int64)
-    index = b.where(b.lt(index, 0), b.add(index, x.numel), index)
+    x = c.v(args[0])
+    index = b.wrapped(c.v(args[1]), x.numel)
     y = b.gather(c.reshape(x, (x.numel,)), c.reshape(index, (index.numel,)), 0)
     return c.reshape(y, c.out()[0])
 
 
 def _embed(c, x, src, view):
     """x with the elements that `view` (a function of a tensor of x's shape
-    giving a view of it) selects replaced by src's: a constant placement of
-    src and a constant mask, so x's gradient is zero where src went and
+    giving a view of it) selects replaced by src's: src placed there
+    (_place) and a constant mask, so x's gradient is zero where src went and
     src's is the placed positions' (select_scatter, diagonal_scatter,
     slice_scatter with a step)."""
-    b = B(c)
-    positions = torch.arange(x.numel, dtype=torch.int64).reshape(x.shape)
-    where = view(positions).reshape(-1)
-    mask = torch.zeros(x.numel, dtype=torch.bool)
-    mask[where] = True
-    src = c.cast(src, x.dtype)
-    zeros = c.w.splat(0, (x.numel,), x.dtype)
-    placed = c.emit("fsdp.scatter_add", [zeros, c.w.constant(where.contiguous()),
-                                         c.reshape(src, (src.numel,))],
-                    [((x.numel,), x.dtype)], {"axis": i64_attr(0)})
-    y = b.where(c.w.constant(mask), placed, c.reshape(x, (x.numel,)))
-    return c.reshape(y, x.shape)
+    def put(t):
+        out = torch.zeros(x.shape, dtype=t.dtype)
+        view(out).copy_(t)  # the views write through
+        return out
+    mask = put(torch.ones(src.shape, dtype=torch.bool))
+    placed = _place(c, c.cast(src, x.dtype), x.shape, put)
+    return B(c).where(c.w.constant(mask), placed, x)
 
 
 @lowers("aten.select_scatter")
