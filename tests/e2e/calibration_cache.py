@@ -97,13 +97,17 @@ def run(a, tmp):
     check(cal.get("fitted_runs", 0) >= 4 and "op_cost" in cal and "op_overhead" in cal,
           f"the cache holds a fitted calibration ({cal.get('fitted_runs')} runs)")
     # Each installed reference runs twice (the second pass reversed, so the
-    # machine's drift spreads evenly over them).
+    # machine's drift spreads evenly over them), and the fit takes the
+    # faster run of each.
     installed = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(a.fsdp_opt))),
                              "share", "fsdp", "calibration", "references.txt")
     listed = [l for l in open(installed).read().splitlines()
               if l.strip() and not l.lstrip().startswith("#")]
-    check(cal.get("fitted_runs") == 2 * len(listed) and "each run twice" in r.stderr,
-          f"each of the {len(listed)} references runs twice ({cal.get('fitted_runs')} runs)")
+    check(cal.get("reference_runs") == 2 * len(listed) and "each run twice" in r.stderr,
+          f"each of the {len(listed)} references runs twice ({cal.get('reference_runs')} runs)")
+    check(cal.get("fitted_runs") == len(listed) and
+          f"fitted to {len(listed)} reference runs (the faster of {2 * len(listed)})" in cal["name"],
+          f"the fit takes one run of each ({cal.get('fitted_runs')} runs): {cal['name']}")
     # Attention is fitted per query row, with no fixed cost per instruction
     # (common/CostRows.h).
     att = cal.get("op_cost", {}).get("attention", [])
