@@ -163,7 +163,40 @@ def _extra_samples():
     weight = torch.rand(5, generator=g) + 0.5
     weight.step_input = True  # multi_margin_loss has no gradient for it
     cube = torch.randn(4, 5, 6, generator=g)
+    # x[.., idx, ..] = v as the tracer sees it: aten.index_put, whose
+    # indices may hold None (a sliced axis) where torch.index_put's may not.
+    def setitem(x, indices, values, accumulate=False):
+        return torch.ops.aten.index_put(x, list(indices), values, accumulate)
+
+    class OwnCall(SampleInput):  # a sample with its own call (SampleInput has slots)
+        pass
+
+    def put_sample(x, indices, values, accumulate=False):
+        s = OwnCall(x.clone().requires_grad_(),
+                        args=(indices, values.clone().requires_grad_()),
+                        kwargs={"accumulate": accumulate})
+        s.fn = setitem
+        return s
+    rows = torch.randn(4, 5, generator=g) > 0
     return {
+        # Indices from the data: apart (the written block comes first in the
+        # values), after a sliced axis, broadcast together, negative;
+        # duplicates, added (accumulate) or written (the last writer stays,
+        # and every writer gets the gradient at its position, as PyTorch's
+        # backward gives it); a mask over two axes with a row for every
+        # selected element, and a mask added to.
+        "index_put": [
+            put_sample(cube, (torch.tensor([1, -2, 3]), None, torch.tensor([3, 0, -1])),
+                       torch.randn(3, 5, generator=g)),
+            put_sample(cube, (None, torch.tensor([[0], [-1]]), torch.tensor([2, 4, 0])),
+                       torch.randn(4, 2, 3, generator=g)),
+            put_sample(cube, (torch.tensor([1, -3, 1, 2]),), torch.randn(4, 5, 6, generator=g),
+                       accumulate=True),
+            put_sample(cube, (torch.tensor([2, 0, 2]),), torch.randn(3, 1, 6, generator=g)),
+            put_sample(cube, (rows,), torch.randn(6, generator=g)),
+            put_sample(cube, (None, torch.randn(5, 6, generator=g) > 0), torch.randn(1, generator=g),
+                       accumulate=True),
+        ],
         # Several index tensors from the data: adjacent after a sliced axis
         # (the indexed block stays in place), apart (it moves to the front),
         # negative positions, indices that broadcast.
@@ -222,7 +255,7 @@ class Sample(nn.Module):
 
     def __init__(self, entry, sample, seed=0):
         super().__init__()
-        self.fn = entry.op
+        self.fn = getattr(sample, "fn", None) or entry.op  # an extra sample's own call
         leaves, self.spec = tree_flatten((sample.input, sample.args, sample.kwargs))
         self.kinds, params, self.data = [], [], {}
         for leaf in leaves:

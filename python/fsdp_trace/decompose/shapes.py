@@ -481,31 +481,194 @@ def _index(c, node, args, kwargs):
     return _index_many(c, x, given, idx)
 
 
-def _index_many(c, x, given, idx):
-    """x[i0, i1, ...] with several index tensors: the indexed axes moved to
-    the front and flattened into one, indexed by the row-major position
-    Σ i_k · stride_k (each index's negative values counted from the end,
-    the indices broadcast together), gathered along it. As PyTorch places
-    the result's indexed block: where the first indexed axis was when the
-    indexed axes are adjacent, in front otherwise."""
+def _indexed_rows(c, x, given, idx):
+    """x with the axes `given` (indexed by the int tensors idx) moved to the
+    front and flattened into one, and each index element's row in it: the
+    row-major position Σ i_k · stride_k (negative values counted from the
+    end, the indices broadcast together). Returns (rows [N, rest...],
+    position [the indices' broadcast shape], the permutation applied)."""
     b = B(c)
     rest = [d for d in range(x.rank) if d not in given]
     moved = c.transpose(x, given + rest)
     sizes = [x.shape[d] for d in given]
-    flat = c.reshape(moved, (math.prod(sizes),) + tuple(x.shape[d] for d in rest))
+    rows = c.reshape(moved, (math.prod(sizes),) + tuple(x.shape[d] for d in rest))
     position, stride = None, 1
     for n, i in reversed(list(zip(sizes, idx))):
         i = b.wrapped(i, n)
         term = i if stride == 1 else b.mul(i, stride)
         position = term if position is None else b.add(term, position)
         stride *= n
-    y = b.gather(flat, position, 0)
-    block = position.rank
+    return rows, position, given + rest
+
+
+def _block_lead(given):
+    """How many of x's axes come before the indexed block in x[indices]:
+    PyTorch puts the block where the first indexed axis was when the
+    indexed axes are adjacent, in front otherwise."""
     adjacent = given == list(range(given[0], given[0] + len(given)))
-    if adjacent and given[0] > 0:
-        lead = list(range(block, block + given[0]))
-        y = c.transpose(y, lead + list(range(block)) + list(range(block + given[0], y.rank)))
+    return given[0] if adjacent else 0
+
+
+def _index_many(c, x, given, idx):
+    """x[i0, i1, ...] with several index tensors: a gather along the
+    flattened indexed axes (_indexed_rows), its block placed as PyTorch
+    places it (_block_lead)."""
+    rows, position, _ = _indexed_rows(c, x, given, idx)
+    y = B(c).gather(rows, position, 0)
+    block, lead = position.rank, _block_lead(given)
+    if lead:
+        y = c.transpose(y, list(range(block, block + lead)) + list(range(block))
+                        + list(range(block + lead, y.rank)))
     return c.reshape(y, c.out()[0])
+
+
+# Writes at indices from the data without accumulating find each row's last
+# writer through an [rows, index elements] comparison: bounded.
+LAST_WRITER_LIMIT = 1 << 22
+
+
+@lowers("aten.index_put", "aten._unsafe_index_put")
+def _index_put(c, node, args, kwargs):
+    """x[indices] = values (with accumulate, +=). A boolean mask from the
+    data with values that broadcast over the selected elements (x[m] = 0,
+    x[m] = row) is a where; integer indices (and a constant mask, as its
+    positions) write rows of x flattened over the indexed axes
+    (_indexed_rows): a scatter_add with accumulate, else each row takes its
+    last writer's values (_put_rows)."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    accumulate = bool(arg(args, kwargs, 3, "accumulate", False))
+    indices = list(args[1])
+    values = args[2]
+    if x.rank == 0:
+        raise TraceError("index_put on a 0-dim tensor")
+    # A bool or uint8 mask covers as many axes as it has; constant masks
+    # become their positions.
+    expanded = []
+    for t in indices:
+        if t is not None and c.is_const(t):
+            v = torch.as_tensor(c.const_value(t))
+            if v.dtype in (torch.bool, torch.uint8):
+                expanded.extend(v.nonzero().unbind(1))
+                continue
+            expanded.append(v)
+        elif t is not None and c.v(t).dtype in (torch.bool, torch.uint8):
+            expanded.append(("mask", c.v(t)))
+        else:
+            expanded.append(t)
+    masks = [i for i, t in enumerate(expanded) if isinstance(t, tuple)]
+    if masks:
+        if len(masks) > 1 or any(t is not None for i, t in enumerate(expanded) if i not in masks):
+            raise TraceError("index_put with a boolean mask from the data beside other "
+                             "indices: the written positions' count depends on the data")
+        return _put_masked(c, x, masks[0], expanded[masks[0]][1], values, accumulate)
+    given = [d for d, t in enumerate(expanded) if t is not None]
+    idx = [c.w.constant(t.to(torch.int64)) if isinstance(t, torch.Tensor) else c.v(t)
+           for t in (expanded[d] for d in given)]
+    rows, position, perm = _indexed_rows(c, x, given, idx)
+    # values broadcast to x[indices]'s shape, its block moved to the front
+    block, lead = position.shape, _block_lead(given)
+    rest = rows.shape[1:]
+    target = rest[:lead] + block + rest[lead:]
+    v = _broadcast_to(c, c.operand(values, dtype), target)
+    if lead:
+        k = len(block)
+        v = c.transpose(v, list(range(lead, lead + k)) + list(range(lead))
+                        + list(range(lead + k, v.rank)))
+    n = position.numel
+    v = c.reshape(v, (n,) + rest)
+    position = c.reshape(position, (n,))
+    y = _put_rows(c, rows, position, v, accumulate, c.is_const(values))
+    y = c.reshape(y, tuple(x.shape[d] for d in perm))
+    return c.transpose(y, [perm.index(d) for d in range(x.rank)])
+
+
+@lowers("aten.put")
+def _put(c, node, args, kwargs):
+    """put(x, index, source, accumulate): index_put on x flattened."""
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    index = c.v(args[1])
+    accumulate = bool(arg(args, kwargs, 3, "accumulate", False))
+    flat = c.reshape(x, (x.numel,))
+    n = index.numel
+    position = c.reshape(B(c).wrapped(index, x.numel), (n,))
+    source = c.reshape(c.cast(c.v(args[2]), dtype), (n,))
+    y = _put_rows(c, flat, position, source, accumulate, c.is_const(args[2]))
+    return c.reshape(y, shape)
+
+
+def _broadcast_to(c, v, shape):
+    if v.shape == tuple(shape):
+        return v
+    if tuple(torch.broadcast_shapes(torch.Size(v.shape), torch.Size(shape))) != tuple(shape):
+        raise TraceError(f"index_put: values of shape {list(v.shape)} do not broadcast "
+                         f"to the indexed shape {list(shape)}")
+    v = c.reshape(v, (1,) * (len(shape) - v.rank) + v.shape)
+    return c.emit("fsdp.broadcast", [v], [(tuple(shape), v.dtype)])
+
+
+def _put_rows(c, rows, position, v, accumulate, constant):
+    """rows [N, rest...] with v's rows [n, rest...] written at position [n]:
+    added (accumulate), else each written row takes its last writer's
+    values, as the CPU's loop in order leaves them. The values' gradient is
+    PyTorch's (the result's gradient at each position, for every writer,
+    an overwritten duplicate too): the forward's gather reads v behind
+    stop_gradient, and a scatter_add of v - stop_gradient(v) (zeros)
+    carries it."""
+    b = B(c)
+    if position.numel == 0:
+        return rows
+    if accumulate:
+        return c.emit("fsdp.scatter_add", [rows, position, v], [(rows.shape, rows.dtype)],
+                      {"axis": i64_attr(0)})
+    n_rows, n = rows.shape[0], position.numel
+    if n_rows * n > LAST_WRITER_LIMIT:
+        raise TraceError(f"index_put without accumulate at {n} positions from the data "
+                         f"into {n_rows} rows: finding each row's last writer compares "
+                         f"them all ({n_rows * n} pairs, at most {LAST_WRITER_LIMIT})")
+    written, writer = _last_writer(c, position, n_rows)
+    held = v if constant or not v.dtype.is_floating_point else \
+        c.emit("fsdp.stop_gradient", [v], [(v.shape, v.dtype)])
+    value = b.gather(held, writer, 0)
+    if held is not v:
+        zero = b.sub(v, held)
+        value = b.add(value, c.emit("fsdp.scatter_add",
+                                    [c.w.splat(0, rows.shape, v.dtype), position, zero],
+                                    [(rows.shape, v.dtype)], {"axis": i64_attr(0)}))
+    mask = c.reshape(written, (n_rows,) + (1,) * (rows.rank - 1))
+    return b.where(mask, value, rows)
+
+
+def _put_masked(c, x, at, mask, values, accumulate):
+    """x[.., mask, ..] = values with the mask from the data, covering axes
+    at..at+mask.rank: values must broadcast over the selected elements
+    (their axis of them 1 or absent), so the write is a where (with
+    accumulate, x plus the values where the mask holds)."""
+    b = B(c)
+    k = mask.rank
+    if x.shape[at:at + k] != mask.shape:
+        raise TraceError(f"index_put: a mask of shape {list(mask.shape)} over axes of "
+                         f"{list(x.shape[at:at + k])}")
+    v = c.operand(values, x.dtype)
+    selected = x.shape[:at] + (-1,) + x.shape[at + k:]  # -1: the count of selected
+    from_right = len(selected) - 1 - at
+    if v.rank > from_right:
+        if v.shape[v.rank - 1 - from_right] != 1:
+            raise TraceError(f"index_put: values of shape {list(v.shape)} with one value per "
+                             f"selected element (a boolean mask from the data selects a count "
+                             f"the data decides); values that broadcast (x[mask] = 0) trace")
+        v = c.reshape(v, v.shape[:v.rank - 1 - from_right] + v.shape[v.rank - from_right:])
+    # v now broadcasts against x.shape[:at] + x.shape[at + k:]: put the mask's
+    # axes back as ones
+    tail = v.shape[v.rank - from_right:] if from_right else ()
+    head = v.shape[:v.rank - from_right] if from_right else v.shape
+    v = c.reshape(v, head + (1,) * k + tail)
+    m = c.reshape(c.cast(mask, torch.bool), (1,) * at + mask.shape + (1,) * (x.rank - at - k))
+    if accumulate:
+        return b.add(x, b.where(m, v, 0.0))
+    return b.where(m, v, x)
 
 
 # Scans as products with a constant triangular matrix along the axis: exact
