@@ -163,22 +163,37 @@ def _extra_samples():
     weight = torch.rand(5, generator=g) + 0.5
     weight.step_input = True  # multi_margin_loss has no gradient for it
     cube = torch.randn(4, 5, 6, generator=g)
+    class OwnCall(SampleInput):  # a sample with its own call (SampleInput has slots)
+        def __init__(self, fn, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.fn = fn
+
     # x[.., idx, ..] = v as the tracer sees it: aten.index_put, whose
     # indices may hold None (a sliced axis) where torch.index_put's may not.
     def setitem(x, indices, values, accumulate=False):
         return torch.ops.aten.index_put(x, list(indices), values, accumulate)
 
-    class OwnCall(SampleInput):  # a sample with its own call (SampleInput has slots)
-        pass
-
     def put_sample(x, indices, values, accumulate=False):
-        s = OwnCall(x.clone().requires_grad_(),
-                        args=(indices, values.clone().requires_grad_()),
-                        kwargs={"accumulate": accumulate})
-        s.fn = setitem
-        return s
+        return OwnCall(setitem, x.clone().requires_grad_(),
+                       args=(indices, values.clone().requires_grad_()),
+                       kwargs={"accumulate": accumulate})
     rows = torch.randn(4, 5, generator=g) > 0
+    long = torch.randn(2, 3000, generator=g)
     return {
+        # Scans longer than the triangular matrix's bound (2048): position
+        # ids from a mask at a long sequence (integers), floats.
+        "cumsum": [
+            SampleInput(long.clone().requires_grad_(), args=(1,)),
+            OwnCall(lambda x, m: x * (m.cumsum(-1) - 1), long.clone().requires_grad_(),
+                    args=((torch.rand(2, 3000, generator=g) > 0.3).long(),)),
+        ],
+        "logcumsumexp": [SampleInput(long[:, :2100].clone().requires_grad_(), args=(-1,))],
+        # A mask whose running count runs past the matrix's bound.
+        "masked_scatter": [
+            SampleInput(long.clone().requires_grad_(),
+                        args=(torch.rand(2, 3000, generator=g) > 0.6,
+                              torch.randn(3000, generator=g).requires_grad_())),
+        ],
         # Indices from the data: apart (the written block comes first in the
         # values), after a sliced axis, broadcast together, negative;
         # duplicates, added (accumulate) or written (the last writer stays,

@@ -97,6 +97,21 @@ class B:
         inverse = [perm.index(i) for i in range(x.rank)]
         return self.c.transpose(y, inverse)
 
+    def scan(self, x, axis, op, identity):
+        """The inclusive scan of x along `axis` under the binary fsdp op
+        (add, mul), Hillis-Steele: log2(n) steps, each combining with the
+        value 2^k places before (`identity` before the start). n log n
+        work and no n² constant, so the axis is not bounded."""
+        n, step = x.shape[axis], 1
+        while step < n:
+            pad = list(x.shape)
+            pad[axis] = step
+            shifted = self.concat([self.c.w.splat(identity, tuple(pad), x.dtype),
+                                   self.slice(x, axis, 0, n - step)], axis)
+            x = self.bin(op, x, shifted)
+            step *= 2
+        return x
+
     def concat(self, parts, axis):
         parts = [p for p in parts if p.shape[axis] > 0]
         if len(parts) == 1:

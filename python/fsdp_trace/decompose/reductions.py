@@ -169,21 +169,11 @@ def _prod(c, node, args, kwargs):
 
 @lowers("aten.cumprod")
 def _cumprod(c, node, args, kwargs):
-    """Hillis-Steele: log2(n) steps, each multiplying by the value 2^k
-    places before (ones before the start): exact, with zeros too."""
-    b = B(c)
+    """A Hillis-Steele scan of products (B.scan): exact, with zeros too."""
     x = float_in(c, args[0])
     if x.rank == 0 or x.numel == 0:
         return x
-    d = dim(args[1], x.rank)
-    n, step = x.shape[d], 1
-    while step < n:
-        ones = list(x.shape)
-        ones[d] = step
-        shifted = b.concat([c.w.splat(1.0, tuple(ones), x.dtype), b.slice(x, d, 0, n - step)], d)
-        x = b.mul(x, shifted)
-        step *= 2
-    return x
+    return B(c).scan(x, dim(args[1], x.rank), "mul", 1.0)
 
 
 @lowers("aten.nansum")

@@ -603,8 +603,8 @@ def _broadcast_to(c, v, shape):
     if v.shape == tuple(shape):
         return v
     if tuple(torch.broadcast_shapes(torch.Size(v.shape), torch.Size(shape))) != tuple(shape):
-        raise TraceError(f"index_put: values of shape {list(v.shape)} do not broadcast "
-                         f"to the indexed shape {list(shape)}")
+        raise TraceError(f"{c.node.target}: an operand of shape {list(v.shape)} does not "
+                         f"broadcast to {list(shape)}")
     v = c.reshape(v, (1,) * (len(shape) - v.rank) + v.shape)
     return c.emit("fsdp.broadcast", [v], [(tuple(shape), v.dtype)])
 
@@ -641,6 +641,29 @@ def _put_rows(c, rows, position, v, accumulate, constant):
     return b.where(mask, value, rows)
 
 
+@lowers("aten.masked_scatter")
+def _masked_scatter(c, node, args, kwargs):
+    """x.masked_scatter(mask, source): the positions where the mask (x and
+    the mask broadcast together) holds take source's elements in row-major order. Each one's rank
+    among them is a running count of the mask (cumulative_sum over x
+    flattened), read from source flattened by a gather; elsewhere, x. A
+    mask holding more positions than source has elements is fsdp-run's
+    error (the gather's index out of range), as it is PyTorch's."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    source = c.cast(c.v(args[2]), dtype)
+    n = math.prod(shape)
+    if source.numel == 0 or n == 0:  # no position may be masked
+        return x
+    mask = c.reshape(_broadcast_to(c, c.cast(c.v(args[1]), torch.bool), shape), (n,))
+    rank = cumulative_sum(c, c.cast(mask, torch.int64), 0)
+    index = b.where(mask, b.sub(rank, 1), c.w.splat(0, (n,), torch.int64))
+    value = b.gather(c.reshape(source, (source.numel,)), index, 0)
+    x = c.reshape(_broadcast_to(c, x, shape), (n,))
+    return c.reshape(b.where(mask, value, x), shape)
+
+
 def _put_masked(c, x, at, mask, values, accumulate):
     """x[.., mask, ..] = values with the mask from the data, covering axes
     at..at+mask.rank: values must broadcast over the selected elements
@@ -671,16 +694,30 @@ def _put_masked(c, x, at, mask, values, accumulate):
     return b.where(m, v, x)
 
 
-# Scans as products with a constant triangular matrix along the axis: exact
-# sums, but the matrix is n² elements, so the axis is bounded.
+# Scans up to SCAN_LIMIT long are products with a constant triangular
+# matrix along the axis (one GEMM); longer ones (position ids from a mask
+# at T = 8192) Hillis-Steele scans (B.scan), whose log2(n) steps need no n²
+# constant. cummax and cummin stay bounded: their n² view is what gives the
+# gradient to the maximum's element.
 SCAN_LIMIT = 2048
 
 
 def _scan_matrix(n):
     if n > SCAN_LIMIT:
-        raise TraceError(f"a cumulative sum over {n} elements (at most {SCAN_LIMIT}: "
-                         f"it is a product with an n x n triangular constant)")
+        raise TraceError(f"a cumulative maximum or minimum over {n} elements (at most "
+                         f"{SCAN_LIMIT}: it compares every pair of positions)")
     return torch.triu(torch.ones(n, n))
+
+
+def cumulative_sum(c, x, d):
+    """x's running sum along d (integers summed as integers past the
+    matrix's bound, in float32 within it)."""
+    n = x.shape[d]
+    if n > SCAN_LIMIT:
+        return B(c).scan(x, d, "add", 0)
+    if not x.dtype.is_floating_point:  # integer positions from a mask
+        return c.cast(B(c).along(c.cast(x, torch.float32), d, _scan_matrix(n)), x.dtype)
+    return B(c).along(x, d, _scan_matrix(n))
 
 
 @lowers("aten.cumsum")
@@ -689,11 +726,7 @@ def _cumsum(c, node, args, kwargs):
     x = c.cast(c.v(args[0]), dtype)
     if x.rank == 0:
         return x
-    d = dim(args[1], x.rank)
-    if not dtype.is_floating_point:  # integer positions from a mask
-        y = B(c).along(c.cast(x, torch.float32), d, _scan_matrix(x.shape[d]))
-        return c.cast(y, dtype)
-    return B(c).along(x, d, _scan_matrix(x.shape[d]))
+    return cumulative_sum(c, x, dim(args[1], x.rank))
 
 
 @lowers("aten.cummax", "aten.cummin")
@@ -740,7 +773,7 @@ def _logcumsumexp(c, node, args, kwargs):
     d = dim(args[1], x.rank)
     m = b.reduce("reduce_max", x, [d], True)
     m = b.where(b.eq(b.un("abs", m), math.inf), 0.0, m)
-    s = b.along(b.un("exp", b.sub(x, m)), d, _scan_matrix(x.shape[d]))
+    s = cumulative_sum(c, b.un("exp", b.sub(x, m)), d)
     return b.add(b.un("log", s), m)
 
 
