@@ -557,16 +557,13 @@ def _convolution(c, node, args, kwargs):
     x, w = c.v(args[0]), c.v(args[1])
     bias = args[2]
     stride, padding, dilation, transposed, _, groups = args[3:9]
+    from .decompose import conv, conv_transpose
     if transposed:
-        from .decompose import conv_transpose
         return conv_transpose(c, node, args)
     spatial = x.rank - 2
     expand = (lambda v: [int(v[0])] * spatial if len(v) == 1 else [int(i) for i in v])
-    pads = expand(padding)
-    operands = [x, w] + ([c.v(bias)] if bias is not None else [])
-    return c.emit("fsdp.conv", operands, None,
-                  {"strides": i64_array(expand(stride)), "pads": i64_array(pads + pads),
-                   "dilations": i64_array(expand(dilation)), "groups": i64_attr(groups)})
+    return conv(c, x, w, c.v(bias) if bias is not None else None, expand(stride),
+                expand(padding), expand(dilation), int(groups))
 
 
 # -- reductions, normalisations, losses -------------------------------------------

@@ -82,7 +82,7 @@ FAMILIES = {
         nn.functional.adaptive_max_pool2d nn.functional.adaptive_avg_pool3d
         nn.functional.adaptive_max_pool3d nn.functional.interpolate.nearest
         nn.functional.interpolate.linear nn.functional.interpolate.bilinear
-        nn.functional.upsample_nearest nn.functional.upsample_bilinear""",
+        nn.functional.upsample_nearest nn.functional.upsample_bilinear nn.functional.conv3d""",
     "normalization": """nn.functional.layer_norm nn.functional.batch_norm nn.functional.group_norm
         nn.functional.instance_norm native_layer_norm native_batch_norm
         nn.functional.local_response_norm nn.functional._scaled_dot_product_attention""",
@@ -188,6 +188,36 @@ def _extra_samples():
                     args=((torch.rand(2, 3000, generator=g) > 0.3).long(),)),
         ],
         "logcumsumexp": [SampleInput(long[:, :2100].clone().requires_grad_(), args=(-1,))],
+        # 3-D pooling (2-D pools of the depth slices, then the depth
+        # windows): padding cut by ceil_mode, averages without the padding
+        # or over a fixed divisor; maxima tied across the depth (repeated
+        # frames), where the gradient goes to the first.
+        "nn.functional.avg_pool3d": [
+            SampleInput(cube.clone().reshape(1, 4, 5, 6).requires_grad_(),
+                        args=((3, 2, 3), (2, 2, 2), (1, 1, 1)),
+                        kwargs={"ceil_mode": True, "count_include_pad": False}),
+            SampleInput(cube.clone().reshape(2, 2, 5, 6).unsqueeze(0).requires_grad_(),
+                        args=((2, 3, 2), (1, 2, 2), (1, 0, 1)),
+                        kwargs={"ceil_mode": True, "divisor_override": 5}),
+        ],
+        "nn.functional.max_pool3d": [
+            SampleInput(cube[:1].clone().reshape(1, 1, 1, 5, 6).repeat(1, 2, 4, 1, 1)
+                        .requires_grad_(), args=((2, 2, 2), (1, 2, 2), (1, 0, 0))),
+        ],
+        # 3-D convolutions (a 2-D one over the depth folded in): strides,
+        # padding, dilation, groups, no bias; torch 2.x's op_db has its own.
+        "nn.functional.conv3d": [
+            OwnCall(torch.nn.functional.conv3d, torch.randn(2, 4, 5, 6, 7, generator=g).requires_grad_(),
+                    args=(torch.randn(6, 2, 3, 2, 3, generator=g).requires_grad_(),
+                          torch.randn(6, generator=g).requires_grad_()),
+                    kwargs={"stride": (2, 1, 2), "padding": (1, 0, 1), "dilation": (1, 2, 1),
+                            "groups": 2}),
+            OwnCall(torch.nn.functional.conv3d, torch.randn(1, 3, 4, 5, 5, generator=g).requires_grad_(),
+                    args=(torch.randn(4, 3, 1, 3, 3, generator=g).requires_grad_(),)),
+            OwnCall(torch.nn.functional.conv3d, torch.randn(3, 4, 4, 4, generator=g).requires_grad_(),
+                    args=(torch.randn(2, 3, 3, 1, 1, generator=g).requires_grad_(),),
+                    kwargs={"padding": "same"}),
+        ],
         # A mask whose running count runs past the matrix's bound.
         "masked_scatter": [
             SampleInput(long.clone().requires_grad_(),
@@ -244,6 +274,9 @@ def _extra_samples():
                                 "reduction": r})
             for r in ("none", "sum")],
     }
+
+
+OWN_SAMPLES_ONLY = object()  # the entry of a name this op_db lacks
 
 
 def out_of_scope_reason(name):
@@ -440,6 +473,11 @@ def main():
                 if only and name not in only:
                     continue
                 entry = entries.get(name)
+                extra = _extra_samples().get(name, [])
+                if entry is None and extra and all(getattr(x, "fn", None) for x in extra):
+                    # An entry this op_db lacks (conv3d before torch 2.x),
+                    # tried on our samples alone, each with its own call.
+                    entry = OWN_SAMPLES_ONLY
                 if entry is None:
                     verdicts = [("missing", "not in this PyTorch's op_db")]
                 else:
@@ -447,8 +485,8 @@ def main():
                     torch.manual_seed(0)
                     # op_db's first --samples samples, and after them
                     # every one of ours (_extra_samples).
-                    extra = _extra_samples().get(name, [])
-                    samples = list(entry.sample_inputs("cpu", torch.float32, requires_grad=True))
+                    samples = [] if entry is OWN_SAMPLES_ONLY else \
+                        list(entry.sample_inputs("cpu", torch.float32, requires_grad=True))
                     samples = samples[:a.samples] + extra
                     for k, sample in enumerate(samples):
                         base = os.path.join(tmp, f"{name}.{k}".replace("/", "_"))

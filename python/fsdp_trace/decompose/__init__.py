@@ -16,4 +16,4 @@ constant index; linear resamplings (bilinear upsampling, adaptive average
 pooling with uneven windows) are products with a constant matrix.
 """
 from . import elementwise, nn, reductions, shapes, sorting  # noqa: F401 (register lowerings)
-from .nn import conv_transpose  # noqa: F401 (lower.py's transposed convolution)
+from .nn import conv, conv_transpose  # noqa: F401 (lower.py's convolutions)

@@ -121,16 +121,16 @@ class B:
         return self.c.emit("fsdp.concat", parts, [(tuple(shape), parts[0].dtype)],
                            {"axis": i64_attr(axis)})
 
-    def slice(self, x, axis, start, end):
-        if start == 0 and end == x.shape[axis]:
+    def slice(self, x, axis, start, end, step=1):
+        if start == 0 and end == x.shape[axis] and step == 1:
             return x
-        starts, limits = [0] * x.rank, list(x.shape)
-        starts[axis], limits[axis] = start, end
+        starts, limits, strides = [0] * x.rank, list(x.shape), [1] * x.rank
+        starts[axis], limits[axis], strides[axis] = start, end, step
         shape = list(x.shape)
-        shape[axis] = end - start
+        shape[axis] = max(0, -(-(end - start) // step))
         return self.c.emit("fsdp.slice", [x], [(tuple(shape), x.dtype)],
                            {"starts": i64_array(starts), "limits": i64_array(limits),
-                            "strides": i64_array([1] * x.rank)})
+                            "strides": i64_array(strides)})
 
 
 def arg(args, kwargs, i, name, default=None):

@@ -292,10 +292,46 @@ def conv_transpose(c, node, args):
     wf = c.reshape(wg, (groups * cout_g, cin // groups) + k)
     for i in range(spatial):
         wf = B(c).gather(wf, torch.arange(k[i] - 1, -1, -1), 2 + i)
-    operands = [x, wf] + ([c.v(bias)] if bias is not None else [])
-    return c.emit("fsdp.conv", operands, None,
-                  {"strides": i64_array([1] * spatial), "pads": i64_array([0] * 2 * spatial),
-                   "dilations": i64_array(dilation), "groups": i64_attr(groups)})
+    return conv(c, x, wf, c.v(bias) if bias is not None else None, [1] * spatial,
+                [0] * spatial, dilation, groups)
+
+
+def conv(c, x, w, bias, stride, padding, dilation, groups):
+    """A convolution (each axis padded by padding[i] on both sides): 1-D
+    and 2-D are fsdp.conv. A 3-D one is a 2-D one over the depth folded
+    into the batch: for each output depth, the kd input depth slices its
+    kernel reaches stacked in the channels (within each group, tap by tap)
+    and the kernel's depth taps stacked likewise, so one 2-D convolution
+    over N·D_out maps computes it (the video models: r3d, r2plus1d, s3d)."""
+    spatial = x.rank - 2
+    out = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
+           zip(x.shape[2:], w.shape[2:], stride, padding, dilation)]
+    if spatial <= 2:
+        operands = [x, w] + ([bias] if bias is not None else [])
+        return c.emit("fsdp.conv", operands, [((x.shape[0], w.shape[0]) + tuple(out), x.dtype)],
+                      {"strides": i64_array(stride), "pads": i64_array(padding + padding),
+                       "dilations": i64_array(dilation), "groups": i64_attr(groups)})
+    if spatial != 3:
+        raise TraceError(f"a {spatial}-D convolution (1-D to 3-D are lowered)")
+    b = B(c)
+    n, cin, _, h, wd = x.shape
+    cout, cin_g, kd = w.shape[:3]
+    depth = out[0]
+    if padding[0]:
+        x = pad(c, x, 2, padding[0], padding[0])
+    taps = []
+    for k in range(kd):
+        start = k * dilation[0]
+        t = b.slice(x, 2, start, start + stride[0] * (depth - 1) + 1, stride[0])
+        taps.append(c.reshape(t, (n, groups, 1, cin // groups, depth, h, wd)))
+    xs = b.concat(taps, 2)                               # (n, g, kd, cin/g, D', h, w)
+    xs = c.transpose(xs, [0, 4, 1, 2, 3, 5, 6])
+    xs = c.reshape(xs, (n * depth, groups * kd * (cin // groups), h, wd))
+    w2 = c.transpose(w, [0, 2, 1, 3, 4])                 # (cout, kd, cin/g, kh, kw)
+    w2 = c.reshape(w2, (cout, kd * cin_g) + tuple(w.shape[3:]))
+    y = conv(c, xs, w2, bias, stride[1:], padding[1:], dilation[1:], groups)
+    y = c.reshape(y, (n, depth, cout) + y.shape[2:])
+    return c.transpose(y, [0, 2, 1, 3, 4])
 
 
 def _max_along(c, x, axis, n_out):
@@ -441,3 +477,87 @@ def _weight_norm(c, node, args, kwargs):
     axes = [i for i in range(v.rank) if i != d]
     norm = b.un("sqrt", b.reduce("reduce_sum", b.mul(v, v), axes, True)) if axes else b.un("abs", v)
     return [b.mul(v, b.div(c.reshape(g, norm.shape), norm)), norm]
+
+
+def _window_counts(n, k, s, p, n_out, include_pad):
+    """Per output position along one axis, how many elements its window
+    averages over: the input's (include_pad false) or, as PyTorch counts
+    them, the padded input's up to its end (a ceil_mode window past it is
+    cut there)."""
+    counts = []
+    for o in range(n_out):
+        start = o * s - p
+        end = min(start + k, n + p)
+        counts.append(end - start if include_pad else min(start + k, n) - max(start, 0))
+    return torch.tensor(counts, dtype=torch.float64)
+
+
+@lowers("aten.max_pool3d_with_indices", "aten.avg_pool3d")
+def _pool3d(c, node, args, kwargs):
+    """3-D pooling, separable: the 2-D pool of each depth slice (the depth
+    folded into the channels), then the depth windows as strided slices of
+    the depth axis. Max: the windows' slices compared in turn, a later one
+    taken only where it is greater (or NaN), so the gradient goes to the
+    first maximum in PyTorch's (depth, row, column) order. Average: the 2-D
+    pool's window sums (its mean over the real elements times their count),
+    summed over the depth window and divided by PyTorch's divisor, a
+    product of per-axis counts (or divisor_override)."""
+    b = B(c)
+    is_max = "max" in op_name(node.target)
+    x = c.v(args[0])
+    shape, dtype = (c.meta(next(u for u in node.users if u.args[1] == 0)) if is_max
+                    else c.out())
+    unbatched = x.rank == 4
+    if unbatched:
+        x, shape = c.reshape(x, (1,) + x.shape), (1,) + tuple(shape)
+    three = lambda v: [int(v[0])] * 3 if len(v) == 1 else [int(i) for i in v]  # noqa: E731
+    kernel = three(args[1])
+    stride = three(args[2]) if len(args) > 2 and args[2] else kernel
+    padding = three(args[3]) if len(args) > 3 else [0, 0, 0]
+    n, ch, depth, h, w = x.shape
+    d_out, h_out, w_out = shape[2:]
+    flat = c.reshape(x, (n, ch * depth, h, w))
+    props = {"kernel": i64_array(kernel[1:]), "strides": i64_array(stride[1:]),
+             "pads": i64_array(padding[1:] * 2)}
+    if is_max:
+        dilation = three(args[4]) if len(args) > 4 else [1, 1, 1]
+        ceil = bool(args[5]) if len(args) > 5 else False
+        props.update(mode=string("max"), dilations=i64_array(dilation[1:]),
+                     ceil_mode=bool_attr(ceil))
+    else:
+        dilation = [1, 1, 1]
+        ceil = bool(args[4]) if len(args) > 4 else False
+        include = bool(args[5]) if len(args) > 5 else True
+        divisor = args[6] if len(args) > 6 else kwargs.get("divisor_override")
+        props.update(mode=string("avg"), dilations=i64_array([1, 1]), ceil_mode=bool_attr(ceil),
+                     count_include_pad=bool_attr(False))
+    y = c.emit("fsdp.pool", [flat], [((n, ch * depth, h_out, w_out), dtype)], props)
+    y = c.reshape(y, (n, ch, depth, h_out, w_out))
+    if not is_max:  # each depth slice's window sums
+        real = [_window_counts(size, k, s, p, m, False) for size, k, s, p, m in
+                zip((h, w), kernel[1:], stride[1:], padding[1:], (h_out, w_out))]
+        y = b.mul(y, c.w.constant((real[0][:, None] * real[1][None, :]).to(dtype)))
+    # the depth windows: padded so that every window's slice is in range
+    kd, sd, pd, dd = kernel[0], stride[0], padding[0], dilation[0]
+    length = max(depth + 2 * pd, (d_out - 1) * sd + dd * (kd - 1) + 1)
+    y = pad(c, y, 2, pd, length - depth - pd, -math.inf if is_max else 0)
+    taps = [b.slice(y, 2, k * dd, k * dd + sd * (d_out - 1) + 1, sd) for k in range(kd)]
+    out = taps[0]
+    for t in taps[1:]:
+        if is_max:
+            out = b.where(c.emit("fsdp.or", [b.gt(t, out), b.isnan(t)],
+                                 [(t.shape, torch.bool)]), t, out)
+        else:
+            out = b.add(out, t)
+    if not is_max:
+        if divisor is not None:
+            scale = torch.full((d_out, h_out, w_out), 1.0 / float(divisor), dtype=torch.float64)
+        else:
+            counts = [_window_counts(size, k, s, p, m, include) for size, k, s, p, m in
+                      zip((depth, h, w), kernel, stride, padding, (d_out, h_out, w_out))]
+            scale = 1.0 / (counts[0][:, None, None] * counts[1][None, :, None]
+                           * counts[2][None, None, :])
+        out = b.mul(out, c.w.constant(scale.to(dtype)))
+    if unbatched:
+        out = c.reshape(out, tuple(shape[1:]))
+    return [out, None] if is_max else out
