@@ -15,6 +15,9 @@ user's output (a buffer update such as batch norm's running statistics
 leaves the module as it was, as on the make_fx path); `module_path` in
 each node's meta.
 """
+import contextlib
+import os
+import sys
 import warnings
 
 import torch
@@ -114,6 +117,44 @@ def _module_path(node):
     return _strip(str(path))
 
 
+@contextlib.contextmanager
+def _tensor_checks_as_ops(checks):
+    """torch._check_tensor_all(_with) on a tensor from the data (transformers'
+    `torch_compilable_check`: LLaVA's placeholder count against its image
+    features) reads the tensor's value, which non-strict export carries as
+    an unbacked size that its decompositions then fail on. Traced instead as
+    aten._assert_async of the condition, a graph op on the tensor; the plan
+    does not run it (fsdp-run has no data checks), which `checks` records,
+    as 'FILE:LINE', for the note capture_export prints."""
+    saved = {name: getattr(torch, name, None)
+             for name in ("_check_tensor_all", "_check_tensor_all_with")}
+
+    def record():
+        frame = sys._getframe(2)
+        while frame is not None and "transformers/utils" in frame.f_code.co_filename:
+            frame = frame.f_back  # the model's line, not its helper's
+        if frame is not None:
+            checks.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
+
+    def check_all(cond, message=None):
+        record()
+        torch.ops.aten._assert_async.msg(cond.all(), "a check of the data")
+
+    def check_all_with(error_type, cond, message=None):
+        record()
+        torch.ops.aten._assert_async.msg(cond.all(), "a check of the data")
+    if saved["_check_tensor_all"] is not None:
+        torch._check_tensor_all = check_all
+    if saved["_check_tensor_all_with"] is not None:
+        torch._check_tensor_all_with = check_all_with
+    try:
+        yield
+    finally:
+        for name, original in saved.items():
+            if original is not None:
+                setattr(torch, name, original)
+
+
 def capture_export(module, tensors, inputs, forward_args, rest, positional, loss_fn, contexts):
     """The step traced by torch.export, as a graph module in capture.py's
     form. `contexts` builds the context managers to trace under (dropout as
@@ -122,7 +163,8 @@ def capture_export(module, tensors, inputs, forward_args, rest, positional, loss
     names = [n for n, _ in inputs]
     step = _Step(module, names, forward_args, rest, positional, loss_fn)
     data = tuple(t for _, t in inputs)
-    with contexts(), warnings.catch_warnings():
+    checks = []
+    with contexts(), _tensor_checks_as_ops(checks), warnings.catch_warnings():
         # PyTorch's own deprecations inside export (pytree's LeafSpec), not
         # the user's.
         warnings.simplefilter("ignore", FutureWarning)
@@ -217,4 +259,7 @@ def capture_export(module, tensors, inputs, forward_args, rest, positional, loss
             graph.erase_node(node)
     graph.eliminate_dead_code()
     gm.recompile()
+    if checks:
+        print(f"fsdp_trace: note: the model checks its data at {', '.join(sorted(set(checks)))} "
+              f"(torch._check_tensor_all); the plan does not run that check", file=sys.stderr)
     return gm

@@ -92,6 +92,45 @@ def vision_cases():
                  F.cross_entropy) for n in names]
 
 
+# Video classifiers (torchvision.models.video): clips of (3, T, H, W), the
+# smallest each accepts. S3D's last pool is a fixed (2, 7, 7) window, so it
+# needs 16 frames of 224x224; the ResNets pool adaptively.
+CLIP = {"s3d": (16, 224), "mvit": (16, 224)}
+
+
+def _video_build(name):
+    import torchvision.models.video as tvv
+
+    def build(dtype, batch):
+        torch.manual_seed(0)
+        kwargs = {"num_classes": 10}
+        if name in ("s3d",) or name.startswith("mvit"):
+            kwargs["dropout"] = 0.0
+        m = getattr(tvv, name)(**kwargs)
+        for mod in m.modules():
+            if isinstance(mod, nn.Dropout):
+                mod.p = 0.0
+            if hasattr(mod, "stochastic_depth_prob"):
+                mod.stochastic_depth_prob = 0.0
+        return m.to(dtype).train()
+    return build
+
+
+def video_cases():
+    import torchvision.models.video as tvv
+    names = sorted(n for n in dir(tvv) if n[0].islower() and callable(getattr(tvv, n))
+                   and n not in ("resnet", "mvit"))
+    cases = []
+    for n in names:
+        frames, size = next((v for k, v in CLIP.items() if n.startswith(k)), (4, 32))
+        cases.append(Case(n, "torchvision", _video_build(n),
+                          lambda g, b, t=frames, s=size: {
+                              "x": torch.randn(b, 3, t, s, s, generator=g)},
+                          lambda g, out: torch.randint(0, 10, (out.shape[0],), generator=g),
+                          F.cross_entropy))
+    return cases
+
+
 # ----------------------------------------------------------------- torchaudio
 
 class WithLengths(nn.Module):
@@ -272,4 +311,5 @@ def attention_cases():
 
 def all_cases():
     from zoo_hf import hf_cases  # transformers' models, where it is installed
-    return vision_cases() + audio_cases() + nn_cases() + attention_cases() + hf_cases()
+    return (vision_cases() + video_cases() + audio_cases() + nn_cases() + attention_cases()
+            + hf_cases())

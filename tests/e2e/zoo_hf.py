@@ -86,6 +86,17 @@ def _images(g, batch):
     return {"pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
 
 
+IMAGE_TOKEN = VOCAB - 1
+
+
+def _image_and_tokens(g, batch):
+    # A 16x16 image in four 8x8 patches, its four placeholder tokens after
+    # the first (what LLaVA's processor writes where the image goes).
+    ids = torch.randint(0, IMAGE_TOKEN, (batch, T), generator=g)
+    ids[:, 1:5] = IMAGE_TOKEN
+    return {"input_ids": ids, "pixel_values": torch.randn(batch, 3, 16, 16, generator=g)}
+
+
 def _waveform(g, batch):
     return {"input_values": torch.randn(batch, 400, generator=g)}
 
@@ -358,4 +369,14 @@ def hf_cases():
                                                     drop_path_rate=0.0)),
               "SegformerForImageClassification", "ForSequenceClassification", _images,
               "overlapping patches, spatially reduced attention, Mix-FFN"),
+        # Image features scattered into the text embeddings at the
+        # placeholder tokens (masked_scatter), a CLIP tower and a Llama.
+        _case("llava", ("LlavaConfig", dict(
+            vision_config=dict(model_type="clip_vision_model", hidden_size=H,
+                               intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                               image_size=16, patch_size=8, attention_dropout=0.0),
+            text_config=dict(DECODER, model_type="llama"), image_token_id=IMAGE_TOKEN,
+            vision_feature_layer=-1)),
+              "LlavaForConditionalGeneration", "ForCausalLM", _image_and_tokens,
+              "image features into the placeholders (masked_scatter)"),
     ]
