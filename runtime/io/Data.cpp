@@ -98,6 +98,46 @@ bool parseDim(const std::string &tok, int64_t &out) {
   return ec == std::errc() && end == last && out >= 0;
 }
 
+/// A Fortran-ordered array (np.save writes an F-contiguous array, a
+/// transposed view, that way) rewritten in C order. Data shorter than its
+/// shape is left for the size check that follows, which names it.
+Status toCOrder(const std::string &name, Array &a) {
+  size_t digits = a.descr.find_last_not_of("0123456789");
+  int64_t item = 0;
+  if (digits + 1 < a.descr.size())
+    parseDim(a.descr.substr(digits + 1), item);
+  if (item <= 0 || item > 16)
+    return Status::error("'" + name + "': a Fortran-ordered array of dtype '" +
+                         a.descr + "'");
+  int64_t n = 1;
+  for (int64_t d : a.shape)
+    if (__builtin_mul_overflow(n, d, &n))
+      return Status::error("'" + name + "': its shape's size overflows");
+  int64_t bytes = 0;
+  if (a.shape.size() < 2 || __builtin_mul_overflow(n, item, &bytes) ||
+      bytes > (int64_t)a.data.size())
+    return Status::ok();
+  const size_t rank = a.shape.size();
+  std::vector<int64_t> index(rank, 0), stride(rank, 1);
+  for (size_t k = 1; k < rank; ++k)
+    stride[k] = stride[k - 1] * a.shape[k - 1];
+  std::string out((size_t)bytes, '\0');
+  int64_t from = 0; // index · stride, kept as the C-order index advances
+  for (int64_t c = 0; c < n; ++c) {
+    std::memcpy(&out[c * item], a.data.data() + from * item, item);
+    for (size_t k = rank; k-- > 0;) {
+      if (++index[k] < a.shape[k]) {
+        from += stride[k];
+        break;
+      }
+      from -= (a.shape[k] - 1) * stride[k];
+      index[k] = 0;
+    }
+  }
+  a.data = std::move(out);
+  return Status::ok();
+}
+
 Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
   if (npy.size() < 10 || npy.compare(0, 6, "\x93NUMPY") != 0)
     return Status::error("'" + name + "' is not a .npy array");
@@ -125,10 +165,8 @@ Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
   if (q1 == std::string::npos || q2 == std::string::npos)
     return Status::error("'" + name + "': no dtype in the header");
   out.descr = descr.substr(q1 + 1, q2 - q1 - 1);
-  if (fortran.find("True") != std::string::npos &&
-      fortran.find("True") < fortran.find(','))
-    return Status::error("'" + name +
-                         "': Fortran-ordered arrays are not supported");
+  bool fortranOrder = fortran.find("True") != std::string::npos &&
+                      fortran.find("True") < fortran.find(',');
   size_t p1 = shape.find('('), p2 = shape.find(')');
   if (p1 == std::string::npos || p2 == std::string::npos)
     return Status::error("'" + name + "': no shape in the header");
@@ -144,6 +182,8 @@ Status parseNpy(const std::string &name, const std::string &npy, Array &out) {
     out.shape.push_back(d);
   }
   out.data = npy.substr(start + headerLen);
+  if (fortranOrder)
+    return toCOrder(name, out);
   return Status::ok();
 }
 

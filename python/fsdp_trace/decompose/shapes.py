@@ -641,6 +641,26 @@ def _put_rows(c, rows, position, v, accumulate, constant):
     return b.where(mask, value, rows)
 
 
+@lowers("aten.max_unpool2d", "aten.max_unpool3d")
+def _max_unpool(c, node, args, kwargs):
+    """x's values written at their indices (max pooling's: flat positions
+    within each map of the output), zeros elsewhere: _put_rows over the
+    output flattened, each map's indices offset to its rows, so a position
+    written twice keeps its last writer and every writer gets the gradient
+    at its position, as PyTorch's backward gives it. An index past its map
+    is PyTorch's error and not checked here."""
+    shape, dtype = c.out()
+    k = 3 if "3d" in str(node.target) else 2
+    x = c.cast(c.v(args[0]), dtype)
+    index = c.cast(c.v(args[1]), torch.int64)
+    maps, size, n = math.prod(shape[:-k]), math.prod(shape[-k:]), math.prod(x.shape[-k:])
+    offset = c.w.constant((torch.arange(maps, dtype=torch.int64) * size).reshape(maps, 1))
+    position = c.reshape(B(c).add(c.reshape(index, (maps, n)), offset), (maps * n,))
+    rows = c.w.splat(0, (maps * size,), dtype)
+    y = _put_rows(c, rows, position, c.reshape(x, (maps * n,)), False, c.is_const(args[0]))
+    return c.reshape(y, shape)
+
+
 @lowers("aten.masked_scatter")
 def _masked_scatter(c, node, args, kwargs):
     """x.masked_scatter(mask, source): the positions where the mask (x and
