@@ -188,6 +188,18 @@ def _extra_samples():
                     args=((torch.rand(2, 3000, generator=g) > 0.3).long(),)),
         ],
         "logcumsumexp": [SampleInput(long[:, :2100].clone().requires_grad_(), args=(-1,))],
+        # Ties for the largest (self among them), whose gradient PyTorch
+        # shares evenly; zero factors of a product.
+        "scatter_reduce.amax": [
+            SampleInput(torch.tensor([1., 5., 2., 0.]).requires_grad_(),
+                        args=(0, torch.tensor([0, 0, 1, 2, 2, 2]),
+                              torch.tensor([1., 1., 5., 3., 3., .5]).requires_grad_(), "amax"),
+                        kwargs={"include_self": include})
+            for include in (True, False)],
+        "scatter_reduce.prod": [
+            SampleInput(torch.tensor([2., 0., 3., 4.]).requires_grad_(),
+                        args=(0, torch.tensor([0, 0, 1, 2, 2]),
+                              torch.tensor([0., 4., 5., 0., 0.]).requires_grad_(), "prod"))],
         # 3-D pooling (2-D pools of the depth slices, then the depth
         # windows): padding cut by ceil_mode, averages without the padding
         # or over a fixed divisor; maxima tied across the depth (repeated

@@ -339,6 +339,37 @@ def _dist(c, node, args, kwargs):
     return p_norm(c, d, p, list(range(d.rank)), False)
 
 
+@lowers("aten._cdist_forward")
+def _cdist(c, node, args, kwargs):
+    """The p-distance of every row of x1 [.., P, M] to every row of x2
+    [.., R, M]: the p-norm over M of their difference broadcast to
+    [.., P, R, M] (p_norm's zero gradient at zero distance is torch's
+    cdist backward's). P·R·M elements: the pairs' differences are formed."""
+    b = B(c)
+    shape, dtype = c.out()
+    x1, x2 = c.operand(args[0], dtype), c.operand(args[1], dtype)
+    p = float(args[2])
+    d = b.sub(c.reshape(x1, x1.shape[:-1] + (1, x1.shape[-1])),
+              c.reshape(x2, x2.shape[:-2] + (1,) + x2.shape[-2:]))
+    return c.reshape(p_norm(c, d, p, [d.rank - 1], False), shape)
+
+
+@lowers("aten._pdist_forward")
+def _pdist(c, node, args, kwargs):
+    """The p-distance of each pair i < j of x's rows [N, M], in row-major
+    order of the pairs: the rows gathered at the pairs' constant indices,
+    differenced, and p_norm over M."""
+    b = B(c)
+    shape, dtype = c.out()
+    x = c.operand(args[0], dtype)
+    p = float(arg(args, kwargs, 1, "p", 2))
+    i, j = torch.triu_indices(x.shape[0], x.shape[0], 1)
+    if i.numel() == 0:
+        return c.w.splat(0, shape, dtype)
+    d = b.sub(b.gather(x, i, 0), b.gather(x, j, 0))
+    return c.reshape(p_norm(c, d, p, [1], False), shape)
+
+
 @lowers("aten.linalg_cross")
 def _cross(c, node, args, kwargs):
     """The cross product of 3-vectors along dim (broadcast)."""

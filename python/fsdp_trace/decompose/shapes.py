@@ -878,18 +878,41 @@ def _block_diag(c, node, args, kwargs):
 
 @lowers("aten.scatter_reduce")
 def _scatter_reduce(c, node, args, kwargs):
-    """scatter_reduce with reduce='sum' or 'mean' (include_self or not): the
-    sums and counts are scatter_adds at index's flat positions; a position
-    nothing is scattered to keeps x. 'prod', 'amax' and 'amin' are refused."""
-    b = B(c)
+    """scatter_reduce (include_self or not): 'sum' and 'mean' are
+    scatter_adds of the values and their counts at index's flat positions;
+    'prod', 'amax' and 'amin' reduce each position's values found by
+    comparing the positions with index's (_reduce_at). A position nothing
+    is scattered to keeps x."""
     shape, dtype = c.out()
     x = c.cast(c.v(args[0]), dtype)
-    d = dim(args[1], max(x.rank, 1))
     index, src = c.v(args[2]), c.cast(c.v(args[3]), dtype)
-    reduce = arg(args, kwargs, 4, "reduce")
-    include = bool(arg(args, kwargs, 5, "include_self", True))
-    if reduce not in ("sum", "mean"):
-        raise TraceError(f"scatter_reduce with reduce='{reduce}' (sum and mean have lowerings)")
+    return scatter_reduce(c, x, dim(args[1], max(x.rank, 1)), index, src,
+                          arg(args, kwargs, 4, "reduce"),
+                          bool(arg(args, kwargs, 5, "include_self", True)))
+
+
+@lowers("aten.index_reduce")
+def _index_reduce(c, node, args, kwargs):
+    """index_reduce(x, d, index, source, reduce): source's slices along d
+    reduced into x's at index, a scatter_reduce with index broadcast over
+    source's other axes."""
+    shape, dtype = c.out()
+    x = c.cast(c.v(args[0]), dtype)
+    src = c.cast(c.v(args[3]), dtype)
+    d = dim(args[1], max(x.rank, 1))
+    index = c.v(args[2])
+    if src.rank:
+        at = tuple(src.shape[d] if i == d else 1 for i in range(src.rank))
+        index = c.emit("fsdp.broadcast", [c.reshape(index, at)], [(src.shape, index.dtype)])
+    return scatter_reduce(c, x, d, index, src, arg(args, kwargs, 4, "reduce"),
+                          bool(arg(args, kwargs, 5, "include_self", True)))
+
+
+def scatter_reduce(c, x, d, index, src, reduce, include):
+    b = B(c)
+    shape, dtype = x.shape, x.dtype
+    if reduce not in ("sum", "mean", "prod", "amax", "amin"):
+        raise TraceError(f"scatter_reduce with reduce='{reduce}'")
     if index.numel == 0:
         return c.reshape(x, shape)
     if x.rank == 0:  # as one element along one axis
@@ -898,12 +921,15 @@ def _scatter_reduce(c, node, args, kwargs):
         for axis, n in enumerate(index.shape):
             src = b.slice(src, axis, 0, n)
     lin = c.reshape(_linear_index(c, x, index, d), (index.numel,))
+    flat = c.reshape(x, (x.numel,))
+    if reduce in ("prod", "amax", "amin"):
+        return c.reshape(_reduce_at(c, flat, lin, c.reshape(src, (index.numel,)), reduce,
+                                    include), shape)
 
     def scattered(values):
         zeros = c.w.splat(0, (x.numel,), dtype)
         return c.emit("fsdp.scatter_add", [zeros, lin, c.reshape(values, (index.numel,))],
                       [((x.numel,), dtype)], {"axis": i64_attr(0)})
-    flat = c.reshape(x, (x.numel,))
     total = scattered(src)
     count = scattered(c.w.splat(1, index.shape, dtype))
     touched = b.gt(count, 0.0)
@@ -913,3 +939,59 @@ def _scatter_reduce(c, node, args, kwargs):
     if reduce == "mean":
         total = b.div(total, b.where(touched, count, 1.0))
     return c.reshape(b.where(touched, total, flat), shape)
+
+
+def _reduce_at(c, flat, lin, src, reduce, include):
+    """flat [N] with the values src [n] at positions lin [n] reduced into
+    it by 'prod', 'amax' or 'amin' (with flat's own value where include).
+    Each position's values are found by comparing lin with the positions,
+    an [N, n] mask (bounded as the last writer's). prod: a tree of
+    products of the masked values (ones elsewhere), whose gradient is the
+    other factors' product, zeros too. amax/amin: the value behind
+    stop_gradient, and the gradient shared evenly by the values equal to it,
+    as PyTorch's backward shares it (x's own value counted among them even
+    where not included, then given no share)."""
+    b = B(c)
+    from .reductions import _tree_product
+    n_rows, n = flat.shape[0], lin.shape[0]
+    if n_rows * n > LAST_WRITER_LIMIT:
+        raise TraceError(f"scatter_reduce '{reduce}' of {n} values into {n_rows} positions: "
+                         f"the positions are compared with every value ({n_rows * n} pairs, "
+                         f"at most {LAST_WRITER_LIMIT})")
+    rows = c.w.constant(torch.arange(n_rows, dtype=torch.int64).reshape(n_rows, 1))
+    here = b.eq(c.reshape(lin, (1, n)), rows)                       # [N, n]
+    touched = c.reshape(b.reduce("reduce_max", c.cast(here, flat.dtype), [1], False), (n_rows,))
+    touched = b.gt(touched, b.s(0.5, flat.dtype))
+    wide = c.reshape(src, (1, n))
+    if reduce == "prod":
+        y = c.reshape(_tree_product(c, b.where(here, wide, 1.0), 1), (n_rows,))
+        if include:
+            y = b.mul(y, flat)
+        return b.where(touched, y, flat)
+    sign = 1.0 if reduce == "amax" else -1.0
+    signed = wide if sign > 0 else b.un("neg", wide)
+    best = b.reduce("reduce_max", b.where(here, signed, -math.inf), [1], False)
+    if include:
+        own = flat if sign > 0 else b.un("neg", flat)
+        best = b.where(b.gt(own, best), own, best)
+    if sign < 0:
+        best = b.un("neg", best)
+    value = c.emit("fsdp.stop_gradient", [best], [(best.shape, best.dtype)])
+    # the gradient: each value equal to the result takes 1/ties of it
+    tied = b.eq(src, b.gather(value, lin, 0))                       # [n]
+    ties = c.emit("fsdp.scatter_add", [c.w.splat(0, (n_rows,), flat.dtype), lin,
+                                       c.cast(tied, flat.dtype)],
+                  [((n_rows,), flat.dtype)], {"axis": i64_attr(0)})
+    share = c.emit("fsdp.scatter_add", [c.w.splat(0, (n_rows,), flat.dtype), lin,
+                                        b.where(tied, src, 0.0)],
+                   [((n_rows,), flat.dtype)], {"axis": i64_attr(0)})
+    # x's own value counts among the ties even where it is not included
+    # (PyTorch's backward counts it so), but takes a share only where it is.
+    mine = b.eq(flat, value)
+    ties = b.add(ties, c.cast(mine, flat.dtype))
+    own = flat if include else c.emit("fsdp.stop_gradient", [flat], [(flat.shape, flat.dtype)])
+    share = b.add(share, b.where(mine, own, 0.0))
+    mean = b.div(share, b.where(b.gt(ties, b.s(0.5, flat.dtype)), ties, 1.0))
+    y = b.add(value, b.sub(mean, c.emit("fsdp.stop_gradient", [mean],
+                                        [(mean.shape, mean.dtype)])))
+    return b.where(touched, y, flat)
