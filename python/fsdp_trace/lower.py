@@ -483,9 +483,31 @@ def _compare(c, node, args, kwargs):
 def _logical(c, node, args, kwargs):
     shape, dtype = c.out()
     if dtype != torch.bool:
-        raise TraceError(op_name(node.target) + " on integers")
+        return _low_bits(c, node, args, shape, dtype)
     op = "fsdp.and" if "and" in op_name(node.target) else "fsdp.or"
     return c.emit(op, [c.operand(args[0], torch.bool), c.operand(args[1], torch.bool)])
+
+
+def _low_bits(c, node, args, shape, dtype):
+    """x & (2^k - 1) on integers: x's low k bits, x mod 2^k with the
+    modulus's sign (two's complement's), as x - 2^k·floor(x / 2^k) in
+    float32, exact below 2^24 (grid_sample's reflection takes `flips & 1`).
+    Other integer bit operations are refused."""
+    name = op_name(node.target)
+    mask = next((a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)), None)
+    if mask is None and c.is_const(args[1]):
+        value = torch.as_tensor(c.const_value(args[1]))
+        if value.numel() == 1 and not value.dtype.is_floating_point:
+            mask = int(value)
+    if "and" not in name or mask is None or mask < 0 or mask & (mask + 1) or mask >= 1 << 24:
+        raise TraceError(f"{name} on integers (x & (2^k - 1) with a constant mask traces)")
+    m = float(mask + 1)
+    x = c.cast(c.v(args[0]), torch.float32)
+    q = c.emit("fsdp.floor", [c.emit("fsdp.mul", [x, c.scalar(1.0 / m, torch.float32)],
+                                     [(x.shape, torch.float32)])], [(x.shape, torch.float32)])
+    y = c.emit("fsdp.sub", [x, c.emit("fsdp.mul", [q, c.scalar(m, torch.float32)],
+                                      [(x.shape, torch.float32)])], [(x.shape, torch.float32)])
+    return c.cast(y, dtype)
 
 
 @lowers("aten.where")

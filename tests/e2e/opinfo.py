@@ -188,6 +188,12 @@ def _extra_samples():
                     args=((torch.rand(2, 3000, generator=g) > 0.3).long(),)),
         ],
         "logcumsumexp": [SampleInput(long[:, :2100].clone().requires_grad_(), args=(-1,))],
+        # x & (2^k - 1) on integers (grid_sample's reflection parity),
+        # negative ones too: the low bits as two's complement has them.
+        "bitwise_and": [
+            OwnCall(lambda x, k: x * (k & 3).float() + x * (k.to(torch.int8) & 1).float(),
+                    torch.randn(7, generator=g).requires_grad_(),
+                    args=(torch.tensor([-5, -1, 0, 3, 6, 13, -8]),))],
         # Ties for the largest (self among them), whose gradient PyTorch
         # shares evenly; zero factors of a product.
         "scatter_reduce.amax": [
