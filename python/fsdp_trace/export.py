@@ -126,27 +126,20 @@ def _tensor_checks_as_ops(checks):
     aten._assert_async of the condition, a graph op on the tensor; the plan
     does not run it (fsdp-run has no data checks), which `checks` records,
     as 'FILE:LINE', for the note capture_export prints."""
-    saved = {name: getattr(torch, name, None)
-             for name in ("_check_tensor_all", "_check_tensor_all_with")}
-
-    def record():
-        frame = sys._getframe(2)
+    def check(cond):
+        frame = sys._getframe(2)  # the caller of the patched torch function
         while frame is not None and "transformers/utils" in frame.f_code.co_filename:
             frame = frame.f_back  # the model's line, not its helper's
         if frame is not None:
             checks.append(f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}")
-
-    def check_all(cond, message=None):
-        record()
         torch.ops.aten._assert_async.msg(cond.all(), "a check of the data")
 
-    def check_all_with(error_type, cond, message=None):
-        record()
-        torch.ops.aten._assert_async.msg(cond.all(), "a check of the data")
-    if saved["_check_tensor_all"] is not None:
-        torch._check_tensor_all = check_all
-    if saved["_check_tensor_all_with"] is not None:
-        torch._check_tensor_all_with = check_all_with
+    patched = {"_check_tensor_all": lambda cond, message=None: check(cond),
+               "_check_tensor_all_with": lambda error_type, cond, message=None: check(cond)}
+    saved = {name: getattr(torch, name, None) for name in patched}
+    for name, fn in patched.items():
+        if saved[name] is not None:
+            setattr(torch, name, fn)
     try:
         yield
     finally:

@@ -201,6 +201,18 @@ class Context:
             return v
         return self.emit("fsdp.reshape", [v], [(shape, v.dtype)])
 
+    def broadcast_to(self, v, shape):
+        """v broadcast to `shape` by torch's rules (leading axes added);
+        a shape that does not broadcast is a TraceError naming the node."""
+        shape = tuple(int(d) for d in shape)
+        if v.shape == shape:
+            return v
+        if tuple(torch.broadcast_shapes(torch.Size(v.shape), torch.Size(shape))) != shape:
+            raise TraceError(f"{self.node.target}: an operand of shape {list(v.shape)} does "
+                             f"not broadcast to {list(shape)}")
+        v = self.reshape(v, (1,) * (len(shape) - v.rank) + tuple(v.shape))
+        return self.emit("fsdp.broadcast", [v], [(shape, v.dtype)])
+
     def transpose(self, v, perm):
         perm = [int(p) for p in perm]
         if perm == list(range(v.rank)):
@@ -263,14 +275,8 @@ def _copy(c, node, args, kwargs):
     """The functional copy_ (torch.export writes an in-place copy into a
     fresh tensor so): `src` cast to the destination's dtype and broadcast to
     its shape; the destination's values are not read."""
-    src = c.v(args[1])
     shape, dtype = c.out()
-    v = c.cast(src, dtype)
-    if v.shape == tuple(shape):
-        return v
-    if v.rank < len(shape):
-        v = c.reshape(v, (1,) * (len(shape) - v.rank) + tuple(v.shape))
-    return c.emit("fsdp.broadcast", [v], [(tuple(shape), dtype)])
+    return c.broadcast_to(c.cast(c.v(args[1]), dtype), shape)
 
 
 @lowers("aten.permute")
@@ -481,33 +487,10 @@ def _compare(c, node, args, kwargs):
 
 @lowers("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
 def _logical(c, node, args, kwargs):
-    shape, dtype = c.out()
-    if dtype != torch.bool:
-        return _low_bits(c, node, args, shape, dtype)
+    if c.out()[1] != torch.bool:  # integer x & (2^k - 1): decompose/elementwise.py
+        raise TraceError(f"{op_name(node.target)} on integers")
     op = "fsdp.and" if "and" in op_name(node.target) else "fsdp.or"
     return c.emit(op, [c.operand(args[0], torch.bool), c.operand(args[1], torch.bool)])
-
-
-def _low_bits(c, node, args, shape, dtype):
-    """x & (2^k - 1) on integers: x's low k bits, x mod 2^k with the
-    modulus's sign (two's complement's), as x - 2^k·floor(x / 2^k) in
-    float32, exact below 2^24 (grid_sample's reflection takes `flips & 1`).
-    Other integer bit operations are refused."""
-    name = op_name(node.target)
-    mask = next((a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)), None)
-    if mask is None and c.is_const(args[1]):
-        value = torch.as_tensor(c.const_value(args[1]))
-        if value.numel() == 1 and not value.dtype.is_floating_point:
-            mask = int(value)
-    if "and" not in name or mask is None or mask < 0 or mask & (mask + 1) or mask >= 1 << 24:
-        raise TraceError(f"{name} on integers (x & (2^k - 1) with a constant mask traces)")
-    m = float(mask + 1)
-    x = c.cast(c.v(args[0]), torch.float32)
-    q = c.emit("fsdp.floor", [c.emit("fsdp.mul", [x, c.scalar(1.0 / m, torch.float32)],
-                                     [(x.shape, torch.float32)])], [(x.shape, torch.float32)])
-    y = c.emit("fsdp.sub", [x, c.emit("fsdp.mul", [q, c.scalar(m, torch.float32)],
-                                      [(x.shape, torch.float32)])], [(x.shape, torch.float32)])
-    return c.cast(y, dtype)
 
 
 @lowers("aten.where")

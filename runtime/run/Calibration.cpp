@@ -535,24 +535,23 @@ Status fitCalibration(const std::string &engine,
     if (status)
       status = loadMeasuredTrace(loaded[i], traces.back(), docs[r]);
   }
-  // Each reference's runs (positions in `order`), fastest first.
-  std::vector<std::vector<size_t>> runsOf(n);
-  for (size_t r = 0; r < order.size(); ++r)
-    runsOf[order[r]].push_back(r);
-  for (std::vector<size_t> &rs : runsOf)
-    std::stable_sort(rs.begin(), rs.end(), [&](size_t x, size_t y) {
-      return stepOf(docs[x]) < stepOf(docs[y]);
-    });
+  // Reference i ran at positions i and 2n-1-i of `order`: its faster and
+  // its slower run.
+  auto fasterRun = [&](size_t i) {
+    size_t a = i, b = 2 * n - 1 - i;
+    return stepOf(docs[b]) < stepOf(docs[a]) ? b : a;
+  };
+  auto slowerRun = [&](size_t i) { return fasterRun(i) == i ? 2 * n - 1 - i : i; };
   // How far the machine's own speed moved while it was measured: the
   // median, over the references, of how far a reference's step moved
-  // between its fastest and slowest run. The figure goes into the
+  // between its two runs. The figure goes into the
   // calibration's name, which each plan priced on it carries.
   double drift = -1;
   size_t compared = 0;
   if (status) {
     std::vector<double> moved;
-    for (const std::vector<size_t> &rs : runsOf) {
-      double fast = stepOf(docs[rs.front()]), slow = stepOf(docs[rs.back()]);
+    for (size_t i = 0; i < n; ++i) {
+      double fast = stepOf(docs[fasterRun(i)]), slow = stepOf(docs[slowerRun(i)]);
       if (fast > 0 && slow > 0)
         moved.push_back((slow - fast) / fast);
     }
@@ -581,7 +580,7 @@ Status fitCalibration(const std::string &engine,
   // costs half as long again.
   std::vector<FitRun> runs;
   for (size_t i = 0; i < n; ++i)
-    runs.push_back({&loaded[i], &docs[runsOf[i].front()], plans[i]});
+    runs.push_back({&loaded[i], &docs[fasterRun(i)], plans[i]});
   std::ostringstream table;
   FSDP_RETURN_IF_ERROR(fitDeviceRuns(runs, device, table, /*linear=*/true));
   device["fitted_runs"] = (int64_t)runs.size();

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from ..lower import LOWERINGS, TraceError, dim, lowers
+from ..lower import LOWERINGS, TraceError, dim, lowers, op_name
 from .builder import B, arg, float_in
 from .reductions import p_norm
 
@@ -413,3 +413,29 @@ def _round(c, node, args, kwargs):
     if d < 0:
         return b.mul(b.un("round", b.div(x, ten)), ten)
     return b.div(b.un("round", b.mul(x, ten)), ten)
+
+
+_logical_plain = LOWERINGS["aten.bitwise_and"]
+
+
+@lowers("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
+def _logical(c, node, args, kwargs):
+    """Integer x & (2^k - 1): x's low k bits, x mod 2^k with the modulus's
+    sign (two's complement's), as x - 2^k·floor(x / 2^k) in float32, exact
+    below 2^24 (grid_sample's reflection takes `flips & 1`). Booleans are
+    lower.py's and/or; other integer bit operations are refused."""
+    shape, dtype = c.out()
+    if dtype == torch.bool:
+        return _logical_plain(c, node, args, kwargs)
+    name = op_name(node.target)
+    mask = next((a for a in args[1:2] if isinstance(a, int) and not isinstance(a, bool)), None)
+    if mask is None and c.is_const(args[1]):
+        value = torch.as_tensor(c.const_value(args[1]))
+        if value.numel() == 1 and not value.dtype.is_floating_point:
+            mask = int(value)
+    if "and" not in name or mask is None or mask < 0 or mask & (mask + 1) or mask >= 1 << 24:
+        raise TraceError(f"{name} on integers (x & (2^k - 1) with a constant mask traces)")
+    b = B(c)
+    m = float(mask + 1)
+    x = c.cast(c.v(args[0]), torch.float32)
+    return c.cast(b.sub(x, b.mul(b.un("floor", b.mul(x, 1.0 / m)), m)), dtype)

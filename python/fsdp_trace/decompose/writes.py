@@ -193,7 +193,7 @@ def _index_put(c, node, args, kwargs):
     block, lead = position.shape, _block_lead(given)
     rest = rows.shape[1:]
     target = rest[:lead] + block + rest[lead:]
-    v = _broadcast_to(c, c.operand(values, dtype), target)
+    v = c.broadcast_to(c.operand(values, dtype), target)
     if lead:
         k = len(block)
         v = c.transpose(v, list(range(lead, lead + k)) + list(range(lead))
@@ -219,16 +219,6 @@ def _put(c, node, args, kwargs):
     source = c.reshape(c.cast(c.v(args[2]), dtype), (n,))
     y = _put_rows(c, flat, position, source, accumulate, c.is_const(args[2]))
     return c.reshape(y, shape)
-
-
-def _broadcast_to(c, v, shape):
-    if v.shape == tuple(shape):
-        return v
-    if tuple(torch.broadcast_shapes(torch.Size(v.shape), torch.Size(shape))) != tuple(shape):
-        raise TraceError(f"{c.node.target}: an operand of shape {list(v.shape)} does not "
-                         f"broadcast to {list(shape)}")
-    v = c.reshape(v, (1,) * (len(shape) - v.rank) + v.shape)
-    return c.emit("fsdp.broadcast", [v], [(tuple(shape), v.dtype)])
 
 
 def _put_rows(c, rows, position, v, accumulate, constant):
@@ -298,11 +288,11 @@ def _masked_scatter(c, node, args, kwargs):
     n = math.prod(shape)
     if source.numel == 0 or n == 0:  # no position may be masked
         return x
-    mask = c.reshape(_broadcast_to(c, c.cast(c.v(args[1]), torch.bool), shape), (n,))
+    mask = c.reshape(c.broadcast_to(c.cast(c.v(args[1]), torch.bool), shape), (n,))
     rank = cumulative_sum(c, c.cast(mask, torch.int64), 0)
     index = b.where(mask, b.sub(rank, 1), c.w.splat(0, (n,), torch.int64))
     value = b.gather(c.reshape(source, (source.numel,)), index, 0)
-    x = c.reshape(_broadcast_to(c, x, shape), (n,))
+    x = c.reshape(c.broadcast_to(x, shape), (n,))
     return c.reshape(b.where(mask, value, x), shape)
 
 
