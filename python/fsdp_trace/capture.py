@@ -315,13 +315,17 @@ def _decompositions():
     flip, roll, logsumexp, var, the smooth-L1 and margin losses, ... are
     traced as the ops they are made of. Never a random op's (a draw must
     stay visible to be refused), and not the reference implementations of
-    torch._refs, which are written in prims ops fsdp does not lower."""
+    torch._refs, which are written in prims ops fsdp does not lower. Ops
+    PyTorch has none of (grid_sampler_3d) are aten_decompositions'."""
     from torch._decomp import decomposition_table
+    from . import aten_decompositions
     from .lower import LOWERINGS, SPLATS, is_random, op_name
-    return {op: fn for op, fn in decomposition_table.items()
-            if getattr(fn, "__module__", "").startswith("torch._decomp")
-            and op_name(op) not in LOWERINGS and op_name(op) not in SPLATS
-            and not is_random(op)}
+    table = {op: fn for op, fn in decomposition_table.items()
+             if getattr(fn, "__module__", "").startswith("torch._decomp")
+             and op_name(op) not in LOWERINGS and op_name(op) not in SPLATS
+             and not is_random(op)}
+    table.update(aten_decompositions.TABLE)
+    return table
 
 
 CONSTANT_LIMIT = 1 << 16  # elements make_fx keeps a traced constant's value for

@@ -236,6 +236,20 @@ def _extra_samples():
                     args=(torch.randn(2, 3, 3, 1, 1, generator=g).requires_grad_(),),
                     kwargs={"padding": "same"}),
         ],
+        # Volumes (aten_decompositions.grid_sampler_3d): trilinear and
+        # nearest, every padding, both corner conventions, a grid reaching
+        # past the edges (padding read, reflected more than once), both
+        # gradients.
+        "nn.functional.grid_sample": [
+            SampleInput(torch.randn(2, 3, 4, 5, 6, generator=g).requires_grad_(),
+                        args=((torch.rand(2, 3, 2, 4, 3, generator=g) * 4.4 - 2.2)
+                              .requires_grad_(),),
+                        kwargs={"mode": mode, "padding_mode": padding,
+                                "align_corners": align})
+            for mode, padding, align in (
+                ("bilinear", "zeros", False), ("bilinear", "border", True),
+                ("bilinear", "reflection", False), ("bilinear", "reflection", True),
+                ("nearest", "zeros", True), ("nearest", "reflection", False))],
         # A mask whose running count runs past the matrix's bound.
         "masked_scatter": [
             SampleInput(long.clone().requires_grad_(),
