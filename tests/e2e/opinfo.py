@@ -249,7 +249,13 @@ def _extra_samples():
             for mode, padding, align in (
                 ("bilinear", "zeros", False), ("bilinear", "border", True),
                 ("bilinear", "reflection", False), ("bilinear", "reflection", True),
-                ("nearest", "zeros", True), ("nearest", "reflection", False))],
+                ("nearest", "zeros", True), ("nearest", "reflection", False))] + [
+            # Points on the edge pixels' centres, exactly: PyTorch gives
+            # the grid no gradient where its border clip holds.
+            SampleInput(torch.randn(1, 2, 3, 4, 5, generator=g).requires_grad_(),
+                        args=((torch.rand(1, 2, 3, 2, 3, generator=g) * 4 - 2).clamp(-1, 1)
+                              .requires_grad_(),),
+                        kwargs={"padding_mode": "border", "align_corners": True})],
         # A mask whose running count runs past the matrix's bound.
         "masked_scatter": [
             SampleInput(long.clone().requires_grad_(),
