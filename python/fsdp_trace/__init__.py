@@ -264,7 +264,7 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
         if node.op == "call_function" and node not in constant_nodes:
             name = op_name(node.target)
             try:
-                env[node] = LOWERINGS[name](c, node, node.args, node.kwargs)
+                env[node] = c.lowering(node)(c, node, node.args, node.kwargs)
             except TraceError as e:
                 where = node.meta.get("module_path") or "<root>"
                 raise TraceError(f"{name} in {where}: {e}") from None

@@ -22,6 +22,10 @@ import torch
 from .mlir import TraceError, bool_attr, canonical, f32_attr, i64_array, i64_attr, string, symbol
 
 LOWERINGS = {}
+# The lowerings of ops where a complex tensor goes in or comes out
+# (decompose/complex.py): a complex tensor is lowered as a real one with a
+# trailing axis of 2 (real, imaginary).
+COMPLEX = {}
 
 # Constants up to this many elements are written as dense literals; larger
 # ones are a splat or the ops that build them (or, failing both, dense up to
@@ -99,13 +103,30 @@ class Context:
 
     # -- values ------------------------------------------------------------
     def meta(self, node):
+        """A node's shape and dtype as lowered: a complex tensor's with a
+        trailing axis of 2 and its parts' real dtype."""
         if node.op == "get_attr":  # a tensor the module holds (not a buffer)
             t = getattr(self.gm, node.target)
-            return tuple(t.shape), canonical(t.dtype)
-        m = node.meta.get("tensor_meta")
-        if m is None or not hasattr(m, "shape"):
-            raise TraceError(f"{op_name(node.target)}: no shape recorded for {node.name}")
-        return tuple(m.shape), canonical(m.dtype)
+            shape, dtype = tuple(t.shape), t.dtype
+        else:
+            m = node.meta.get("tensor_meta")
+            if m is None or not hasattr(m, "shape"):
+                raise TraceError(f"{op_name(node.target)}: no shape recorded for {node.name}")
+            shape, dtype = tuple(m.shape), m.dtype
+        if dtype.is_complex:
+            return shape + (2,), canonical(_REAL_PARTS.get(dtype, dtype))
+        return shape, canonical(dtype)
+
+    def lowering(self, node):
+        """The function that lowers `node`: its op's, or where a complex
+        tensor goes in or comes out, its op's on complex numbers."""
+        name = op_name(node.target)
+        if any(_is_complex(self.gm, n) for n in [node] + node.all_input_nodes):
+            if name not in COMPLEX:
+                raise TraceError(f"{name} on complex numbers: what rotary embeddings do with "
+                                 f"them traces ({', '.join(sorted(COMPLEX))})")
+            return COMPLEX[name]
+        return LOWERINGS[name]
 
     def out(self):
         return self.meta(self.node)
@@ -154,17 +175,17 @@ class Context:
         if n <= SMALL_CONSTANT or node.op == "get_attr":
             if n > LARGEST_CONSTANT:
                 raise TraceError(f"constant {node.name}: {n} elements")
-            value = self.w.constant(torch.as_tensor(self.const_value(node)).to(dtype), loc)
+            value = self.w.constant(_real(self.const_value(node)).to(dtype), loc)
         elif name in SPLATS:
             value = self.w.splat(SPLATS[name](node), shape, dtype, loc)
         elif name in LOWERINGS:
             saved, self.node = self.node, node
             try:
-                value = LOWERINGS[name](self, node, node.args, node.kwargs)
+                value = self.lowering(node)(self, node, node.args, node.kwargs)
             finally:
                 self.node = saved
         elif n <= LARGEST_CONSTANT:
-            value = self.w.constant(torch.as_tensor(self.const_value(node)).to(dtype), loc)
+            value = self.w.constant(_real(self.const_value(node)).to(dtype), loc)
         else:
             raise TraceError(f"constant {node.name} ({name}): {n} elements, too many "
                              f"to write and not built by an op fsdp has")
@@ -220,6 +241,25 @@ class Context:
         shape = tuple(v.shape[p] for p in perm)
         return self.emit("fsdp.transpose", [v], [(shape, v.dtype)],
                          {"perm": i64_array(perm)})
+
+
+_REAL_PARTS = {torch.complex64: torch.float32, torch.complex128: torch.float64,
+               torch.complex32: torch.float16}
+
+
+def _is_complex(gm, node):
+    if node.op == "get_attr":
+        t = getattr(gm, node.target, None)
+        return isinstance(t, torch.Tensor) and t.is_complex()
+    dtype = getattr(node.meta.get("tensor_meta"), "dtype", None)
+    return dtype is not None and dtype.is_complex
+
+
+def _real(value):
+    """A constant's value as written: a complex one as its real and
+    imaginary parts on a trailing axis."""
+    t = torch.as_tensor(value)
+    return torch.view_as_real(t.resolve_conj()) if t.is_complex() else t
 
 
 def dim(d, rank):

@@ -268,7 +268,8 @@ def _recurrent(name, make):
 def nn_cases():
     """torch.nn's recurrent layers, as models use them (batch first): the
     tracer lowers PyTorch's own cell arithmetic, the ONNX door the RNN, GRU
-    and LSTM nodes the exporter writes."""
+    and LSTM nodes the exporter writes; and rotary attention written with
+    complex numbers."""
     return [
         _recurrent("lstm_2layer_bidirectional",
                    lambda: nn.LSTM(8, 12, num_layers=2, bidirectional=True, batch_first=True)),
@@ -276,7 +277,44 @@ def nn_cases():
         _recurrent("rnn_relu_bidirectional",
                    lambda: nn.RNN(8, 12, nonlinearity="relu", bidirectional=True,
                                   batch_first=True)),
+        _recurrent("rope_complex", ComplexRotary),
     ]
+
+
+class ComplexRotary(nn.Module):
+    """Causal attention whose queries and keys are rotated as complex
+    products, as Meta's Llama code and torchtitan write RoPE: a table of
+    unit complex numbers (torch.polar) held as a buffer, each head's
+    features paired into complex numbers (view_as_complex), multiplied,
+    unpaired (view_as_real). The plan holds no complex tensor
+    (fsdp_trace/decompose/complex.py)."""
+
+    def __init__(self, dim=8, heads=2, length=6):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        half = dim // heads // 2
+        rates = 1.0 / (10000.0 ** (torch.arange(half).float() / half))
+        angles = torch.outer(torch.arange(length).float(), rates)
+        self.register_buffer("rotations", torch.polar(torch.ones_like(angles), angles),
+                             persistent=False)
+
+    def rotate(self, x):
+        B, T, H, D = x.shape
+        pairs = torch.view_as_complex(x.float().reshape(B, T, H, D // 2, 2))
+        turned = pairs * self.rotations[:T].view(1, T, 1, D // 2)
+        return torch.view_as_real(turned).flatten(3).type_as(x)
+
+    def forward(self, input):
+        B, T, C = input.shape
+        shape = (B, T, self.heads, C // self.heads)
+        q = self.rotate(self.q(input).view(shape)).transpose(1, 2)
+        k = self.rotate(self.k(input).view(shape)).transpose(1, 2)
+        v = self.v(input).view(shape).transpose(1, 2)
+        scores = q @ k.transpose(-1, -2) / (C // self.heads) ** 0.5
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
+        return (weights @ v).transpose(1, 2).reshape(B, T, C)
 
 
 class Attention(nn.Module):
