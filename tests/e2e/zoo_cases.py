@@ -278,31 +278,50 @@ def nn_cases():
                    lambda: nn.RNN(8, 12, nonlinearity="relu", bidirectional=True,
                                   batch_first=True)),
         _recurrent("rope_complex", ComplexRotary),
+        _recurrent("rope_complex_table", lambda: ComplexRotary(table=True)),
     ]
 
 
 class ComplexRotary(nn.Module):
     """Causal attention whose queries and keys are rotated as complex
     products, as Meta's Llama code and torchtitan write RoPE: a table of
-    unit complex numbers (torch.polar) held as a buffer, each head's
+    unit complex numbers (torch.polar), each head's
     features paired into complex numbers (view_as_complex), multiplied,
     unpaired (view_as_real). The plan holds no complex tensor
     (fsdp_trace/decompose/complex.py)."""
 
-    def __init__(self, dim=8, heads=2, length=6):
+    def __init__(self, dim=8, heads=2, length=6, table=False):
         super().__init__()
-        self.heads = heads
+        self.heads, self.table = heads, table
         self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
         half = dim // heads // 2
         rates = 1.0 / (10000.0 ** (torch.arange(half).float() / half))
-        angles = torch.outer(torch.arange(length).float(), rates)
-        self.register_buffer("rotations", torch.polar(torch.ones_like(angles), angles),
+        # The angles, not their complex rotations, are the buffer: Module.to
+        # (the zoo builds each model at float64 and float32) casts a complex
+        # buffer to the real dtype, dropping its imaginary part.
+        self.register_buffer("angles", torch.outer(torch.arange(length).float(), rates),
                              persistent=False)
+        if table:
+            self.register_buffer("rotations", torch.polar(torch.ones_like(self.angles),
+                                                          self.angles), persistent=False)
+
+    def _apply(self, fn, *args, **kwargs):
+        # With `table`, the rotations are a complex buffer (torchtitan's
+        # freqs_cis), built again after every cast of the module.
+        out = super()._apply(fn, *args, **kwargs)
+        if self.table:
+            self.rotations = torch.polar(torch.ones_like(self.angles), self.angles)
+        return out
 
     def rotate(self, x):
         B, T, H, D = x.shape
         pairs = torch.view_as_complex(x.float().reshape(B, T, H, D // 2, 2))
-        turned = pairs * self.rotations[:T].view(1, T, 1, D // 2)
+        if self.table:
+            rotations = self.rotations[:T]
+        else:
+            angles = self.angles[:T].float()
+            rotations = torch.polar(torch.ones_like(angles), angles)
+        turned = pairs * rotations.view(1, T, 1, D // 2)
         return torch.view_as_real(turned).flatten(3).type_as(x)
 
     def forward(self, input):

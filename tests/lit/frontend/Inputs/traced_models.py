@@ -75,6 +75,22 @@ def unsupported():
     return Unsupported(), {"x": torch.randn(2, 4)}
 
 
+class ComplexMagnitude(nn.Module):
+    """A complex op beyond what rotary embeddings use: |z|."""
+
+    def __init__(self):
+        super().__init__()
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        z = torch.view_as_complex(self.b(x).reshape(2, 2, 2))
+        return z.abs().sum()
+
+
+def complex_magnitude():
+    return ComplexMagnitude(), {"x": torch.randn(2, 4)}
+
+
 def not_a_pair():
     return Unsupported()
 
