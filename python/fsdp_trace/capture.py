@@ -436,6 +436,49 @@ def _host_draws(draws):
             setattr(module, name, original)
 
 
+# PyTorch's functions that check their data in an `if` and raise: the
+# torch function the check calls, and what it checks.
+DATA_CHECKS = {"gaussian_nll_loss": ("any", "that var is not negative")}
+
+
+@contextlib.contextmanager
+def _data_checks_unrun():
+    """torch.nn.functional's own checks of the data that raise on a bad
+    value (gaussian_nll_loss: `if torch.any(var < 0): raise`) read a value
+    no plan has before it runs. Called from such a function's own code
+    (however the function was reached: OpInfo holds it, nn.GaussianNLLLoss
+    looks it up), the check's torch function answers that the data passes;
+    called from anywhere else, it is itself. The plan does not run the
+    check, and a note on stderr says so."""
+    import torch.nn.functional as F
+    unrun = []
+    by_check = {}
+    for name, (check, what) in DATA_CHECKS.items():
+        fn = getattr(F, name, None)
+        if fn is not None and hasattr(torch, check):
+            by_check.setdefault(check, {})[fn.__code__] = f"{name}'s check {what}"
+    saved = {}
+    for check, codes in by_check.items():
+        real = getattr(torch, check)
+
+        def answered(*args, __real=real, __codes=codes, **kwargs):
+            what = __codes.get(sys._getframe(1).f_code)
+            if what is None or kwargs or len(args) != 1:
+                return __real(*args, **kwargs)
+            unrun.append(what)
+            return False
+        saved[check] = real
+        setattr(torch, check, answered)
+    try:
+        yield
+    finally:
+        for check, real in saved.items():
+            setattr(torch, check, real)
+        if unrun:
+            print(f"fsdp_trace: note: the plan does not run {'; '.join(sorted(set(unrun)))} "
+                  f"(fsdp-run has no data checks)", file=sys.stderr)
+
+
 FRONTENDS = ("auto", "export", "make_fx")
 
 
@@ -506,7 +549,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
     if frontend != "make_fx" and export.available():
         @contextlib.contextmanager
         def contexts():
-            with _dropout_as_one_op(), _rnn_weights_traced(module), \
+            with _dropout_as_one_op(), _rnn_weights_traced(module), _data_checks_unrun(), \
                     (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
                     (_constants_with_data() if meta else contextlib.nullcontext()):
                 yield
@@ -583,7 +626,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
 
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
-            _rnn_weights_traced(module), \
+            _rnn_weights_traced(module), _data_checks_unrun(), \
             (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's

@@ -91,6 +91,43 @@ def complex_magnitude():
     return ComplexMagnitude(), {"x": torch.randn(2, 4)}
 
 
+class GaussianHead(nn.Module):
+    """nn.GaussianNLLLoss on a predicted mean and variance: PyTorch's own
+    check that the variance is not negative is not run by the plan (a
+    note says so)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean, self.var = nn.Linear(4, 3), nn.Linear(4, 3)
+        self.loss = nn.GaussianNLLLoss()
+
+    def forward(self, x, y):
+        return self.loss(self.mean(x), y, F.softplus(self.var(x)))
+
+
+def gaussian_head():
+    return GaussianHead(), {"x": torch.randn(2, 4), "y": torch.randn(2, 3)}
+
+
+class OwnCheck(nn.Module):
+    """The same kind of check in the model's own code: refused (a value
+    of the data decides a branch)."""
+
+    def __init__(self):
+        super().__init__()
+        self.b = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.b(x)
+        if torch.any(y < 0):
+            raise ValueError("negative")
+        return y.sum()
+
+
+def own_check():
+    return OwnCheck(), {"x": torch.randn(2, 4)}
+
+
 def not_a_pair():
     return Unsupported()
 
