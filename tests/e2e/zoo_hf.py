@@ -414,7 +414,7 @@ def hf_cases():
                                             expert_layer_offset=1, num_experts=4,
                                             num_experts_per_tok=2, mamba_d_state=4,
                                             mamba_d_conv=4, mamba_expand=2,
-                                            mamba_dt_rank=4, use_mamba_kernels=False)),
+                                            mamba_dt_rank=4)),
               "JambaForCausalLM", "ForCausalLM", _tokens, "Mamba and attention layers, MoE"),
         _case("gpt_oss", ("GptOssConfig", dict(moe, head_dim=8, num_local_experts=4,
                                                num_experts_per_tok=2, sliding_window=8)),
