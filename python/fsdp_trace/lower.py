@@ -121,7 +121,7 @@ class Context:
         """The function that lowers `node`: its op's, or where a complex
         tensor goes in or comes out, its op's on complex numbers."""
         name = op_name(node.target)
-        if any(_is_complex(self.gm, n) for n in [node] + node.all_input_nodes):
+        if any(is_complex(self.gm, n) for n in [node] + node.all_input_nodes):
             if name not in COMPLEX:
                 raise TraceError(f"{name} on complex numbers: what rotary embeddings do with "
                                  f"them traces ({', '.join(sorted(COMPLEX))})")
@@ -247,7 +247,8 @@ _REAL_PARTS = {torch.complex64: torch.float32, torch.complex128: torch.float64,
                torch.complex32: torch.float16}
 
 
-def _is_complex(gm, node):
+def is_complex(gm, node):
+    """Whether `node`'s result is a complex tensor."""
     if node.op == "get_attr":
         t = getattr(gm, node.target, None)
         return isinstance(t, torch.Tensor) and t.is_complex()

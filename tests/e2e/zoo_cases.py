@@ -279,6 +279,7 @@ def nn_cases():
                                   batch_first=True)),
         _recurrent("rope_complex", ComplexRotary),
         _recurrent("rope_complex_table", lambda: ComplexRotary(table=True)),
+        _recurrent("complex_ops", ComplexOps),
     ]
 
 
@@ -334,6 +335,28 @@ class ComplexRotary(nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool).tril()
         weights = scores.masked_fill(~causal, float("-inf")).softmax(-1)
         return (weights @ v).transpose(1, 2).reshape(B, T, C)
+
+
+class ComplexOps(nn.Module):
+    """The rest of what decompose/complex.py lowers, on complex tensors
+    from the data: sums, differences, a real factor, division by a number,
+    slices, transposes, permutes, concatenation, expansion, and the real
+    part by a cast."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+        self.scale = nn.Parameter(torch.rand(6, 1) + 0.5)
+
+    def forward(self, input):
+        B, T, _ = input.shape
+        x = torch.view_as_complex(self.a(input).reshape(B, T, 4, 2))
+        y = torch.view_as_complex(self.b(input).reshape(B, T, 4, 2))
+        z = (x + y) * (x - y[:, :, :1].expand(B, T, 4)) / 3.0
+        z = z * self.scale
+        z = torch.cat([z[:, :, 1:], z[:, :, :1]], dim=-1).transpose(1, 2)
+        z = z.permute(0, 2, 1)[:, 1:-1]
+        return torch.view_as_real(z).flatten(2) + z.to(torch.float32).repeat(1, 1, 2)
 
 
 class Attention(nn.Module):

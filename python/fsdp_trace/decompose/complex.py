@@ -14,7 +14,8 @@ other op on a complex tensor is refused naming it (lower.Context.lowering).
 """
 import torch
 
-from ..lower import COMPLEX, LOWERINGS, TraceError, dim, lowers, op_name
+from ..lower import COMPLEX, LOWERINGS, TraceError, dim, is_complex, lowers, op_name
+from ..mlir import i64_array, i64_attr
 from .builder import B
 
 
@@ -27,15 +28,14 @@ def complex_lowers(*names):
 
 
 def _is_complex(c, a):
-    from ..lower import _is_complex as node_is_complex
-    return isinstance(a, torch.fx.Node) and node_is_complex(c.gm, a)
+    return isinstance(a, torch.fx.Node) and is_complex(c.gm, a)
 
 
 def _parts(c, z):
     """The real and imaginary parts of a lowered complex value."""
     shape = z.shape[:-1]
     parts = c.emit("fsdp.split", [z], [(shape + (1,), z.dtype)] * 2,
-                   {"axis": _axis(z.rank - 1), "sizes": _sizes([1, 1])})
+                   {"axis": i64_attr(z.rank - 1), "sizes": i64_array([1, 1])})
     return [c.reshape(p, shape) for p in parts]
 
 
@@ -46,17 +46,7 @@ def _pack(c, re, im, shape):
     re = c.reshape(c.broadcast_to(re, shape), shape + (1,))
     im = c.reshape(c.broadcast_to(im, shape), shape + (1,))
     return c.emit("fsdp.concat", [re, im], [(shape + (2,), re.dtype)],
-                  {"axis": _axis(len(shape))})
-
-
-def _axis(a):
-    from ..mlir import i64_attr
-    return i64_attr(a)
-
-
-def _sizes(s):
-    from ..mlir import i64_array
-    return i64_array(s)
+                  {"axis": i64_attr(len(shape))})
 
 
 @lowers("aten.polar")
@@ -157,7 +147,7 @@ def _on_axes(c, node, args, kwargs):
     """Ops that name axes: the complex tensor's axes, counted from its
     own rank (a negative one is not the parts' axis), then the real op."""
     name = op_name(node.target)
-    args = list(args)
+    args, kwargs = list(args), dict(kwargs)
     if name == "aten.cat":
         rank = _complex_rank(c, node)
         axis = args[1] if len(args) > 1 else kwargs.pop("dim", 0)
