@@ -34,10 +34,13 @@ SMALL_CONSTANT = 1 << 16
 LARGEST_CONSTANT = 1 << 24
 
 
-def lowers(*names):
+def lowers(*names, table=None):
+    """Registers a lowering under `names` in LOWERINGS (or `table`)."""
+    table = LOWERINGS if table is None else table
+
     def register(fn):
         for n in names:
-            LOWERINGS[n] = fn
+            table[n] = fn
         return fn
     return register
 

@@ -20,11 +20,7 @@ from .builder import B
 
 
 def complex_lowers(*names):
-    def register(fn):
-        for n in names:
-            COMPLEX[n] = fn
-        return fn
-    return register
+    return lowers(*names, table=COMPLEX)
 
 
 def _is_complex(c, a):
