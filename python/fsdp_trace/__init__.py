@@ -228,6 +228,10 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
         if not node.users or node in int_buffers:
             continue
         shape, dtype = tuple(entry.tensor.shape), entry.tensor.dtype
+        if dtype.is_complex:
+            raise TraceError(f"'{entry.name}' is {dtype}: a plan holds no complex tensor "
+                             f"(complex values computed inside the step trace, as rotary "
+                             f"embeddings make them; a complex parameter does not)")
         if not dtype.is_floating_point:
             raise TraceError(f"'{entry.name}' is {dtype}: the step reads integer "
                              f"buffers only as constants (not supported)")
@@ -249,6 +253,9 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
     for (name, t), node in zip(inputs, placeholders[len(tensors):]):
         if node in empty:
             continue
+        if t.is_complex():
+            raise TraceError(f"input '{name}' is {t.dtype}: a plan's inputs are real (pass "
+                             f"torch.view_as_real of it, and view_as_complex inside the step)")
         v = Value(f"%arg{len(args)}", t.shape, t.dtype)
         args.append(f"{v.name}: {v.type} {{fsdp.name = {string(name)}}}")
         env[node] = v

@@ -91,6 +91,36 @@ def complex_magnitude():
     return ComplexMagnitude(), {"x": torch.randn(2, 4)}
 
 
+class ComplexWeight(nn.Module):
+    """A complex parameter: a plan holds no complex tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, dtype=torch.complex64))
+
+    def forward(self, x):
+        return torch.view_as_real(self.w * torch.view_as_complex(x)).sum()
+
+
+def complex_weight():
+    return ComplexWeight(), {"x": torch.randn(4, 2)}
+
+
+class ComplexInput(nn.Module):
+    """A complex input: a plan's inputs are real."""
+
+    def __init__(self):
+        super().__init__()
+        self.b = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.b(torch.view_as_real(x)).sum()
+
+
+def complex_input():
+    return ComplexInput(), {"x": torch.randn(4, dtype=torch.complex64)}
+
+
 class GaussianHead(nn.Module):
     """nn.GaussianNLLLoss on a predicted mean and variance: PyTorch's own
     check that the variance is not negative is not run by the plan (a
