@@ -541,7 +541,9 @@ Status fitCalibration(const std::string &engine,
     size_t a = i, b = 2 * n - 1 - i;
     return stepOf(docs[b]) < stepOf(docs[a]) ? b : a;
   };
-  auto slowerRun = [&](size_t i) { return fasterRun(i) == i ? 2 * n - 1 - i : i; };
+  auto slowerRun = [&](size_t i) {
+    return fasterRun(i) == i ? 2 * n - 1 - i : i;
+  };
   // How far the machine's own speed moved while it was measured: the
   // median, over the references, of how far a reference's step moved
   // between its two runs. The figure goes into the
@@ -551,7 +553,8 @@ Status fitCalibration(const std::string &engine,
   if (status) {
     std::vector<double> moved;
     for (size_t i = 0; i < n; ++i) {
-      double fast = stepOf(docs[fasterRun(i)]), slow = stepOf(docs[slowerRun(i)]);
+      double fast = stepOf(docs[fasterRun(i)]),
+             slow = stepOf(docs[slowerRun(i)]);
       if (fast > 0 && slow > 0)
         moved.push_back((slow - fast) / fast);
     }
