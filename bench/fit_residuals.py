@@ -27,7 +27,12 @@ as a flag or as the share that does not fit). It left the mean at -7% to
 -10%. gpt2-tiny's small (serial) instructions are 30% slower than fitted
 at batch 8 and exactly as fitted at batch 4, which neither form explains.
 
-    bench/fit_residuals.py [--build build] [--cache DIR] [--steps 12]
+With --ranks 2 the references run as the mpi calibration fits them: at
+world size 2 under mpirun (the ranks sharing the cores), each compiled
+with --world-size=2. 2026-11-29 (the 2-core AVX-512 Xeon, a busy hour):
+see docs/Reference.md, "--device=cpu".
+
+    bench/fit_residuals.py [--build build] [--cache DIR] [--steps 12] [--ranks 1|2]
 """
 import argparse
 import json
@@ -44,7 +49,11 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--cache", help="calibration cache directory (default: a fresh one)")
     ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--ranks", type=int, choices=(1, 2), default=1,
+                    help="2: at world size 2 under mpirun (the mpi calibration)")
     a = ap.parse_args()
+    mpirun = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+              "-np", "2"] if a.ranks == 2 else []
     tools = os.path.join(a.build, "tools")
     refs = os.path.join(a.build, "share", "fsdp", "calibration")
     with open(os.path.join(refs, "references.txt")) as f:
@@ -56,10 +65,11 @@ def main():
         for i, (model, *flags) in enumerate(lines):
             plan, trace = os.path.join(tmp, f"r{i}.plan"), os.path.join(tmp, "t.json")
             subprocess.run([os.path.join(tools, "fsdp-opt"), os.path.join(refs, model),
-                            "-o", plan] + flags, env=env, check=True, capture_output=True)
-            subprocess.run([os.path.join(tools, "fsdp-run"), plan, "--steps", str(a.steps),
-                            "--trace", trace, "--quiet"], env=env, check=True,
-                           capture_output=True)
+                            "-o", plan, f"--world-size={a.ranks}"] + flags, env=env,
+                           check=True, capture_output=True)
+            subprocess.run(mpirun + [os.path.join(tools, "fsdp-run"), plan, "--steps",
+                                     str(a.steps), "--trace", trace, "--quiet"], env=env,
+                           check=True, capture_output=True, stdin=subprocess.DEVNULL)
             with open(plan) as f:
                 predicted = json.load(f)["predicted"]["step_seconds"]
             with open(trace) as f:
