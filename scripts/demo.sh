@@ -23,7 +23,7 @@ echo "== fsdp-run $out/gpt2.plan --data $out/count.npz --steps 40 (next token = 
 echo "== step log: $out/train.jsonl"
 echo "== fsdp-inspect: one rank's plan predicted against its measured steps"
 "$build/tools/fsdp-inspect" "$out/gpt2.plan" --compare "$out/measured-1.json" --ranks 1 |
-  grep -E "^(predicted on|step time|peak memory)"
+  grep -E "^(predicted on|step time|measured steps|peak memory)"
 echo "== FSDP: fsdp-opt --world-size=2 --strategy=full-shard --units (transformer wrap policy)"
 "$build/tools/fsdp-opt" "$out/gpt2.onnx" --batch-size=4 --lr=3e-3 --world-size=2 \
   --strategy=full-shard --units -o "$out/gpt2-ws2.plan" 2>/dev/null

@@ -461,6 +461,8 @@ Status parseMeasuredTrace(const Plan &plan, const std::string &text,
     return Status::error(path + ": the trace measured another plan (digest " +
                          measuredPlan + ", this plan's " + plan.digest + ")");
   if (!plausible(other, "step_seconds", path + ": otherData", 1e7) ||
+      !plausible(other, "step_p10_seconds", path + ": otherData", 1e7) ||
+      !plausible(other, "step_p90_seconds", path + ": otherData", 1e7) ||
       !plausible(other, "peak_bytes", path + ": otherData", 1e15))
     return r.status;
   size_t k = 0;
@@ -515,6 +517,18 @@ Status compareTrace(const Plan &plan, const json &doc, std::ostream &os) {
                 "step time: predicted %s us, measured %s us (%+.1f%%)\n",
                 us(pStep).c_str(), us(mStep).c_str(), err(pStep, mStep));
   os << line;
+  // The measured steps' own spread: an error inside it is the machine's
+  // as much as the prediction's.
+  if (m.contains("step_p10_seconds") && m.contains("step_p90_seconds") &&
+      mStep > 0) {
+    double lo = num(m, "step_p10_seconds"), hi = num(m, "step_p90_seconds");
+    std::snprintf(line, sizeof line,
+                  "measured steps: 10th to 90th percentile %s to %s us "
+                  "(%+.1f%% to %+.1f%% of the median) over %lld steps\n",
+                  us(lo).c_str(), us(hi).c_str(), err(lo, mStep),
+                  err(hi, mStep), (long long)num(m, "steady_steps"));
+    os << line;
+  }
   std::snprintf(line, sizeof line,
                 "peak memory: predicted %s, measured %s (%+.1f%%)\n",
                 mib(pPeak).c_str(), mib(mPeak).c_str(), err(pPeak, mPeak));

@@ -497,7 +497,17 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
                                stepSeconds.end());
     std::sort(steady.begin(), steady.end());
     double median = steady.empty() ? stepEnd : steady[steady.size() / 2];
+    // The steps' own spread (10th and 90th percentiles): on a shared
+    // machine it is as wide as 30-40%, which fsdp-inspect --compare shows
+    // beside the prediction's error (bench/machine_noise.py).
+    auto percentile = [&](double q) {
+      return steady.empty() ? stepEnd
+                            : steady[(size_t)(q * (double)(steady.size() - 1))];
+    };
     nlohmann::json measured{{"step_seconds", median},
+                            {"step_p10_seconds", percentile(0.1)},
+                            {"step_p90_seconds", percentile(0.9)},
+                            {"steady_steps", (int64_t)steady.size()},
                             {"last_step_seconds", stepEnd},
                             {"arena_bytes", plan.arenaBytes},
                             {"arena_high_water", exec.arenaHighWater()},

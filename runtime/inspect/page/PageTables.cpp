@@ -145,8 +145,13 @@ void measuredTables(std::ostream &os, const Plan &plan,
          mStep = m.value("step_seconds", 0.0);
   os << "<div class='figures'><span>step: predicted " << timeText(pStep)
      << ", measured " << timeText(mStep) << " ("
-     << fmt("%+.1f", mStep > 0 ? 100 * (pStep - mStep) / mStep : 0.0)
-     << "%)</span></div>\n";
+     << fmt("%+.1f", mStep > 0 ? 100 * (pStep - mStep) / mStep : 0.0) << "%)";
+  // The measured steps' own spread (Inspect.cpp compareTrace).
+  if (m.contains("step_p10_seconds") && m.contains("step_p90_seconds"))
+    os << "; its steps from " << timeText(m.value("step_p10_seconds", 0.0))
+       << " to " << timeText(m.value("step_p90_seconds", 0.0))
+       << " (10th to 90th percentile)";
+  os << "</span></div>\n";
   // Per op kind, then the instructions the prediction missed most.
   std::map<std::string, std::pair<double, double>> byOp;
   std::vector<std::pair<double, size_t>> misses;
