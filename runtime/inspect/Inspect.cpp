@@ -463,6 +463,7 @@ Status parseMeasuredTrace(const Plan &plan, const std::string &text,
   if (!plausible(other, "step_seconds", path + ": otherData", 1e7) ||
       !plausible(other, "step_p10_seconds", path + ": otherData", 1e7) ||
       !plausible(other, "step_p90_seconds", path + ": otherData", 1e7) ||
+      !plausible(other, "steady_steps", path + ": otherData", 1e12) ||
       !plausible(other, "peak_bytes", path + ": otherData", 1e15))
     return r.status;
   size_t k = 0;

@@ -535,14 +535,10 @@ Status fitCalibration(const std::string &engine,
     if (status)
       status = loadMeasuredTrace(loaded[i], traces.back(), docs[r]);
   }
-  // Reference i ran at positions i and 2n-1-i of `order`: its faster and
-  // its slower run.
+  // Reference i ran at positions i and 2n-1-i of `order`.
   auto fasterRun = [&](size_t i) {
     size_t a = i, b = 2 * n - 1 - i;
     return stepOf(docs[b]) < stepOf(docs[a]) ? b : a;
-  };
-  auto slowerRun = [&](size_t i) {
-    return fasterRun(i) == i ? 2 * n - 1 - i : i;
   };
   // How far the machine's own speed moved while it was measured: the
   // median, over the references, of how far a reference's step moved
@@ -553,8 +549,8 @@ Status fitCalibration(const std::string &engine,
   if (status) {
     std::vector<double> moved;
     for (size_t i = 0; i < n; ++i) {
-      double fast = stepOf(docs[fasterRun(i)]),
-             slow = stepOf(docs[slowerRun(i)]);
+      double a = stepOf(docs[i]), b = stepOf(docs[2 * n - 1 - i]);
+      double fast = std::min(a, b), slow = std::max(a, b);
       if (fast > 0 && slow > 0)
         moved.push_back((slow - fast) / fast);
     }

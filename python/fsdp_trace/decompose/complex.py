@@ -134,10 +134,6 @@ def _same(c, node, args, kwargs):
     return c.cast(_parts(c, x)[0], dtype)
 
 
-def _complex_rank(c, node):
-    return len(c.out()[0]) - 1
-
-
 @complex_lowers("aten.slice", "aten.select", "aten.transpose", "aten.cat", "aten.permute")
 def _on_axes(c, node, args, kwargs):
     """Ops that name axes: the complex tensor's axes, counted from its
@@ -145,7 +141,7 @@ def _on_axes(c, node, args, kwargs):
     name = op_name(node.target)
     args, kwargs = list(args), dict(kwargs)
     if name == "aten.cat":
-        rank = _complex_rank(c, node)
+        rank = len(c.out()[0]) - 1
         axis = args[1] if len(args) > 1 else kwargs.pop("dim", 0)
         if not all(_is_complex(c, a) for a in args[0]):
             raise TraceError("aten.cat on complex numbers: of complex tensors only")
