@@ -474,7 +474,16 @@ def _unary(c, node, args, kwargs):
                 raise TraceError(f"{arg.name}={given!r}: only {arg.name}="
                                  f"{arg.default_value!r} maps to {UNARY[op_name(node.target)]}")
     x = c.cast(c.v(args[0]), dtype)
-    return c.emit(UNARY[op_name(node.target)], [x], [(shape, dtype)])
+    name = op_name(node.target)
+    if name in ("aten.neg", "aten.abs") and not dtype.is_floating_point and dtype != torch.bool:
+        # The kernels' neg and abs take floats: 0 - x on integers (positions,
+        # T5's relative distances).
+        negated = c.emit("fsdp.sub", [c.scalar(0, dtype), x], [(shape, dtype)])
+        if name == "aten.neg":
+            return negated
+        below = c.emit("fsdp.less", [x, c.scalar(0, dtype)], [(shape, torch.bool)])
+        return c.emit("fsdp.where", [below, negated, x], [(shape, dtype)])
+    return c.emit(UNARY[name], [x], [(shape, dtype)])
 
 
 @lowers("aten.gelu")
@@ -498,7 +507,8 @@ def _arith(c, node, args, kwargs):
         a, b = b, a
     rounding = kwargs.get("rounding_mode") if name == "aten.div" else None
     if rounding is not None and not dtype.is_floating_point:
-        raise TraceError(f"aten.div with rounding_mode={rounding} on integers")
+        from .decompose.elementwise import integer_division
+        return integer_division(c, c.operand(a, dtype), c.operand(b, dtype), rounding)[0]
     alpha = kwargs.get("alpha", args[2] if len(args) > 2 and name != "aten.div" else 1)
     lhs, rhs = c.operand(a, dtype), c.operand(b, dtype)
     if alpha != 1:

@@ -22,6 +22,7 @@ why. Models above --max-params are listed as skipped (their step takes
 minutes on two cores).
 """
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -41,7 +42,7 @@ import torch.nn as nn  # noqa: E402
 import bounded  # noqa: E402
 import fsdp_trace  # noqa: E402
 from parity import read_safetensors  # noqa: E402
-from zoo_cases import all_cases  # noqa: E402
+from zoo_cases import all_cases, first  # noqa: E402
 
 TOLERANCE_FACTOR, FLOOR = 10.0, 1e-4
 KINK_NOISE = 1e-3
@@ -80,9 +81,10 @@ def reference(case, inputs, target, dtype, jitter=None):
             for p in m.parameters():
                 p.copy_(nudge(p))
         inputs = {k: nudge(v) if v.is_floating_point() else v for k, v in inputs.items()}
-    loss = case.loss(m(**inputs), target.to(dtype) if target.is_floating_point()
-                     else target)
-    loss.backward()
+    with (case.reference_context or contextlib.nullcontext)():
+        loss = case.loss(m(**inputs), target.to(dtype) if target.is_floating_point()
+                         else target)
+        loss.backward()
     return float(loss), {k: p.grad.double().numpy() for k, p in m.named_parameters()
                          if p.grad is not None}
 
@@ -169,6 +171,21 @@ def _wrap_differs(module, remarks):
     return ""
 
 
+def _context_keeps_forward(case, inputs):
+    """Where PyTorch's reference steps run under the case's context, the
+    model's forward under it must be PyTorch's own as the model is written
+    (run without grad, where PyTorch runs it): otherwise the reference is
+    another model. Returns why not, or None. In float32: torch.compile's
+    FlexAttention kernels take no float64."""
+    m = case.build(torch.float32, BATCH)
+    with torch.no_grad():
+        plain = first(m(**inputs))
+        with case.reference_context():
+            under = first(m(**inputs))
+    e = relative(under.numpy(), plain.numpy())
+    return None if e <= 1e-5 else f"forward under the reference context differs by {e:.1e}"
+
+
 def run_model(case, tools, tmp, max_params, ranks, onnx=False):
     if case.refused:
         return "refused", case.refused, 0
@@ -177,6 +194,10 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
     if n_params > max_params:
         return "skip", f"{n_params / 1e6:.0f}M parameters (over --max-params)", n_params
     inputs, target = draw(case)
+    if case.reference_context is not None:
+        why = _context_keeps_forward(case, inputs)
+        if why:
+            return "wrong", why, n_params
     base = os.path.join(tmp, case.name)
     model_file = base + (".onnx" if onnx else ".mlir")
     try:

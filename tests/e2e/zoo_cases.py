@@ -9,6 +9,7 @@ period of one rank's share: every rank's plan is traced with the same
 constants.
 """
 import dataclasses
+import importlib
 from typing import Callable, Optional
 
 import torch
@@ -27,6 +28,10 @@ class Case:
     train: bool = True               # trace in training mode
     note: str = ""                   # why it is traced as it is
     refused: Optional[str] = None    # out of scope: the reason, nothing run
+    # Entered around PyTorch's own reference steps, where PyTorch cannot
+    # differentiate the model as written on the CPU (FlexAttention); the
+    # suite checks first that the model's forward is the same under it.
+    reference_context: Optional[Callable] = None
 
 
 def first(out):
@@ -280,7 +285,26 @@ def nn_cases():
         _recurrent("rope_complex", ComplexRotary),
         _recurrent("rope_complex_table", lambda: ComplexRotary(table=True)),
         _recurrent("complex_ops", ComplexOps),
+        _recurrent("masks_any_all", MasksAnyAll),
     ]
+
+
+class MasksAnyAll(nn.Module):
+    """Boolean reductions as masks use them: a row kept where any of its
+    features passes a threshold, a column where all of its rows do, and a
+    sample where anything passes another (any/all over a dim, and over
+    every element)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+
+    def forward(self, input):
+        x = self.a(input)
+        rows = (x > 0.5).any(dim=-1, keepdim=True)
+        cols = (x > -0.5).all(dim=1, keepdim=True)
+        both = (x > 1.0).any(dim=2, keepdim=True).any(dim=1, keepdim=True) & torch.all(x < 3.0)
+        return torch.where(rows, x, -x) * torch.where(cols, 2.0, 0.5) + torch.where(both, x, 0.0)
 
 
 class ComplexRotary(nn.Module):
@@ -305,6 +329,7 @@ class ComplexRotary(nn.Module):
         if table:
             self.register_buffer("rotations", torch.polar(torch.ones_like(self.angles),
                                                           self.angles), persistent=False)
+            self.register_buffer("positions", torch.arange(length), persistent=False)
 
     def _apply(self, fn, *args, **kwargs):
         # With `table`, the rotations are a complex buffer (torchtitan's
@@ -318,11 +343,18 @@ class ComplexRotary(nn.Module):
         B, T, H, D = x.shape
         pairs = torch.view_as_complex(x.float().reshape(B, T, H, D // 2, 2))
         if self.table:
-            rotations = self.rotations[:T]
+            # Each token's rotation picked by its position with torch.gather,
+            # as torchtitan 0.3 does with the positions it is given: here a
+            # token moves one position on where its first feature is
+            # positive, so the index is data (a constant one is folded).
+            moved = (self.positions[:T] + (x[:, :, 0, 0] > 0).long()) % T
+            at = moved.view(B, T, 1, 1).expand(B, T, 1, D // 2)
+            table = self.rotations[None, :, None, :].expand(B, -1, -1, -1)
+            rotations = torch.gather(table, 1, at)
         else:
             angles = self.angles[:T].float()
-            rotations = torch.polar(torch.ones_like(angles), angles)
-        turned = pairs * rotations.view(1, T, 1, D // 2)
+            rotations = torch.polar(torch.ones_like(angles), angles).view(1, T, 1, D // 2)
+        turned = pairs * rotations
         return torch.view_as_real(turned).flatten(3).type_as(x)
 
     def forward(self, input):
@@ -378,15 +410,75 @@ class Attention(nn.Module):
         return o.transpose(1, 2).reshape(B, T, 8)
 
 
+class Flex(nn.Module):
+    """FlexAttention as models write it (torch.nn.attention.flex_attention,
+    PyTorch 2.5+), 4 query heads on 2 key/value heads (enable_gqa):
+
+    - `alibi`: a causal BlockMask made once (create_block_mask, as
+      torchtitan's causal mask) and a score_mod adding a learned slope per
+      head times the distance, a parameter read inside score_mod by
+      indexing with the head;
+    - `window`: flex_attention behind torch.compile (as torchtitan calls
+      it), a mask_mod of a causal window of 3 that also hides key 0, so
+      query 0 sees nothing (flex gives that row zeros), and a tanh
+      soft-cap score_mod (Gemma 2's)."""
+
+    def __init__(self, kind):
+        super().__init__()
+        from torch.nn.attention import flex_attention as fa
+        self.kind = kind
+        self.q, self.kv = nn.Linear(8, 8), nn.Linear(8, 8)
+        if kind == "alibi":
+            self.slope = nn.Parameter(torch.tensor([0.5, 0.25, 0.125, 0.0625]))
+            self.mask = fa.create_block_mask(lambda b, h, q, kv: q >= kv, None, None, 6, 6,
+                                             device="cpu")
+            self.attend = fa.flex_attention
+        else:
+            self.mask = fa.create_block_mask(
+                lambda b, h, q, kv: (q >= kv) & (q - kv < 3) & (kv > 0), None, None, 6, 6,
+                device="cpu")
+            self.attend = torch.compile(fa.flex_attention)
+
+    def forward(self, input):
+        B, T, _ = input.shape
+        q = self.q(input).view(B, T, 4, 2).transpose(1, 2)
+        k, v = self.kv(input).view(B, T, 2, 4).transpose(1, 2).chunk(2, dim=-1)
+        if self.kind == "alibi":
+            slope = self.slope
+
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return score + slope[h] * (kv_idx - q_idx)
+        else:
+            def score_mod(score, b, h, q_idx, kv_idx):
+                return 5.0 * torch.tanh(score / 5.0)
+        o = self.attend(q, k, v, score_mod=score_mod, block_mask=self.mask, enable_gqa=True)
+        return o.transpose(1, 2).reshape(B, T, 8)
+
+
+def _flex(name, kind):
+    from fsdp_trace.flex_attention import as_ops
+    case = _recurrent(name, lambda: Flex(kind))
+    case.reference_context = as_ops
+    case.note = ("PyTorch's reference steps run flex_attention as its eager math "
+                 "(it refuses backward on the CPU)")
+    return case
+
+
 def attention_cases():
-    """Only where this PyTorch's attention takes scale and enable_gqa (2.5+)."""
+    """Only where this PyTorch's attention takes scale and enable_gqa (2.5+),
+    and FlexAttention where it has it."""
     try:
         schema = torch.ops.aten.scaled_dot_product_attention.default._schema
     except (AttributeError, RuntimeError):  # 1.13: no public attention op
         return []
     if "enable_gqa" not in [a.name for a in schema.arguments]:
         return []
-    return [_recurrent("sdpa_scale_gqa", Attention)]
+    cases = [_recurrent("sdpa_scale_gqa", Attention)]
+    try:
+        importlib.import_module("torch.nn.attention.flex_attention")
+    except ImportError:
+        return cases
+    return cases + [_flex("flex_alibi_gqa", "alibi"), _flex("flex_window_softcap", "window")]
 
 
 def all_cases():

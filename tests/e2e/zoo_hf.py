@@ -52,13 +52,19 @@ class Logits(torch.nn.Module):
         return self.model(**{k: v for k, v in given.items() if v is not None}).logits
 
 
-def _case(name, config, cls, kind, inputs, note=""):
+def _case(name, config, cls, kind, inputs, note="", attention=None):
+    """`attention`: the config's attn_implementation, where not its default
+    (sdpa); "flex_attention" runs PyTorch's reference steps under
+    fsdp_trace.flex_attention.as_ops (PyTorch refuses its backward on the
+    CPU)."""
     def build(dtype, batch):
         torch.manual_seed(0)
         t = _transformers()
         cfg = getattr(t, config[0])(**config[1])
         if hasattr(cfg, "use_cache"):
             cfg.use_cache = False  # training: no key/value cache
+        if attention is not None:
+            cfg._attn_implementation = attention
         m = getattr(t, cls)(cfg).to(dtype)
         m.train()
         return Logits(m)
@@ -67,8 +73,11 @@ def _case(name, config, cls, kind, inputs, note=""):
         if kind == "ForSequenceClassification":
             return torch.randint(0, out.shape[-1], out.shape[:1], generator=g)
         return torch.randint(0, VOCAB, out.shape[:2], generator=g)
+    context = None
+    if attention == "flex_attention":
+        from fsdp_trace.flex_attention import as_ops as context
     return Case(name=name, source="transformers", build=build, inputs=inputs,
-                target=target, loss=_loss(kind), note=note)
+                target=target, loss=_loss(kind), note=note, reference_context=context)
 
 
 def _tokens(g, batch):
@@ -138,6 +147,8 @@ def hf_cases():
               "GPT2LMHeadModel", "ForCausalLM", _tokens, "tied embedding and head"),
         _case("llama", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM", _tokens,
               "GQA 4/2 heads, RoPE"),
+        _case("llama_flex", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
+              _tokens, "attn_implementation flex_attention", attention="flex_attention"),
         _case("mistral", ("MistralConfig", dict(DECODER, sliding_window=8)),
               "MistralForCausalLM", "ForCausalLM", _tokens, "sliding window 8 < T"),
         _case("qwen2", ("Qwen2Config", DECODER), "Qwen2ForCausalLM", "ForCausalLM", _tokens,

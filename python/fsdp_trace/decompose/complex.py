@@ -7,7 +7,7 @@ S + (2,), its real and imaginary parts (view_as_real's layout, so the
 pairing and unpairing views are free), and each op on it as the real ops
 its definition is made of; the gradient is theirs.
 
-What traces: polar, view_as_complex, view_as_real, products (complex by
+What traces: polar, view_as_complex, view_as_real, gather, products (complex by
 complex, real or a real number), sums and differences of complex tensors,
 division by a real number, and the views and copies between them. Any
 other op on a complex tensor is refused naming it (lower.Context.lowering).
@@ -156,3 +156,16 @@ def _on_axes(c, node, args, kwargs):
             axis = args[1] if len(args) > 1 else kwargs.pop("dim", 0)
             args = [args[0], dim(axis, rank)] + args[2:]
     return LOWERINGS[name](c, node, tuple(args), kwargs)
+
+
+@complex_lowers("aten.gather")
+def _gather(c, node, args, kwargs):
+    """torch.gather of a complex tensor (torchtitan's RoPE picks each
+    token's rotation by its position): both parts at the index, the index
+    repeated over the parts axis."""
+    from .shapes import take_along
+    x, index = c.v(args[0]), c.v(args[2])
+    d = dim(args[1], x.rank - 1)
+    index = c.reshape(index, index.shape + (1,))
+    index = c.emit("fsdp.broadcast", [index], [(index.shape[:-1] + (2,), index.dtype)])
+    return take_along(c, x, index, d)

@@ -257,12 +257,48 @@ def _modulo(c, node, args, kwargs):
     """fmod: a - trunc(a/b)·b; remainder: a - floor(a/b)·b (the sign of b)."""
     b = B(c)
     shape, dtype = c.out()
-    if not dtype.is_floating_point:
-        raise TraceError(f"{node.target}: on integers")
-    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
     name = node.target.overloadpacket.__name__
+    if not dtype.is_floating_point:
+        q, r = integer_division(c, c.operand(args[0], dtype), c.operand(args[1], dtype),
+                                "trunc" if name == "fmod" else "floor")
+        return q if name == "floor_divide" else r
+    x, y = c.operand(args[0], dtype), c.operand(args[1], dtype)
     q = b.un("trunc" if name == "fmod" else "floor", b.div(x, y))
     return q if name == "floor_divide" else b.sub(x, b.mul(q, y))
+
+
+def integer_division(c, x, y, rounding):
+    """The quotient and remainder of integers (positions modulo a length,
+    a floor division), `rounding` "trunc" (fmod's) or "floor" (remainder's,
+    floor_divide's): the quotient from float32, then the remainder x - q·y
+    exact in the integer type, and of q, q - 1 and q + 1 the one whose
+    remainder is in range (zero, or of the sign of x for trunc and of y for
+    floor, and smaller than |y|). Exact while float32's quotient is off by
+    at most one: for every |x| < 2^24 (where it is exact), and past it
+    while x's rounding to float32 (up to 2^(e-24) at |x| < 2^e) is under
+    |y|; tests/e2e/integer_ops.py checks to 2^26 with |y| >= 4. Further
+    out the result is wrong, as a float32 division would be. A division by
+    zero is PyTorch's error, not checked here."""
+    b = B(c)
+    q = c.cast(b.un(rounding,
+                    b.div(c.cast(x, torch.float32), c.cast(y, torch.float32))), x.dtype)
+    r = b.sub(x, b.mul(q, y))
+    negative = b.lt(x if rounding == "trunc" else y, 0)
+
+    def magnitude(v):  # the kernels' abs takes floats only
+        return b.where(b.lt(v, 0), b.sub(b.s(0, v.dtype), v), v)
+
+    def fits(rem):
+        same_sign = b.eq(b.lt(rem, 0), negative)
+        inside = b.lt(magnitude(rem), magnitude(y))
+        return b.bin("or", b.eq(rem, 0), b.bin("and", same_sign, inside))
+
+    lower, higher = b.add(r, y), b.sub(r, y)   # the remainders of q - 1, q + 1
+    fits_r, fits_lower = fits(r), fits(lower)
+    one = b.s(1, x.dtype)
+    q = b.where(fits_r, q, b.where(fits_lower, b.sub(q, one), b.add(q, one)))
+    r = b.where(fits_r, r, b.where(fits_lower, lower, higher))
+    return q, r
 
 
 @lowers("aten.lerp")

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from ..lower import TraceError, _axes, dim, lowers
+from ..lower import TraceError, _axes, dim, lowers, op_name
 from .builder import B, arg, float_in
 
 # -- reductions --------------------------------------------------------------------
@@ -23,6 +23,26 @@ def _amin(c, node, args, kwargs):
     x = c.v(args[0])
     axes, keep = _dims_keep(args, kwargs, x.rank)
     return b.un("neg", b.reduce("reduce_max", b.un("neg", x), axes, keep))
+
+
+@lowers("aten.any", "aten.all")
+def _any_all(c, node, args, kwargs):
+    """any/all over dims (none: every element), of any dtype: each element
+    as 1.0 where it is non-zero (NaN is), else 0.0, then the maximum
+    (any) or minimum (all). FlexAttention's fully masked rows, padding
+    masks."""
+    b = B(c)
+    x = c.v(args[0])
+    if x.dtype == torch.bool:
+        x = c.cast(x, torch.float32)
+    nonzero = c.emit("fsdp.not", [b.eq(x, 0.0)], [(x.shape, torch.bool)])
+    ones = c.cast(nonzero, torch.float32)
+    axes, keep = _dims_keep(args, kwargs, x.rank)
+    if op_name(node.target) == "aten.any":
+        y = b.reduce("reduce_max", ones, axes, keep)
+    else:
+        y = b.un("neg", b.reduce("reduce_max", b.un("neg", ones), axes, keep))
+    return b.gt(y, 0.5)
 
 
 @lowers("aten.max", "aten.min")

@@ -1,0 +1,103 @@
+"""Integer arithmetic a step computes, exact against PyTorch.
+
+Models compute positions and indices in int64: a position modulo a
+length (`%`), a floor division, a distance's sign and size (`-x`,
+`abs`). The kernels compute in floats, so the tracer writes these from
+float32 ops and exact integer ones (decompose/elementwise.py,
+integer_division); a value off by one is a wrong index with exit 0, so
+this suite compares every value exactly, where OpInfo's samples (no float
+output) are skipped.
+
+The module reads two int64 step inputs a and b and returns the results,
+cast to float, times a parameter of ones: the gradient fsdp-run dumps for
+that parameter is the results themselves. a spans |a| < 2^23 and, on half
+its elements, 2^24 <= |a| < 2^26, where float32 no longer holds a exactly
+and its quotient alone is off by one; b spans 4 <= |b| < 50, both signs.
+
+    integer_ops.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
+"""
+import argparse
+import os
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+import bounded  # noqa: E402  (subprocess.run with a deadline)
+import fsdp_trace  # noqa: E402
+from parity import read_safetensors  # noqa: E402
+
+N = 4096
+RESULTS = {  # name -> f(a, b)
+    "a % b": lambda a, b: a % b,
+    "fmod(a, b)": torch.fmod,
+    "div(a, b, floor)": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "div(a, b, trunc)": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "a // b": lambda a, b: a // b,
+    "a % 7": lambda a, b: a % 7,
+    "(-a) % 5": lambda a, b: (-a) % 5,
+    "abs(a) % 4": lambda a, b: torch.abs(a) % 4,
+}
+
+
+class Results(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(len(RESULTS), N))
+
+    def forward(self, a, b):
+        out = torch.stack([f(a, b) for f in RESULTS.values()]).float()
+        return (out * self.w).sum()
+
+
+def operands():
+    g = torch.Generator().manual_seed(0)
+    sign = lambda n: torch.where(torch.rand(n, generator=g) > 0.5, 1, -1)  # noqa: E731
+    a = torch.randint(-2**23, 2**23, (N,), generator=g)
+    a[N // 2:] = torch.randint(2**24, 2**26, (N // 2,), generator=g) * sign(N // 2)
+    a[:6] = torch.tensor([0, 7, -7, 14, -14, 2**23 - 1])
+    b = torch.randint(4, 50, (N,), generator=g) * sign(N)
+    b[:6] = 7
+    return a, b
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--frontend", choices=fsdp_trace.capture_frontends(), default="auto")
+    a_ = ap.parse_args()
+    a, b = operands()
+    want = torch.stack([f(a, b) for f in RESULTS.values()]).numpy()
+    with tempfile.TemporaryDirectory() as tmp:
+        j = lambda name: os.path.join(tmp, name)  # noqa: E731
+        fsdp_trace.trace(Results(), {"a": a, "b": b}, frontend=a_.frontend).save(j("m.mlir"))
+        np.savez(j("m.npz"), a=a.numpy(), b=b.numpy())
+        for cmd in ([a_.fsdp_opt, j("m.mlir"), "-o", j("m.plan")],
+                    [a_.fsdp_run, j("m.plan"), "--data", j("m.npz"), "--steps", "1",
+                     "--quiet", "--dump-grads", j("g.safetensors")]):
+            r = bounded.run(cmd, capture_output=True, text=True, timeout=300)
+            if r.returncode != 0:
+                print(f"{os.path.basename(cmd[0])} failed:\n{r.stderr[-2000:]}")
+                return 1
+        got = np.asarray(read_safetensors(j("g.safetensors"))["w"]).reshape(want.shape)
+    failed = 0
+    for i, name in enumerate(RESULTS):
+        wrong = np.nonzero(got[i] != want[i])[0]
+        if len(wrong):
+            k = wrong[0]
+            print(f"wrong {name}: {len(wrong)} of {N}, e.g. a={int(a[k])} b={int(b[k])}: "
+                  f"{got[i][k]:.0f}, PyTorch {want[i][k]}")
+            failed += 1
+        else:
+            print(f"ok    {name}")
+    print(f"integer ops: {len(RESULTS) - failed} of {len(RESULTS)} exact (PyTorch {torch.__version__})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
