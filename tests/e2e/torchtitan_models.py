@@ -1,12 +1,13 @@
-"""torchtitan's Llama 3 `debugmodel`, traced, planned, run one step and
-judged against PyTorch (not in `make test`: torchtitan 0.3.0 pulls in its
-own torch, 2.15, not the pinned 2.11).
+"""torchtitan's language models at their `debugmodel` flavour, traced,
+planned, run one step and judged against PyTorch (not in `make test`:
+torchtitan 0.3.0 pulls in its own torch, 2.15, not the pinned 2.11).
 
-The model as torchtitan builds it: 6 layers, d=256, fused QKV, complex
-RoPE picked by position with torch.gather, FlexAttention under
-torch.compile with the causal and packed-document mask torchtitan builds
-from the positions (`get_attention_masks`). The step is forward with
-that mask built in it, then cross-entropy. Judged, as the zoo judges:
+Each model as torchtitan builds it: Llama 3 (6 layers, d=256, fused QKV,
+complex RoPE picked by position with torch.gather) and Qwen 3 (QK norm,
+tied embeddings); FlexAttention under torch.compile with the causal and
+packed-document mask torchtitan builds from the positions
+(`get_attention_masks`). The step is forward with that mask built in it,
+then cross-entropy. Judged, as the zoo judges:
 
   1. on the positions it was traced with (two documents, 20 and 12
      tokens): our gradient's distance from PyTorch's float64 step against
@@ -18,12 +19,16 @@ that mask built in it, then cross-entropy. Judged, as the zoo judges:
 PyTorch refuses flex_attention's backward on the CPU, so its reference
 steps run under fsdp_trace.flex_attention.as_ops (its own eager math);
 the forward under it is first checked against PyTorch's compiled run.
-Exits 77 (skipped) where torchtitan is not importable.
+Exits 77 (skipped) where torchtitan is not importable. Its mixtures of
+experts (deepseek_v3, gpt_oss, qwen3's MoE flavours) are not tried: they
+route with aten._grouped_mm over data-dependent group sizes, which a plan
+fixed before it runs cannot hold.
 
-    python tests/e2e/torchtitan_llama.py --fsdp-opt build/tools/fsdp-opt \\
-        --fsdp-run build/tools/fsdp-run
+    python tests/e2e/torchtitan_models.py --fsdp-opt build/tools/fsdp-opt \\
+        --fsdp-run build/tools/fsdp-run [--models llama3,qwen3]
 """
 import argparse
+import importlib
 import os
 import sys
 import tempfile
@@ -62,10 +67,13 @@ def loss_fn(logits, labels):
     return F.cross_entropy(logits.flatten(0, 1), labels.flatten())
 
 
+MODEL = "llama3"
+
+
 def build(state=None, dtype=torch.float32):
-    from torchtitan.models.llama3 import model_registry
+    registry = importlib.import_module(f"torchtitan.models.{MODEL}").model_registry
     torch.manual_seed(0)
-    model = model_registry("debugmodel").model.build()
+    model = registry("debugmodel").model.build()
     if state is not None:
         model.load_state_dict(state)
     # .double()/.float(), not .to(dtype): Module.to casts the complex RoPE
@@ -100,6 +108,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsdp-opt", required=True)
     ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--models", default="llama3,qwen3")
     a = ap.parse_args()
     try:
         import torchtitan
@@ -107,6 +116,14 @@ def main():
         print("torchtitan is not installed here: skipped")
         return 77
     print(f"torchtitan {getattr(torchtitan, '__version__', '?')}, PyTorch {torch.__version__}")
+    global MODEL
+    ok = True
+    for MODEL in a.models.split(","):
+        ok = one_model(a) and ok
+    return 0 if ok else 1
+
+
+def one_model(a):
     g = torch.Generator().manual_seed(0)
     data = {"tokens": torch.randint(0, VOCAB, (B, T), generator=g),
             "positions": documents(20, 12),
@@ -119,8 +136,8 @@ def main():
             under = step(data["tokens"], data["positions"])
     gap = relative(under.double().numpy(), plain.double().numpy())
     if gap > 1e-5:
-        print(f"wrong: the forward under as_ops differs from PyTorch's by {gap:.1e}")
-        return 1
+        print(f"wrong {MODEL}: the forward under as_ops differs from PyTorch's by {gap:.1e}")
+        return False
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
         j = lambda name: os.path.join(tmp, name)  # noqa: E731
@@ -129,7 +146,7 @@ def main():
                         capture_output=True, text=True, timeout=600)
         if r.returncode != 0:
             print(r.stderr[-2000:])
-            return 1
+            return False
         for what, positions in (("documents 20+12, as traced", documents(20, 12)),
                                 ("documents 7+25, the same plan", documents(7, 25))):
             run = dict(data, positions=positions)
@@ -139,10 +156,10 @@ def main():
                             capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 print(r.stderr[-2000:])
-                return 1
+                return False
             ours = read_safetensors(j("g.safetensors"))
-            ok = judge(what, ours, state, run) and ok
-    return 0 if ok else 1
+            ok = judge(f"{MODEL}, {what}", ours, state, run) and ok
+    return ok
 
 
 if __name__ == "__main__":
