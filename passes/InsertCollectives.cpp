@@ -174,7 +174,10 @@ struct FsdpInsertCollectives
     }
   }
 
-  /// The logged loss: the mean over ranks, i.e. over the global batch.
+  /// The logged loss: the mean over ranks. That is the global batch's mean
+  /// where every rank's loss averages as many elements; a mean over
+  /// counted targets (ignore_index) averages the ranks' means, as PyTorch
+  /// DDP and FSDP do (docs/Rationale.md).
   void averageLoss(func::FuncOp step, int64_t worldSize) {
     auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {

@@ -32,6 +32,10 @@ class Case:
     # differentiate the model as written on the CPU (FlexAttention); the
     # suite checks first that the model's forward is the same under it.
     reference_context: Optional[Callable] = None
+    # The loss is a mean over counted targets (ignore_index at padding)
+    # whose count differs by rank: 2 ranks average the ranks' means, as
+    # PyTorch DDP and FSDP do, and are judged against that (zoo.py).
+    rank_means: bool = False
 
 
 def first(out):

@@ -45,10 +45,10 @@ class Logits(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids=None, decoder_input_ids=None, pixel_values=None,
-                input_values=None, input_features=None):
+                input_values=None, input_features=None, attention_mask=None):
         given = dict(input_ids=input_ids, decoder_input_ids=decoder_input_ids,
                      pixel_values=pixel_values, input_values=input_values,
-                     input_features=input_features)
+                     input_features=input_features, attention_mask=attention_mask)
         return self.model(**{k: v for k, v in given.items() if v is not None}).logits
 
 
@@ -72,16 +72,37 @@ def _case(name, config, cls, kind, inputs, note="", attention=None):
     def target(g, out):
         if kind == "ForSequenceClassification":
             return torch.randint(0, out.shape[-1], out.shape[:1], generator=g)
-        return torch.randint(0, VOCAB, out.shape[:2], generator=g)
+        labels = torch.randint(0, VOCAB, out.shape[:2], generator=g)
+        if inputs is _padded:  # no loss at the padding, as a collator writes it
+            labels[~_padding_mask(out.shape[0]).bool()] = -100
+        return labels
     context = None
     if attention == "flex_attention":
         from fsdp_trace.flex_attention import as_ops as context
     return Case(name=name, source="transformers", build=build, inputs=inputs,
-                target=target, loss=_loss(kind), note=note, reference_context=context)
+                target=target, loss=_loss(kind), note=note, reference_context=context,
+                rank_means=inputs is _padded and kind != "ForSequenceClassification")
 
 
 def _tokens(g, batch):
     return {"input_ids": torch.randint(0, VOCAB, (batch, T), generator=g)}
+
+
+# A padded batch as a tokenizer writes one for training: rows of these
+# lengths (in turn), pad tokens after them, attention_mask 0 there.
+LENGTHS = (16, 11, 7, 13)
+PAD = 0
+
+
+def _padding_mask(batch):
+    lengths = torch.tensor([LENGTHS[i % len(LENGTHS)] for i in range(batch)])
+    return (torch.arange(T)[None, :] < lengths[:, None]).long()
+
+
+def _padded(g, batch):
+    mask = _padding_mask(batch)
+    ids = torch.randint(1, VOCAB, (batch, T), generator=g)
+    return {"input_ids": torch.where(mask.bool(), ids, PAD), "attention_mask": mask}
 
 
 def _seq2seq(g, batch):
@@ -147,6 +168,9 @@ def hf_cases():
               "GPT2LMHeadModel", "ForCausalLM", _tokens, "tied embedding and head"),
         _case("llama", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM", _tokens,
               "GQA 4/2 heads, RoPE"),
+        _case("llama_padded", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
+              _padded, "a right-padded batch: attention_mask from the data, labels -100 "
+              "at the padding"),
         _case("llama_flex", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
               _tokens, "attn_implementation flex_attention", attention="flex_attention"),
         _case("mistral", ("MistralConfig", dict(DECODER, sliding_window=8)),
@@ -160,6 +184,9 @@ def hf_cases():
               "PhiForCausalLM", "ForCausalLM", _tokens, "parallel block, partial RoPE"),
         _case("bert", ("BertConfig", enc), "BertForSequenceClassification",
               "ForSequenceClassification", _tokens),
+        _case("bert_padded", ("BertConfig", enc), "BertForSequenceClassification",
+              "ForSequenceClassification", _padded, "a padded batch: attention_mask from "
+              "the data"),
         _case("roberta", ("RobertaConfig", dict(enc, pad_token_id=1)),
               "RobertaForSequenceClassification", "ForSequenceClassification", _tokens),
         _case("t5", ("T5Config", dict(vocab_size=VOCAB, d_model=H, d_kv=8, d_ff=64,
