@@ -73,15 +73,17 @@ def _case(name, config, cls, kind, inputs, note="", attention=None):
         if kind == "ForSequenceClassification":
             return torch.randint(0, out.shape[-1], out.shape[:1], generator=g)
         labels = torch.randint(0, VOCAB, out.shape[:2], generator=g)
-        if inputs is _padded:  # no loss at the padding, as a collator writes it
-            labels[~_padding_mask(out.shape[0]).bool()] = -100
+        if inputs in (_padded, _left_padded):  # no loss at the padding, as a collator writes
+            keep = _padding_mask(out.shape[0]).bool()
+            labels[~(keep.flip(-1) if inputs is _left_padded else keep)] = -100
         return labels
     context = None
     if attention == "flex_attention":
         from fsdp_trace.flex_attention import as_ops as context
     return Case(name=name, source="transformers", build=build, inputs=inputs,
                 target=target, loss=_loss(kind), note=note, reference_context=context,
-                rank_means=inputs is _padded and kind != "ForSequenceClassification")
+                rank_means=inputs in (_padded, _left_padded)
+                and kind != "ForSequenceClassification")
 
 
 def _tokens(g, batch):
@@ -103,6 +105,12 @@ def _padded(g, batch):
     mask = _padding_mask(batch)
     ids = torch.randint(1, VOCAB, (batch, T), generator=g)
     return {"input_ids": torch.where(mask.bool(), ids, PAD), "attention_mask": mask}
+
+
+def _left_padded(g, batch):
+    """The padding first, as generation-style batches are padded: under
+    the causal mask the padding's queries see no key at all."""
+    return {k: v.flip(-1) for k, v in _padded(g, batch).items()}
 
 
 def _seq2seq(g, batch):
@@ -171,10 +179,20 @@ def hf_cases():
         _case("llama_padded", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
               _padded, "a right-padded batch: attention_mask from the data, labels -100 "
               "at the padding"),
+        _case("llama_left_padded", ("LlamaConfig", DECODER), "LlamaForCausalLM",
+              "ForCausalLM", _left_padded, "left-padded: the padding's queries see no key "
+              "(zeros, as PyTorch's attention gives them)"),
+        _case("gpt2_padded", ("GPT2Config", dict(vocab_size=VOCAB, n_embd=H, n_layer=2, n_head=4,
+                                                 n_positions=64, attn_pdrop=0.0, resid_pdrop=0.0,
+                                                 embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)),
+              "GPT2LMHeadModel", "ForCausalLM", _padded, "a right-padded batch"),
         _case("llama_flex", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
               _tokens, "attn_implementation flex_attention", attention="flex_attention"),
         _case("mistral", ("MistralConfig", dict(DECODER, sliding_window=8)),
               "MistralForCausalLM", "ForCausalLM", _tokens, "sliding window 8 < T"),
+        _case("mistral_padded", ("MistralConfig", dict(DECODER, sliding_window=8)),
+              "MistralForCausalLM", "ForCausalLM", _padded, "right-padded under a sliding "
+              "window of 8: the last padded queries see no key"),
         _case("qwen2", ("Qwen2Config", DECODER), "Qwen2ForCausalLM", "ForCausalLM", _tokens,
               "QKV bias"),
         _case("gemma", ("GemmaConfig", dict(DECODER, head_dim=8)), "GemmaForCausalLM",

@@ -417,8 +417,21 @@ def _sdpa(c, node, args, kwargs):
     if causal:
         keep = c.w.constant(torch.ones(n, s, dtype=torch.bool).tril())
         scores = b.where(keep, scores, -math.inf)
+    # A query whose every key is masked (a padded batch's rows under a
+    # sliding window or left padding) gets zeros, as PyTorch 2.x's
+    # attention gives it (its safe softmax), not softmax's NaN. Where the
+    # mask is a constant keeping a key in every row, the plain form stays
+    # (fsdp-opt fuses it into fsdp.attention); otherwise the rows are
+    # found at run time and the product is left unfused.
+    dead = None
+    if mask is not None and not _every_row_kept(c, mask):
+        top = b.reduce("reduce_max", scores, [scores.rank - 1], True)
+        dead = b.eq(top, -math.inf)
+        scores = b.where(dead, 0.0, scores)
     probs = c.emit("fsdp.softmax", [scores], [(scores.shape, q.dtype)],
                    {"axis": i64_attr(scores.rank - 1)})
+    if dead is not None:
+        probs = b.where(dead, 0.0, probs)
     if p > 0:
         # PyTorch drops attention probabilities (each query's weight on
         # each key), scaled by 1/(1-p): fsdp.dropout on them, drawn in the
@@ -430,6 +443,17 @@ def _sdpa(c, node, args, kwargs):
     if named == "_scaled_dot_product_flash_attention_for_cpu":
         return [out, None]  # (output, logsumexp): the backward's, never read forward
     return [out, probs] if named.startswith("_") else out
+
+
+def _every_row_kept(c, mask):
+    """Whether `mask` (an attention mask node) is a constant keeping at
+    least one key in every query's row: True only where that is known at
+    trace time."""
+    if mask not in c.constant_nodes:
+        return False
+    value = c.const_value(mask)
+    keep = value if value.dtype == torch.bool else value > -math.inf
+    return bool(keep.reshape(-1, keep.shape[-1]).any(-1).all()) if keep.dim() else bool(keep)
 
 
 def _repeat_heads(c, x, heads):
