@@ -31,7 +31,7 @@ try:  # torch 1.13's functorch; newer PyTorch has torch.func.functionalize
 except ImportError:  # pragma: no cover - depends on the PyTorch version
     from functorch.experimental import functionalize
 
-from . import flex_attention
+from . import checkpointing, flex_attention
 from .mlir import TraceError
 
 
@@ -551,7 +551,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
         @contextlib.contextmanager
         def contexts():
             with _dropout_as_one_op(), _rnn_weights_traced(module), _data_checks_unrun(), \
-                    flex_attention.as_ops(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
+                    flex_attention.as_ops(), checkpointing.traced_through(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
                     (_constants_with_data() if meta else contextlib.nullcontext()):
                 yield
         try:
@@ -628,6 +628,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
             _rnn_weights_traced(module), _data_checks_unrun(), flex_attention.as_ops(), \
+            checkpointing.traced_through(), \
             (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's

@@ -139,6 +139,26 @@ def gaussian_head():
     return GaussianHead(), {"x": torch.randn(2, 4), "y": torch.randn(2, 3)}
 
 
+class Checkpointed(nn.Module):
+    """Two blocks under torch.utils.checkpoint, as a training script's
+    per-layer wrapper (or transformers' gradient_checkpointing_enable)
+    writes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(2))
+
+    def forward(self, x):
+        import torch.utils.checkpoint as cp
+        for block in self.blocks:
+            x = cp.checkpoint(block, x, use_reentrant=False)
+        return x.sum()
+
+
+def checkpointed():
+    return Checkpointed(), {"x": torch.randn(2, 4)}
+
+
 class OwnCheck(nn.Module):
     """The same kind of check in the model's own code: refused (a value
     of the data decides a branch)."""

@@ -1,0 +1,72 @@
+"""A model that checkpoints its own activations (torch.utils.checkpoint:
+Hugging Face's `gradient_checkpointing_enable()`, a training script's
+per-layer wrapper) asks for a memory/compute trade the trace cannot hold:
+a capture records the forward once, and what a plan recomputes in
+backward is fsdp-opt's `--activation-checkpointing`. While a model is
+traced, `traced_through()` has torch.utils.checkpoint.checkpoint run the
+function it is given as a plain call (its saved-tensor hooks are
+autograd's business, and functorch's make_fx refuses them on 1.13), counts
+the calls, and says on stderr what to pass fsdp-opt instead, so that the
+request is not dropped in silence.
+
+The names swapped are the ones `checkpoint` reads when it runs (so a
+model that bound `checkpoint` before the trace is covered):
+`_checkpoint_without_reentrant_generator` (use_reentrant=False,
+transformers' default, PyTorch 2.x), `_checkpoint_without_reentrant` (the
+same on 1.13) and `CheckpointFunction` (use_reentrant=True).
+"""
+import contextlib
+import os
+import sys
+
+
+def _caller():
+    """FILE:LINE of the first code outside PyTorch above this call: the
+    model's line that called torch.utils.checkpoint.checkpoint."""
+    import torch
+    inside = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    frame = sys._getframe(2)
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+        frame = frame.f_back
+    if frame is None:  # pragma: no cover
+        return "?"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
+
+
+@contextlib.contextmanager
+def traced_through():
+    import torch.utils.checkpoint as cp
+    calls = []
+
+    def generator(function, *args, **kwargs):
+        # checkpoint() calls the function itself between two next()s.
+        calls.append(_caller())
+        yield
+
+    def without_reentrant(function, preserve_rng_state=True, *args, **kwargs):
+        calls.append(_caller())
+        return function(*args, **kwargs)
+
+    class Reentrant:
+        @staticmethod
+        def apply(function, preserve_rng_state, *args):
+            calls.append(_caller())
+            return function(*args)
+
+    swaps = {"_checkpoint_without_reentrant_generator": generator,
+             "_checkpoint_without_reentrant": without_reentrant,
+             "CheckpointFunction": Reentrant}
+    saved = {name: getattr(cp, name) for name in swaps if hasattr(cp, name)}
+    for name in saved:
+        setattr(cp, name, swaps[name])
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(cp, name, value)
+        if calls:
+            print(f"fsdp_trace: note: the model checkpoints activations (torch.utils.checkpoint, "
+                  f"{len(calls)} call(s), first at {calls[0]}); the trace holds its forward, "
+                  f"and what a plan recomputes is fsdp-opt's --activation-checkpointing "
+                  f"(=units recomputes each unit, as per-layer checkpointing does)",
+                  file=sys.stderr)
