@@ -120,6 +120,14 @@ def _seq2seq(g, batch):
     return {"input_ids": ids, "decoder_input_ids": dec}
 
 
+def _seq2seq_padded(g, batch):
+    """The encoder's input padded (attention_mask, which T5 reads in the
+    encoder and the cross-attention); the decoder's whole."""
+    d = _seq2seq(g, batch)
+    mask = _padding_mask(batch)
+    return dict(d, input_ids=torch.where(mask.bool(), d["input_ids"], PAD), attention_mask=mask)
+
+
 def _images(g, batch):
     return {"pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
 
@@ -213,6 +221,13 @@ def hf_cases():
                                       pad_token_id=0)),
               "T5ForConditionalGeneration", "ForMaskedLM", _seq2seq,
               "encoder-decoder, relative position buckets"),
+        _case("t5_padded", ("T5Config", dict(vocab_size=VOCAB, d_model=H, d_kv=8, d_ff=64,
+                                             num_layers=2, num_decoder_layers=2, num_heads=4,
+                                             dropout_rate=0.0, decoder_start_token_id=0,
+                                             pad_token_id=0)),
+              "T5ForConditionalGeneration", "ForMaskedLM", _seq2seq_padded,
+              "the encoder's input padded: attention_mask in the encoder and the "
+              "cross-attention"),
         _case("vit", ("ViTConfig", dict(image_size=32, patch_size=8, hidden_size=H,
                                         num_hidden_layers=2, num_attention_heads=4,
                                         intermediate_size=64, hidden_dropout_prob=0.0,
