@@ -33,6 +33,7 @@ except ImportError:  # pragma: no cover - depends on the PyTorch version
 
 from . import checkpointing, flex_attention
 from .mlir import TraceError
+from .swap import swapped
 
 
 class Tensor:
@@ -458,7 +459,7 @@ def _data_checks_unrun():
         fn = getattr(F, name, None)
         if fn is not None and hasattr(torch, check):
             by_check.setdefault(check, {})[fn.__code__] = f"{name}'s check {what}"
-    saved = {}
+    answers = {}
     for check, codes in by_check.items():
         real = getattr(torch, check)
 
@@ -468,13 +469,11 @@ def _data_checks_unrun():
                 return __real(*args, **kwargs)
             unrun.append(what)
             return False
-        saved[check] = real
-        setattr(torch, check, answered)
+        answers[check] = answered
     try:
-        yield
+        with swapped(torch, answers):
+            yield
     finally:
-        for check, real in saved.items():
-            setattr(torch, check, real)
         if unrun:
             print(f"fsdp_trace: note: the plan does not run {'; '.join(sorted(set(unrun)))} "
                   f"(fsdp-run has no data checks)", file=sys.stderr)

@@ -19,6 +19,8 @@ import contextlib
 import os
 import sys
 
+from .swap import swapped
+
 
 def _caller():
     """FILE:LINE of the first code outside PyTorch above this call: the
@@ -55,15 +57,11 @@ def traced_through():
 
     swaps = {"_checkpoint_without_reentrant_generator": generator,
              "_checkpoint_without_reentrant": without_reentrant,
-             "CheckpointFunction": Reentrant}
-    saved = {name: getattr(cp, name) for name in swaps if hasattr(cp, name)}
-    for name in saved:
-        setattr(cp, name, swaps[name])
+             "CheckpointFunction": Reentrant}  # those this PyTorch has
     try:
-        yield
+        with swapped(cp, swaps):
+            yield
     finally:
-        for name, value in saved.items():
-            setattr(cp, name, value)
         if calls:
             print(f"fsdp_trace: note: the model checkpoints activations (torch.utils.checkpoint, "
                   f"{len(calls)} call(s), first at {calls[0]}); the trace holds its forward, "

@@ -34,6 +34,8 @@ traced into something else.
 """
 import contextlib
 
+from .swap import swapped
+
 SWAPPED = ("_validate_device", "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG",
            "setup_compilation_env", "flex_attention_hop")
 
@@ -75,7 +77,6 @@ def as_ops():
             f"torch.nn.attention.flex_attention of this PyTorch has no "
             f"{', '.join(missing or ['math_attention'])}: fsdp_trace cannot trace FlexAttention "
             f"as ATen ops on it (it knows 2.11's)")
-    saved = {n: getattr(api, n) for n in SWAPPED}
 
     def flex_attention_hop(query, key, value, score_mod, block_mask, scale, kernel_options,
                            score_mod_other_buffers=(), mask_mod_other_buffers=()):
@@ -83,12 +84,8 @@ def as_ops():
                                   kernel_options, score_mod_other_buffers,
                                   mask_mod_other_buffers)
 
-    api._validate_device = _validate_device
-    api._FLEX_ATTENTION_DISABLE_COMPILE_DEBUG = True
-    api.setup_compilation_env = contextlib.nullcontext
-    api.flex_attention_hop = flex_attention_hop
-    try:
+    with swapped(api, {"_validate_device": _validate_device,
+                       "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG": True,
+                       "setup_compilation_env": contextlib.nullcontext,
+                       "flex_attention_hop": flex_attention_hop}):
         yield
-    finally:
-        for name, value in saved.items():
-            setattr(api, name, value)
