@@ -552,7 +552,8 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
       builder, getLoc(), TypeRange{q.getType(), k.getType(), v.getType()},
       operands,
       {builder.getNamedAttr("causal", builder.getBoolAttr(getCausal())),
-       builder.getNamedAttr("scale", getScaleAttr())});
+       builder.getNamedAttr("scale", getScaleAttr()),
+       builder.getNamedAttr("safe_softmax", getSafeSoftmaxAttr())});
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getMask())
     operandGrads.push_back(additiveMaskGrad(builder, dy));
@@ -630,7 +631,21 @@ Value AttentionOp::additiveMaskGrad(OpBuilder &builder, Value dy) {
                                 builder.getNamedAttr("upper", builder.getBoolAttr(true))}));
   }
   int64_t last = st.getRank() - 1;
-  Value p = g.softmax(scores, last);
+  Value p;
+  if (getSafeSoftmax()) {
+    // A row with every key hidden has zero probabilities (the kernels'),
+    // not the NaN a softmax of -inf gives.
+    Value top = g.make<ReduceMaxOp>(
+        *shape::reduce(std::nullopt, st, {last}, true), {scores},
+        {builder.getNamedAttr("axes", builder.getDenseI64ArrayAttr({last})),
+         builder.getNamedAttr("keepdims", builder.getBoolAttr(true))});
+    Value dead = g.equal(
+        top, g.scalarLike(top, -std::numeric_limits<double>::infinity()));
+    Value zero = g.scalarLike(scores, 0.0);
+    p = g.where(dead, zero, g.softmax(g.where(dead, zero, scores), last));
+  } else {
+    p = g.softmax(scores, last);
+  }
   Value dp = g.matmul(dy, getV(), false, true);
   Value ds = g.mul(p, g.sub(dp, g.reduceSum(g.mul(dp, p), {last}, true)));
   Value dm = g.unbroadcast(ds, RankedTensorType::get(maskType.getShape(),

@@ -418,7 +418,11 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
     `k[..., Tk, D]`, `v[..., Tk, Dv]` with equal leading dimensions.
     `causal` hides key positions after the query's. The optional `mask`
     broadcasts to `[..., Tq, Tk]`: an i1 mask keeps positions where it is
-    true; a float mask is added to the scores.
+    true; a float mask is added to the scores. A query whose every key is
+    hidden (every score -inf) gets NaN, as a plain softmax gives it, unless
+    `safe_softmax` is set: then zeros, as PyTorch's
+    `scaled_dot_product_attention` gives it (its safe softmax: a padded
+    batch's rows under left padding or a sliding window).
 
     ```mlir
     %o = fsdp.attention %q, %k, %v {causal = true, scale = 0.125 : f32}
@@ -429,7 +433,8 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
   let arguments = (ins Fsdp_FloatTensor:$q, Fsdp_FloatTensor:$k,
                    Fsdp_FloatTensor:$v, Optional<AnyRankedTensor>:$mask,
                    DefaultValuedAttr<BoolAttr, "false">:$causal,
-                   F32Attr:$scale);
+                   F32Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
   let results = (outs Fsdp_FloatTensor:$result);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{

@@ -116,7 +116,8 @@ def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
     recomputes the probabilities from q and k (with the same `scale`, mask
     and `causal` as the forward) instead of keeping them from the forward
     pass, so no [Tq, Tk] tensor outlives one batch element. The mask takes no
-    gradient.
+    gradient. `safe_softmax` as the forward's: a query whose every key is
+    hidden has zero probabilities, so its q and the keys get nothing from it.
 
 ```mlir
 %dq, %dk, %dv = fsdp.attention_grad %q, %k, %v, %dy {causal = true, scale = 0.125 : f32}
@@ -128,7 +129,8 @@ def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$q, RankedTensorOf<[AnyFloat]>:$k,
                    RankedTensorOf<[AnyFloat]>:$v, RankedTensorOf<[AnyFloat]>:$grad,
                    Optional<AnyRankedTensor>:$mask,
-                   DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale);
+                   DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
+                   DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
   let results = (outs RankedTensorOf<[AnyFloat]>:$dq, RankedTensorOf<[AnyFloat]>:$dk,
                  RankedTensorOf<[AnyFloat]>:$dv);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

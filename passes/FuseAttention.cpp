@@ -11,8 +11,18 @@
 //   %o  = fsdp.attention %q, %k, %v {causal = true, scale = ...}
 // A constant lower-triangular mask becomes `causal`, and so does a mask too
 // long to fold at import (T > 4096: 16M elements), recognised by how it is
-// built: `fsdp.trilu` of a splat. Any other mask stays an operand. Intermediate values with other users block the match, so the
-// unfused form is kept whenever fusing would change what else is computed.
+// built: `fsdp.trilu` of a splat. Any other mask stays an operand.
+// Intermediate values with other users block the match, so the unfused form
+// is kept whenever fusing would change what else is computed.
+//
+// PyTorch's scaled_dot_product_attention gives a query whose every key is
+// masked zeros (its safe softmax), and the importer writes that around the
+// softmax of a masked product:
+//   %top  = fsdp.reduce_max %m {axes = [last], keepdims}
+//   %dead = fsdp.equal %top, %neg_inf
+//   %p    = fsdp.softmax (fsdp.where %dead, %zero, %m)
+//   %p0   = fsdp.where %dead, %zero, %p
+// That form fuses too, into fsdp.attention {safe_softmax = true}.
 //
 //===----------------------------------------------------------------------===//
 #include "passes/Matchers.h"
@@ -132,6 +142,44 @@ bool isCausalTrilu(Value mask, bool additive, bool inverted) {
                   : !trilu.getUpper() && k == offset;
 }
 
+bool isScalar(Value v, double want) {
+  auto c = scalarConstant(v);
+  return c && *c == want;
+}
+
+/// The safe softmax around a masked product, as the header writes it: given
+/// %p0, the softmax, with `scores` set to %m; null where `probs` is not
+/// that form or any of its values has another user.
+SoftmaxOp peelSafeSoftmax(Value probs, Value &scores) {
+  auto after = probs.getDefiningOp<WhereOp>();
+  if (!after || !isScalar(after.getX(), 0.0))
+    return SoftmaxOp();
+  Value dead = after.getCond();
+  auto softmax = after.getY().getDefiningOp<SoftmaxOp>();
+  if (!softmax || !oneUse(softmax))
+    return SoftmaxOp();
+  auto before = softmax.getX().getDefiningOp<WhereOp>();
+  if (!before || !oneUse(before) || before.getCond() != dead ||
+      !isScalar(before.getX(), 0.0))
+    return SoftmaxOp();
+  auto equal = dead.getDefiningOp<EqualOp>();
+  if (!equal || !llvm::hasNItems(dead.getUses(), 2))
+    return SoftmaxOp();
+  Value top;
+  for (int side : {0, 1})
+    if (isScalar(equal->getOperand(side),
+                 -std::numeric_limits<double>::infinity()))
+      top = equal->getOperand(1 - side);
+  auto max = top ? top.getDefiningOp<ReduceMaxOp>() : ReduceMaxOp();
+  int64_t last = softmax.getType().getRank() - 1;
+  if (!max || !oneUse(top) || !max.getKeepdims() ||
+      max.getAxes() != ArrayRef<int64_t>{last} || max.getX() != before.getY() ||
+      !llvm::hasNItems(before.getY().getUses(), 2))
+    return SoftmaxOp();
+  scores = before.getY();
+  return softmax;
+}
+
 struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
   using OpRewritePattern::OpRewritePattern;
 
@@ -151,16 +199,25 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
                                 PatternRewriter &rewriter) const override {
     if (pv.getTransposeLhs() || pv.getTransposeRhs())
       return failure();
-    auto softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+    Value scores, mask;
+    auto softmax = peelSafeSoftmax(pv.getLhs(), scores);
+    bool safe = (bool)softmax;
+    if (!safe) {
+      softmax = pv.getLhs().getDefiningOp<SoftmaxOp>();
+      if (softmax)
+        scores = softmax.getX();
+    }
     if (!softmax || !oneUse(softmax) ||
         (int64_t)softmax.getAxis() != softmax.getType().getRank() - 1)
       return failure();
+    // The masked scores' users: the softmax, and in the safe form also the
+    // row maximum that finds the empty rows.
+    bool scoresOwned = safe || oneUse(scores);
 
-    Value scores = softmax.getX(), mask;
     bool additive = false, invert = false;
     double scale = 1.0;
     MatmulOp qk;
-    if (auto add = scores.getDefiningOp<AddOp>(); add && oneUse(scores)) {
+    if (auto add = scores.getDefiningOp<AddOp>(); add && scoresOwned) {
       for (int side : {0, 1})
         if ((qk = peelScale(add->getOperand(side), scale))) {
           mask = add->getOperand(1 - side);
@@ -168,7 +225,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
           break;
         }
     } else if (auto where = scores.getDefiningOp<WhereOp>();
-               where && oneUse(scores)) {
+               where && scoresOwned) {
       if (isMaskFill(where.getY()) && (qk = peelScale(where.getX(), scale)))
         mask = where.getCond();
       else if (isMaskFill(where.getX()) &&
@@ -176,7 +233,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
         mask = where.getCond();
         invert = true;
       }
-    } else {
+    } else if (!safe) { // unmasked: no row can be empty
       qk = peelScale(scores, scale);
     }
     if (!qk)
@@ -237,7 +294,8 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     auto attention = AttentionOp::create(
         rewriter, pv.getLoc(), TypeRange{*type}, operands,
         {rewriter.getNamedAttr("causal", rewriter.getBoolAttr(causal)),
-         rewriter.getNamedAttr("scale", rewriter.getF32FloatAttr(scale))});
+         rewriter.getNamedAttr("scale", rewriter.getF32FloatAttr(scale)),
+         rewriter.getNamedAttr("safe_softmax", rewriter.getBoolAttr(safe))});
     rewriter.replaceOp(pv, attention->getResults());
     return success();
   }

@@ -224,7 +224,12 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
                 return "fsdp-opt", "unsupported: " + ", ".join(kinds), n_params
             why = (why[0] if why else r.stderr[-150:]).strip()
             return "fsdp-opt", why[why.find("error:"):][:150], n_params
-        peaks.append(json.load(open(f"{base}.{world}.plan"))["predicted"]["peak_bytes"])
+        plan = json.load(open(f"{base}.{world}.plan"))
+        peaks.append(plan["predicted"]["peak_bytes"])
+        fused = sum(1 for i in plan["program"] if i["op"] == "attention")
+        if world == 1 and case.fused_attention not in (None, fused):
+            return "unfused", (f"{fused} attention products fused, "
+                               f"{case.fused_attention} expected"), n_params
         if world == 1 and case.source == "transformers" and not onnx:
             why = _wrap_differs(m, r.stderr)
             if why:

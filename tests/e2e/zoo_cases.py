@@ -36,6 +36,10 @@ class Case:
     # whose count differs by rank: 2 ranks average the ranks' means, as
     # PyTorch DDP and FSDP do, and are judged against that (zoo.py).
     rank_means: bool = False
+    # How many attention products the 1-rank plan must run fused
+    # (fsdp.attention), where the case is there to show that fsdp-opt
+    # fuses them (a padded batch's mask); None: not checked.
+    fused_attention: Optional[int] = None
 
 
 def first(out):

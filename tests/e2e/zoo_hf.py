@@ -52,11 +52,11 @@ class Logits(torch.nn.Module):
         return self.model(**{k: v for k, v in given.items() if v is not None}).logits
 
 
-def _case(name, config, cls, kind, inputs, note="", attention=None):
+def _case(name, config, cls, kind, inputs, note="", attention=None, fused=None):
     """`attention`: the config's attn_implementation, where not its default
     (sdpa); "flex_attention" runs PyTorch's reference steps under
     fsdp_trace.flex_attention.as_ops (PyTorch refuses its backward on the
-    CPU)."""
+    CPU). `fused`: how many attention products the plan must fuse."""
     def build(dtype, batch):
         torch.manual_seed(0)
         t = _transformers()
@@ -83,7 +83,7 @@ def _case(name, config, cls, kind, inputs, note="", attention=None):
     return Case(name=name, source="transformers", build=build, inputs=inputs,
                 target=target, loss=_loss(kind), note=note, reference_context=context,
                 rank_means=inputs in (_padded, _left_padded)
-                and kind != "ForSequenceClassification")
+                and kind != "ForSequenceClassification", fused_attention=fused)
 
 
 def _tokens(g, batch):
@@ -186,21 +186,21 @@ def hf_cases():
               "GQA 4/2 heads, RoPE"),
         _case("llama_padded", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
               _padded, "a right-padded batch: attention_mask from the data, labels -100 "
-              "at the padding"),
+              "at the padding", fused=2),
         _case("llama_left_padded", ("LlamaConfig", DECODER), "LlamaForCausalLM",
               "ForCausalLM", _left_padded, "left-padded: the padding's queries see no key "
-              "(zeros, as PyTorch's attention gives them)"),
+              "(zeros, as PyTorch's attention gives them)", fused=2),
         _case("gpt2_padded", ("GPT2Config", dict(vocab_size=VOCAB, n_embd=H, n_layer=2, n_head=4,
                                                  n_positions=64, attn_pdrop=0.0, resid_pdrop=0.0,
                                                  embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)),
-              "GPT2LMHeadModel", "ForCausalLM", _padded, "a right-padded batch"),
+              "GPT2LMHeadModel", "ForCausalLM", _padded, "a right-padded batch", fused=2),
         _case("llama_flex", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
               _tokens, "attn_implementation flex_attention", attention="flex_attention"),
         _case("mistral", ("MistralConfig", dict(DECODER, sliding_window=8)),
               "MistralForCausalLM", "ForCausalLM", _tokens, "sliding window 8 < T"),
         _case("mistral_padded", ("MistralConfig", dict(DECODER, sliding_window=8)),
               "MistralForCausalLM", "ForCausalLM", _padded, "right-padded under a sliding "
-              "window of 8: the last padded queries see no key"),
+              "window of 8: the last padded queries see no key", fused=2),
         _case("qwen2", ("Qwen2Config", DECODER), "Qwen2ForCausalLM", "ForCausalLM", _tokens,
               "QKV bias"),
         _case("gemma", ("GemmaConfig", dict(DECODER, head_dim=8)), "GemmaForCausalLM",
@@ -212,7 +212,7 @@ def hf_cases():
               "ForSequenceClassification", _tokens),
         _case("bert_padded", ("BertConfig", enc), "BertForSequenceClassification",
               "ForSequenceClassification", _padded, "a padded batch: attention_mask from "
-              "the data"),
+              "the data", fused=2),
         _case("roberta", ("RobertaConfig", dict(enc, pad_token_id=1)),
               "RobertaForSequenceClassification", "ForSequenceClassification", _tokens),
         _case("t5", ("T5Config", dict(vocab_size=VOCAB, d_model=H, d_kv=8, d_ff=64,
@@ -227,7 +227,7 @@ def hf_cases():
                                              pad_token_id=0)),
               "T5ForConditionalGeneration", "ForMaskedLM", _seq2seq_padded,
               "the encoder's input padded: attention_mask in the encoder and the "
-              "cross-attention"),
+              "cross-attention", fused=6),
         _case("vit", ("ViTConfig", dict(image_size=32, patch_size=8, hidden_size=H,
                                         num_hidden_layers=2, num_attention_heads=4,
                                         intermediate_size=64, hidden_dropout_prob=0.0,

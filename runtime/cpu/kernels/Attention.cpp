@@ -18,7 +18,19 @@ struct AttentionShape {
   int64_t r, tq, d, tk, dv, batch;
   Shape bshape, ms;
   const TensorRef *mask;
+  bool safe; // safe_softmax: a row with every key hidden gets zeros
 };
+
+/// Softmax of a row of scores in place; with `safe`, a row whose every
+/// score is -inf (every key hidden) gets zeros instead of NaN.
+void probsRow(float *row, int64_t n, bool safe) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  if (safe && std::all_of(row, row + n, [&](float s) { return s == ninf; })) {
+    std::fill(row, row + n, 0.0f);
+    return;
+  }
+  softmaxRow(row, row, n, false);
+}
 
 /// Query rows [i0, i1) of batch element `b` attend to keys [0, kmax): with
 /// a causal flag and no mask, blocks of kQueryBlock rows stop at the
@@ -64,7 +76,7 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
       if (causal)
         std::fill(row + std::clamp<int64_t>(i + (a.tk - a.tq) + 1, 0, blk.kmax),
                   row + blk.kmax, ninf);
-      softmaxRow(row, row, blk.kmax, false);
+      probsRow(row, blk.kmax, a.safe);
       continue;
     }
     for (int64_t j = 0; j < blk.kmax; ++j) {
@@ -80,13 +92,14 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
         }
       }
     }
-    softmaxRow(row, row, blk.kmax, false);
+    probsRow(row, blk.kmax, a.safe);
   }
 }
 
-Status attentionShape(const TensorRef &q, const TensorRef &k,
-                      const TensorRef &v, const TensorRef *mask,
+Status attentionShape(const Instruction &in, const TensorRef *mask,
                       AttentionShape &a) {
+  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2];
+  a.safe = attrBool(in, "safe_softmax", false);
   a.r = q.rank();
   if (a.r < 2 || k.rank() != a.r || v.rank() != a.r)
     return Status::error("q, k, v need one rank >= 2");
@@ -113,7 +126,7 @@ Status kAttention(const Instruction &in, Context &c) {
   const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &y = in.out[0];
   AttentionShape a;
   FSDP_RETURN_IF_ERROR(
-      attentionShape(q, k, v, in.in.size() == 4 ? &in.in[3] : nullptr, a));
+      attentionShape(in, in.in.size() == 4 ? &in.in[3] : nullptr, a));
   if (y.numel() != a.batch * a.tq * a.dv)
     return Status::error("output does not match q and v");
   float scale = (float)attrFloat(in, "scale", 1.0);
@@ -141,7 +154,7 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
   const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &dy = in.in[3];
   AttentionShape a;
   FSDP_RETURN_IF_ERROR(
-      attentionShape(q, k, v, in.in.size() == 5 ? &in.in[4] : nullptr, a));
+      attentionShape(in, in.in.size() == 5 ? &in.in[4] : nullptr, a));
   if (dy.numel() != a.batch * a.tq * a.dv || in.out[0].numel() != q.numel() ||
       in.out[1].numel() != k.numel() || in.out[2].numel() != v.numel())
     return Status::error("gradient shapes do not match q, k, v");

@@ -47,6 +47,7 @@ struct AttentionLayout {
   bool causal;
   const float *q, *k, *v;
   AttentionMask mask = {};
+  bool safe = false; // safe_softmax: a row with every key hidden gets zeros
 
   FSDP_HD int64_t lastKey(int64_t i) const {
     int64_t last = causal ? i + (tk - tq) : tk - 1;
@@ -70,6 +71,15 @@ struct AttentionLayout {
     for (int64_t j = 0; j <= lastKey(i); ++j)
       sum += exp(score(b, i, j) - mx);
   }
+  /// p_ij from the row's maximum and normaliser (rowStats'). A row with
+  /// every key hidden has maximum -inf: NaN, as a softmax gives, or zeros
+  /// when `safe`.
+  FSDP_HD float prob(int64_t b, int64_t i, int64_t j, double mx,
+                     double sum) const {
+    if (safe && mx == -INFINITY)
+      return 0.0f;
+    return (float)(exp(score(b, i, j) - mx) / sum);
+  }
 };
 
 /// y[b, i] = softmax(scale * q[b, i] . k[b]^T) . v[b].
@@ -84,7 +94,7 @@ struct AttentionRows {
     for (int64_t c = 0; c < a.dv; ++c)
       yi[c] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
-      float p = (float)(exp(a.score(b, i, j) - mx) / sum);
+      float p = a.prob(b, i, j, mx, sum);
       const float *vj = a.v + (b * a.tk + j) * a.dv;
       for (int64_t c = 0; c < a.dv; ++c)
         yi[c] += p * vj[c];
@@ -115,12 +125,12 @@ struct AttentionGradQueryRows {
     const float *gi = dy + r * a.dv;
     double dot = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j)
-      dot += (double)dp(b, gi, j) * (float)(exp(a.score(b, i, j) - mx) / sum);
+      dot += (double)dp(b, gi, j) * a.prob(b, i, j, mx, sum);
     float *dqi = dq + r * a.d;
     for (int64_t t = 0; t < a.d; ++t)
       dqi[t] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
-      float p = (float)(exp(a.score(b, i, j) - mx) / sum);
+      float p = a.prob(b, i, j, mx, sum);
       float ds = p * (float)(dp(b, gi, j) - dot);
       const float *kj = a.k + (b * a.tk + j) * a.d;
       for (int64_t t = 0; t < a.d; ++t)
@@ -153,7 +163,7 @@ struct AttentionGradKeyRows {
     int64_t first = a.causal ? j - (a.tk - a.tq) : 0;
     for (int64_t i = first < 0 ? 0 : first; i < a.tq; ++i) {
       const double *st = stats + 3 * (b * a.tq + i);
-      float p = (float)(exp(a.score(b, i, j) - st[0]) / st[1]);
+      float p = a.prob(b, i, j, st[0], st[1]);
       const float *gi = dy + (b * a.tq + i) * a.dv,
                   *qi = a.q + (b * a.tq + i) * a.d;
       float dpij = 0;

@@ -29,6 +29,7 @@ Status attentionLayout(Ctx &c, const TensorRef *mask, AttentionLayout &a,
     return Status::error("q, k, v shapes do not match");
   a.scale = (float)c.attrFloat("scale", 1.0);
   a.causal = c.attrBool("causal", false);
+  a.safe = c.attrBool("safe_softmax", false);
   a.q = c.at<float>(q);
   a.k = c.at<float>(k);
   a.v = c.at<float>(v);
