@@ -363,6 +363,90 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
     }
 }
 
+// A query whose every key is masked (a padded batch's rows under left
+// padding or a sliding window): with safe_softmax both backends give it a
+// zero output and send nothing back through it, as PyTorch's
+// scaled_dot_product_attention does; without it, NaN, as a softmax gives.
+// The mask is boolean and additive (-inf) in turn; rows 1 and 4 of each
+// batch element are empty, the others keep 1..tk keys.
+TEST(DeviceKernels, AttentionSafeSoftmaxZeroesEmptyRows) {
+  int64_t batch = 2, tq = 6, tk = 5, d = 4, dv = 3;
+  for (bool additive : {false, true})
+    for (bool safe : {true, false}) {
+      Arena a;
+      TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
+                v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
+                dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
+                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv}),
+                mask = a.add({batch, tq, tk}, additive ? DType::F32 : DType::I1);
+      for (const TensorRef &t : {q, k, v, dy})
+        a.fill(t, -1.5f, 1.5f);
+      auto empty = [](int64_t i) { return i == 1 || i == 4; };
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t i = 0; i < tq; ++i)
+          for (int64_t j = 0; j < tk; ++j) {
+            bool keep = !empty(i) && j <= (i + b) % tk;
+            int64_t at = (b * tq + i) * tk + j;
+            if (additive)
+              a.at<float>(mask)[at] = keep ? 0.25f * j : -INFINITY;
+            else
+              a.at<uint8_t>(mask)[at] = keep;
+          }
+      AttentionLayout layout{tq, tk, d, dv, 0.5f, false, a.at<float>(q),
+                             a.at<float>(k), a.at<float>(v)};
+      AttentionMask &m = layout.mask;
+      (additive ? (const void *&)m.add : (const void *&)m.keep) =
+          a.at<uint8_t>(mask);
+      m.batchRank = 1;
+      m.batchDims[0] = batch;
+      m.batchStrides[0] = tq * tk;
+      m.rowStride = tk;
+      m.colStride = 1;
+      layout.safe = safe;
+      std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel()),
+          gv(dvv.numel());
+      std::vector<double> stats(3 * batch * tq);
+      runOnHost(batch * tq, AttentionRows{layout, got.data()});
+      runOnHost(batch * tq, AttentionGradQueryRows{layout, a.at<float>(dy),
+                                                   gq.data(), stats.data()});
+      runOnHost(batch * tk,
+                AttentionGradKeyRows{layout, a.at<float>(dy), stats.data(),
+                                     gk.data(), gv.data()});
+      nlohmann::json attrs = {{"scale", 0.5}, {"safe_softmax", safe}};
+      runCpu(a, instr("attention", {q, k, v, mask}, {y}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy, mask}, {dq, dk, dvv},
+                      attrs));
+      std::string what = std::string(additive ? "additive" : "boolean") +
+                         (safe ? " mask, safe softmax" : " mask");
+      for (int64_t r = 0; r < batch * tq; ++r)
+        for (int64_t c = 0; c < dv; ++c) {
+          float cpu = a.at<float>(y)[r * dv + c], dev = got[r * dv + c];
+          if (!empty(r % tq))
+            continue;
+          if (safe) {
+            EXPECT_EQ(cpu, 0.0f) << what << ", row " << r;
+            EXPECT_EQ(dev, 0.0f) << what << ", row " << r;
+          } else {
+            EXPECT_TRUE(std::isnan(cpu)) << what << ", row " << r;
+            EXPECT_TRUE(std::isnan(dev)) << what << ", row " << r;
+          }
+        }
+      if (!safe)
+        continue;
+      for (int64_t r = 0; r < batch * tq; ++r)
+        for (int64_t t = 0; t < d; ++t)
+          if (empty(r % tq))
+            EXPECT_EQ(a.at<float>(dq)[r * d + t], 0.0f) << what << ", row " << r;
+      expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
+      expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
+      expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
+      expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
+                  1e-5f);
+      for (float g : gk)
+        ASSERT_TRUE(std::isfinite(g)) << what << " dk";
+    }
+}
+
 // Flash attention (runtime/device/FlashAttention.h: tiles of 64 rows,
 // tensor-core products emulated on the host) on bf16 and f16 q, k, v,
 // against the CPU's attention on the same values widened to f32. The flash
