@@ -481,7 +481,10 @@ def attention_cases():
         return []
     if "enable_gqa" not in [a.name for a in schema.arguments]:
         return []
-    cases = [_recurrent("sdpa_scale_gqa", Attention)]
+    # The learned bias is no constant, so the attention takes PyTorch's
+    # safe softmax; it fuses, and the bias's gradient is composed around
+    # the fused op (AttentionOp::additiveMaskGrad).
+    cases = [dataclasses.replace(_recurrent("sdpa_scale_gqa", Attention), fused_attention=1)]
     try:
         importlib.import_module("torch.nn.attention.flex_attention")
     except ImportError:

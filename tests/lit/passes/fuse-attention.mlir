@@ -149,3 +149,52 @@ func.func @trilu_not_causal(%q: tensor<1x4x5x8xf32>, %kt: tensor<1x4x8x5xf32>, %
   %o = fsdp.matmul %p, %v : tensor<1x4x5x5xf32>, tensor<1x4x5x8xf32> -> tensor<1x4x5x8xf32>
   return %o : tensor<1x4x5x8xf32>
 }
+
+// -----
+
+// PyTorch's safe softmax, as the tracer writes scaled_dot_product_attention
+// with a mask from the data: a query whose every key is masked gets zeros.
+// It fuses, and the attention says so.
+// CHECK-LABEL: func.func @safe_softmax
+// CHECK-SAME: %[[KEEP:[a-z0-9]+]]: tensor<2x1x1x3xi1>
+// CHECK: %[[O:.*]] = fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[KEEP]] {safe_softmax = true, scale = 5.000000e-01 : f32}
+// CHECK-NOT: fsdp.softmax
+// CHECK-NOT: fsdp.reduce_max
+// CHECK: return %[[O]]
+func.func @safe_softmax(%q: tensor<2x4x3x8xf32>, %kt: tensor<2x4x8x3xf32>, %v: tensor<2x4x3x8xf32>, %keep: tensor<2x1x1x3xi1>) -> tensor<2x4x3x8xf32> {
+  %s = fsdp.matmul %q, %kt : tensor<2x4x3x8xf32>, tensor<2x4x8x3xf32> -> tensor<2x4x3x3xf32>
+  %c = fsdp.constant dense<0.5> : tensor<f32>
+  %ss = fsdp.mul %s, %c : tensor<2x4x3x3xf32>, tensor<f32> -> tensor<2x4x3x3xf32>
+  %ninf = fsdp.constant dense<0xFF800000> : tensor<f32>
+  %m = fsdp.where %keep, %ss, %ninf : tensor<2x1x1x3xi1>, tensor<2x4x3x3xf32>, tensor<f32> -> tensor<2x4x3x3xf32>
+  %top = fsdp.reduce_max %m {axes = array<i64: 3>, keepdims = true} : tensor<2x4x3x3xf32> -> tensor<2x4x3x1xf32>
+  %ninf2 = fsdp.constant dense<0xFF800000> : tensor<f32>
+  %dead = fsdp.equal %top, %ninf2 : tensor<2x4x3x1xf32>, tensor<f32> -> tensor<2x4x3x1xi1>
+  %zero = fsdp.constant dense<0.0> : tensor<f32>
+  %m0 = fsdp.where %dead, %zero, %m : tensor<2x4x3x1xi1>, tensor<f32>, tensor<2x4x3x3xf32> -> tensor<2x4x3x3xf32>
+  %p = fsdp.softmax %m0 {axis = 3 : i64} : tensor<2x4x3x3xf32>
+  %p0 = fsdp.where %dead, %zero, %p : tensor<2x4x3x1xi1>, tensor<f32>, tensor<2x4x3x3xf32> -> tensor<2x4x3x3xf32>
+  %o = fsdp.matmul %p0, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x8xf32> -> tensor<2x4x3x8xf32>
+  return %o : tensor<2x4x3x8xf32>
+}
+
+// -----
+
+// The same, with the empty rows' flags read elsewhere too: fusing would
+// drop what they are computed from, so no match.
+// CHECK-LABEL: func.func @safe_softmax_flags_escape
+// CHECK-NOT: fsdp.attention
+// CHECK: fsdp.softmax
+func.func @safe_softmax_flags_escape(%q: tensor<2x4x3x8xf32>, %kt: tensor<2x4x8x3xf32>, %v: tensor<2x4x3x8xf32>, %keep: tensor<2x1x1x3xi1>) -> (tensor<2x4x3x8xf32>, tensor<2x4x3x1xi1>) {
+  %s = fsdp.matmul %q, %kt : tensor<2x4x3x8xf32>, tensor<2x4x8x3xf32> -> tensor<2x4x3x3xf32>
+  %ninf = fsdp.constant dense<0xFF800000> : tensor<f32>
+  %m = fsdp.where %keep, %s, %ninf : tensor<2x1x1x3xi1>, tensor<2x4x3x3xf32>, tensor<f32> -> tensor<2x4x3x3xf32>
+  %top = fsdp.reduce_max %m {axes = array<i64: 3>, keepdims = true} : tensor<2x4x3x3xf32> -> tensor<2x4x3x1xf32>
+  %dead = fsdp.equal %top, %ninf : tensor<2x4x3x1xf32>, tensor<f32> -> tensor<2x4x3x1xi1>
+  %zero = fsdp.constant dense<0.0> : tensor<f32>
+  %m0 = fsdp.where %dead, %zero, %m : tensor<2x4x3x1xi1>, tensor<f32>, tensor<2x4x3x3xf32> -> tensor<2x4x3x3xf32>
+  %p = fsdp.softmax %m0 {axis = 3 : i64} : tensor<2x4x3x3xf32>
+  %p0 = fsdp.where %dead, %zero, %p : tensor<2x4x3x1xi1>, tensor<f32>, tensor<2x4x3x3xf32> -> tensor<2x4x3x3xf32>
+  %o = fsdp.matmul %p0, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x8xf32> -> tensor<2x4x3x8xf32>
+  return %o, %dead : tensor<2x4x3x8xf32>, tensor<2x4x3x1xi1>
+}
