@@ -58,6 +58,9 @@ struct FsdpBuildTrainStep
 
 private:
   FailureOr<Value> buildLoss(func::FuncOp step);
+  /// --loss-average=tokens: rewrites the loss into the mean over every
+  /// rank's counted targets; `loss` and `lossDef` follow the rewrite.
+  LogicalResult averageOverTokens(Value &loss, Operation *&lossDef);
   /// Global norm, optional clipping and one optimizer update per gradient;
   /// returns the norm.
   Value emitUpdate(OpBuilder &b, Location loc, Type lossType,
@@ -228,6 +231,90 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
   return norm;
 }
 
+/// A data-parallel step averages the ranks' losses (InsertCollectives) and
+/// their gradients (the reduce-scatter's average). With a mean over counted
+/// targets (ignore_index at padding) whose count differs by rank, that is
+/// the mean of the ranks' means, as PyTorch DDP and FSDP compute it. For
+/// `tokens`, rank r's mean loss becomes its sum s_r divided by the ranks'
+/// mean count: s_r · W / N, N = Σ n_r, whose average over the W ranks is
+/// Σ s_r / N, the mean over every counted target of the global batch. A
+/// rank without a counted target adds 0 (where its own mean is 0/0). The
+/// count depends on the data alone, so the gradient is that of the sum,
+/// scaled. With one rank, or no ignore_index, nothing changes.
+LogicalResult FsdpBuildTrainStep::averageOverTokens(Value &loss,
+                                                    Operation *&lossDef) {
+  Operation *def = loss.getDefiningOp();
+  while (auto cast = dyn_cast_or_null<CastOp>(def))
+    def = cast.getX().getDefiningOp();
+  if (!isa_and_nonnull<CrossEntropyOp, NllLossOp>(def)) {
+    InFlightDiagnostic d = emitError(
+        def ? def->getLoc() : loss.getLoc(),
+        "--loss-average=tokens needs the loss to be a mean cross-entropy or "
+        "NLL loss over class targets, whose counted targets it averages "
+        "over; this loss is ");
+    if (def)
+      d << "computed by '" << def->getName() << "'";
+    else
+      d << "a graph input";
+    return d;
+  }
+  auto reduction = def->getAttrOfType<StringAttr>("reduction");
+  if (def->getNumOperands() > 2)
+    return emitError(def->getLoc(), "--loss-average=tokens needs an unweighted "
+                                    "mean loss; this '")
+           << def->getName() << "' has class weights";
+  if (!reduction || reduction.getValue() != "mean")
+    return emitError(def->getLoc(), "--loss-average=tokens needs a mean loss; "
+                                    "this '")
+           << def->getName() << "' has reduction '"
+           << (reduction ? reduction.getValue() : StringRef()) << "'";
+  if (gradAccum > 1)
+    return emitError(def->getLoc(),
+                     "--loss-average=tokens with --grad-accum > 1: the count "
+                     "would span the micro-steps (use --grad-accum=1)");
+  auto ignore = def->getAttrOfType<IntegerAttr>("ignore_index");
+  if (worldSize <= 1 || !ignore)
+    return success(); // every rank counts its whole, equal target
+
+  OpBuilder b(def);
+  b.setInsertionPointAfter(def);
+  Location loc = def->getLoc();
+  Value target = def->getOperand(1);
+  auto tt = cast<RankedTensorType>(target.getType());
+  Type f32 = b.getF32Type();
+  Value ignoreValue = ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get({}, tt.getElementType()),
+                             b.getIntegerAttr(tt.getElementType(),
+                                              ignore.getInt())));
+  Value ignored = EqualOp::create(
+      b, loc, RankedTensorType::get(tt.getShape(), b.getI1Type()), target,
+      ignoreValue);
+  Value counted =
+      CastOp::create(b, loc, RankedTensorType::get(tt.getShape(), f32),
+                     NotOp::create(b, loc, ignored));
+  SmallVector<int64_t> axes;
+  for (int64_t i = 0; i < tt.getRank(); ++i)
+    axes.push_back(i);
+  Value n = axes.empty() ? counted
+                         : (Value)ReduceSumOp::create(b, loc, counted, axes,
+                                                      /*keepdims=*/false);
+  auto start = AllReduceOp::create(
+      b, loc, FutureType::get(b.getContext(), cast<RankedTensorType>(n.getType())),
+      n, b.getI64IntegerAttr(worldSize), b.getStringAttr("avg"), StringAttr());
+  Value meanCount = WaitOp::create(b, loc, start.getFuture());
+  Operation *sum = b.clone(*def);
+  sum->setAttr("reduction", b.getStringAttr("sum"));
+  auto scaled = DivOp::create(b, loc, sum->getResult(0), meanCount);
+  if (loss == def->getResult(0))
+    loss = scaled;
+  if (lossDef == def)
+    lossDef = scaled;
+  def->getResult(0).replaceAllUsesWith(scaled.getResult());
+  def->erase();
+  return success();
+}
+
 void FsdpBuildTrainStep::runOnOperation() {
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -355,6 +442,14 @@ void FsdpBuildTrainStep::runOnOperation() {
     return signalPassFailure();
   }
 
+  if (lossAverage == "tokens") {
+    if (failed(averageOverTokens(*lossValue, lossDef)))
+      return signalPassFailure();
+  } else if (lossAverage != "ranks") {
+    module.emitError("unknown --loss-average '")
+        << lossAverage << "' (ranks or tokens)";
+    return signalPassFailure();
+  }
   if (lossDef)
     lossDef->setAttr(kLossAttr, UnitAttr::get(&getContext()));
   Value differentiated = *lossValue;
@@ -484,6 +579,7 @@ void FsdpBuildTrainStep::runOnOperation() {
       mlir::fsdp::attrs::train,
       b.getDictionaryAttr({
           b.getNamedAttr("loss", b.getStringAttr(loss)),
+          b.getNamedAttr("loss_average", b.getStringAttr(lossAverage)),
           b.getNamedAttr("optimizer", b.getStringAttr(optimizer)),
           b.getNamedAttr("lr_schedule", b.getStringAttr(lrSchedule)),
           b.getNamedAttr("warmup_steps", b.getI64IntegerAttr(warmupSteps)),

@@ -126,6 +126,15 @@ def FsdpBuildTrainStep : Pass<"fsdp-build-train-step", "::mlir::ModuleOp"> {
            "steps of the cosine schedule">,
     Option<"gradAccum", "grad-accum", "int64_t", "1",
            "micro-steps per optimizer step">,
+    Option<"lossAverage", "loss-average", "std::string", "\"ranks\"",
+           "ranks: each rank's loss is the mean over its own counted "
+           "targets and the ranks' means are averaged (PyTorch DDP and "
+           "FSDP) | tokens: the mean over every rank's counted targets "
+           "(Hugging Face Trainer's average_tokens_across_devices, "
+           "torchtitan's global token count)">,
+    Option<"worldSize", "world-size", "int64_t", "1",
+           "data-parallel ranks the loss is averaged over (set by fsdp-opt "
+           "from fsdp-shard's)">,
     Option<"computeDtypeName", "compute-dtype", "std::string", "\"f32\"",
            "mixed precision: activations and the forward/backward math in "
            "f32 | bf16 | f16 (PyTorch FSDP's param_dtype computes in it; "

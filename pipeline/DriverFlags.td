@@ -30,7 +30,7 @@ class FlagChoices<string pass_, string option_, list<string> values_> {
   list<string> values = values_;
 }
 
-def : FlagsOf<"FsdpBuildTrainStep", "train">;
+def : FlagsOf<"FsdpBuildTrainStep", "train", ["world-size"]>;
 def : FlagsOf<"FsdpWrapUnits", "fsdp">;
 def : FlagsOf<"FsdpMergeUnits", "fsdp">;
 def : FlagsOf<"FsdpCheckpointActivations", "fsdp">;
@@ -43,6 +43,7 @@ def : FlagGroup<"FsdpBuildTrainStep", "compute-dtype", "fsdp">;
 
 def : FlagChoices<"FsdpBuildTrainStep", "loss", ["auto", "cross-entropy", "mse", "bce"]>;
 def : FlagChoices<"FsdpBuildTrainStep", "optimizer", ["adamw", "sgd"]>;
+def : FlagChoices<"FsdpBuildTrainStep", "loss-average", ["ranks", "tokens"]>;
 def : FlagChoices<"FsdpBuildTrainStep", "lr-schedule", ["constant", "cosine"]>;
 def : FlagChoices<"FsdpBuildTrainStep", "compute-dtype", ["f32", "bf16", "f16"]>;
 def : FlagChoices<"FsdpShard", "strategy",

@@ -286,6 +286,7 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   if (failed(checkTrainingFlags()))
     return failure();
   PassFlags flags = passFlags();
+  flags.train.worldSize = flags.plan.shard.worldSize;
   pm.addPass(fsdp::createFsdpBuildTrainStep(flags.train));
   pm.addPass(fsdp::createFsdpFuseLossGrad());
   if (failed(pm.run(module)))

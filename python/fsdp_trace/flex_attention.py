@@ -36,10 +36,6 @@ import contextlib
 
 from .swap import swapped
 
-SWAPPED = ("_validate_device", "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG",
-           "setup_compilation_env", "flex_attention_hop")
-
-
 def _modules():
     """flex_attention's module and the one holding math_attention, or None
     where this PyTorch has no FlexAttention (1.13)."""
@@ -70,13 +66,6 @@ def as_ops():
         yield
         return
     api, hop = found
-    missing = [n for n in SWAPPED if not hasattr(api, n)]
-    if missing or not hasattr(hop, "math_attention"):
-        from .mlir import TraceError
-        raise TraceError(
-            f"torch.nn.attention.flex_attention of this PyTorch has no "
-            f"{', '.join(missing or ['math_attention'])}: fsdp_trace cannot trace FlexAttention "
-            f"as ATen ops on it (it knows 2.11's)")
 
     def flex_attention_hop(query, key, value, score_mod, block_mask, scale, kernel_options,
                            score_mod_other_buffers=(), mask_mod_other_buffers=()):
@@ -84,8 +73,16 @@ def as_ops():
                                   kernel_options, score_mod_other_buffers,
                                   mask_mod_other_buffers)
 
-    with swapped(api, {"_validate_device": _validate_device,
-                       "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG": True,
-                       "setup_compilation_env": contextlib.nullcontext,
-                       "flex_attention_hop": flex_attention_hop}):
+    replacements = {"_validate_device": _validate_device,
+                    "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG": True,
+                    "setup_compilation_env": contextlib.nullcontext,
+                    "flex_attention_hop": flex_attention_hop}
+    missing = [n for n in replacements if not hasattr(api, n)]
+    if missing or not hasattr(hop, "math_attention"):
+        from .mlir import TraceError
+        raise TraceError(
+            f"torch.nn.attention.flex_attention of this PyTorch has no "
+            f"{', '.join(missing or ['math_attention'])}: fsdp_trace cannot trace FlexAttention "
+            f"as ATen ops on it (it knows 2.11's)")
+    with swapped(api, replacements):
         yield

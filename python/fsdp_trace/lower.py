@@ -476,13 +476,10 @@ def _unary(c, node, args, kwargs):
     x = c.cast(c.v(args[0]), dtype)
     name = op_name(node.target)
     if name in ("aten.neg", "aten.abs") and not dtype.is_floating_point and dtype != torch.bool:
-        # The kernels' neg and abs take floats: 0 - x on integers (positions,
-        # T5's relative distances).
-        negated = c.emit("fsdp.sub", [c.scalar(0, dtype), x], [(shape, dtype)])
-        if name == "aten.neg":
-            return negated
-        below = c.emit("fsdp.less", [x, c.scalar(0, dtype)], [(shape, torch.bool)])
-        return c.emit("fsdp.where", [below, negated, x], [(shape, dtype)])
+        # The kernels' neg and abs take floats: composed on integers
+        # (positions, T5's relative distances).
+        from .decompose.builder import B
+        return B(c).neg(x) if name == "aten.neg" else B(c).abs(x)
     return c.emit(UNARY[name], [x], [(shape, dtype)])
 
 

@@ -277,18 +277,27 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
         trace(case, inputs, target, BATCH // ranks, base + ".split.mlir")
         has_bn = any(isinstance(mod, nn.modules.batchnorm._BatchNorm)
                      for mod in m.modules())
-        r = bounded.run([tools[0], base + ".split.mlir", "-o", base + ".split.plan",
-                         "--world-size", str(ranks)] + (["--sync-batch-norm"] if has_bn else []),
-                        capture_output=True, text=True, timeout=600)
-        if r.returncode != 0:
-            return "fsdp-opt", r.stderr.strip()[-150:], n_params
-        r = bounded.run(MPIRUN + ["-np", str(ranks), tools[1], base + ".split.plan", "--data",
-                                  base + ".npz", "--steps", "1", "--quiet",
-                                  "--dump-grads", base + ".g2.safetensors"],
-                        capture_output=True, text=True, timeout=900)
-        if r.returncode != 0:
-            return f"fsdp-run x{ranks}", r.stderr.strip()[-150:], n_params
-        two = read_safetensors(base + ".g2.safetensors")
+
+        def split_step(flags, name):
+            """The split plan's step on `ranks` ranks: its gradients, or
+            the failing tool's status."""
+            r = bounded.run([tools[0], base + ".split.mlir", "-o", base + ".split.plan",
+                             "--world-size", str(ranks)] + flags
+                            + (["--sync-batch-norm"] if has_bn else []),
+                            capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                return "fsdp-opt", r.stderr.strip()[-150:]
+            r = bounded.run(MPIRUN + ["-np", str(ranks), tools[1], base + ".split.plan",
+                                      "--data", base + ".npz", "--steps", "1", "--quiet",
+                                      "--dump-grads", f"{base}.{name}.safetensors"],
+                            capture_output=True, text=True, timeout=900)
+            if r.returncode != 0:
+                return f"fsdp-run x{ranks}", r.stderr.strip()[-150:]
+            return None, read_safetensors(f"{base}.{name}.safetensors")
+
+        failed, two = split_step([], "g2")
+        if failed:
+            return failed, two, n_params
         against = ours
         if case.rank_means:
             # Each rank's loss is the mean over its own counted targets,
@@ -300,9 +309,20 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
                                target[r * share:(r + 1) * share], torch.float64,
                                batch=share)[1] for r in range(ranks)]
             against = {k: sum(s[k] for s in steps) / ranks for k in steps[0]}
-            whole = max(relative(np.asarray(two[k], np.float64).reshape(v.shape), v)
-                        for k, v in g64.items() if k in two)
-            detail += f"; {ranks} ranks vs PyTorch's whole batch {whole:.1e} (means differ)"
+            def from_whole(grads):
+                return max(relative(np.asarray(grads[k], np.float64).reshape(v.shape), v)
+                           for k, v in g64.items() if k in grads)
+            detail += (f"; {ranks} ranks vs PyTorch's whole batch {from_whole(two):.1e} "
+                       f"(means differ)")
+            # --loss-average=tokens: the mean over every rank's counted
+            # targets, PyTorch's step on the whole batch.
+            failed, tokens = split_step(["--loss-average=tokens"], "g2t")
+            if failed:
+                return failed + " (tokens)", tokens, n_params
+            by_tokens = from_whole(tokens)
+            detail += f"; --loss-average=tokens vs the whole batch {by_tokens:.1e}"
+            if by_tokens > max(allowed(worst32), 1e-4):
+                return f"x{ranks} tokens differs", detail, n_params
         spread = max((relative(np.asarray(two[k], np.float64).reshape(np.shape(against[k])),
                                np.asarray(against[k], np.float64))
                       for k in against if k in two), default=0.0)

@@ -285,12 +285,9 @@ def integer_division(c, x, y, rounding):
     r = b.sub(x, b.mul(q, y))
     negative = b.lt(x if rounding == "trunc" else y, 0)
 
-    def magnitude(v):  # the kernels' abs takes floats only
-        return b.where(b.lt(v, 0), b.sub(b.s(0, v.dtype), v), v)
-
     def fits(rem):
         same_sign = b.eq(b.lt(rem, 0), negative)
-        inside = b.lt(magnitude(rem), magnitude(y))
+        inside = b.lt(b.abs(rem), b.abs(y))
         return b.bin("or", b.eq(rem, 0), b.bin("and", same_sign, inside))
 
     lower, higher = b.add(r, y), b.sub(r, y)   # the remainders of q - 1, q + 1

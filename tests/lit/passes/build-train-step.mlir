@@ -18,7 +18,7 @@
 // accumulates both gradients; every parameter gets one update.
 fsdp.parameter @emb : tensor<10x4xf32> {module_path = ""}
 fsdp.parameter @w : tensor<4x4xf32> {module_path = "fc"}
-// CHECK: module attributes {fsdp.compute_dtype = f32, fsdp.train = {grad_accum = 1 : i64, grad_clip = 0.000000e+00 : f32, loss = "auto", lr_schedule = "constant", optimizer = "adamw", total_steps = 0 : i64, warmup_steps = 0 : i64}
+// CHECK: module attributes {fsdp.compute_dtype = f32, fsdp.train = {grad_accum = 1 : i64, grad_clip = 0.000000e+00 : f32, loss = "auto", loss_average = "ranks", lr_schedule = "constant", optimizer = "adamw", total_steps = 0 : i64, warmup_steps = 0 : i64}
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: (%{{.*}}: tensor<3xi64> {fsdp.name = "ids"}, %[[T:.*]]: tensor<3xi64> {fsdp.name = "targets"}) -> (tensor<f32> {fsdp.name = "loss"}, tensor<f32> {fsdp.name = "grad_norm"})
 // CHECK: %[[CE:.*]] = fsdp.cross_entropy

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""A padded batch's attention, fused against unfused.
+
+Fine-tuning batches are padded: transformers' Llama gets an attention_mask
+from the data, and PyTorch's scaled_dot_product_attention gives a query whose
+every key is masked zeros (its safe softmax), which the tracer writes out
+around the softmax. fsdp-opt fuses that form into fsdp.attention
+{safe_softmax}; with --no-fuse-attention the plan keeps the [B, H, T, T]
+scores, probabilities and their gradients instead. Both plans come from the
+same traced model and run the same right-padded batch (labels -100 at the
+padding); the bench reports each plan's median step time on one rank, its
+predicted peak, and how far apart the two first steps' losses are.
+
+Needs PyTorch 2.x with transformers (the torch2 venv):
+
+    sh tests/e2e/with_torch2.sh /opt/fsdp/torch2/bin/python /opt/fsdp/torch2/bin/python \\
+        bench/padded_attention.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import fsdp_trace  # noqa: E402
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+
+def loss(logits, labels):
+    return torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(),
+                                             ignore_index=-100)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=256)
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--vocab", type=int, default=512)
+    ap.add_argument("--steps", type=int, default=12)
+    ap.add_argument("--warmup", type=int, default=2)
+    a = ap.parse_args()
+
+    import transformers
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=a.vocab, hidden_size=a.dim,
+                                   intermediate_size=4 * a.dim, num_hidden_layers=a.layers,
+                                   num_attention_heads=a.heads, num_key_value_heads=a.heads // 2,
+                                   max_position_embeddings=a.seq, use_cache=False)
+    model = Logits(transformers.LlamaForCausalLM(cfg)).train()
+    g = torch.Generator().manual_seed(1)
+    # Right padding, each row at least half full.
+    lengths = torch.randint(a.seq // 2, a.seq + 1, (a.batch,), generator=g)
+    mask = (torch.arange(a.seq)[None, :] < lengths[:, None]).long()
+    ids = torch.randint(1, a.vocab, (a.batch, a.seq), generator=g) * mask
+    labels = torch.where(mask.bool(), torch.randint(0, a.vocab, ids.shape, generator=g), -100)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mlir = os.path.join(tmp, "llama.mlir")
+        fsdp_trace.trace(model, {"input_ids": ids, "attention_mask": mask, "target": labels},
+                         loss_fn=loss, train=True, frontend="export").save(mlir)
+        npz = os.path.join(tmp, "batch.npz")
+        np.savez(npz, input_ids=ids.numpy(), attention_mask=mask.numpy(), target=labels.numpy())
+        rows = []
+        for name, flags in (("fused", []), ("unfused", ["--no-fuse-attention"])):
+            plan = os.path.join(tmp, name + ".plan")
+            subprocess.run([a.fsdp_opt, mlir, "-o", plan] + flags, check=True,
+                           stderr=subprocess.DEVNULL)
+            p = json.load(open(plan))
+            fused = sum(1 for i in p["program"] if i["op"] == "attention")
+            log = os.path.join(tmp, name + ".jsonl")
+            subprocess.run([a.fsdp_run, plan, "--data", npz, "--steps",
+                            str(a.warmup + a.steps), "--log", log, "--quiet"], check=True)
+            steps = [json.loads(line) for line in open(log)]
+            rows.append((name, fused, statistics.median(s["step_ms"] for s in steps[a.warmup:]),
+                         p["predicted"]["peak_bytes"], steps[0]["loss"]))
+    print(f"Llama d={a.dim}, {a.layers} layers, {a.heads} heads, T={a.seq}, batch {a.batch}, "
+          f"rows of {', '.join(str(int(n)) for n in lengths)} tokens; one rank, "
+          f"median of {a.steps} steps after {a.warmup}:")
+    for name, fused, ms, peak, first in rows:
+        print(f"  {name:8s} {fused} of {a.layers} attentions fused: {ms:8.1f} ms a step, "
+              f"predicted peak {peak / 2**20:7.1f} MiB, step 1 loss {first:.6f}")
+    (_, _, fast, pf, lf), (_, _, slow, pu, lu) = rows
+    print(f"  fused/unfused step time {fast / slow:.2f}, peak {pf / pu:.2f}; "
+          f"step-1 losses {abs(lf - lu):.1e} apart")
+
+
+if __name__ == "__main__":
+    main()
