@@ -22,6 +22,9 @@ inline constexpr llvm::StringLiteral hostArenaBytes = "fsdp.host_arena_bytes";
 inline constexpr llvm::StringLiteral hostLiveBytes = "fsdp.host_live_bytes";
 inline constexpr llvm::StringLiteral batchSize = "fsdp.batch_size";
 inline constexpr llvm::StringLiteral bufferDtype = "fsdp.buffer_dtype";
+/// On a traced module: how many torch.utils.checkpoint calls the model
+/// made while traced (fsdp-opt then defaults to per-unit recomputation).
+inline constexpr llvm::StringLiteral checkpointedCalls = "fsdp.checkpointed_calls";
 inline constexpr llvm::StringLiteral computeDtype = "fsdp.compute_dtype";
 inline constexpr llvm::StringLiteral frontend = "fsdp.frontend";
 inline constexpr llvm::StringLiteral liveBytes = "fsdp.live_bytes";

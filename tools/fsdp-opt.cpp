@@ -295,6 +295,21 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
   fsdp::PlanConfig config = flags.plan;
   if (failed(resolveDevice(config)))
     return failure();
+  // A model traced with its own torch.utils.checkpoint calls asked for
+  // per-layer recomputation: planned so, unless the flag says otherwise
+  // (--autotune chooses for itself).
+  if (auto calls = module->getAttrOfType<IntegerAttr>(
+          mlir::fsdp::attrs::checkpointedCalls);
+      calls && calls.getInt() > 0 && !autotuneOpt &&
+      !FsdpCheckpointActivations_mode.getNumOccurrences()) {
+    config.checkpointing.mode = "units";
+    emitRemark(module.getLoc())
+        << "the model checkpoints its activations (torch.utils.checkpoint, "
+        << calls.getInt()
+        << " call(s) while traced): --activation-checkpointing=units, each "
+           "unit's forward recomputed in backward (pass "
+           "--activation-checkpointing=none to keep every activation)";
+  }
   int64_t budget = 0;
   if (memoryBudgetOpt.getNumOccurrences()) {
     auto bytes = fsdp::parseByteSize(memoryBudgetOpt);

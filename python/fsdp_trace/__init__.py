@@ -47,6 +47,7 @@ class Traced:
         self.no_split = []          # transformers' _no_split_modules (held ones)
         self.frontend = "make_fx"   # or "export": what captured the graph
         self.export_error = None    # why torch.export did not, where it did not
+        self.checkpointed_calls = 0  # torch.utils.checkpoint calls while traced
 
     def text(self, weights_path=None, mlir_path=None):
         """The MLIR text; `weights_path` is named in it (fsdp.source)
@@ -55,6 +56,8 @@ class Traced:
         the directory the user names), absolute otherwise."""
         attrs = ['fsdp.frontend = ' + string(
             "torch.export" if self.frontend == "export" else "torch.fx")]
+        if self.checkpointed_calls:
+            attrs.append(f"fsdp.checkpointed_calls = {self.checkpointed_calls} : i64")
         if self.no_split:
             attrs.append("fsdp.no_split_modules = [" +
                          ", ".join(string(c) for c in self.no_split) + "]")
@@ -291,4 +294,5 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
     traced = Traced(body, "".join(header), tensors, used)
     traced.frontend, traced.export_error = used_frontend, export_error
     traced.no_split = _no_split_modules(module)
+    traced.checkpointed_calls = gm.meta.get("fsdp_checkpointed_calls", 0)
     return traced

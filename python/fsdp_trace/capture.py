@@ -487,9 +487,10 @@ def capture(module, example_inputs, loss_fn=None, frontend="auto"):
     or numpy's generators while it was traced (HOST_RANDOM): Hugging Face's
     wav2vec2 family draws its SpecAugment time masks with numpy.random in
     training, and a mask drawn once would be applied at every step."""
-    draws = []
-    with _host_draws(draws):
+    draws, checkpointed = [], []
+    with _host_draws(draws), checkpointing.traced_through(checkpointed):
         result = _capture(module, example_inputs, loss_fn, frontend)
+    result[0].meta["fsdp_checkpointed_calls"] = len(checkpointed)
     if draws:
         seen = list(dict.fromkeys(draws))
         raise TraceError(
@@ -550,7 +551,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
         @contextlib.contextmanager
         def contexts():
             with _dropout_as_one_op(), _rnn_weights_traced(module), _data_checks_unrun(), \
-                    flex_attention.as_ops(), checkpointing.traced_through(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
+                    flex_attention.as_ops(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
                     (_constants_with_data() if meta else contextlib.nullcontext()):
                 yield
         try:
@@ -627,7 +628,6 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
             _rnn_weights_traced(module), _data_checks_unrun(), flex_attention.as_ops(), \
-            checkpointing.traced_through(), \
             (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's

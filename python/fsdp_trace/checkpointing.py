@@ -5,9 +5,12 @@ a capture records the forward once, and what a plan recomputes in
 backward is fsdp-opt's `--activation-checkpointing`. While a model is
 traced, `traced_through()` has torch.utils.checkpoint.checkpoint run the
 function it is given as a plain call (its saved-tensor hooks are
-autograd's business, and functorch's make_fx refuses them on 1.13), counts
-the calls, and says on stderr what to pass fsdp-opt instead, so that the
-request is not dropped in silence.
+autograd's business, and functorch's make_fx refuses them on 1.13) and
+counts the calls. The count goes into the MLIR
+(`fsdp.checkpointed_calls`), and fsdp-opt plans such a model with
+`--activation-checkpointing=units` unless told otherwise (each unit's
+forward recomputed, as per-layer checkpointing does); stderr says so, so
+that the request is neither dropped nor changed in silence.
 
 The names swapped are the ones `checkpoint` reads when it runs (so a
 model that bound `checkpoint` before the trace is covered):
@@ -36,9 +39,10 @@ def _caller():
 
 
 @contextlib.contextmanager
-def traced_through():
+def traced_through(calls):
+    """While tracing: checkpoint() runs its function plainly; each call's
+    FILE:LINE is appended to `calls`."""
     import torch.utils.checkpoint as cp
-    calls = []
 
     def generator(function, *args, **kwargs):
         # checkpoint() calls the function itself between two next()s.
@@ -65,6 +69,6 @@ def traced_through():
         if calls:
             print(f"fsdp_trace: note: the model checkpoints activations (torch.utils.checkpoint, "
                   f"{len(calls)} call(s), first at {calls[0]}); the trace holds its forward, "
-                  f"and what a plan recomputes is fsdp-opt's --activation-checkpointing "
-                  f"(=units recomputes each unit, as per-layer checkpointing does)",
-                  file=sys.stderr)
+                  f"and fsdp-opt plans it with --activation-checkpointing=units (each unit "
+                  f"recomputed in backward, as per-layer checkpointing does) unless given "
+                  f"another --activation-checkpointing", file=sys.stderr)

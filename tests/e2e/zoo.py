@@ -289,11 +289,14 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
                 return "fsdp-opt", r.stderr.strip()[-150:]
             r = bounded.run(MPIRUN + ["-np", str(ranks), tools[1], base + ".split.plan",
                                       "--data", base + ".npz", "--steps", "1", "--quiet",
+                                      "--log", f"{base}.{name}.jsonl",
                                       "--dump-grads", f"{base}.{name}.safetensors"],
                             capture_output=True, text=True, timeout=900)
             if r.returncode != 0:
                 return f"fsdp-run x{ranks}", r.stderr.strip()[-150:]
-            return None, read_safetensors(f"{base}.{name}.safetensors")
+            grads = read_safetensors(f"{base}.{name}.safetensors")
+            grads["(loss)"] = json.loads(open(f"{base}.{name}.jsonl").readline())["loss"]
+            return None, grads
 
         failed, two = split_step([], "g2")
         if failed:
@@ -320,8 +323,14 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
             if failed:
                 return failed + " (tokens)", tokens, n_params
             by_tokens = from_whole(tokens)
-            detail += f"; --loss-average=tokens vs the whole batch {by_tokens:.1e}"
-            if by_tokens > max(allowed(worst32), 1e-4):
+            # The logged loss too: the whole batch's, where the ranks'
+            # means average to another number.
+            def loss_from_whole(run):
+                return abs(run["(loss)"] - loss64) / abs(loss64)
+            loss_off = loss_from_whole(tokens)
+            detail += (f"; --loss-average=tokens vs the whole batch {by_tokens:.1e}, "
+                       f"loss {loss_off:.1e} (ranks' means: {loss_from_whole(two):.1e})")
+            if by_tokens > max(allowed(worst32), 1e-4) or loss_off > 1e-5:
                 return f"x{ranks} tokens differs", detail, n_params
         spread = max((relative(np.asarray(two[k], np.float64).reshape(np.shape(against[k])),
                                np.asarray(against[k], np.float64))
