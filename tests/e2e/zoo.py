@@ -230,6 +230,11 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
         if world == 1 and case.fused_attention not in (None, fused):
             return "unfused", (f"{fused} attention products fused, "
                                f"{case.fused_attention} expected"), n_params
+        # A model that checkpoints itself is planned recomputing its units.
+        if (world == 1 and not onnx and "fsdp.checkpointed_calls" in open(model_file).readline()
+                and not plan["predicted"].get("recompute_seconds")):
+            return "fsdp-opt", "the model checkpoints itself and the plan recomputes nothing", \
+                n_params
         if world == 1 and case.source == "transformers" and not onnx:
             why = _wrap_differs(m, r.stderr)
             if why:

@@ -52,11 +52,15 @@ class Logits(torch.nn.Module):
         return self.model(**{k: v for k, v in given.items() if v is not None}).logits
 
 
-def _case(name, config, cls, kind, inputs, note="", attention=None, fused=None):
+def _case(name, config, cls, kind, inputs, note="", attention=None, fused=None,
+          checkpointing=False):
     """`attention`: the config's attn_implementation, where not its default
     (sdpa); "flex_attention" runs PyTorch's reference steps under
     fsdp_trace.flex_attention.as_ops (PyTorch refuses its backward on the
-    CPU). `fused`: how many attention products the plan must fuse."""
+    CPU). `fused`: how many attention products the plan must fuse.
+    `checkpointing`: the model checkpoints its layers itself
+    (gradient_checkpointing_enable), which fsdp-opt plans as
+    --activation-checkpointing=units."""
     def build(dtype, batch):
         torch.manual_seed(0)
         t = _transformers()
@@ -66,6 +70,8 @@ def _case(name, config, cls, kind, inputs, note="", attention=None, fused=None):
         if attention is not None:
             cfg._attn_implementation = attention
         m = getattr(t, cls)(cfg).to(dtype)
+        if checkpointing:
+            m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         m.train()
         return Logits(m)
 
@@ -194,6 +200,9 @@ def hf_cases():
                                                  n_positions=64, attn_pdrop=0.0, resid_pdrop=0.0,
                                                  embd_pdrop=0.0, bos_token_id=0, eos_token_id=0)),
               "GPT2LMHeadModel", "ForCausalLM", _padded, "a right-padded batch", fused=2),
+        _case("llama_checkpointed", ("LlamaConfig", DECODER), "LlamaForCausalLM",
+              "ForCausalLM", _tokens, "gradient_checkpointing_enable(): planned with "
+              "--activation-checkpointing=units", checkpointing=True),
         _case("llama_flex", ("LlamaConfig", DECODER), "LlamaForCausalLM", "ForCausalLM",
               _tokens, "attn_implementation flex_attention", attention="flex_attention"),
         _case("mistral", ("MistralConfig", dict(DECODER, sliding_window=8)),
