@@ -9,7 +9,8 @@ around the softmax. fsdp-opt fuses that form into fsdp.attention
 scores, probabilities and their gradients instead. Both plans come from the
 same traced model and run the same right-padded batch (labels -100 at the
 padding); the bench reports each plan's median step time on one rank, its
-predicted peak, and how far apart the two first steps' losses are.
+predicted peak, and how far apart the two runs' losses are after the
+last step.
 
 Needs PyTorch 2.x with transformers (the torch2 venv):
 
@@ -91,16 +92,16 @@ def main():
                             str(a.warmup + a.steps), "--log", log, "--quiet"], check=True)
             steps = [json.loads(line) for line in open(log)]
             rows.append((name, fused, statistics.median(s["step_ms"] for s in steps[a.warmup:]),
-                         p["predicted"]["peak_bytes"], steps[0]["loss"]))
+                         p["predicted"]["peak_bytes"], steps[-1]["loss"]))
     print(f"Llama d={a.dim}, {a.layers} layers, {a.heads} heads, T={a.seq}, batch {a.batch}, "
           f"rows of {', '.join(str(int(n)) for n in lengths)} tokens; one rank, "
           f"median of {a.steps} steps after {a.warmup}:")
-    for name, fused, ms, peak, first in rows:
+    for name, fused, ms, peak, last in rows:
         print(f"  {name:8s} {fused} of {a.layers} attentions fused: {ms:8.1f} ms a step, "
-              f"predicted peak {peak / 2**20:7.1f} MiB, step 1 loss {first:.6f}")
+              f"predicted peak {peak / 2**20:7.1f} MiB, last loss {last:.6f}")
     (_, _, fast, pf, lf), (_, _, slow, pu, lu) = rows
     print(f"  fused/unfused step time {fast / slow:.2f}, peak {pf / pu:.2f}; "
-          f"step-1 losses {abs(lf - lu):.1e} apart")
+          f"last losses {abs(lf - lu):.1e} apart")
 
 
 if __name__ == "__main__":
