@@ -241,11 +241,28 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
 /// rank without a counted target adds 0 (where its own mean is 0/0). The
 /// count depends on the data alone, so the gradient is that of the sum,
 /// scaled. With one rank, or no ignore_index, nothing changes.
-LogicalResult FsdpBuildTrainStep::averageOverTokens(Value &loss,
-                                                    Operation *&lossDef) {
+/// The op computing `loss` under its casts.
+static Operation *lossSource(Value loss) {
   Operation *def = loss.getDefiningOp();
   while (auto cast = dyn_cast_or_null<CastOp>(def))
     def = cast.getX().getDefiningOp();
+  return def;
+}
+
+/// Whether `def` is a mean over counted targets (a cross-entropy or NLL
+/// loss with an ignore_index, unweighted): the loss whose average over
+/// ranks --loss-average chooses.
+static bool isCountedMean(Operation *def) {
+  if (!isa_and_nonnull<CrossEntropyOp, NllLossOp>(def) ||
+      def->getNumOperands() > 2 || !def->hasAttr("ignore_index"))
+    return false;
+  auto reduction = def->getAttrOfType<StringAttr>("reduction");
+  return !reduction || reduction.getValue() == "mean";
+}
+
+LogicalResult FsdpBuildTrainStep::averageOverTokens(Value &loss,
+                                                    Operation *&lossDef) {
+  Operation *def = lossSource(loss);
   if (!isa_and_nonnull<CrossEntropyOp, NllLossOp>(def)) {
     InFlightDiagnostic d = emitError(
         def ? def->getLoc() : loss.getLoc(),
@@ -445,7 +462,17 @@ void FsdpBuildTrainStep::runOnOperation() {
   if (lossAverage == "tokens") {
     if (failed(averageOverTokens(*lossValue, lossDef)))
       return signalPassFailure();
-  } else if (lossAverage != "ranks") {
+  } else if (lossAverage == "ranks") {
+    // Said, since it is the one place where the two conventions a user may
+    // come from (PyTorch DDP/FSDP, transformers' Trainer) part.
+    if (Operation *def = lossSource(*lossValue);
+        worldSize > 1 && isCountedMean(def))
+      emitRemark(def->getLoc())
+          << "the loss is a mean over counted targets (ignore_index): each "
+             "rank averages its own, and the ranks' means are averaged, as "
+             "PyTorch DDP and FSDP do; --loss-average=tokens takes the mean "
+             "over every rank's targets, as transformers' Trainer does";
+  } else {
     module.emitError("unknown --loss-average '")
         << lossAverage << "' (ranks or tokens)";
     return signalPassFailure();

@@ -2,6 +2,11 @@
 // RUN: fsdp-opt %s -split-input-file '-fsdp-build-train-step=loss-average=tokens' -verify-diagnostics | FileCheck %s --check-prefix=ONE
 // RUN: not fsdp-opt %s -split-input-file '-fsdp-build-train-step=loss-average=tokens world-size=2 grad-accum=2' 2>&1 | FileCheck %s --check-prefix=ACCUM
 // RUN: not fsdp-opt %s --loss-average=rows 2>&1 | FileCheck %s --check-prefix=FLAG
+// RUN: fsdp-opt %s -split-input-file '-fsdp-build-train-step=world-size=2' 2>&1 | FileCheck %s --check-prefix=RANKS
+// RUN: fsdp-opt %s -split-input-file -fsdp-build-train-step 2>&1 | FileCheck %s --check-prefix=QUIET
+// RANKS: remark: the loss is a mean over counted targets (ignore_index): each rank averages its own, and the ranks' means are averaged, as PyTorch DDP and FSDP do; --loss-average=tokens takes the mean over every rank's targets, as transformers' Trainer does
+// RANKS-NOT: remark: the loss is a mean
+// QUIET-NOT: remark: the loss is a mean
 // ACCUM: error: --loss-average=tokens with --grad-accum > 1: the count would span the micro-steps (use --grad-accum=1)
 // FLAG: for the --loss-average option: 'rows' is not one of ranks, tokens
 
