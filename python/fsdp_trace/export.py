@@ -17,6 +17,7 @@ each node's meta.
 """
 import contextlib
 import os
+import re
 import sys
 import warnings
 
@@ -148,6 +149,39 @@ def _tensor_checks_as_ops(checks):
                 setattr(torch, name, original)
 
 
+def _stack_line(node):
+    """' at FILE:LINE `code`' of the innermost frame of the node's stack
+    trace outside PyTorch and this package: the model's line."""
+    skip = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+            os.path.dirname(os.path.abspath(__file__)) + os.sep)
+    found, lines = "", (node.meta.get("stack_trace") or "").splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r'\s*File "([^"]+)", line (\d+)', line)
+        if m and not os.path.abspath(m.group(1)).startswith(skip):
+            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
+            found = f" at {os.path.basename(m.group(1))}:{m.group(2)} `{code[:72]}`"
+    return found
+
+
+def _refuse_data_dependent_shapes(gm):
+    """A result whose size depends on the values (nonzero, a boolean-mask
+    index, tensor_split at a tensor of indices): torch.export carries the
+    size as an unbacked symbol, where a plan fixes every shape before it
+    runs. Refused, naming the op, its module and the model's line."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        for v in val if isinstance(val, (tuple, list)) else [val]:
+            shape = getattr(v, "shape", None)
+            if shape is not None and not all(isinstance(d, int) for d in shape):
+                from .lower import op_name
+                raise TraceError(
+                    f"{op_name(node.target)} in {_module_path(node) or '<root>'}: its result's shape "
+                    f"{tuple(str(d) for d in shape)} depends on the values of the "
+                    f"data{_stack_line(node)}; a plan fixes every shape before it runs "
+                    f"(write the step with fixed shapes: torch.where instead of a "
+                    f"boolean-mask index or nonzero, split points as Python numbers)")
+
+
 def capture_export(module, tensors, inputs, forward_args, rest, positional, loss_fn, contexts):
     """The step traced by torch.export, as a graph module in capture.py's
     form. `contexts` builds the context managers to trace under (dropout as
@@ -168,6 +202,7 @@ def capture_export(module, tensors, inputs, forward_args, rest, positional, loss
         ep = torch.export.export(step, data, strict=False)
         ep = ep.run_decompositions(_table())
     gm = ep.graph_module
+    _refuse_data_dependent_shapes(gm)
     graph = gm.graph
     sig = ep.graph_signature
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]

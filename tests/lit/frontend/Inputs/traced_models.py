@@ -333,3 +333,35 @@ def cumulative_bn():
     m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, momentum=None), nn.Flatten(),
                       nn.Linear(64, 2))
     return m, {"input": torch.randn(2, 3, 6, 6)}, lambda out: out.pow(2).mean()
+
+
+class SplitAtData(nn.Module):
+    """Split points read from a tensor of the data (torch.tensor_split at a
+    tensor of indices): the pieces' shapes depend on its values."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x, points):
+        return sum(p.sum() for p in torch.tensor_split(self.w * x, points))
+
+
+def split_at_data():
+    return SplitAtData(), {"x": torch.randn(6, 4), "points": torch.tensor([1, 4])}
+
+
+class MaskedSelect(nn.Module):
+    """A boolean-mask index: as many elements as the mask holds."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 4))
+
+    def forward(self, x):
+        y = self.w * x
+        return y[x > 0].sum()
+
+
+def masked_select():
+    return MaskedSelect(), {"x": torch.randn(6, 4)}
