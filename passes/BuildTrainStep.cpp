@@ -231,16 +231,6 @@ Value FsdpBuildTrainStep::emitUpdate(OpBuilder &b, Location loc, Type lossType,
   return norm;
 }
 
-/// A data-parallel step averages the ranks' losses (InsertCollectives) and
-/// their gradients (the reduce-scatter's average). With a mean over counted
-/// targets (ignore_index at padding) whose count differs by rank, that is
-/// the mean of the ranks' means, as PyTorch DDP and FSDP compute it. For
-/// `tokens`, rank r's mean loss becomes its sum s_r divided by the ranks'
-/// mean count: s_r · W / N, N = Σ n_r, whose average over the W ranks is
-/// Σ s_r / N, the mean over every counted target of the global batch. A
-/// rank without a counted target adds 0 (where its own mean is 0/0). The
-/// count depends on the data alone, so the gradient is that of the sum,
-/// scaled. With one rank, or no ignore_index, nothing changes.
 /// The op computing `loss` under its casts.
 static Operation *lossSource(Value loss) {
   Operation *def = loss.getDefiningOp();
@@ -260,6 +250,16 @@ static bool isCountedMean(Operation *def) {
   return !reduction || reduction.getValue() == "mean";
 }
 
+/// A data-parallel step averages the ranks' losses (InsertCollectives) and
+/// their gradients (the reduce-scatter's average). With a mean over counted
+/// targets (ignore_index at padding) whose count differs by rank, that is
+/// the mean of the ranks' means, as PyTorch DDP and FSDP compute it. For
+/// `tokens`, rank r's mean loss becomes its sum s_r divided by the ranks'
+/// mean count: s_r · W / N, N = Σ n_r, whose average over the W ranks is
+/// Σ s_r / N, the mean over every counted target of the global batch. A
+/// rank without a counted target adds 0 (where its own mean is 0/0). The
+/// count depends on the data alone, so the gradient is that of the sum,
+/// scaled. With one rank, or no ignore_index, nothing changes.
 LogicalResult FsdpBuildTrainStep::averageOverTokens(Value &loss,
                                                     Operation *&lossDef) {
   Operation *def = lossSource(loss);
