@@ -142,6 +142,31 @@ bool isCausalTrilu(Value mask, bool additive, bool inverted) {
                   : !trilu.getUpper() && k == offset;
 }
 
+/// Whether `mask`, a constant i1 keep-mask over [..., Tq, Tk] (`inverted`:
+/// true hides), keeps at least one key in every query's row.
+bool keepsEveryRow(Value mask, bool inverted) {
+  DenseElementsAttr attr;
+  if (!matchPattern(mask, m_Constant(&attr)) ||
+      !attr.getElementType().isInteger(1))
+    return false;
+  auto type = cast<RankedTensorType>(attr.getType());
+  int64_t cols = type.getRank() ? type.getShape().back() : 1;
+  if (attr.isSplat())
+    return attr.getSplatValue<bool>() != inverted;
+  int64_t j = 0;
+  bool kept = false;
+  for (bool b : attr.getValues<bool>()) {
+    kept |= b != inverted;
+    if (++j == cols) {
+      if (!kept)
+        return false;
+      j = 0;
+      kept = false;
+    }
+  }
+  return true;
+}
+
 bool isScalar(Value v, double want) {
   auto c = scalarConstant(v);
   return c && *c == want;
@@ -226,13 +251,26 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
         }
     } else if (auto where = scores.getDefiningOp<WhereOp>();
                where && scoresOwned) {
-      if (isMaskFill(where.getY()) && (qk = peelScale(where.getX(), scale)))
+      Value fill;
+      if (isMaskFill(where.getY()) && (qk = peelScale(where.getX(), scale))) {
         mask = where.getCond();
-      else if (isMaskFill(where.getX()) &&
-               (qk = peelScale(where.getY(), scale))) {
+        fill = where.getY();
+      } else if (isMaskFill(where.getX()) &&
+                 (qk = peelScale(where.getY(), scale))) {
         mask = where.getCond();
+        fill = where.getX();
         invert = true;
       }
+      // The kernels hide a key with -inf. A finite fill (masked_fill with
+      // -1e9, finfo.min) differs only in a row whose every key is hidden:
+      // PyTorch averages the row's values there (equal scores) and sends
+      // no gradient to its scores, where a -inf row is NaN. Fused only
+      // where no row can be empty: a constant mask keeping a key in each.
+      if (qk && fill && *scalarConstant(fill) > -INFINITY &&
+          !isCausalTrilu(mask, /*additive=*/false, invert) &&
+          !keepsEveryRow(mask, invert))
+        return rewriter.notifyMatchFailure(
+            pv, "a finite mask fill where a row may hide every key");
     } else if (!safe) { // unmasked: no row can be empty
       qk = peelScale(scores, scale);
     }

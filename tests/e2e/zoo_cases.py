@@ -294,7 +294,30 @@ def nn_cases():
         _recurrent("rope_complex_table", lambda: ComplexRotary(table=True)),
         _recurrent("complex_ops", ComplexOps),
         _recurrent("masks_any_all", MasksAnyAll),
+        _recurrent("masked_fill_empty_query", MaskedFillAttention),
     ]
+
+
+class MaskedFillAttention(nn.Module):
+    """Attention written out with masked_fill(-1e9), as hand-written models
+    mask it: causal, key 0 hidden, and keys kept where the data says
+    (here every one), so query 0 sees no key. PyTorch averages its values
+    there (equal scores) and sends its scores no gradient; the fused
+    kernels would give NaN, so fsdp-opt leaves such a mask unfused."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv, self.o = nn.Linear(8, 24), nn.Linear(8, 8)
+
+    def forward(self, input):
+        T = input.shape[1]
+        q, k, v = self.qkv(input).split(8, dim=-1)
+        att = q @ k.transpose(-1, -2) / 8 ** 0.5
+        j = torch.arange(T)
+        keep = (j[None, :] <= j[:, None]) & (j[None, :] >= 1)
+        keep = keep & (input[:, None, :, 0] > -100.0)  # from the data
+        att = att.masked_fill(~keep, -1e9)
+        return self.o(att.softmax(dim=-1) @ v)
 
 
 class MasksAnyAll(nn.Module):

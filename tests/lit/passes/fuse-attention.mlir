@@ -198,3 +198,42 @@ func.func @safe_softmax_flags_escape(%q: tensor<2x4x3x8xf32>, %kt: tensor<2x4x8x
   %o = fsdp.matmul %p0, %v : tensor<2x4x3x3xf32>, tensor<2x4x3x8xf32> -> tensor<2x4x3x8xf32>
   return %o, %dead : tensor<2x4x3x8xf32>, tensor<2x4x3x1xi1>
 }
+
+// -----
+
+// A finite fill (masked_fill(-1e9)) with a mask from the data: a row that
+// hides every key averages its values in PyTorch (equal scores) where the
+// kernels' -inf gives NaN, and the data may empty a row: left unfused.
+// CHECK-LABEL: func.func @finite_fill_data_mask
+// CHECK-NOT: fsdp.attention
+// CHECK: fsdp.softmax
+func.func @finite_fill_data_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>, %keep: tensor<2x1x3xi1>) -> tensor<2x3x8xf32> {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
+  %fill = fsdp.constant dense<-1.0e+09> : tensor<f32>
+  %m = fsdp.where %keep, %s, %fill : tensor<2x1x3xi1>, tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
+  %p = fsdp.softmax %m {axis = 2 : i64} : tensor<2x3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  return %o : tensor<2x3x8xf32>
+}
+
+// -----
+
+// The same with a constant mask whose first row hides every key: unfused;
+// one keeping a key in every row (not causal) fuses with the mask.
+// CHECK-LABEL: func.func @finite_fill_constant_masks
+// CHECK: fsdp.softmax
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32}
+func.func @finite_fill_constant_masks(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
+  %fill = fsdp.constant dense<-1.0e+09> : tensor<f32>
+  %empty = fsdp.constant dense<[[false, false, false], [true, true, false], [true, true, true]]> : tensor<3x3xi1>
+  %m = fsdp.where %empty, %s, %fill : tensor<3x3xi1>, tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
+  %p = fsdp.softmax %m {axis = 2 : i64} : tensor<2x3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  %s2 = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
+  %each = fsdp.constant dense<[[true, false, true], [false, true, false], [true, true, true]]> : tensor<3x3xi1>
+  %m2 = fsdp.where %each, %s2, %fill : tensor<3x3xi1>, tensor<2x3x3xf32>, tensor<f32> -> tensor<2x3x3xf32>
+  %p2 = fsdp.softmax %m2 {axis = 2 : i64} : tensor<2x3x3xf32>
+  %o2 = fsdp.matmul %p2, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  return %o, %o2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
