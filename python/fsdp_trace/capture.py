@@ -368,6 +368,13 @@ def _user_line(error):
     outside PyTorch and this package: the model's line that read the
     value (or called the PyTorch function that did, e.g. torch.istft)."""
     import traceback
+    return model_line((f.filename, f.lineno, f.line)
+                      for f in traceback.extract_tb(error.__traceback__))
+
+
+def model_line(frames):
+    """' at FILE:LINE `code`' for the innermost of `frames` ((file, line,
+    code), outermost first) outside PyTorch and this package; "" if none."""
     skip = [os.path.dirname(torch.__file__)]
     try:  # 1.13's functionalize lives in functorch
         import functorch
@@ -377,13 +384,13 @@ def _user_line(error):
     skip = tuple(os.path.abspath(d) + os.sep for d in skip)
     here = os.path.dirname(os.path.abspath(__file__))
     found = ""
-    for frame in traceback.extract_tb(error.__traceback__):
-        if frame.filename.startswith("<"):  # code made at run time (fx, exec)
+    for filename, lineno, code in frames:
+        if filename.startswith("<"):  # code made at run time (fx, exec)
             continue
-        name = os.path.abspath(frame.filename)
+        name = os.path.abspath(filename)
         if name.startswith(skip + (here,)) or "contextlib" in name:
             continue
-        found = f" at {os.path.basename(name)}:{frame.lineno} `{(frame.line or '').strip()[:72]}`"
+        found = f" at {os.path.basename(name)}:{lineno} `{(code or '').strip()[:72]}`"
     return found
 
 

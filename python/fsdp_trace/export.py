@@ -150,17 +150,16 @@ def _tensor_checks_as_ops(checks):
 
 
 def _stack_line(node):
-    """' at FILE:LINE `code`' of the innermost frame of the node's stack
-    trace outside PyTorch and this package: the model's line."""
-    skip = (os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
-            os.path.dirname(os.path.abspath(__file__)) + os.sep)
-    found, lines = "", (node.meta.get("stack_trace") or "").splitlines()
+    """' at FILE:LINE `code`' of the model's line in the node's stack trace
+    (capture.model_line's frame)."""
+    from .capture import model_line
+    lines = (node.meta.get("stack_trace") or "").splitlines()
+    frames = []
     for i, line in enumerate(lines):
         m = re.match(r'\s*File "([^"]+)", line (\d+)', line)
-        if m and not os.path.abspath(m.group(1)).startswith(skip):
-            code = lines[i + 1].strip() if i + 1 < len(lines) else ""
-            found = f" at {os.path.basename(m.group(1))}:{m.group(2)} `{code[:72]}`"
-    return found
+        if m:
+            frames.append((m.group(1), m.group(2), lines[i + 1] if i + 1 < len(lines) else ""))
+    return model_line(frames)
 
 
 def _refuse_data_dependent_shapes(gm):

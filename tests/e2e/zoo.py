@@ -231,8 +231,9 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
             return "unfused", (f"{fused} attention products fused, "
                                f"{case.fused_attention} expected"), n_params
         # A model that checkpoints itself is planned recomputing its units.
-        if (world == 1 and not onnx and "fsdp.checkpointed_calls" in open(model_file).readline()
-                and not plan["predicted"].get("recompute_seconds")):
+        with open(model_file) as f:
+            checkpointed = not onnx and "fsdp.checkpointed_calls" in f.readline()
+        if world == 1 and checkpointed and not plan["predicted"].get("recompute_seconds"):
             return "fsdp-opt", "the model checkpoints itself and the plan recomputes nothing", \
                 n_params
         if world == 1 and case.source == "transformers" and not onnx:
