@@ -548,12 +548,16 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
   SmallVector<Value> operands{q, k, v, dy};
   if (getMask())
     operands.push_back(getMask());
+  SmallVector<NamedAttribute> attrs{
+      builder.getNamedAttr("causal", builder.getBoolAttr(getCausal())),
+      builder.getNamedAttr("scale", getScaleAttr()),
+      builder.getNamedAttr("safe_softmax", getSafeSoftmaxAttr())};
+  if (getAverageEmptyRows())
+    attrs.push_back(
+        builder.getNamedAttr("average_empty_rows", builder.getUnitAttr()));
   auto grad = AttentionGradOp::create(
       builder, getLoc(), TypeRange{q.getType(), k.getType(), v.getType()},
-      operands,
-      {builder.getNamedAttr("causal", builder.getBoolAttr(getCausal())),
-       builder.getNamedAttr("scale", getScaleAttr()),
-       builder.getNamedAttr("safe_softmax", getSafeSoftmaxAttr())});
+      operands, attrs);
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getMask())
     operandGrads.push_back(additiveMaskGrad(builder, dy));

@@ -237,6 +237,25 @@ LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, Loc location,
               out);
 }
 
+LogicalResult mlir::fsdp::verifyEmptyRows(Operation *op, Value mask,
+                                          bool causal, bool safe,
+                                          bool average) {
+  if (!average)
+    return success();
+  // A boolean mask's hidden keys: masked_fill's, whose scores are all equal
+  // in a row that hides every key. Causal's hidden keys are -inf, and the
+  // safe softmax gives such a row zeros: neither is an average.
+  if (!mask || !tensorOf(mask).getElementType().isInteger(1) || causal || safe)
+    return op->emitOpError("average_empty_rows needs a boolean mask, and "
+                           "neither causal nor safe_softmax");
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  return verifyEmptyRows(*this, getMask(), getCausal(), getSafeSoftmax(),
+                         getAverageEmptyRows());
+}
+
 int64_t AttentionOp::getFlops() {
   auto q = tensorOf(getQ());
   auto k = tensorOf(getK());

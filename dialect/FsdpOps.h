@@ -18,4 +18,11 @@
 #define GET_OP_CLASSES
 #include "dialect/FsdpOps.h.inc"
 
+namespace mlir::fsdp {
+/// What fsdp.attention and fsdp.attention_grad say of a query whose every
+/// key is hidden (`safe_softmax`, `average_empty_rows`): checked alike.
+LogicalResult verifyEmptyRows(Operation *op, Value mask, bool causal,
+                              bool safe, bool average);
+} // namespace mlir::fsdp
+
 #endif // FSDP_DIALECT_FSDPOPS_H

@@ -422,7 +422,11 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
     hidden (every score -inf) gets NaN, as a plain softmax gives it, unless
     `safe_softmax` is set: then zeros, as PyTorch's
     `scaled_dot_product_attention` gives it (its safe softmax: a padded
-    batch's rows under left padding or a sliding window).
+    batch's rows under left padding or a sliding window), or, with
+    `average_empty_rows`, the mean of the values: what `masked_fill` of a
+    finite fill (-1e9, `finfo.min`) gives, whose hidden scores are all
+    equal there. `average_empty_rows` needs a boolean mask and neither
+    `causal` nor `safe_softmax`; the scores the mask hides take no gradient.
 
     ```mlir
     %o = fsdp.attention %q, %k, %v {causal = true, scale = 0.125 : f32}
@@ -434,8 +438,10 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
                    Fsdp_FloatTensor:$v, Optional<AnyRankedTensor>:$mask,
                    DefaultValuedAttr<BoolAttr, "false">:$causal,
                    F32Attr:$scale,
-                   DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
+                   DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
+                   UnitAttr:$average_empty_rows);
   let results = (outs Fsdp_FloatTensor:$result);
+  let hasVerifier = 1;
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{
     /// The gradient of a float (additive) mask, composed; null where the

@@ -205,7 +205,8 @@ LogicalResult AttentionGradOp::verify() {
       getDk().getType() != getK().getType() ||
       getDv().getType() != getV().getType())
     return emitOpError("gradient types must be the types of q, k and v");
-  return success();
+  return verifyEmptyRows(*this, getMask(), getCausal(), getSafeSoftmax(),
+                         getAverageEmptyRows());
 }
 
 int64_t AttentionGradOp::getFlops() {

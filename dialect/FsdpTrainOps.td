@@ -118,6 +118,9 @@ def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
     pass, so no [Tq, Tk] tensor outlives one batch element. The mask takes no
     gradient. `safe_softmax` as the forward's: a query whose every key is
     hidden has zero probabilities, so its q and the keys get nothing from it.
+    `average_empty_rows` as the forward's: such a query's probabilities are
+    uniform, its values get their share of the gradient, and its q and the
+    keys get nothing (masked_fill's hidden scores take no gradient).
 
 ```mlir
 %dq, %dk, %dv = fsdp.attention_grad %q, %k, %v, %dy {causal = true, scale = 0.125 : f32}
@@ -130,7 +133,8 @@ def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
                    RankedTensorOf<[AnyFloat]>:$v, RankedTensorOf<[AnyFloat]>:$grad,
                    Optional<AnyRankedTensor>:$mask,
                    DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
-                   DefaultValuedAttr<BoolAttr, "false">:$safe_softmax);
+                   DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
+                   UnitAttr:$average_empty_rows);
   let results = (outs RankedTensorOf<[AnyFloat]>:$dq, RankedTensorOf<[AnyFloat]>:$dk,
                  RankedTensorOf<[AnyFloat]>:$dv);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

@@ -239,7 +239,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     // row maximum that finds the empty rows.
     bool scoresOwned = safe || oneUse(scores);
 
-    bool additive = false, invert = false;
+    bool additive = false, invert = false, finiteFill = false;
     double scale = 1.0;
     MatmulOp qk;
     if (auto add = scores.getDefiningOp<AddOp>(); add && scoresOwned) {
@@ -264,13 +264,9 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
       // The kernels hide a key with -inf. A finite fill (masked_fill with
       // -1e9, finfo.min) differs only in a row whose every key is hidden:
       // PyTorch averages the row's values there (equal scores) and sends
-      // no gradient to its scores, where a -inf row is NaN. Fused only
-      // where no row can be empty: a constant mask keeping a key in each.
-      if (qk && fill && *scalarConstant(fill) > -INFINITY &&
-          !isCausalTrilu(mask, /*additive=*/false, invert) &&
-          !keepsEveryRow(mask, invert))
-        return rewriter.notifyMatchFailure(
-            pv, "a finite mask fill where a row may hide every key");
+      // no gradient to its scores, where a -inf row is NaN. The attention
+      // says so (average_empty_rows) unless no row can be empty.
+      finiteFill = qk && fill && *scalarConstant(fill) > -INFINITY;
     } else if (!safe) { // unmasked: no row can be empty
       qk = peelScale(scores, scale);
     }
@@ -312,6 +308,14 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     if (transposeK)
       k = TransposeOp::create(rewriter, qk.getLoc(), kType, k, swap);
     bool causalTrilu = mask && isCausalTrilu(mask, additive, invert);
+    // A causal mask hides every key of the first Tq - Tk queries when
+    // Tq > Tk; a finite fill averages those rows, which only the mask does.
+    int64_t tq = type->getDimSize(type->getRank() - 2),
+            tk = kType.getDimSize(kType.getRank() - 2);
+    bool average = finiteFill && !keepsEveryRow(mask, invert) &&
+                   !(causalTrilu && tq <= tk);
+    if (average)
+      causalTrilu = false;
     if (mask && invert && !causalTrilu) {
       // where(cond, fill, scores) keeps positions where cond is false.
       DenseElementsAttr attr;
@@ -323,17 +327,22 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
       else
         mask = NotOp::create(rewriter, pv.getLoc(), mask);
     }
-    bool causal = causalTrilu || (mask && isCausal(mask, additive));
+    bool causal =
+        causalTrilu || (mask && !average && isCausal(mask, additive));
     if (causal)
       mask = Value();
     SmallVector<Value> operands{q, k, v};
     if (mask)
       operands.push_back(mask);
-    auto attention = AttentionOp::create(
-        rewriter, pv.getLoc(), TypeRange{*type}, operands,
-        {rewriter.getNamedAttr("causal", rewriter.getBoolAttr(causal)),
-         rewriter.getNamedAttr("scale", rewriter.getF32FloatAttr(scale)),
-         rewriter.getNamedAttr("safe_softmax", rewriter.getBoolAttr(safe))});
+    SmallVector<NamedAttribute> attrs{
+        rewriter.getNamedAttr("causal", rewriter.getBoolAttr(causal)),
+        rewriter.getNamedAttr("scale", rewriter.getF32FloatAttr(scale)),
+        rewriter.getNamedAttr("safe_softmax", rewriter.getBoolAttr(safe))};
+    if (average)
+      attrs.push_back(
+          rewriter.getNamedAttr("average_empty_rows", rewriter.getUnitAttr()));
+    auto attention = AttentionOp::create(rewriter, pv.getLoc(),
+                                         TypeRange{*type}, operands, attrs);
     rewriter.replaceOp(pv, attention->getResults());
     return success();
   }

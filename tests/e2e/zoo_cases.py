@@ -294,7 +294,8 @@ def nn_cases():
         _recurrent("rope_complex_table", lambda: ComplexRotary(table=True)),
         _recurrent("complex_ops", ComplexOps),
         _recurrent("masks_any_all", MasksAnyAll),
-        _recurrent("masked_fill_empty_query", MaskedFillAttention),
+        dataclasses.replace(_recurrent("masked_fill_empty_query", MaskedFillAttention),
+                            fused_attention=1),
     ]
 
 
@@ -302,8 +303,8 @@ class MaskedFillAttention(nn.Module):
     """Attention written out with masked_fill(-1e9), as hand-written models
     mask it: causal, key 0 hidden, and keys kept where the data says
     (here every one), so query 0 sees no key. PyTorch averages its values
-    there (equal scores) and sends its scores no gradient; the fused
-    kernels would give NaN, so fsdp-opt leaves such a mask unfused."""
+    there (equal scores) and sends its scores no gradient: the fused
+    attention must too (average_empty_rows), where -inf would give NaN."""
 
     def __init__(self):
         super().__init__()

@@ -447,6 +447,100 @@ TEST(DeviceKernels, AttentionSafeSoftmaxZeroesEmptyRows) {
     }
 }
 
+// A query whose every key a boolean mask hides, under average_empty_rows:
+// what masked_fill(~keep, -1e9) → softmax → ·v gives in PyTorch. The row's
+// scores are all the fill, so its output is the mean of the values, its
+// values get dy/tk each, and q and k get nothing through the hidden scores
+// (masked_fill passes no gradient there). Both backends against that
+// composition, written out in double; rows 1 and 4 are empty.
+TEST(DeviceKernels, AttentionAverageEmptyRowsIsMaskedFill) {
+  int64_t batch = 2, tq = 6, tk = 5, d = 4, dv = 3;
+  const float scale = 0.5f;
+  Arena a;
+  TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
+            v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
+            dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
+            dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv}),
+            mask = a.add({batch, tq, tk}, DType::I1);
+  for (const TensorRef &t : {q, k, v, dy})
+    a.fill(t, -1.5f, 1.5f);
+  auto empty = [](int64_t i) { return i == 1 || i == 4; };
+  auto keep = [&](int64_t b, int64_t i, int64_t j) {
+    return !empty(i) && j <= (i + b) % tk;
+  };
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < tq; ++i)
+      for (int64_t j = 0; j < tk; ++j)
+        a.at<uint8_t>(mask)[(b * tq + i) * tk + j] = keep(b, i, j);
+  // The composition, in double.
+  const float *pq = a.at<float>(q), *pk = a.at<float>(k),
+              *pv = a.at<float>(v), *pdy = a.at<float>(dy);
+  std::vector<double> wy(y.numel()), wq(dq.numel()), wk(dk.numel()),
+      wv(dvv.numel());
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < tq; ++i) {
+      std::vector<double> s(tk), p(tk), dp(tk);
+      for (int64_t j = 0; j < tk; ++j) {
+        double dot = 0;
+        for (int64_t t = 0; t < d; ++t)
+          dot += (double)pq[(b * tq + i) * d + t] * pk[(b * tk + j) * d + t];
+        s[j] = keep(b, i, j) ? scale * dot : -1e9;
+      }
+      double mx = *std::max_element(s.begin(), s.end()), sum = 0, pdp = 0;
+      for (int64_t j = 0; j < tk; ++j)
+        sum += p[j] = std::exp(s[j] - mx);
+      for (int64_t j = 0; j < tk; ++j) {
+        p[j] /= sum;
+        for (int64_t c = 0; c < dv; ++c) {
+          wy[(b * tq + i) * dv + c] += p[j] * pv[(b * tk + j) * dv + c];
+          wv[(b * tk + j) * dv + c] += p[j] * pdy[(b * tq + i) * dv + c];
+          dp[j] += (double)pdy[(b * tq + i) * dv + c] * pv[(b * tk + j) * dv + c];
+        }
+        pdp += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j < tk; ++j) {
+        double ds = keep(b, i, j) ? p[j] * (dp[j] - pdp) : 0.0;
+        for (int64_t t = 0; t < d; ++t) {
+          wq[(b * tq + i) * d + t] += scale * ds * pk[(b * tk + j) * d + t];
+          wk[(b * tk + j) * d + t] += scale * ds * pq[(b * tq + i) * d + t];
+        }
+      }
+    }
+  auto near = [](const std::vector<double> &want, const float *got,
+                 const std::string &what) {
+    for (size_t n = 0; n < want.size(); ++n)
+      ASSERT_NEAR(got[n], want[n], 1e-5) << what << " [" << n << "]";
+  };
+  AttentionLayout layout{tq, tk, d, dv, scale, false, pq, pk, pv};
+  AttentionMask &m = layout.mask;
+  m.keep = a.at<uint8_t>(mask);
+  m.batchRank = 1;
+  m.batchDims[0] = batch;
+  m.batchStrides[0] = tq * tk;
+  m.rowStride = tk;
+  m.colStride = 1;
+  layout.average = true;
+  std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel()),
+      gv(dvv.numel());
+  std::vector<double> stats(3 * batch * tq);
+  runOnHost(batch * tq, AttentionRows{layout, got.data()});
+  runOnHost(batch * tq,
+            AttentionGradQueryRows{layout, pdy, gq.data(), stats.data()});
+  runOnHost(batch * tk, AttentionGradKeyRows{layout, pdy, stats.data(),
+                                             gk.data(), gv.data()});
+  near(wy, got.data(), "device y");
+  near(wq, gq.data(), "device dq");
+  near(wk, gk.data(), "device dk");
+  near(wv, gv.data(), "device dv");
+  nlohmann::json attrs = {{"scale", scale}, {"average_empty_rows", true}};
+  runCpu(a, instr("attention", {q, k, v, mask}, {y}, attrs));
+  runCpu(a, instr("attention_grad", {q, k, v, dy, mask}, {dq, dk, dvv}, attrs));
+  near(wy, a.at<float>(y), "cpu y");
+  near(wq, a.at<float>(dq), "cpu dq");
+  near(wk, a.at<float>(dk), "cpu dk");
+  near(wv, a.at<float>(dvv), "cpu dv");
+}
+
 // Flash attention (runtime/device/FlashAttention.h: tiles of 64 rows,
 // tensor-core products emulated on the host) on bf16 and f16 q, k, v,
 // against the CPU's attention on the same values widened to f32. The flash

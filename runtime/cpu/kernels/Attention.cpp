@@ -18,15 +18,18 @@ struct AttentionShape {
   int64_t r, tq, d, tk, dv, batch;
   Shape bshape, ms;
   const TensorRef *mask;
-  bool safe; // safe_softmax: a row with every key hidden gets zeros
+  bool safe;    // safe_softmax: a row with every key hidden gets zeros
+  bool average; // average_empty_rows: such a row averages its values
 };
 
-/// Softmax of a row of scores in place; with `safe`, a row whose every
-/// score is -inf (every key hidden) gets zeros instead of NaN.
-void probsRow(float *row, int64_t n, bool safe) {
+/// Softmax of a row of scores in place. A row whose every score is -inf
+/// (every key hidden) gets NaN, as a softmax gives it; zeros with `safe`;
+/// 1/n each with `average` (masked_fill's equal finite scores).
+void probsRow(float *row, int64_t n, const AttentionShape &a) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  if (safe && std::all_of(row, row + n, [&](float s) { return s == ninf; })) {
-    std::fill(row, row + n, 0.0f);
+  if ((a.safe || a.average) &&
+      std::all_of(row, row + n, [&](float s) { return s == ninf; })) {
+    std::fill(row, row + n, a.safe ? 0.0f : 1.0f / (float)n);
     return;
   }
   softmaxRow(row, row, n, false);
@@ -54,6 +57,29 @@ QueryBlock queryBlock(const AttentionShape &a, bool causal, int64_t n) {
   return {i0, i1, std::clamp<int64_t>(i1 + offset, 1, a.tk)};
 }
 
+/// Where batch element `b`'s mask starts.
+int64_t maskBase(const AttentionShape &a, int64_t b) {
+  int64_t mbase = 0;
+  if (a.mask)
+    for (int64_t dd = (int64_t)a.bshape.size() - 1, rest = b; dd >= 0; --dd) {
+      mbase += (rest % a.bshape[dd]) * a.ms[dd];
+      rest /= a.bshape[dd];
+    }
+  return mbase;
+}
+
+/// Whether a boolean mask hides every key of query row i (from `mbase`).
+bool hidesEveryKey(const AttentionShape &a, Context &c, int64_t mbase,
+                   int64_t i) {
+  if (!a.mask || a.mask->dtype != DType::I1)
+    return false;
+  const uint8_t *keep = c.get<uint8_t>(*a.mask) + mbase + i * a.ms[a.r - 2];
+  for (int64_t j = 0; j < a.tk; ++j)
+    if (keep[j * a.ms[a.r - 1]])
+      return false;
+  return true;
+}
+
 /// Scores of batch element `b`'s rows [blk.i0, blk.i1) against keys
 /// [0, blk.kmax), masked and softmaxed into `s` (row i0, rows of tk): the
 /// forward's probabilities, recomputed by the backward.
@@ -64,19 +90,14 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
   sgemmSerial(false, true, blk.i1 - blk.i0, blk.kmax, a.d, scale,
               pq + (b * a.tq + blk.i0) * a.d, a.d, pk + b * a.tk * a.d, a.d,
               0.0f, s, a.tk);
-  int64_t mbase = 0;
-  if (a.mask)
-    for (int64_t dd = (int64_t)a.bshape.size() - 1, rest = b; dd >= 0; --dd) {
-      mbase += (rest % a.bshape[dd]) * a.ms[dd];
-      rest /= a.bshape[dd];
-    }
+  int64_t mbase = maskBase(a, b);
   for (int64_t i = blk.i0; i < blk.i1; ++i) {
     float *row = s + (i - blk.i0) * a.tk;
     if (!a.mask) { // causal: the keys after i + (tk - tq) are hidden
       if (causal)
         std::fill(row + std::clamp<int64_t>(i + (a.tk - a.tq) + 1, 0, blk.kmax),
                   row + blk.kmax, ninf);
-      probsRow(row, blk.kmax, a.safe);
+      probsRow(row, blk.kmax, a);
       continue;
     }
     for (int64_t j = 0; j < blk.kmax; ++j) {
@@ -92,7 +113,7 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
         }
       }
     }
-    probsRow(row, blk.kmax, a.safe);
+    probsRow(row, blk.kmax, a);
   }
 }
 
@@ -100,6 +121,7 @@ Status attentionShape(const Instruction &in, const TensorRef *mask,
                       AttentionShape &a) {
   const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2];
   a.safe = attrBool(in, "safe_softmax", false);
+  a.average = attrBool(in, "average_empty_rows", false);
   a.r = q.rank();
   if (a.r < 2 || k.rank() != a.r || v.rank() != a.r)
     return Status::error("q, k, v need one rank >= 2");
@@ -189,9 +211,15 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
                   dv + b * tk * nv);
       sgemmSerial(false, true, rows, keys, nv, 1.0f, gy, nv, pv + b * tk * nv,
                   nv, 0.0f, dp, tk);
+      int64_t mbase = maskBase(a, b);
       for (int64_t i = 0; i < rows; ++i) {
         float *dpi = dp + i * tk;
         const float *pi = p + i * tk;
+        if (a.average && hidesEveryKey(a, c, mbase, blk.i0 + i)) {
+          // masked_fill's scores take no gradient where it hid them.
+          std::fill(dpi, dpi + keys, 0.0f);
+          continue;
+        }
         double dot = 0;
 #pragma omp simd reduction(+ : dot)
         for (int64_t j = 0; j < keys; ++j)

@@ -47,7 +47,8 @@ struct AttentionLayout {
   bool causal;
   const float *q, *k, *v;
   AttentionMask mask = {};
-  bool safe = false; // safe_softmax: a row with every key hidden gets zeros
+  bool safe = false;    // safe_softmax: a row with every key hidden gets zeros
+  bool average = false; // average_empty_rows: such a row averages its values
 
   FSDP_HD int64_t lastKey(int64_t i) const {
     int64_t last = causal ? i + (tk - tq) : tk - 1;
@@ -72,13 +73,20 @@ struct AttentionLayout {
       sum += exp(score(b, i, j) - mx);
   }
   /// p_ij from the row's maximum and normaliser (rowStats'). A row with
-  /// every key hidden has maximum -inf: NaN, as a softmax gives, or zeros
-  /// when `safe`.
+  /// every key hidden has maximum -inf: NaN, as a softmax gives, zeros
+  /// when `safe`, or 1/n when `average` (masked_fill's equal scores).
   FSDP_HD float prob(int64_t b, int64_t i, int64_t j, double mx,
                      double sum) const {
     if (safe && mx == -INFINITY)
       return 0.0f;
+    if (average && mx == -INFINITY)
+      return 1.0f / (float)(lastKey(i) + 1);
     return (float)(exp(score(b, i, j) - mx) / sum);
+  }
+  /// Whether row scores take a gradient: not in an averaged empty row
+  /// (masked_fill's hidden scores take none).
+  FSDP_HD bool scoresTakeGradient(double mx) const {
+    return !(average && mx == -INFINITY);
   }
 };
 
@@ -131,7 +139,8 @@ struct AttentionGradQueryRows {
       dqi[t] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
       float p = a.prob(b, i, j, mx, sum);
-      float ds = p * (float)(dp(b, gi, j) - dot);
+      float ds = a.scoresTakeGradient(mx) ? p * (float)(dp(b, gi, j) - dot)
+                                          : 0.0f;
       const float *kj = a.k + (b * a.tk + j) * a.d;
       for (int64_t t = 0; t < a.d; ++t)
         dqi[t] += a.scale * ds * kj[t];
@@ -169,7 +178,8 @@ struct AttentionGradKeyRows {
       float dpij = 0;
       for (int64_t c = 0; c < a.dv; ++c)
         dpij += gi[c] * vj[c];
-      float ds = p * (float)(dpij - st[2]);
+      float ds =
+          a.scoresTakeGradient(st[0]) ? p * (float)(dpij - st[2]) : 0.0f;
       for (int64_t t = 0; t < a.d; ++t)
         dkj[t] += a.scale * ds * qi[t];
       for (int64_t c = 0; c < a.dv; ++c)

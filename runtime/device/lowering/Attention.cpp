@@ -30,6 +30,7 @@ Status attentionLayout(Ctx &c, const TensorRef *mask, AttentionLayout &a,
   a.scale = (float)c.attrFloat("scale", 1.0);
   a.causal = c.attrBool("causal", false);
   a.safe = c.attrBool("safe_softmax", false);
+  a.average = c.attrBool("average_empty_rows", false);
   a.q = c.at<float>(q);
   a.k = c.at<float>(k);
   a.v = c.at<float>(v);

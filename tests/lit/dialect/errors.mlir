@@ -163,6 +163,30 @@ func.func @attention_mask(%q: tensor<2x8x16xf32>, %m: tensor<2x3x8xf32>) {
 
 // -----
 
+func.func @attention_average_additive(%q: tensor<2x8x16xf32>, %m: tensor<2x8x8xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op average_empty_rows needs a boolean mask, and neither causal nor safe_softmax}}
+  %0 = fsdp.attention %q, %q, %q, %m {average_empty_rows, scale = 1.0 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xf32>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_average_causal(%q: tensor<2x8x16xf32>, %m: tensor<2x8x8xi1>) {
+  // expected-error @+1 {{average_empty_rows needs a boolean mask, and neither causal nor safe_softmax}}
+  %0 = fsdp.attention %q, %q, %q, %m {average_empty_rows, causal = true, scale = 1.0 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xi1>) -> tensor<2x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_average_safe(%q: tensor<2x8x16xf32>, %m: tensor<2x8x8xi1>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op average_empty_rows needs a boolean mask, and neither causal nor safe_softmax}}
+  %dq, %dk, %dv = fsdp.attention_grad %q, %q, %q, %q, %m {average_empty_rows, safe_softmax = true, scale = 1.0 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xi1>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  return
+}
+
+// -----
+
 func.func @gather_axis(%d: tensor<4x8xf32>, %i: tensor<3xi64>) {
   // expected-error @+2 {{failed to infer returned types}}
   // expected-error @+1 {{gather axis 2 is out of range for rank 2}}

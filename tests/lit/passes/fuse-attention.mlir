@@ -203,10 +203,12 @@ func.func @safe_softmax_flags_escape(%q: tensor<2x4x3x8xf32>, %kt: tensor<2x4x8x
 
 // A finite fill (masked_fill(-1e9)) with a mask from the data: a row that
 // hides every key averages its values in PyTorch (equal scores) where the
-// kernels' -inf gives NaN, and the data may empty a row: left unfused.
+// kernels' -inf gives NaN, and the data may empty a row: the attention
+// averages such rows (average_empty_rows).
 // CHECK-LABEL: func.func @finite_fill_data_mask
-// CHECK-NOT: fsdp.attention
-// CHECK: fsdp.softmax
+// CHECK-SAME: %[[KEEP:[a-z0-9]+]]: tensor<2x1x3xi1>
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[KEEP]] {average_empty_rows, scale = 1.000000e+00 : f32}
+// CHECK-NOT: fsdp.softmax
 func.func @finite_fill_data_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>, %keep: tensor<2x1x3xi1>) -> tensor<2x3x8xf32> {
   %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
   %fill = fsdp.constant dense<-1.0e+09> : tensor<f32>
@@ -218,11 +220,12 @@ func.func @finite_fill_data_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %
 
 // -----
 
-// The same with a constant mask whose first row hides every key: unfused;
-// one keeping a key in every row (not causal) fuses with the mask.
+// The same with a constant mask whose first row hides every key: it
+// averages; one keeping a key in every row (not causal) needs not.
 // CHECK-LABEL: func.func @finite_fill_constant_masks
-// CHECK: fsdp.softmax
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {average_empty_rows, scale = 1.000000e+00 : f32}
 // CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32}
+// CHECK-NOT: fsdp.softmax
 func.func @finite_fill_constant_masks(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
   %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
   %fill = fsdp.constant dense<-1.0e+09> : tensor<f32>
@@ -236,4 +239,45 @@ func.func @finite_fill_constant_masks(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf3
   %p2 = fsdp.softmax %m2 {axis = 2 : i64} : tensor<2x3x3xf32>
   %o2 = fsdp.matmul %p2, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
   return %o, %o2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
+
+// -----
+
+// where(hide, fill, scores) from the data: the kept mask is its negation;
+// a -inf fill needs no averaging (a plain softmax's NaN, as PyTorch's).
+// CHECK-LABEL: func.func @finite_fill_inverted_data_mask
+// CHECK: %[[KEEP:.*]] = fsdp.not
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[KEEP]] {average_empty_rows, scale = 1.000000e+00 : f32}
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 1.000000e+00 : f32}
+// CHECK-NOT: fsdp.softmax
+func.func @finite_fill_inverted_data_mask(%q: tensor<2x3x8xf32>, %k: tensor<2x3x8xf32>, %v: tensor<2x3x8xf32>, %hide: tensor<2x1x3xi1>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
+  %fill = fsdp.constant dense<-3.4028234663852886e+38> : tensor<f32>
+  %m = fsdp.where %hide, %fill, %s : tensor<2x1x3xi1>, tensor<f32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %p = fsdp.softmax %m {axis = 2 : i64} : tensor<2x3x3xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  %s2 = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x3x8xf32>, tensor<2x3x8xf32> -> tensor<2x3x3xf32>
+  %ninf = fsdp.constant dense<0xFF800000> : tensor<f32>
+  %m2 = fsdp.where %hide, %ninf, %s2 : tensor<2x1x3xi1>, tensor<f32>, tensor<2x3x3xf32> -> tensor<2x3x3xf32>
+  %p2 = fsdp.softmax %m2 {axis = 2 : i64} : tensor<2x3x3xf32>
+  %o2 = fsdp.matmul %p2, %v : tensor<2x3x3xf32>, tensor<2x3x8xf32> -> tensor<2x3x8xf32>
+  return %o, %o2 : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
+
+// -----
+
+// A causal triangle with more queries than keys hides every key of the
+// first rows: with a finite fill it stays a mask, and those rows average.
+// CHECK-LABEL: func.func @finite_fill_causal_more_queries
+// CHECK: %[[KEEP:.*]] = fsdp.trilu
+// CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %[[KEEP]] {average_empty_rows, scale = 1.000000e+00 : f32}
+func.func @finite_fill_causal_more_queries(%q: tensor<2x4x8xf32>, %k: tensor<2x2x8xf32>, %v: tensor<2x2x8xf32>) -> tensor<2x4x8xf32> {
+  %ones = fsdp.constant dense<true> : tensor<4x2xi1>
+  %fill = fsdp.constant dense<-1.0e+09> : tensor<f32>
+  %s = fsdp.matmul %q, %k {transpose_rhs = true} : tensor<2x4x8xf32>, tensor<2x2x8xf32> -> tensor<2x4x2xf32>
+  %keep = fsdp.trilu %ones {k = -2 : i64, upper = false} : tensor<4x2xi1>
+  %m = fsdp.where %keep, %s, %fill : tensor<4x2xi1>, tensor<2x4x2xf32>, tensor<f32> -> tensor<2x4x2xf32>
+  %p = fsdp.softmax %m {axis = 2 : i64} : tensor<2x4x2xf32>
+  %o = fsdp.matmul %p, %v : tensor<2x4x2xf32>, tensor<2x2x8xf32> -> tensor<2x4x8xf32>
+  return %o : tensor<2x4x8xf32>
 }
