@@ -95,4 +95,50 @@ def grid_sampler_3d(input, grid, interpolation_mode, padding_mode, align_corners
     return out.reshape(n, c, *out_spatial)
 
 
-TABLE = {aten.grid_sampler_3d.default: grid_sampler_3d}
+def frexp(x):
+    """x = mantissa * 2**exponent, |mantissa| in [0.5, 1) (C's frexp); zero,
+    inf and NaN are their own mantissa with exponent 0. The exponent is
+    log2's, floored, then the mantissa moved into [0.5, 1) where log2
+    rounded across a power of two; 2**-e, a pow (exact at integers), is
+    applied in two halves so that a subnormal's (e down to -148) does not
+    overflow. The mantissa's
+    gradient is 2**-e, as PyTorch's; the exponent takes none."""
+    ax = torch.abs(x)
+    normal = (ax > 0) & (ax < float("inf"))
+    e = torch.floor(torch.log2(torch.where(normal, ax, torch.ones_like(ax)))) + 1
+    half = torch.floor(e * 0.5)
+    m = x * torch.pow(2.0, -half) * torch.pow(2.0, half - e)
+    am = torch.abs(m)
+    up, down = am >= 1, (am < 0.5) & normal
+    m = torch.where(up, m * 0.5, torch.where(down, m * 2, m))
+    e = e + up.to(e.dtype) - down.to(e.dtype)
+    return (torch.where(normal, m, x),
+            torch.where(normal, e, torch.zeros_like(e)).to(torch.int32))
+
+
+def mode(x, dim=-1, keepdim=False):
+    """The most frequent value along `dim` and the index of its last
+    occurrence, the smallest such value where several are as frequent (as
+    PyTorch's CPU kernel gives them): each element's count from an
+    all-pairs comparison ([..., n, n], no shape that depends on the data).
+    The value is gathered at the index, so its gradient goes there, as
+    PyTorch's does."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.long)
+    d = dim % x.dim()
+    y = x.movedim(d, -1)
+    n = y.shape[-1]
+    count = (y.unsqueeze(-1) == y.unsqueeze(-2)).sum(-1)
+    top = count == count.amax(-1, keepdim=True)
+    value = torch.where(top, y, torch.full_like(y, float("inf"))).amin(-1, keepdim=True)
+    position = torch.arange(n, device=x.device).expand(y.shape)
+    index = torch.where(y == value, position, torch.full_like(position, -1)).amax(-1, keepdim=True)
+    values = torch.gather(y, -1, index)
+    if keepdim:
+        return values.movedim(-1, d), index.movedim(-1, d)
+    return values.squeeze(-1), index.squeeze(-1)
+
+
+TABLE = {aten.grid_sampler_3d.default: grid_sampler_3d,
+         aten.frexp.Tensor: frexp,
+         aten.mode.default: mode}

@@ -41,6 +41,8 @@ RESULTS = {  # name -> f(a, b)
     "a % 7": lambda a, b: a % 7,
     "(-a) % 5": lambda a, b: (-a) % 5,
     "abs(a) % 4": lambda a, b: torch.abs(a) % 4,
+    # amin of integers (b, and b's neighbour): reduce_max takes floats.
+    "amin(b, b.roll(1))": lambda a, b: torch.stack([b, b.roll(1)]).amin(0),
 }
 
 

@@ -188,6 +188,30 @@ def _extra_samples():
                     args=((torch.rand(2, 3000, generator=g) > 0.3).long(),)),
         ],
         "logcumsumexp": [SampleInput(long[:, :2100].clone().requires_grad_(), args=(-1,))],
+        # Repeated values: ties of frequency (the smallest value wins) and
+        # the gradient at the value's last occurrence.
+        "mode": [SampleInput(torch.tensor([[3.0, 1.0, 2.0, 5.0], [2.0, 2.0, 7.0, 7.0],
+                                           [4.0, 1.0, 4.0, 1.0]]).requires_grad_(), args=(1,)),
+                 SampleInput(torch.randint(0, 3, (4, 5, 6), generator=g).float().requires_grad_(),
+                             args=(0, True)),
+                 SampleInput(torch.randint(0, 4, (3, 9), generator=g).float().requires_grad_(),
+                             args=(-1,))],
+        # frexp where log2 rounds across a power of two (1 - 2^-24 and
+        # 2^100 times it), at powers of two, the largest floats and zeros;
+        # the exponent weighs the mantissa, so both are compared. Below
+        # 2^-100 the gradient (2^-e) passes float32's range, so the
+        # smallest normal, subnormals, infinities and NaN (a step input:
+        # a parameter must be finite) weigh it by their exponents alone.
+        "frexp": [
+            OwnCall(lambda x: (lambda m, e: m * (e.float() + 0.5))(*torch.frexp(x)),
+                    torch.tensor([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, 0.75, -3.0, 1 - 2.0 ** -24,
+                                  2.0 ** 100 * (1 - 2.0 ** -24), 3e38,
+                                  -3.4028234e38]).requires_grad_()),
+            OwnCall(lambda x, y: torch.frexp(x)[0] * (torch.frexp(y)[1].float() *
+                                                      torch.arange(1.0, 8.0)).sum(),
+                    torch.tensor([0.3, -7.0, 1e20]).requires_grad_(),
+                    args=(torch.tensor([float("inf"), float("-inf"), float("nan"), 1e-40,
+                                        -(2.0 ** -126), 2.0 ** -149, 1.0]),))],
         # x & (2^k - 1) on integers (grid_sample's reflection parity),
         # negative ones too: the low bits as two's complement has them.
         "bitwise_and": [
