@@ -43,6 +43,10 @@ RESULTS = {  # name -> f(a, b)
     "abs(a) % 4": lambda a, b: torch.abs(a) % 4,
     # amin of integers (b, and b's neighbour): reduce_max takes floats.
     "amin(b, b.roll(1))": lambda a, b: torch.stack([b, b.roll(1)]).amin(0),
+    # A bucket from log2 (a power of two's exponent): floor and ceil of
+    # log2(2^k), k in [-30, 30], are k.
+    "floor(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).floor().long(),
+    "ceil(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).ceil().long(),
 }
 
 

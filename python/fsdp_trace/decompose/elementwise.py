@@ -137,7 +137,17 @@ def _math(c, node, args, kwargs):
     if name == "tan":
         return b.div(b.un("sin", x), b.un("cos", x))
     if name == "log2":
-        return b.mul(b.un("log", x), 1.0 / math.log(2.0))
+        # log(x) / ln 2 is an ulp or two off at powers of two (log2(2^13)
+        # gave 13.000001, whose ceil is 14): where 2^round(y) is x, the
+        # integer, the difference added behind a gradient stop.
+        # (0 and inf: the difference is NaN, and left out.)
+        y = b.mul(b.un("log", x), 1.0 / math.log(2.0))
+        r = b.un("round", y)
+        d = b.sub(r, y)
+        exact = b.bin("and", b.eq(b.bin("pow", 2.0, r), x),
+                      b.bin("less", b.un("abs", d), 0.5))
+        fix = b.where(exact, d, 0.0)
+        return b.add(y, c.emit("fsdp.stop_gradient", [fix], [(fix.shape, fix.dtype)]))
     if name == "log10":
         return b.mul(b.un("log", x), 1.0 / math.log(10.0))
     if name == "exp2":  # pow, as PyTorch's: exp(x ln 2) was 2e-6 off at x = 64
