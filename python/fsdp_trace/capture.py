@@ -486,6 +486,29 @@ def _data_checks_unrun():
                   f"(fsdp-run has no data checks)", file=sys.stderr)
 
 
+class _NarrowAtTensorStart(torch.overrides.TorchFunctionMode):
+    """torch.narrow with a tensor start (`x.narrow(0, start, n)`, start a
+    0-dim tensor from the data) reads the start's value (.item()), which
+    no plan has before it runs; its result's shape is fixed by `length`
+    alone. Traced as an index_select of start + arange(length) (a negative
+    start counted from the end, as narrow counts it). A start that leaves
+    the tensor is an out-of-range index at run time."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.narrow, torch.Tensor.narrow):
+            bound = dict(zip(("input", "dim", "start", "length"), args), **kwargs)
+            start = bound.get("start")
+            if isinstance(start, torch.Tensor) and start.numel() == 1 and \
+                    not start.is_floating_point() and len(bound) == 4:
+                x, dim = bound["input"], bound["dim"] % max(bound["input"].dim(), 1)
+                first = start.reshape(()).long()
+                first = torch.where(first < 0, first + x.shape[dim], first)
+                index = first + torch.arange(bound["length"], device=x.device)
+                return torch.index_select(x, dim, index)
+        return func(*args, **kwargs)
+
+
 FRONTENDS = ("auto", "export", "make_fx")
 
 
@@ -558,7 +581,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
         @contextlib.contextmanager
         def contexts():
             with _dropout_as_one_op(), _rnn_weights_traced(module), _data_checks_unrun(), \
-                    flex_attention.as_ops(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
+                    _NarrowAtTensorStart(), flex_attention.as_ops(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
                     (_constants_with_data() if meta else contextlib.nullcontext()):
                 yield
         try:
@@ -634,8 +657,8 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
 
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
-            _rnn_weights_traced(module), _data_checks_unrun(), flex_attention.as_ops(), \
-            (_constants_with_data() if meta else contextlib.nullcontext()):
+            _rnn_weights_traced(module), _data_checks_unrun(), _NarrowAtTensorStart(), \
+            flex_attention.as_ops(), (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's
         # running statistics) does not move the module's state.

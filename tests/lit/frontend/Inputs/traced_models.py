@@ -351,6 +351,39 @@ def split_at_data():
     return SplitAtData(), {"x": torch.randn(6, 4), "points": torch.tensor([1, 4])}
 
 
+class NarrowAtData(nn.Module):
+    """x.narrow(0, start, 3) with start a tensor of the data: the result's
+    shape is fixed, its rows are the data's choice."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.arange(32.0).reshape(8, 4))
+
+    def forward(self, x, start):
+        return (self.w * x).narrow(0, start, 3).pow(2).sum()
+
+
+def narrow_at_data():
+    return NarrowAtData(), {"x": torch.ones(8, 4), "start": torch.tensor(1)}
+
+
+def narrow_check(plan, tmp):
+    """Runs the plan traced at start 1 on starts 4 and -3 (6 from the
+    front); its loss must be PyTorch's at each start."""
+    import json
+    import subprocess
+    for start in (4, -3):
+        model, data = narrow_at_data()
+        data["start"] = torch.tensor(start)
+        np.savez(f"{tmp}/narrow.npz", **{k: v.numpy() for k, v in data.items()})
+        subprocess.run(["fsdp-run", plan, "--data", f"{tmp}/narrow.npz", "--steps", "1",
+                        "--quiet", "--log", f"{tmp}/narrow.jsonl"], check=True)
+        got = json.loads(open(f"{tmp}/narrow.jsonl").readline())["loss"]
+        want = float(model(**data))
+        assert abs(got - want) <= 1e-6 * want, (start, got, want)
+        print(f"narrow at {start}: loss {got:.1f}, PyTorch {want:.1f}")
+
+
 class MaskedSelect(nn.Module):
     """A boolean-mask index: as many elements as the mask holds."""
 
