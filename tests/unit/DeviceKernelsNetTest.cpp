@@ -363,6 +363,41 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
     }
 }
 
+/// The device kernels' layout of attention over [batch, tq, tk] with a
+/// dense [batch, tq, tk] mask, boolean or additive.
+static AttentionLayout denseMaskLayout(int64_t batch, int64_t tq, int64_t tk,
+                                       int64_t d, int64_t dv, float scale,
+                                       const float *q, const float *k,
+                                       const float *v, const uint8_t *mask,
+                                       bool additive) {
+  AttentionLayout layout{tq, tk, d, dv, scale, false, q, k, v};
+  AttentionMask &m = layout.mask;
+  (additive ? (const void *&)m.add : (const void *&)m.keep) = mask;
+  m.batchRank = 1;
+  m.batchDims[0] = batch;
+  m.batchStrides[0] = tq * tk;
+  m.rowStride = tk;
+  m.colStride = 1;
+  return layout;
+}
+
+/// The device kernels' attention and its gradient, run on the host.
+static void runAttentionOnHost(const AttentionLayout &layout, int64_t batch,
+                               const float *dy, std::vector<float> &y,
+                               std::vector<float> &dq, std::vector<float> &dk,
+                               std::vector<float> &dv) {
+  y.assign(batch * layout.tq * layout.dv, 0.0f);
+  dq.assign(batch * layout.tq * layout.d, 0.0f);
+  dk.assign(batch * layout.tk * layout.d, 0.0f);
+  dv.assign(batch * layout.tk * layout.dv, 0.0f);
+  std::vector<double> stats(3 * batch * layout.tq);
+  runOnHost(batch * layout.tq, AttentionRows{layout, y.data()});
+  runOnHost(batch * layout.tq,
+            AttentionGradQueryRows{layout, dy, dq.data(), stats.data()});
+  runOnHost(batch * layout.tk, AttentionGradKeyRows{layout, dy, stats.data(),
+                                                    dk.data(), dv.data()});
+}
+
 // A query whose every key is masked (a padded batch's rows under left
 // padding or a sliding window): with safe_softmax both backends give it a
 // zero output and send nothing back through it, as PyTorch's
@@ -392,26 +427,12 @@ TEST(DeviceKernels, AttentionSafeSoftmaxZeroesEmptyRows) {
             else
               a.at<uint8_t>(mask)[at] = keep;
           }
-      AttentionLayout layout{tq, tk, d, dv, 0.5f, false, a.at<float>(q),
-                             a.at<float>(k), a.at<float>(v)};
-      AttentionMask &m = layout.mask;
-      (additive ? (const void *&)m.add : (const void *&)m.keep) =
-          a.at<uint8_t>(mask);
-      m.batchRank = 1;
-      m.batchDims[0] = batch;
-      m.batchStrides[0] = tq * tk;
-      m.rowStride = tk;
-      m.colStride = 1;
+      AttentionLayout layout = denseMaskLayout(
+          batch, tq, tk, d, dv, 0.5f, a.at<float>(q), a.at<float>(k),
+          a.at<float>(v), a.at<uint8_t>(mask), additive);
       layout.safe = safe;
-      std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel()),
-          gv(dvv.numel());
-      std::vector<double> stats(3 * batch * tq);
-      runOnHost(batch * tq, AttentionRows{layout, got.data()});
-      runOnHost(batch * tq, AttentionGradQueryRows{layout, a.at<float>(dy),
-                                                   gq.data(), stats.data()});
-      runOnHost(batch * tk,
-                AttentionGradKeyRows{layout, a.at<float>(dy), stats.data(),
-                                     gk.data(), gv.data()});
+      std::vector<float> got, gq, gk, gv;
+      runAttentionOnHost(layout, batch, a.at<float>(dy), got, gq, gk, gv);
       nlohmann::json attrs = {{"scale", 0.5}, {"safe_softmax", safe}};
       runCpu(a, instr("attention", {q, k, v, mask}, {y}, attrs));
       runCpu(a, instr("attention_grad", {q, k, v, dy, mask}, {dq, dk, dvv},
@@ -435,8 +456,9 @@ TEST(DeviceKernels, AttentionSafeSoftmaxZeroesEmptyRows) {
         continue;
       for (int64_t r = 0; r < batch * tq; ++r)
         for (int64_t t = 0; t < d; ++t)
-          if (empty(r % tq))
+          if (empty(r % tq)) {
             EXPECT_EQ(a.at<float>(dq)[r * d + t], 0.0f) << what << ", row " << r;
+          }
       expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
       expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
       expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
@@ -511,23 +533,11 @@ TEST(DeviceKernels, AttentionAverageEmptyRowsIsMaskedFill) {
     for (size_t n = 0; n < want.size(); ++n)
       ASSERT_NEAR(got[n], want[n], 1e-5) << what << " [" << n << "]";
   };
-  AttentionLayout layout{tq, tk, d, dv, scale, false, pq, pk, pv};
-  AttentionMask &m = layout.mask;
-  m.keep = a.at<uint8_t>(mask);
-  m.batchRank = 1;
-  m.batchDims[0] = batch;
-  m.batchStrides[0] = tq * tk;
-  m.rowStride = tk;
-  m.colStride = 1;
+  AttentionLayout layout = denseMaskLayout(batch, tq, tk, d, dv, scale, pq, pk,
+                                           pv, a.at<uint8_t>(mask), false);
   layout.average = true;
-  std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel()),
-      gv(dvv.numel());
-  std::vector<double> stats(3 * batch * tq);
-  runOnHost(batch * tq, AttentionRows{layout, got.data()});
-  runOnHost(batch * tq,
-            AttentionGradQueryRows{layout, pdy, gq.data(), stats.data()});
-  runOnHost(batch * tk, AttentionGradKeyRows{layout, pdy, stats.data(),
-                                             gk.data(), gv.data()});
+  std::vector<float> got, gq, gk, gv;
+  runAttentionOnHost(layout, batch, pdy, got, gq, gk, gv);
   near(wy, got.data(), "device y");
   near(wq, gq.data(), "device dq");
   near(wk, gk.data(), "device dk");
