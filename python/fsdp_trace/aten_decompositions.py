@@ -101,8 +101,8 @@ def frexp(x):
     log2's, floored, then the mantissa moved into [0.5, 1) where log2
     rounded across a power of two; 2**-e, a pow (exact at integers), is
     applied in two halves so that a subnormal's (e down to -148) does not
-    overflow. The mantissa's
-    gradient is 2**-e, as PyTorch's; the exponent takes none."""
+    overflow. The mantissa's gradient is 2**-e, as PyTorch's; the exponent
+    takes none."""
     ax = torch.abs(x)
     normal = (ax > 0) & (ax < float("inf"))
     e = torch.floor(torch.log2(torch.where(normal, ax, torch.ones_like(ax)))) + 1

@@ -310,59 +310,6 @@ TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
   expectClose(opt.second[0].data(), v.data(), 37, "adamw second moment");
 }
 
-// Attention sums its dot products in a different order than OpenBLAS's
-// sgemm (and sums dk, dv over query rows in row order), so it agrees to float
-// rounding over the sums' lengths: 1e-5 relative. Beyond 64 query rows the
-// CPU's causal attention works in blocks of 64 rows that stop at the
-// diagonal (dk, dv summed over the blocks): 150 and 130 rows cover a
-// partial last block, the latter with tk > tq.
-TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
-  const std::pair<int64_t, int64_t> shapes[] = {
-      {6, 6},
-      {4, 6},
-      {150, 150},
-      {130, 200}}; // tq < tk: rows offset by tk - tq
-  for (bool causal : {false, true})
-    for (auto [tq, tk] : shapes) {
-      Arena a;
-      int64_t batch = 3, d = 8, dv = 5;
-      float scale = 0.35f;
-      TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
-                v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
-                dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
-                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv});
-      for (const TensorRef &t : {q, k, v, dy})
-        a.fill(t, -1.5f, 1.5f);
-      AttentionLayout layout{tq,
-                             tk,
-                             d,
-                             dv,
-                             scale,
-                             causal,
-                             a.at<float>(q),
-                             a.at<float>(k),
-                             a.at<float>(v)};
-      std::vector<float> got(y.numel()), gq(dq.numel()), gk(dk.numel(), 0.0f),
-          gv(dvv.numel(), 0.0f);
-      runOnHost(batch * tq, AttentionRows{layout, got.data()});
-      std::vector<double> stats(3 * batch * tq);
-      runOnHost(batch * tq, AttentionGradQueryRows{layout, a.at<float>(dy),
-                                                   gq.data(), stats.data()});
-      runOnHost(batch * tk,
-                AttentionGradKeyRows{layout, a.at<float>(dy), stats.data(),
-                                     gk.data(), gv.data()});
-      nlohmann::json attrs = {{"scale", scale}, {"causal", causal}};
-      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
-      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dvv}, attrs));
-      std::string what = std::string(causal ? "causal " : "") + "attention";
-      expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
-      expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
-      expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
-      expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
-                  1e-5f);
-    }
-}
-
 /// The device kernels' layout of attention over [batch, tq, tk] with a
 /// dense [batch, tq, tk] mask, boolean or additive.
 static AttentionLayout denseMaskLayout(int64_t batch, int64_t tq, int64_t tk,
@@ -396,6 +343,52 @@ static void runAttentionOnHost(const AttentionLayout &layout, int64_t batch,
             AttentionGradQueryRows{layout, dy, dq.data(), stats.data()});
   runOnHost(batch * layout.tk, AttentionGradKeyRows{layout, dy, stats.data(),
                                                     dk.data(), dv.data()});
+}
+
+// Attention sums its dot products in a different order than OpenBLAS's
+// sgemm (and sums dk, dv over query rows in row order), so it agrees to float
+// rounding over the sums' lengths: 1e-5 relative. Beyond 64 query rows the
+// CPU's causal attention works in blocks of 64 rows that stop at the
+// diagonal (dk, dv summed over the blocks): 150 and 130 rows cover a
+// partial last block, the latter with tk > tq.
+TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
+  const std::pair<int64_t, int64_t> shapes[] = {
+      {6, 6},
+      {4, 6},
+      {150, 150},
+      {130, 200}}; // tq < tk: rows offset by tk - tq
+  for (bool causal : {false, true})
+    for (auto [tq, tk] : shapes) {
+      Arena a;
+      int64_t batch = 3, d = 8, dv = 5;
+      float scale = 0.35f;
+      TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
+                v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
+                dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
+                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv});
+      for (const TensorRef &t : {q, k, v, dy})
+        a.fill(t, -1.5f, 1.5f);
+      AttentionLayout layout{tq,
+                             tk,
+                             d,
+                             dv,
+                             scale,
+                             causal,
+                             a.at<float>(q),
+                             a.at<float>(k),
+                             a.at<float>(v)};
+      std::vector<float> got, gq, gk, gv;
+      runAttentionOnHost(layout, batch, a.at<float>(dy), got, gq, gk, gv);
+      nlohmann::json attrs = {{"scale", scale}, {"causal", causal}};
+      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dvv}, attrs));
+      std::string what = std::string(causal ? "causal " : "") + "attention";
+      expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
+      expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
+      expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
+      expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
+                  1e-5f);
+    }
 }
 
 // A query whose every key is masked (a padded batch's rows under left

@@ -22,12 +22,11 @@ def _amin(c, node, args, kwargs):
     b = B(c)
     x = c.v(args[0])
     axes, keep = _dims_keep(args, kwargs, x.rank)
-    if x.dtype.is_floating_point:
-        return b.un("neg", b.reduce("reduce_max", b.un("neg", x), axes, keep))
     # The kernels reduce floats: integers as amax takes them (exact in f32
     # up to 2^24; a position, a count).
-    y = b.un("neg", b.reduce("reduce_max", b.un("neg", c.cast(x, torch.float32)), axes, keep))
-    return c.cast(y, x.dtype)
+    src = x if x.dtype.is_floating_point else c.cast(x, torch.float32)
+    y = b.un("neg", b.reduce("reduce_max", b.un("neg", src), axes, keep))
+    return y if src is x else c.cast(y, x.dtype)
 
 
 @lowers("aten.any", "aten.all")
