@@ -299,7 +299,7 @@ def Fsdp_GemmOp : Fsdp_Op<"gemm", [Pure, InferTypeOpAdaptor,
 // Reductions and normalisations
 //===----------------------------------------------------------------------===//
 
-class Fsdp_ReduceOp<string mnemonic, string what>
+class Fsdp_ReduceOp<string mnemonic, string what, Type type = Fsdp_FloatTensor>
     : Fsdp_Op<mnemonic, [Pure, InferTypeOpAdaptor, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = what # " over the given axes";
   let description = what # [{ over `axes` (sorted, unique, non-negative);
@@ -310,17 +310,19 @@ class Fsdp_ReduceOp<string mnemonic, string what>
     : tensor<2x4xf32> -> tensor<2x1xf32>
 ```
   }];
-  // Floats only: the kernels reduce f32 (bf16/f16 widened); an integer
-  // count is summed in f32 by whoever needs one (the tracer does).
-  let arguments = (ins Fsdp_FloatTensor:$x, DenseI64ArrayAttr:$axes,
+  // Floats reduce in f32 or wider (bf16/f16 widened); i64 (a count of a
+  // mask's elements, the largest position) in int64, exactly, wrapping as
+  // PyTorch's sum does. A mean of integers is no integer: floats only.
+  let arguments = (ins type:$x, DenseI64ArrayAttr:$axes,
                    DefaultValuedAttr<BoolAttr, "true">:$keepdims);
-  let results = (outs Fsdp_FloatTensor:$result);
+  let results = (outs type:$result);
   let assemblyFormat = "$x attr-dict `:` type($x) `->` type($result)";
 }
 
-def Fsdp_ReduceSumOp : Fsdp_ReduceOp<"reduce_sum", "Sum">;
+defvar Fsdp_FloatOrI64Tensor = RankedTensorOf<[AnyFloat, I64]>;
+def Fsdp_ReduceSumOp : Fsdp_ReduceOp<"reduce_sum", "Sum", Fsdp_FloatOrI64Tensor>;
 def Fsdp_ReduceMeanOp : Fsdp_ReduceOp<"reduce_mean", "Mean">;
-def Fsdp_ReduceMaxOp : Fsdp_ReduceOp<"reduce_max", "Maximum">;
+def Fsdp_ReduceMaxOp : Fsdp_ReduceOp<"reduce_max", "Maximum", Fsdp_FloatOrI64Tensor>;
 
 def Fsdp_SumSquaresOp : Fsdp_Op<"sum_squares", [Pure]> {
   let summary = "Sum of the squares of every element";

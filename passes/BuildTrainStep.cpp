@@ -68,6 +68,44 @@ private:
                    SmallVector<Value> paramGrads);
 };
 
+/// Every value the forward computes or reads has an element type a
+/// backend runs (runtime/plan/Plan.cpp's five), else a plan fsdp-run
+/// refuses: an ONNX graph in float64 (torch 1.13's exporter writes
+/// `torch.where(mask, 2.0, 0.5)` in double, and the multiplications after
+/// it) or int32 is refused here, at the op that computes it.
+static LogicalResult checkRunnableTypes(func::FuncOp forward) {
+  auto runnable = [](Type t) {
+    auto tt = dyn_cast<RankedTensorType>(t);
+    if (!tt)
+      return true;
+    Type e = tt.getElementType();
+    return e.isF32() || e.isBF16() || e.isF16() || e.isInteger(64) ||
+           e.isInteger(1);
+  };
+  auto refuse = [](Location loc, Type t, StringRef what) {
+    emitError(loc) << what << " " << t
+                   << ": no backend computes its element type (they compute "
+                      "f32, bf16, f16, i64 and i1); cast it, or export the "
+                      "model in float32";
+    return failure();
+  };
+  for (BlockArgument arg : forward.getArguments())
+    if (!arg.use_empty() && !runnable(arg.getType()))
+      return refuse(forward.getLoc(), arg.getType(),
+                    "input " + std::to_string(arg.getArgNumber()) + " is");
+  WalkResult r = forward.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (!v.use_empty() && !runnable(v.getType()))
+        return refuse(op->getLoc(), v.getType(),
+                      "'" + op->getName().getStringRef().str() + "' computes")
+                       .succeeded()
+                   ? WalkResult::advance()
+                   : WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(r.wasInterrupted());
+}
+
 FailureOr<Value> FsdpBuildTrainStep::buildLoss(func::FuncOp step) {
   Block &body = step.getBody().front();
   auto ret = cast<func::ReturnOp>(body.getTerminator());
@@ -375,6 +413,8 @@ void FsdpBuildTrainStep::runOnOperation() {
       return signalPassFailure();
     }
   }
+  if (failed(checkRunnableTypes(forward)))
+    return signalPassFailure();
   FloatType compute = computeDtype(&getContext(), computeDtypeName);
   if (!compute) {
     module.emitError("unknown --compute-dtype '")

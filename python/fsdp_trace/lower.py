@@ -646,9 +646,9 @@ def _reduce(c, node, args, kwargs):
           "aten.amax": "fsdp.reduce_max"}[name]
     props = {"axes": i64_array(axes), "keepdims": bool_attr(bool(keep))}
     if not dtype.is_floating_point:
-        # The kernels reduce floats: an integer sum (a count of a mask's
-        # elements) is exact in f32 up to 2^24.
-        y = c.emit(op, [c.cast(x, torch.float32)], [(shape, torch.float32)], props)
+        # Integers (a count of a mask's elements, the largest position)
+        # reduce in int64, exactly; a boolean amax as 0/1 int64.
+        y = c.emit(op, [c.cast(x, torch.int64)], [(shape, torch.int64)], props)
         return c.cast(y, dtype)
     return c.emit(op, [x], [(shape, dtype)], props)
 

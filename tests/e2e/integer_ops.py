@@ -6,7 +6,8 @@ length (`%`), a floor division, a distance's sign and size (`-x`,
 float32 ops and exact integer ones (decompose/elementwise.py,
 integer_division); a value off by one is a wrong index with exit 0, so
 this suite compares every value exactly, where OpInfo's samples (no float
-output) are skipped.
+output) are skipped. Integer sums and maxima reduce in int64; the suite
+checks them past float32's 2^24.
 
 The module reads two int64 step inputs a and b and returns the results,
 cast to float, times a parameter of ones: the gradient fsdp-run dumps for
@@ -43,11 +44,26 @@ RESULTS = {  # name -> f(a, b)
     "abs(a) % 4": lambda a, b: torch.abs(a) % 4,
     # amin of integers (b, and b's neighbour): reduce_max takes floats.
     "amin(b, b.roll(1))": lambda a, b: torch.stack([b, b.roll(1)]).amin(0),
+    # Reductions of integers past float32's 2^24 (a hash, a large count),
+    # brought back to b's size by an exact int64 subtraction: in float32
+    # every 2^40 + b is 2^40.
+    "sum(rows of b + 2^40) - 64*2^40": lambda a, b: _rows(
+        (b + 2**40).view(64, 64).sum(1, keepdim=True) - 64 * 2**40),
+    "sum(b + 2^40) - 2^52": lambda a, b: ((b + 2**40).sum() - N * 2**40).expand(N),
+    "amax(rows of b + 2^40) - 2^40": lambda a, b: _rows(
+        (b + 2**40).view(64, 64).amax(1, keepdim=True) - 2**40),
+    "amin(rows of b - 2^40) + 2^40": lambda a, b: _rows(
+        (b - 2**40).view(64, 64).amin(1, keepdim=True) + 2**40),
     # A bucket from log2 (a power of two's exponent): floor and ceil of
     # log2(2^k), k in [-30, 30], are k.
     "floor(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).floor().long(),
     "ceil(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).ceil().long(),
 }
+
+
+def _rows(per_row):
+    """A [64, 1] result a row of 64 elements as N elements."""
+    return per_row.expand(64, 64).reshape(N)
 
 
 class Results(torch.nn.Module):

@@ -338,11 +338,22 @@ def run_model(case, tools, tmp, max_params, ranks, onnx=False):
                        f"loss {loss_off:.1e} (ranks' means: {loss_from_whole(two):.1e})")
             if by_tokens > max(allowed(worst32), 1e-4) or loss_off > 1e-5:
                 return f"x{ranks} tokens differs", detail, n_params
+        ill = worst32 >= ILL_CONDITIONED and not case.rank_means
+        if ill:
+            # Past ILL_CONDITIONED the 1-rank run is one draw of which
+            # elements flip at kinks, and the 2-rank run another: two
+            # draws each within 2x the noise of float64 may lie 4x it
+            # apart (regnet_x_400mf on an AVX2 EPYC: 5.9 apart, each 2.2
+            # from float64), so the 2-rank run is judged as the 1-rank
+            # run is, against float64.
+            against = g64
         spread = max((relative(np.asarray(two[k], np.float64).reshape(np.shape(against[k])),
                                np.asarray(against[k], np.float64))
                       for k in against if k in two), default=0.0)
         detail += (f"; {ranks} ranks vs PyTorch's per-rank steps averaged: {spread:.1e}"
-                   if case.rank_means else f"; {ranks} ranks (batch split) vs 1: {spread:.1e}")
+                   if case.rank_means else
+                   f"; {ranks} ranks (batch split) vs float64: {spread:.1e}" if ill else
+                   f"; {ranks} ranks (batch split) vs 1: {spread:.1e}")
         # The same global computation in another order of sums: within the
         # float32 noise the 1-rank run itself shows against float64.
         if spread > max(allowed(worst32), 1e-4):

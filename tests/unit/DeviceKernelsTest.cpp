@@ -275,6 +275,44 @@ TEST(DeviceKernels, SplitReductionsMatchCpu) {
       }
 }
 
+// Integer sums and maxima in int64, exactly, on both backends: values
+// past 2^53 (where a float or double accumulator rounds them), a sum that
+// wraps past 2^63 as PyTorch's does, and few outputs over many elements,
+// where a float reduction would be split into chunks.
+TEST(DeviceKernels, IntegerReductionsAreExact) {
+  for (const char *op : {"reduce_sum", "reduce_max"})
+    for (Dims axes : {Dims{1}, Dims{0}, Dims{0, 1}}) {
+      Arena a;
+      Dims in = {64, 40}, out = axes.size() == 2 ? Dims{}
+                                : axes[0] == 0   ? Dims{40}
+                                                 : Dims{64};
+      TensorRef x = a.add(in, DType::I64), yc = a.add(out, DType::I64),
+                yn = a.add(out, DType::I64);
+      int64_t *px = a.at<int64_t>(x);
+      for (int64_t i = 0; i < x.numel(); ++i)
+        px[i] = (int64_t(1) << 60) + (i * 7919) % 1000 - 500;
+      px[5] = INT64_MAX; // the sums over it wrap
+      nlohmann::json attrs = {{"axes", axes}, {"keepdims", false}};
+      runLowered(a, instr(op, {x}, {yn}, attrs));
+      runCpu(a, instr(op, {x}, {yc}, attrs));
+      bool sum = std::string(op) == "reduce_sum";
+      std::vector<uint64_t> want(yc.numel(), sum ? 0 : (uint64_t)INT64_MIN);
+      for (int64_t r = 0; r < 64; ++r)
+        for (int64_t col = 0; col < 40; ++col) {
+          int64_t o = axes.size() == 2 ? 0 : axes[0] == 0 ? col : r;
+          int64_t v = px[r * 40 + col];
+          want[o] = sum ? want[o] + (uint64_t)v
+                        : (uint64_t)std::max((int64_t)want[o], v);
+        }
+      for (int64_t i = 0; i < yc.numel(); ++i) {
+        ASSERT_EQ((int64_t)want[i], a.at<int64_t>(yc)[i])
+            << op << " (cpu) output " << i << " of " << axes.size() << " axes";
+        ASSERT_EQ((int64_t)want[i], a.at<int64_t>(yn)[i])
+            << op << " (lowered) output " << i;
+      }
+    }
+}
+
 // A NaN in the input makes the maximum over it NaN, as PyTorch's amax, on
 // the CPU's three loops (trailing axes, a leading or middle block, any
 // other) and as lowered (split or not); the other outputs stay as they

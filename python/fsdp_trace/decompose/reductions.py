@@ -22,10 +22,10 @@ def _amin(c, node, args, kwargs):
     b = B(c)
     x = c.v(args[0])
     axes, keep = _dims_keep(args, kwargs, x.rank)
-    # The kernels reduce floats: integers as amax takes them (exact in f32
-    # up to 2^24; a position, a count).
-    src = x if x.dtype.is_floating_point else c.cast(x, torch.float32)
-    y = b.un("neg", b.reduce("reduce_max", b.un("neg", src), axes, keep))
+    # Integers as amax takes them, in int64 (a position, a count); -x as
+    # 0 - x there (B.neg).
+    src = x if x.dtype.is_floating_point else c.cast(x, torch.int64)
+    y = b.neg(b.reduce("reduce_max", b.neg(src), axes, keep))
     return y if src is x else c.cast(y, x.dtype)
 
 

@@ -38,8 +38,9 @@ Status reduce(const Instruction &in, Context &c, int kind) {
     else
       kept.push_back(x.shape[d]);
   }
-  if (product(kept) != y.numel() || x.dtype != DType::F32 ||
-      y.dtype != DType::F32)
+  bool integer = x.dtype == DType::I64 && y.dtype == DType::I64 && kind != 1;
+  if (product(kept) != y.numel() ||
+      (!integer && (x.dtype != DType::F32 || y.dtype != DType::F32)))
     return Status::error("output " + shapeString(y.shape) +
                          " does not match the reduction");
   // Each input element's output offset: kept dims' strides, 0 on reduced dims.
@@ -47,6 +48,20 @@ Status reduce(const Instruction &in, Context &c, int kind) {
   for (int64_t d = 0, k = 0; d < x.rank(); ++d)
     if (!reduced[d])
       outStride[d] = ks[k++];
+  if (integer) {
+    // int64 exactly (a mask's count, the largest position: small tensors,
+    // one pass); a sum wraps past 2^63 as PyTorch's does, hence unsigned.
+    int64_t *iy = c.get<int64_t>(y);
+    const int64_t *ix = c.get<int64_t>(x);
+    std::fill(iy, iy + y.numel(),
+              kind == 2 ? std::numeric_limits<int64_t>::min() : 0);
+    forEach(x.shape, {&outStride}, [&](int64_t i, const int64_t *off) {
+      int64_t &o = iy[off[0]];
+      o = kind == 2 ? std::max(o, ix[i])
+                    : (int64_t)((uint64_t)o + (uint64_t)ix[i]);
+    });
+    return Status::ok();
+  }
   const float *px = c.get<float>(x);
   float *py = c.get<float>(y);
   int64_t n = y.numel();

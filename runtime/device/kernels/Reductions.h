@@ -41,17 +41,35 @@ struct Reduce {
       base += (rest % keptDims[d]) * keptStrides[d];
       rest /= keptDims[d];
     }
-    double acc = kind == ReduceKind::Max ? -INFINITY : 0.0;
     int64_t first = chunks > 1 ? c * chunkLen : 0,
             end = chunks > 1 && first + chunkLen < count ? first + chunkLen
                                                          : count;
-    for (int64_t j = first; j < end; ++j) {
+    auto offset = [&](int64_t j) {
       int64_t off = base, r = j;
       for (int d = reduced - 1; d >= 0; --d) {
         off += (r % redDims[d]) * redStrides[d];
         r /= redDims[d];
       }
-      double v = loadFloat(tx, x, off);
+      return off;
+    };
+    if (tx == ElemType::I64) {
+      // int64 exactly, as the CPU backend (a mask's count, the largest
+      // position); never split (reduce's lowering), a sum wrapping past
+      // 2^63 as PyTorch's does.
+      const int64_t *xi = static_cast<const int64_t *>(x);
+      uint64_t acc = kind == ReduceKind::Max ? (uint64_t)INT64_MIN : 0;
+      for (int64_t j = first; j < end; ++j) {
+        int64_t v = xi[offset(j)];
+        acc = kind != ReduceKind::Max ? acc + (uint64_t)v
+              : v > (int64_t)acc      ? (uint64_t)v
+                                      : acc;
+      }
+      static_cast<int64_t *>(y)[o] = (int64_t)acc;
+      return;
+    }
+    double acc = kind == ReduceKind::Max ? -INFINITY : 0.0;
+    for (int64_t j = first; j < end; ++j) {
+      double v = loadFloat(tx, x, offset(j));
       acc = kind == ReduceKind::Max          ? maxNan(acc, v)
             : kind == ReduceKind::SumSquares ? acc + v * v
                                              : acc + v;

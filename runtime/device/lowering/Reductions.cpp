@@ -27,7 +27,10 @@ Status reduce(Ctx &c, ReduceKind kind) {
   int64_t kept = 1;
   for (int d = 0; d < r.kept; ++d)
     kept *= r.keptDims[d];
-  if (kept != y.numel() || !floating(x.dtype) || !floating(y.dtype))
+  bool integer = x.dtype == DType::I64 && y.dtype == DType::I64 &&
+                 (kind == ReduceKind::Sum || kind == ReduceKind::Max);
+  if (kept != y.numel() ||
+      (!integer && (!floating(x.dtype) || !floating(y.dtype))))
     return Status::error("output " + shapeString(y.shape) +
                          " does not match the reduction");
   // bf16/f16 read and written as they are (sums in double, one rounding).
@@ -37,7 +40,10 @@ Status reduce(Ctx &c, ReduceKind kind) {
   r.ty = elemOf(y.dtype);
   // Few outputs (a bias gradient): each sum split into chunks whose
   // partial sums (scratch) are combined in chunk order.
-  int64_t chunks = reduceChunks(r.count, y.numel());
+  // (Integers are never split: their partial sums would be int64, and
+  // the combining kernel's are doubles. Their reductions are a mask's
+  // count, not a gradient's.)
+  int64_t chunks = integer ? 1 : reduceChunks(r.count, y.numel());
   if (chunks <= 1) {
     c.emit(y.numel(), r);
     return Status::ok();

@@ -113,6 +113,15 @@ func.func @reduce_axes(%x: tensor<2x4xf32>) {
 
 // -----
 
+// A mean of integers is no integer: reduce_mean takes floats only.
+func.func @reduce_mean_integer(%x: tensor<2x4xi64>) {
+  // expected-error @+1 {{operand #0 must be ranked tensor of floating-point values}}
+  %0 = fsdp.reduce_mean %x {axes = array<i64: 1>} : tensor<2x4xi64> -> tensor<2x1xi64>
+  return
+}
+
+// -----
+
 func.func @softmax_axis(%x: tensor<2x4xf32>) {
   // expected-error @+1 {{axis 2 is out of range for rank 2}}
   %0 = fsdp.softmax %x {axis = 2 : i64} : tensor<2x4xf32>

@@ -95,6 +95,11 @@ func.func @compute(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %4 = fsdp.reduce_mean %x {axes = array<i64: 0, 1>, keepdims = false} : tensor<2x8x16xf32> -> tensor<16xf32>
   // CHECK: fsdp.reduce_max
   %5 = fsdp.reduce_max %x {axes = array<i64: 1>, keepdims = true} : tensor<2x8x16xf32> -> tensor<2x1x16xf32>
+  // Integers sum and take maxima in int64 (a mask's count, a position).
+  // CHECK: fsdp.reduce_sum %{{.*}} {axes = array<i64: 1>, keepdims = false} : tensor<2x8xi64> -> tensor<2xi64>
+  %i5 = fsdp.reduce_sum %ids {axes = array<i64: 1>, keepdims = false} : tensor<2x8xi64> -> tensor<2xi64>
+  // CHECK: fsdp.reduce_max %{{.*}} : tensor<2x8xi64> -> tensor<2x1xi64>
+  %i6 = fsdp.reduce_max %ids {axes = array<i64: 1>} : tensor<2x8xi64> -> tensor<2x1xi64>
   // CHECK: fsdp.sum_squares %{{.*}} : tensor<2x8x16xf32> -> tensor<f32>
   %sq = fsdp.sum_squares %x : tensor<2x8x16xf32> -> tensor<f32>
   // CHECK: fsdp.softmax %{{.*}} {axis = 2 : i64} : tensor<2x8x16xf32>

@@ -25,3 +25,28 @@ func.func @forward(%x: tensor<4xf32> {fsdp.name = "x"}) -> (tensor<f32> {fsdp.na
   %s = fsdp.reduce_sum %p {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
   return %s : tensor<f32>
 }
+
+// -----
+
+// A value no backend computes (float64: torch 1.13's ONNX exporter writes
+// torch.where(mask, 2.0, 0.5) in double) is refused at the op computing
+// it, not by fsdp-run reading the plan.
+func.func @forward(%x: tensor<4xf32> {fsdp.name = "x"}) -> (tensor<f32> {fsdp.name = "loss"}) {
+  // expected-error @+1 {{'fsdp.cast' computes 'tensor<4xf64>': no backend computes its element type (they compute f32, bf16, f16, i64 and i1); cast it, or export the model in float32}}
+  %d = fsdp.cast %x : tensor<4xf32> -> tensor<4xf64>
+  %m = fsdp.mul %d, %d : tensor<4xf64>, tensor<4xf64> -> tensor<4xf64>
+  %f = fsdp.cast %m : tensor<4xf64> -> tensor<4xf32>
+  %s = fsdp.reduce_sum %f {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
+
+// -----
+
+// An int32 input no backend reads.
+// expected-error @+1 {{input 0 is 'tensor<4xi32>': no backend computes its element type}}
+func.func @forward(%ids: tensor<4xi32> {fsdp.name = "ids"}, %x: tensor<4xf32> {fsdp.name = "x"}) -> (tensor<f32> {fsdp.name = "loss"}) {
+  %f = fsdp.cast %ids : tensor<4xi32> -> tensor<4xf32>
+  %p = fsdp.mul %f, %x : tensor<4xf32>, tensor<4xf32> -> tensor<4xf32>
+  %s = fsdp.reduce_sum %p {axes = array<i64: 0>, keepdims = false} : tensor<4xf32> -> tensor<f32>
+  return %s : tensor<f32>
+}
