@@ -31,7 +31,7 @@ try:  # torch 1.13's functorch; newer PyTorch has torch.func.functionalize
 except ImportError:  # pragma: no cover - depends on the PyTorch version
     from functorch.experimental import functionalize
 
-from . import checkpointing, flex_attention
+from . import checkpointing, flex_attention, statistics
 from .mlir import TraceError
 from .swap import swapped
 
@@ -581,7 +581,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
         @contextlib.contextmanager
         def contexts():
             with _dropout_as_one_op(), _rnn_weights_traced(module), _data_checks_unrun(), \
-                    _NarrowAtTensorStart(), flex_attention.as_ops(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
+                    _NarrowAtTensorStart(), statistics.StatisticsAsOps(), flex_attention.as_ops(), (_OnMeta(mixed=True) if meta else contextlib.nullcontext()), \
                     (_constants_with_data() if meta else contextlib.nullcontext()):
                 yield
         try:
@@ -658,7 +658,7 @@ def _capture(module, example_inputs, loss_fn=None, frontend="auto"):
     context = _OnMeta(mixed=True) if meta else contextlib.nullcontext()
     with _module_paths(module) as where, context, _dropout_as_one_op(), \
             _rnn_weights_traced(module), _data_checks_unrun(), _NarrowAtTensorStart(), \
-            flex_attention.as_ops(), (_constants_with_data() if meta else contextlib.nullcontext()):
+            statistics.StatisticsAsOps(), flex_attention.as_ops(), (_constants_with_data() if meta else contextlib.nullcontext()):
         # Fresh tensor objects: the trace leaves nothing on the module's
         # own, and buffers are copies, so the forward traced (batch norm's
         # running statistics) does not move the module's state.

@@ -536,6 +536,17 @@ def _compare(c, node, args, kwargs):
     return c.emit("fsdp.not", [y], [(shape, torch.bool)]) if negate else y
 
 
+@lowers("aten.isnan")
+def _isnan(c, node, args, kwargs):
+    """x != x: NaN alone is not equal to itself (an integer never is NaN)."""
+    shape, _ = c.out()
+    x = c.v(args[0])
+    if not x.dtype.is_floating_point:
+        return c.w.splat(False, shape, torch.bool)
+    return c.emit("fsdp.not", [c.emit("fsdp.equal", [x, x], [(shape, torch.bool)])],
+                  [(shape, torch.bool)])
+
+
 @lowers("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
 def _logical(c, node, args, kwargs):
     if c.out()[1] != torch.bool:  # integer x & (2^k - 1): decompose/elementwise.py

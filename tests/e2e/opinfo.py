@@ -179,7 +179,24 @@ def _extra_samples():
                        kwargs={"accumulate": accumulate})
     rows = torch.randn(4, 5, generator=g) > 0
     long = torch.randn(2, 3000, generator=g)
+    # Quantiles of rows with NaN (one, two, every element: a step input's
+    # mask, the values a parameter), at q whose rank is 1.5 (nearest
+    # rounds half to even) and at every interpolation; NaN results as 7.
+    hidden = torch.zeros(4, 7, dtype=torch.bool)
+    hidden[1, 2] = hidden[3, 0] = hidden[3, 5] = True
+    hidden[2, :] = True
+    values = torch.randn(4, 7, generator=g)
+
+    def quantiles(fn, interpolation):
+        q = torch.tensor([0.15, 0.25, 0.5, 0.9])
+        return OwnCall(lambda x, m: torch.nan_to_num(
+            fn(x.masked_fill(m, float("nan")), q.to(x.dtype), dim=1, interpolation=interpolation),
+            nan=7.0),
+            values.clone().requires_grad_(), args=(hidden,))
+    interpolations = ("linear", "lower", "higher", "midpoint", "nearest")
     return {
+        "quantile": [quantiles(torch.quantile, i) for i in interpolations],
+        "nanquantile": [quantiles(torch.nanquantile, i) for i in interpolations],
         # Scans longer than the triangular matrix's bound (2048): position
         # ids from a mask at a long sequence (integers), floats.
         "cumsum": [
