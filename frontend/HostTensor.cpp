@@ -294,7 +294,8 @@ HostTensor mlir::fsdp::foldReduce(const HostTensor &x, ArrayRef<int64_t> axes,
     kept[a] = 1;
   }
   HostTensor acc = HostTensor::zeros(x.elementType, kept);
-  std::vector<double> sums(acc.numel(), kind == 2 ? -INFINITY : 0.0);
+  double identity = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0;
+  std::vector<double> sums(acc.numel(), identity);
   SmallVector<int64_t> ks = stridesOf(kept);
   int64_t i = 0;
   forEachIndex(x.shape, [&](ArrayRef<int64_t> idx) {
@@ -302,7 +303,8 @@ HostTensor mlir::fsdp::foldReduce(const HostTensor &x, ArrayRef<int64_t> axes,
     for (size_t d = 0; d < idx.size(); ++d)
       off += (kept[d] == 1 ? 0 : idx[d]) * ks[d];
     double v = x.asDouble(i++);
-    sums[off] = kind == 2 ? std::max(sums[off], v) : sums[off] + v;
+    double &a = sums[off];
+    a = kind == 2 ? std::max(a, v) : kind == 3 ? std::min(a, v) : kind == 4 ? a * v : a + v;
   });
   for (int64_t j = 0; j < acc.numel(); ++j)
     acc.set(j, kind == 1 ? sums[j] / count : sums[j]);

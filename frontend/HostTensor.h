@@ -63,7 +63,7 @@ HostTensor foldConcat(ArrayRef<const HostTensor *> inputs, int64_t axis);
 HostTensor foldGather(const HostTensor &data, const HostTensor &indices,
                       int64_t axis);
 HostTensor foldTrilu(const HostTensor &x, int64_t k, bool upper);
-/// kind: 0 sum, 1 mean, 2 max.
+/// kind: 0 sum, 1 mean, 2 max, 3 min, 4 product.
 HostTensor foldReduce(const HostTensor &x, ArrayRef<int64_t> axes,
                       bool keepdims, int kind);
 

@@ -67,8 +67,31 @@ LogicalResult lowerGemm(NodeContext &n) {
 
 /// What a reduction reduces: the input, its square (ReduceSumSquare), or
 /// its square with the root of the sum taken (ReduceL2: weight_norm's
-/// norm as torch.onnx.export writes it).
-enum class Of { Input, Square, L2 };
+/// norm as torch.onnx.export writes it); its magnitude (ReduceL1); its
+/// negation, the result negated (ReduceMin as the maximum of -x); the
+/// sum's logarithm (ReduceLogSum); exp shifted by the maximum
+/// (ReduceLogSumExp); the product (ReduceProd: torch.std's and var's count
+/// of elements, a product of the shape).
+enum class Of { Input, Square, L2, Abs, Negated, Log, LogSumExp, Product };
+
+/// The product of `x` along each of `axes` (kept with extent 1): halves
+/// multiplied pairwise until one element is left (an odd one passes
+/// through), so a zero's gradient is the product of the others, as
+/// PyTorch's prod has it.
+Value productAlong(NodeContext &n, Value x, ArrayRef<int64_t> axes) {
+  for (int64_t axis : axes) {
+    while (shapeOf(x)[axis] > 1) {
+      int64_t len = shapeOf(x)[axis], half = len / 2;
+      Value lo = sliceAxis(n, x, axis, 0, half),
+            hi = sliceAxis(n, x, axis, half, 2 * half);
+      Value pairs = build<MulOp>(n, lo.getType(), {lo, hi});
+      x = len % 2 ? concatAxis(n, {pairs, sliceAxis(n, x, axis, len - 1, len)},
+                               axis)
+                  : pairs;
+    }
+  }
+  return x;
+}
 
 template <typename OpTy>
 LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset,
@@ -102,11 +125,28 @@ LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset,
   auto type = shape::reduce(n.loc, t, axes, keepdims);
   if (failed(type))
     return failure();
-  if (of != Of::Input && !isa<FloatType>(t.getElementType()))
+  bool floatOnly = of != Of::Input && of != Of::Negated && of != Of::Product;
+  if (floatOnly && !isa<FloatType>(t.getElementType()))
     return n.error() << "expects a float tensor, got " << t;
   if (const HostTensor *c = n.constInput(0)) {
-    if (of == Of::Input)
-      return n.setConst(0, foldReduce(*c, axes, keepdims, kind));
+    if (of == Of::Input || of == Of::Negated || of == Of::Product)
+      return n.setConst(0, foldReduce(*c, axes, keepdims,
+                                      of == Of::Negated   ? 3
+                                      : of == Of::Product ? 4
+                                                          : kind));
+    if (of == Of::Abs || of == Of::Log || of == Of::LogSumExp) {
+      auto pre = [of](double v) {
+        return of == Of::Abs ? std::fabs(v) : of == Of::Log ? v : std::exp(v);
+      };
+      HostTensor sum = foldReduce(
+          foldElementwise({c}, c->shape, c->elementType,
+                          [&](ArrayRef<double> a) { return pre(a[0]); }),
+          axes, keepdims, 0);
+      if (of != Of::Abs)
+        sum = foldElementwise({&sum}, sum.shape, sum.elementType,
+                              [](ArrayRef<double> a) { return std::log(a[0]); });
+      return n.setConst(0, sum);
+    }
     HostTensor square = foldElementwise(
         {c}, c->shape, c->elementType,
         [](ArrayRef<double> a) { return a[0] * a[0]; });
@@ -117,13 +157,66 @@ LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset,
     return n.setConst(0, sum);
   }
   Value x = n.operand(0);
-  if (of != Of::Input)
-    x = build<MulOp>(n, t, {x, x});
-  Value y = build<OpTy>(n, *type, {x},
-                        {arrayAttr(n, "axes", axes),
-                         boolAttr(n, "keepdims", keepdims)});
-  if (of == Of::L2)
-    y = build<SqrtOp>(n, *type, {y});
+  auto reduce = [&](auto op, Value v, bool keep) -> Value {
+    using Op = decltype(op);
+    auto rt = shape::reduce(n.loc, cast<RankedTensorType>(v.getType()), axes,
+                            keep);
+    return build<Op>(n, *rt, {v},
+                     {arrayAttr(n, "axes", axes), boolAttr(n, "keepdims", keep)});
+  };
+  Value y;
+  switch (of) {
+  case Of::Square:
+  case Of::L2:
+    y = reduce(OpTy(), build<MulOp>(n, t, {x, x}), keepdims);
+    if (of == Of::L2)
+      y = build<SqrtOp>(n, *type, {y});
+    break;
+  case Of::Abs:
+    y = reduce(OpTy(), build<AbsOp>(n, t, {x}), keepdims);
+    break;
+  case Of::Negated: // min(x) = -max(-x); 0 - x on integers
+    x = isa<FloatType>(t.getElementType())
+            ? build<NegOp>(n, t, {x})
+            : broadcastBinary<SubOp>(
+                  n, scalarConstant(n, t.getElementType(), 0), x);
+    y = reduce(OpTy(), x, keepdims);
+    y = isa<FloatType>(t.getElementType())
+            ? build<NegOp>(n, *type, {y})
+            : broadcastBinary<SubOp>(
+                  n, scalarConstant(n, t.getElementType(), 0), y);
+    break;
+  case Of::Log:
+    y = build<LogOp>(n, *type, {reduce(OpTy(), x, keepdims)});
+    break;
+  case Of::LogSumExp: {
+    // m + log(sum(exp(x - m))), m the maximum with a gradient stop (the
+    // gradient is softmax(x) either way) and 0 where it is infinite, as
+    // PyTorch's logsumexp shifts.
+    Value m = reduce(ReduceMaxOp(), x, true);
+    auto mt = cast<RankedTensorType>(m.getType());
+    auto bt = RankedTensorType::get(mt.getShape(), n.b.getI1Type());
+    Type e = t.getElementType();
+    Value infinite = build<EqualOp>(
+        n, bt, {build<AbsOp>(n, mt, {m}), splatConstant(n, e, mt.getShape(), INFINITY)});
+    m = build<WhereOp>(n, mt, {infinite, splatConstant(n, e, mt.getShape(), 0), m});
+    m = build<StopGradientOp>(n, mt, {m});
+    Value s = reduce(ReduceSumOp(),
+                     build<ExpOp>(n, t, {broadcastBinary<SubOp>(n, x, m)}), true);
+    y = broadcastBinary<AddOp>(n, build<LogOp>(n, s.getType(), {s}), m);
+    if (!keepdims)
+      y = build<ReshapeOp>(n, *type, {y});
+    break;
+  }
+  case Of::Product:
+    y = productAlong(n, x, axes);
+    if (!keepdims)
+      y = build<ReshapeOp>(n, *type, {y});
+    break;
+  case Of::Input:
+    y = reduce(OpTy(), x, keepdims);
+    break;
+  }
   return n.setResult(0, y);
 }
 
@@ -615,6 +708,26 @@ void mlir::fsdp::onnx_ops::addCompute(llvm::StringMap<LowerFn> &table) {
           {"InstanceNormalization", lowerInstanceNorm},
           {"ReduceMax",
            [](NodeContext &n) { return reduction<ReduceMaxOp>(n, 2, 18); }},
+          {"ReduceMin",
+           [](NodeContext &n) {
+             return reduction<ReduceMaxOp>(n, 2, 18, Of::Negated);
+           }},
+          {"ReduceL1",
+           [](NodeContext &n) {
+             return reduction<ReduceSumOp>(n, 0, 18, Of::Abs);
+           }},
+          {"ReduceLogSum",
+           [](NodeContext &n) {
+             return reduction<ReduceSumOp>(n, 0, 18, Of::Log);
+           }},
+          {"ReduceLogSumExp",
+           [](NodeContext &n) {
+             return reduction<ReduceSumOp>(n, 0, 18, Of::LogSumExp);
+           }},
+          {"ReduceProd",
+           [](NodeContext &n) {
+             return reduction<ReduceSumOp>(n, 0, 18, Of::Product);
+           }},
           {"LayerNormalization", lowerLayerNorm},
           {"Conv", lowerConv},
           {"ConvTranspose", lowerConvTranspose},

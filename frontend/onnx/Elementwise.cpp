@@ -7,6 +7,8 @@
 #include "frontend/onnx/OnnxOpsSupport.h"
 #include "common/UnaryMath.h"
 
+#include <functional>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 using namespace mlir::fsdp::onnx_ops;
@@ -272,6 +274,149 @@ LogicalResult lowerHardSigmoid(NodeContext &n) {
   return n.setResult(0, broadcastBinary<MaxOp>(n, y, scalar(0.0)));
 }
 
+/// An activation written from fsdp ops: folded with `fold` (in double)
+/// when its input is a small constant, else built by `build` on the input
+/// value and its element type. ONNX's float-only activations (LeakyRelu,
+/// Elu, ...) check their input here.
+LogicalResult activation(NodeContext &n, std::function<double(double)> fold,
+                         std::function<Value(Value, Type)> buildOps) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  if (const HostTensor *c = n.constInput(0); c && isSmall(t.getShape()))
+    return n.setConst(0, foldElementwise({c}, t.getShape(), t.getElementType(),
+                                         [&](ArrayRef<double> a) {
+                                           return fold(a[0]);
+                                         }));
+  return n.setResult(0, buildOps(n.operand(0), t.getElementType()));
+}
+
+/// x where x > 0, else `negative(x)` (LeakyRelu, Elu, Selu, Celu,
+/// ThresholdedRelu's 0): PyTorch's forms, whose gradient at 0 is the
+/// negative side's, as torch.where's is.
+Value positiveElse(NodeContext &n, Value x, Type elem, double threshold,
+                   Value negative) {
+  auto t = cast<RankedTensorType>(x.getType());
+  auto b = RankedTensorType::get(t.getShape(), n.b.getI1Type());
+  Value above =
+      build<GreaterOp>(n, b, {x, splatConstant(n, elem, t.getShape(), threshold)});
+  return build<WhereOp>(n, t, {above, x, negative});
+}
+
+/// alpha * expm1(x / inner): the negative side of Elu (inner 1) and of
+/// Celu (inner alpha).
+Value scaledExpm1(NodeContext &n, Value x, Type elem, double alpha,
+                  double inner) {
+  Value v = inner == 1.0 ? x
+                         : broadcastBinary<MulOp>(
+                               n, x, scalarConstant(n, elem, 1.0 / inner));
+  v = build<Expm1Op>(n, x.getType(), {v});
+  return broadcastBinary<MulOp>(n, v, scalarConstant(n, elem, alpha));
+}
+
+LogicalResult lowerLeakyRelu(NodeContext &n) {
+  double alpha = n.attrFloat("alpha", 0.01f);
+  return activation(
+      n, [=](double x) { return x > 0 ? x : alpha * x; },
+      [&](Value x, Type e) {
+        return positiveElse(
+            n, x, e, 0.0,
+            broadcastBinary<MulOp>(n, x, scalarConstant(n, e, alpha)));
+      });
+}
+
+/// Elu (gamma 1), Selu (gamma and alpha its fixed point's), Celu (alpha
+/// inside the exponential too).
+LogicalResult lowerElu(NodeContext &n, double alpha, double gamma,
+                       bool celu) {
+  double inner = celu ? alpha : 1.0;
+  return activation(
+      n,
+      [=](double x) {
+        return gamma * (x > 0 ? x : alpha * std::expm1(x / inner));
+      },
+      [&](Value x, Type e) {
+        Value y = positiveElse(n, x, e, 0.0, scaledExpm1(n, x, e, alpha, inner));
+        return gamma == 1.0
+                   ? y
+                   : broadcastBinary<MulOp>(n, y, scalarConstant(n, e, gamma));
+      });
+}
+
+/// ThresholdedRelu: x where x > alpha, else 0.
+LogicalResult lowerThresholdedRelu(NodeContext &n) {
+  double alpha = n.attrFloat("alpha", 1.0f);
+  return activation(
+      n, [=](double x) { return x > alpha ? x : 0.0; },
+      [&](Value x, Type e) {
+        return positiveElse(n, x, e, alpha, splatConstant(n, e, shapeOf(x), 0));
+      });
+}
+
+/// IsNaN: x != x. IsInf: |x| == inf, or one sign of it
+/// (detect_negative, detect_positive).
+LogicalResult lowerIsNanOrInf(NodeContext &n, bool inf) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  Type elem = t.getElementType();
+  auto b = RankedTensorType::get(t.getShape(), n.b.getI1Type());
+  bool neg = n.attrInt("detect_negative", 1), pos = n.attrInt("detect_positive", 1);
+  auto test = [=](double x) {
+    return double(inf ? (std::isinf(x) && (x > 0 ? pos : neg)) : std::isnan(x));
+  };
+  if (const HostTensor *c = n.constInput(0); c && isSmall(t.getShape()))
+    return n.setConst(0, foldElementwise({c}, t.getShape(), n.b.getI1Type(),
+                                         [&](ArrayRef<double> a) {
+                                           return test(a[0]);
+                                         }));
+  Value x = n.operand(0);
+  // torch.onnx.export (1.13) writes isinf(x) as IsInf(Cast(x, double)): a
+  // widening cast keeps every value, so the test reads x itself (and the
+  // float64 no backend computes is left unused).
+  if (auto widen = x.getDefiningOp<CastOp>()) {
+    Type from = cast<RankedTensorType>(widen.getX().getType()).getElementType();
+    if (isa<FloatType>(from) && isa<FloatType>(elem) &&
+        from.getIntOrFloatBitWidth() < elem.getIntOrFloatBitWidth()) {
+      x = widen.getX();
+      elem = from;
+      t = cast<RankedTensorType>(x.getType());
+    }
+  }
+  if (!isa<FloatType>(elem)) // an integer is never NaN nor infinite
+    return n.setResult(0, splatConstant(n, n.b.getI1Type(), t.getShape(), 0));
+  if (!inf)
+    return n.setResult(
+        0, build<NotOp>(n, b, {build<EqualOp>(n, b, {x, x})}));
+  auto equals = [&](Value v, double c) {
+    return build<EqualOp>(n, b, {v, splatConstant(n, elem, t.getShape(), c)});
+  };
+  if (pos && neg)
+    return n.setResult(0, equals(build<AbsOp>(n, t, {x}), INFINITY));
+  if (!pos && !neg)
+    return n.setResult(0, splatConstant(n, n.b.getI1Type(), t.getShape(), 0));
+  return n.setResult(0, equals(x, pos ? INFINITY : -INFINITY));
+}
+
+/// Gelu (opset 20): PyTorch's GELU, exact or tanh.
+LogicalResult lowerGelu(NodeContext &n) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  std::string approximate = n.attrString("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    return n.error() << "approximate must be 'none' or 'tanh', got '"
+                     << approximate << "'";
+  RankedTensorType t = n.inputType(0);
+  if (!isa<FloatType>(t.getElementType()))
+    return n.error() << "expects a float tensor, got " << t;
+  return n.setResult(
+      0, build<GeluOp>(n, t, {n.operand(0)},
+                       {n.b.getNamedAttr("approximate",
+                                         n.b.getStringAttr(approximate))}));
+}
+
 /// Mod, folded: the exporter writes it for index arithmetic on constants
 /// (Swin's shifted-window mask). fmod = 0 takes the divisor's sign (as
 /// Python's %), fmod = 1 the dividend's (as C's fmod).
@@ -331,6 +476,25 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
           {"Pow", lowerPow},
           {"Clip", lowerClip},
           {"HardSigmoid", lowerHardSigmoid},
+          {"LeakyRelu", lowerLeakyRelu},
+          {"Elu",
+           [](NodeContext &n) {
+             return lowerElu(n, n.attrFloat("alpha", 1.0f), 1.0, false);
+           }},
+          {"Selu",
+           [](NodeContext &n) {
+             return lowerElu(n, n.attrFloat("alpha", 1.67326319217681884765625f),
+                             n.attrFloat("gamma", 1.05070102214813232421875f),
+                             false);
+           }},
+          {"Celu",
+           [](NodeContext &n) {
+             return lowerElu(n, n.attrFloat("alpha", 1.0f), 1.0, true);
+           }},
+          {"ThresholdedRelu", lowerThresholdedRelu},
+          {"IsNaN", [](NodeContext &n) { return lowerIsNanOrInf(n, false); }},
+          {"IsInf", [](NodeContext &n) { return lowerIsNanOrInf(n, true); }},
+          {"Gelu", lowerGelu},
           {"Mod", lowerMod},
           {"Max",
            [](NodeContext &n) {

@@ -1,0 +1,161 @@
+"""The ONNX ops torch.onnx.export writes for everyday modules, imported,
+stepped and compared with PyTorch.
+
+Each case is one function of a parameter p (and a fixed input x): the
+module computes f(p * x), weighs it by a fixed ramp and sums it, so the
+loss is linear in f's outputs and the gradient of p passes through f's
+own. It is exported by torch.onnx.export (opset 17, training mode, no
+constant folding), compiled by fsdp-opt and stepped once by fsdp-run; the
+loss and p's gradient are compared with PyTorch's float64 step, within 10x
+PyTorch float32's own distance from it (a floor of 1e-5). A case whose
+export PyTorch itself refuses is reported and not counted.
+
+    onnx_export_ops.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run [--only a,b]
+"""
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import bounded  # noqa: E402  (subprocess.run with a deadline)
+from parity import read_safetensors  # noqa: E402
+
+F = nn.functional
+TOLERANCE_FACTOR, FLOOR = 10.0, 1e-5
+SHAPE = (2, 4, 6, 6)
+
+
+GATHER_INDEX = torch.randint(0, SHAPE[-1], SHAPE, generator=torch.Generator().manual_seed(3))
+
+
+# name -> (f, input shape): f of a float tensor; every module below is one
+# torch.onnx.export writes as an op of its own (LeakyRelu, Resize, ...) or
+# as a pattern of ops (std: a ReduceProd of the shape).
+CASES = {
+    "leaky_relu": nn.LeakyReLU(0.1),
+    "elu": nn.ELU(0.7),
+    "selu": nn.SELU(),
+    "celu": nn.CELU(0.5),
+    "isnan": lambda x: torch.where(torch.isnan(x.log()), x * 0.5, x),
+    "isinf": lambda x: torch.where(torch.isinf(x / (x > 0.3).float()), x, x * 3.0),
+    "amin": lambda x: x.amin(-1),
+    "min_dim": lambda x: x.min(1).values,
+    "prod": lambda x: x.prod(-1),
+    "logsumexp": lambda x: x.logsumexp(-1),
+    "norm_p1": lambda x: x.norm(p=1, dim=(-2, -1)),
+    "std": lambda x: x.std(-1),
+    "var_mean": lambda x: torch.var_mean(x, (1, 2))[0],
+    "repeat": lambda x: x.repeat(1, 2, 1, 3),
+    "gather": lambda x: x.gather(-1, GATHER_INDEX),
+    "flip": lambda x: x.flip(-1),
+    "flip_two": lambda x: x.flip(1, 2),
+    "pixel_shuffle": nn.PixelShuffle(2),
+    "cumsum": lambda x: x.cumsum(-1),
+    "cumsum_dim1": lambda x: x.cumsum(1),
+    "topk": lambda x: x.topk(3, -1).values,
+    "topk_smallest": lambda x: x.topk(2, 1, largest=False).values,
+    "sort": lambda x: x.sort(-1).values,
+    "argmax": lambda x: x * x.argmax(-1, keepdim=True).float(),
+    "argmin": lambda x: x * x.argmin(2, keepdim=True).float(),
+    "upsample_nearest": nn.Upsample(scale_factor=2),
+    "upsample_nearest_size": nn.Upsample(size=(9, 15)),
+    "upsample_bilinear": nn.Upsample(scale_factor=2, mode="bilinear"),
+    "upsample_bilinear_align": nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True),
+    "upsample_bilinear_down": nn.Upsample(size=(4, 5), mode="bilinear"),
+    "upsample_bicubic": nn.Upsample(scale_factor=2, mode="bicubic"),
+    "upsample_linear_1d": lambda x: F.interpolate(x.flatten(2), scale_factor=1.5, mode="linear"),
+}
+
+
+class Case(nn.Module):
+    def __init__(self, f):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        self.p = nn.Parameter(torch.rand(SHAPE, generator=g) * 2 - 0.5)
+        self.f = f
+
+    def forward(self, x):
+        y = self.f(self.p * x)
+        ramp = torch.linspace(0.5, 1.5, y.numel()).reshape(y.shape).to(y.dtype)
+        return (y * ramp).sum()
+
+
+def reference(f, x, dtype):
+    m = Case(f).to(dtype)
+    loss = m(x.to(dtype))
+    loss.backward()
+    return float(loss), m.p.grad.double().numpy()
+
+
+def run_case(name, f, tools, tmp):
+    x = torch.linspace(0.6, 1.4, int(np.prod(SHAPE))).reshape(SHAPE)
+    base = os.path.join(tmp, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(Case(f), (x,), base + ".onnx", input_names=["x"],
+                              output_names=["loss"], opset_version=17,
+                              do_constant_folding=False,
+                              training=torch.onnx.TrainingMode.TRAINING)
+        except Exception as e:  # noqa: BLE001 - PyTorch's exporter refuses it
+            return "exporter", str(e).splitlines()[0][:120]
+    np.savez(base + ".npz", x=x.numpy())
+    r = bounded.run([tools[0], base + ".onnx", "-o", base + ".plan"],
+                    capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        why = [line for line in r.stderr.splitlines() if "error" in line][:1]
+        return ("fsdp-opt" if r.returncode == 1 else "CRASH fsdp-opt",
+                (why[0] if why else r.stderr[-160:]).strip()[-160:])
+    r = bounded.run([tools[1], base + ".plan", "--data", base + ".npz", "--steps", "1",
+                     "--quiet", "--log", base + ".log", "--dump-grads", base + ".g.safetensors"],
+                    capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return ("fsdp-run" if r.returncode == 1 else "CRASH fsdp-run", r.stderr.strip()[-160:])
+    loss64, g64 = reference(f, x, torch.float64)
+    loss32, g32 = reference(f, x, torch.float32)
+    with open(base + ".log") as fh:
+        loss = json.loads(fh.readline())["loss"]
+    scale = max(abs(loss64), 1.0)
+    if abs(loss - loss64) / scale > max(TOLERANCE_FACTOR * abs(loss32 - loss64) / scale, FLOOR):
+        return "wrong", f"loss {loss!r}, PyTorch float64 {loss64!r} (float32 {loss32!r})"
+    ours = np.asarray(read_safetensors(base + ".g.safetensors")["p"], np.float64).reshape(SHAPE)
+    size = max(np.abs(g64).max(), 1e-4)
+    worst, worst32 = np.abs(ours - g64).max() / size, np.abs(g32 - g64).max() / size
+    detail = f"grad {worst:.1e} (torch f32 {worst32:.1e})"
+    if not worst <= max(TOLERANCE_FACTOR * worst32, FLOOR):
+        return "wrong", detail
+    return "ok", detail
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsdp-opt", required=True)
+    ap.add_argument("--fsdp-run", required=True)
+    ap.add_argument("--only", help="comma-separated case names")
+    a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+    print(f"PyTorch {torch.__version__}", flush=True)
+    counts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, f in CASES.items():
+            if only and name not in only:
+                continue
+            verdict, detail = run_case(name, f, (a.fsdp_opt, a.fsdp_run), tmp)
+            counts[verdict] = counts.get(verdict, 0) + 1
+            print(f"{verdict:14s} {name:26s} {detail}", flush=True)
+    tried = sum(n for v, n in counts.items() if v != "exporter")
+    print(f"onnx export ops: {counts.get('ok', 0)} of {tried} exported cases train as PyTorch "
+          f"({', '.join(f'{n} {v}' for v, n in sorted(counts.items()))})")
+    return 0 if counts.get("ok", 0) == tried else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
