@@ -315,19 +315,183 @@ LogicalResult lowerSlice(NodeContext &n) {
   }
   if (const HostTensor *c = n.constInput(0))
     return n.setConst(0, foldSlice(*c, lo, step, count));
-  SmallVector<int64_t> limits(rank);
+  // A negative step (x.flip(d), x[::-1] in the exporter's hands) takes
+  // its positions with a gather, after a slice of the other axes.
+  SmallVector<int64_t> limits(rank), sliceLo(lo), sliceStep(step);
   for (int64_t d = 0; d < rank; ++d) {
-    if (step[d] < 0)
-      return n.error() << "negative steps are only supported on constants";
+    if (step[d] < 0) {
+      sliceLo[d] = 0;
+      sliceStep[d] = 1;
+      limits[d] = t.getDimSize(d);
+      continue;
+    }
     limits[d] = lo[d] + (count[d] == 0 ? 0 : (count[d] - 1) * step[d] + 1);
   }
-  auto type = shape::slice(n.loc, t, lo, limits, step);
+  auto type = shape::slice(n.loc, t, sliceLo, limits, sliceStep);
   if (failed(type))
     return failure();
-  return n.setResult(0, build<SliceOp>(n, *type, {n.operand(0)},
-                                       {arrayAttr(n, "starts", lo),
-                                        arrayAttr(n, "limits", limits),
-                                        arrayAttr(n, "strides", step)}));
+  Value y = *type == t ? n.operand(0)
+                       : build<SliceOp>(n, *type, {n.operand(0)},
+                                        {arrayAttr(n, "starts", sliceLo),
+                                         arrayAttr(n, "limits", limits),
+                                         arrayAttr(n, "strides", sliceStep)});
+  for (int64_t d = 0; d < rank; ++d) {
+    if (step[d] > 0)
+      continue;
+    SmallVector<int64_t> positions;
+    for (int64_t i = 0; i < count[d]; ++i)
+      positions.push_back(lo[d] + i * step[d]);
+    y = gatherAxis(n, y, d, positions);
+  }
+  return n.setResult(0, y);
+}
+
+/// Tile: each axis repeated `repeats[d]` times whole (torch's repeat):
+/// [.., e, ..] viewed as [.., 1, e, ..], broadcast to [.., r, e, ..] and
+/// merged.
+LogicalResult lowerTile(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  auto repeats = shapeInput(n, 1, "repeats");
+  if (failed(repeats))
+    return failure();
+  if ((int64_t)repeats->size() != t.getRank())
+    return n.error() << "repeats has " << repeats->size()
+                     << " entries for a rank " << t.getRank() << " input";
+  SmallVector<int64_t> out(t.getShape());
+  for (auto [d, r] : llvm::enumerate(*repeats)) {
+    if (r < 0)
+      return n.error() << "repeats[" << d << "] is negative (" << r << ")";
+    out[d] *= r;
+  }
+  if (failed(checkedDims(out, n.loc, "repeats")))
+    return failure();
+  Value y = n.operand(0);
+  for (auto [d, r] : llvm::enumerate(*repeats)) {
+    if (r == 1)
+      continue;
+    SmallVector<int64_t> shape = shapeOf(y), split(shape);
+    split.insert(split.begin() + d, 1);
+    SmallVector<int64_t> wide(split);
+    wide[d] = r;
+    y = reshapeValue(n, y, split);
+    y = build<BroadcastOp>(n, RankedTensorType::get(wide, t.getElementType()),
+                           {y});
+    shape[d] *= r;
+    y = reshapeValue(n, y, shape);
+  }
+  return n.setResult(0, y);
+}
+
+/// GatherElements (torch.gather): out[i..] = data[i.. with index[i..] on
+/// `axis`], one flat gather of the data at each element's offset: the
+/// index times the axis's stride plus the other coordinates' offsets (a
+/// constant), a negative index counted from the end.
+LogicalResult lowerGatherElements(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  RankedTensorType data = n.inputType(0), indices = n.inputType(1);
+  if (data.getRank() != indices.getRank() || data.getRank() == 0)
+    return n.error() << "expects data and indices of one rank (at least 1), got "
+                     << data << " and " << indices;
+  auto axis = axisOf(n, n.attrInt("axis", 0), data.getRank());
+  if (failed(axis))
+    return failure();
+  if (!indices.getElementType().isInteger(64) &&
+      !indices.getElementType().isInteger(32))
+    return n.error() << "expects int64 or int32 indices, got " << indices;
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != *axis && indices.getDimSize(d) > data.getDimSize(d))
+      return n.error() << "indices " << indices << " exceed data " << data
+                       << " on axis " << d;
+  SmallVector<int64_t> strides(data.getRank(), 1);
+  for (int64_t d = data.getRank() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * data.getDimSize(d + 1);
+  int64_t extent = data.getDimSize(*axis), count = indices.getNumElements();
+  std::vector<int64_t> base(count);
+  SmallVector<int64_t> coord(indices.getRank(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t off = 0;
+    for (int64_t d = 0; d < indices.getRank(); ++d)
+      off += d == *axis ? 0 : coord[d] * strides[d];
+    base[i] = off;
+    for (int64_t d = indices.getRank() - 1; d >= 0; --d) {
+      if (++coord[d] < indices.getDimSize(d))
+        break;
+      coord[d] = 0;
+    }
+  }
+  Type i64 = n.b.getI64Type();
+  auto it = RankedTensorType::get(indices.getShape(), i64);
+  Value offsets;
+  if (const HostTensor *c = n.constInput(1)) {
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t k = c->asInt(i);
+      if (k < -extent || k >= extent)
+        return n.error() << "index " << k << " is out of range for extent "
+                         << extent;
+      base[i] += (k < 0 ? k + extent : k) * strides[*axis];
+    }
+    offsets = ConstantOp::create(
+        n.b, n.loc, DenseElementsAttr::get(it, ArrayRef<int64_t>(base)));
+  } else {
+    Value k = n.operand(1);
+    if (!indices.getElementType().isInteger(64))
+      k = build<CastOp>(n, it, {k});
+    auto bt = RankedTensorType::get(indices.getShape(), n.b.getI1Type());
+    Value negative = build<LessOp>(n, bt, {k, splatConstant(n, i64, indices.getShape(), 0)});
+    k = build<WhereOp>(n, it, {negative, broadcastBinary<AddOp>(n, k, scalarConstant(n, i64, extent)), k});
+    k = broadcastBinary<MulOp>(n, k, scalarConstant(n, i64, strides[*axis]));
+    offsets = build<AddOp>(
+        n, it,
+        {k, ConstantOp::create(n.b, n.loc,
+                               DenseElementsAttr::get(it, ArrayRef<int64_t>(base)))});
+  }
+  Value flat = reshapeValue(n, n.operand(0), {data.getNumElements()});
+  return n.setResult(
+      0, build<GatherOp>(n, RankedTensorType::get(indices.getShape(),
+                                                  data.getElementType()),
+                         {flat, offsets}, {i64Attr(n, "axis", 0)}));
+}
+
+/// DepthToSpace (pixel shuffle) and SpaceToDepth (its inverse) on
+/// [N, C, H, W]: a reshape, a transpose and a reshape. DepthToSpace's
+/// modes: DCR (depth-column-row, the default) and CRD (PyTorch's
+/// pixel_shuffle).
+LogicalResult lowerDepthToSpace(NodeContext &n, bool toSpace) {
+  if (failed(expectInputs(n, 1, 1)))
+    return failure();
+  RankedTensorType t = n.inputType(0);
+  int64_t b = n.attrInt("blocksize", 0);
+  if (t.getRank() != 4)
+    return n.error() << "expects a 4-D [N, C, H, W] input, got " << t;
+  if (b < 1)
+    return n.error() << "blocksize must be positive, got " << b;
+  int64_t N = t.getDimSize(0), C = t.getDimSize(1), H = t.getDimSize(2),
+          W = t.getDimSize(3);
+  Value x = n.operand(0);
+  if (!toSpace) {
+    std::string mode = n.attrString("mode", "DCR");
+    if (mode != "DCR" && mode != "CRD")
+      return n.error() << "mode must be DCR or CRD, got '" << mode << "'";
+    if (C % (b * b))
+      return n.error() << "channels " << C << " are not a multiple of "
+                       << b * b;
+    int64_t c = C / (b * b);
+    bool dcr = mode == "DCR";
+    x = reshapeValue(n, x, dcr ? SmallVector<int64_t>{N, b, b, c, H, W}
+                               : SmallVector<int64_t>{N, c, b, b, H, W});
+    x = transposeValue(n, x, dcr ? SmallVector<int64_t>{0, 3, 4, 1, 5, 2}
+                                 : SmallVector<int64_t>{0, 1, 4, 2, 5, 3});
+    return n.setResult(0, reshapeValue(n, x, {N, c, H * b, W * b}));
+  }
+  if (H % b || W % b)
+    return n.error() << "spatial size " << H << "x" << W
+                     << " is not a multiple of the block " << b;
+  x = reshapeValue(n, x, {N, C, H / b, b, W / b, b});
+  x = transposeValue(n, x, {0, 3, 5, 1, 2, 4});
+  return n.setResult(0, reshapeValue(n, x, {N, C * b * b, H / b, W / b}));
 }
 
 LogicalResult lowerExpand(NodeContext &n) {
@@ -693,6 +857,16 @@ void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {
                      {"Slice", lowerSlice},
                      {"Expand", lowerExpand},
                      {"Gather", lowerGather},
+                     {"GatherElements", lowerGatherElements},
+                     {"Tile", lowerTile},
+                     {"DepthToSpace",
+                      [](NodeContext &n) {
+                        return lowerDepthToSpace(n, false);
+                      }},
+                     {"SpaceToDepth",
+                      [](NodeContext &n) {
+                        return lowerDepthToSpace(n, true);
+                      }},
                      {"ScatterND", lowerScatterND},
                      {"Trilu", lowerTrilu},
                      {"Identity", lowerIdentity},

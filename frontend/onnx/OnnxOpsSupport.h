@@ -103,6 +103,38 @@ inline Value concatAxis(NodeContext &n, ArrayRef<Value> parts, int64_t axis) {
   return build<ConcatOp>(n, type, parts, {i64Attr(n, "axis", axis)});
 }
 
+/// `v` reshaped to `dims` (v itself when it has them).
+inline Value reshapeValue(NodeContext &n, Value v, ArrayRef<int64_t> dims) {
+  auto t = cast<RankedTensorType>(v.getType());
+  if (t.getShape() == dims)
+    return v;
+  return build<ReshapeOp>(n, RankedTensorType::get(dims, t.getElementType()),
+                          {v});
+}
+
+/// `v` with its axes permuted (result axis i is v's axis perm[i]).
+inline Value transposeValue(NodeContext &n, Value v, ArrayRef<int64_t> perm) {
+  auto type =
+      shape::transpose(n.loc, cast<RankedTensorType>(v.getType()), perm);
+  assert(succeeded(type) && "a composition's permutation must be valid");
+  return build<TransposeOp>(n, *type, {v}, {arrayAttr(n, "perm", perm)});
+}
+
+/// `v`'s slices along `axis` at the constant positions `index` (each in
+/// [0, extent)): a flip, a nearest-neighbour resize.
+inline Value gatherAxis(NodeContext &n, Value v, int64_t axis,
+                        ArrayRef<int64_t> index) {
+  Type i64 = n.b.getI64Type();
+  auto it = RankedTensorType::get({(int64_t)index.size()}, i64);
+  Value idx = ConstantOp::create(
+      n.b, n.loc, DenseElementsAttr::get(it, ArrayRef<int64_t>(index)));
+  SmallVector<int64_t> shape = shapeOf(v);
+  shape[axis] = (int64_t)index.size();
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(v.getType()).getElementType());
+  return build<GatherOp>(n, type, {v, idx}, {i64Attr(n, "axis", axis)});
+}
+
 /// All inputs present (no empty names), between `min` and `max` of them.
 inline LogicalResult allInputs(NodeContext &n, int min) {
   if (n.numInputs() < min)
