@@ -20,6 +20,7 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
     onnx_ops::addDataMovement(t);
     onnx_ops::addCompute(t);
     onnx_ops::addRecurrent(t);
+    onnx_ops::addOrdering(t);
     return t;
   }();
   return table;

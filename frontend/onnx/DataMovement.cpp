@@ -384,10 +384,38 @@ LogicalResult lowerTile(NodeContext &n) {
   return n.setResult(0, y);
 }
 
+/// The offsets into `data` flattened of each element of an index tensor
+/// of shape `indexShape` along `axis`, the index itself left out (0):
+/// Σ over the other axes of coordinate × stride.
+static std::vector<int64_t> otherAxesOffsets(RankedTensorType data,
+                                             ArrayRef<int64_t> indexShape,
+                                             int64_t axis,
+                                             SmallVectorImpl<int64_t> &strides) {
+  strides.assign(data.getRank(), 1);
+  for (int64_t d = data.getRank() - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * data.getDimSize(d + 1);
+  int64_t count = 1;
+  for (int64_t e : indexShape)
+    count *= e;
+  std::vector<int64_t> base(count);
+  SmallVector<int64_t> coord(indexShape.size(), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < indexShape.size(); ++d)
+      off += (int64_t)d == axis ? 0 : coord[d] * strides[d];
+    base[i] = off;
+    for (int64_t d = (int64_t)indexShape.size() - 1; d >= 0; --d) {
+      if (++coord[d] < indexShape[d])
+        break;
+      coord[d] = 0;
+    }
+  }
+  return base;
+}
+
 /// GatherElements (torch.gather): out[i..] = data[i.. with index[i..] on
-/// `axis`], one flat gather of the data at each element's offset: the
-/// index times the axis's stride plus the other coordinates' offsets (a
-/// constant), a negative index counted from the end.
+/// `axis`], one flat gather of the data (takeAlong); constant indices
+/// (checked against the extent) make the offsets a constant.
 LogicalResult lowerGatherElements(NodeContext &n) {
   if (failed(expectInputs(n, 2, 2)))
     return failure();
@@ -405,49 +433,27 @@ LogicalResult lowerGatherElements(NodeContext &n) {
     if (d != *axis && indices.getDimSize(d) > data.getDimSize(d))
       return n.error() << "indices " << indices << " exceed data " << data
                        << " on axis " << d;
-  SmallVector<int64_t> strides(data.getRank(), 1);
-  for (int64_t d = data.getRank() - 2; d >= 0; --d)
-    strides[d] = strides[d + 1] * data.getDimSize(d + 1);
-  int64_t extent = data.getDimSize(*axis), count = indices.getNumElements();
-  std::vector<int64_t> base(count);
-  SmallVector<int64_t> coord(indices.getRank(), 0);
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t off = 0;
-    for (int64_t d = 0; d < indices.getRank(); ++d)
-      off += d == *axis ? 0 : coord[d] * strides[d];
-    base[i] = off;
-    for (int64_t d = indices.getRank() - 1; d >= 0; --d) {
-      if (++coord[d] < indices.getDimSize(d))
-        break;
-      coord[d] = 0;
-    }
-  }
-  Type i64 = n.b.getI64Type();
-  auto it = RankedTensorType::get(indices.getShape(), i64);
-  Value offsets;
-  if (const HostTensor *c = n.constInput(1)) {
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t k = c->asInt(i);
-      if (k < -extent || k >= extent)
-        return n.error() << "index " << k << " is out of range for extent "
-                         << extent;
-      base[i] += (k < 0 ? k + extent : k) * strides[*axis];
-    }
-    offsets = ConstantOp::create(
-        n.b, n.loc, DenseElementsAttr::get(it, ArrayRef<int64_t>(base)));
-  } else {
+  auto it = RankedTensorType::get(indices.getShape(), n.b.getI64Type());
+  const HostTensor *c = n.constInput(1);
+  if (!c) {
     Value k = n.operand(1);
     if (!indices.getElementType().isInteger(64))
       k = build<CastOp>(n, it, {k});
-    auto bt = RankedTensorType::get(indices.getShape(), n.b.getI1Type());
-    Value negative = build<LessOp>(n, bt, {k, splatConstant(n, i64, indices.getShape(), 0)});
-    k = build<WhereOp>(n, it, {negative, broadcastBinary<AddOp>(n, k, scalarConstant(n, i64, extent)), k});
-    k = broadcastBinary<MulOp>(n, k, scalarConstant(n, i64, strides[*axis]));
-    offsets = build<AddOp>(
-        n, it,
-        {k, ConstantOp::create(n.b, n.loc,
-                               DenseElementsAttr::get(it, ArrayRef<int64_t>(base)))});
+    return n.setResult(0, takeAlong(n, n.operand(0), k, *axis));
   }
+  SmallVector<int64_t> strides;
+  std::vector<int64_t> base =
+      otherAxesOffsets(data, indices.getShape(), *axis, strides);
+  int64_t extent = data.getDimSize(*axis);
+  for (int64_t i = 0; i < (int64_t)base.size(); ++i) {
+    int64_t k = c->asInt(i);
+    if (k < -extent || k >= extent)
+      return n.error() << "index " << k << " is out of range for extent "
+                       << extent;
+    base[i] += (k < 0 ? k + extent : k) * strides[*axis];
+  }
+  Value offsets = ConstantOp::create(
+      n.b, n.loc, DenseElementsAttr::get(it, ArrayRef<int64_t>(base)));
   Value flat = reshapeValue(n, n.operand(0), {data.getNumElements()});
   return n.setResult(
       0, build<GatherOp>(n, RankedTensorType::get(indices.getShape(),
@@ -843,6 +849,34 @@ LogicalResult lowerDropout(NodeContext &n) {
 }
 
 } // namespace
+
+Value mlir::fsdp::onnx_ops::takeAlong(NodeContext &n, Value data, Value index,
+                          int64_t axis) {
+  auto dt = cast<RankedTensorType>(data.getType());
+  auto it = cast<RankedTensorType>(index.getType());
+  SmallVector<int64_t> strides;
+  std::vector<int64_t> base =
+      otherAxesOffsets(dt, it.getShape(), axis, strides);
+  Type i64 = n.b.getI64Type();
+  auto bt = RankedTensorType::get(it.getShape(), n.b.getI1Type());
+  Value negative =
+      build<LessOp>(n, bt, {index, splatConstant(n, i64, it.getShape(), 0)});
+  Value k = build<WhereOp>(
+      n, it,
+      {negative,
+       broadcastBinary<AddOp>(n, index,
+                              scalarConstant(n, i64, dt.getDimSize(axis))),
+       index});
+  k = broadcastBinary<MulOp>(n, k, scalarConstant(n, i64, strides[axis]));
+  Value offsets = build<AddOp>(
+      n, it,
+      {k, ConstantOp::create(n.b, n.loc,
+                             DenseElementsAttr::get(it, ArrayRef<int64_t>(base)))});
+  Value flat = reshapeValue(n, data, {dt.getNumElements()});
+  return build<GatherOp>(n,
+                         RankedTensorType::get(it.getShape(), dt.getElementType()),
+                         {flat, offsets}, {i64Attr(n, "axis", 0)});
+}
 
 void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {
   addRows(table, {

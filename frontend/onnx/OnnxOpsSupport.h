@@ -196,6 +196,11 @@ inline FailureOr<SmallVector<int64_t>> shapeInput(NodeContext &n, int i,
   return SmallVector<int64_t>(v.begin(), v.end());
 }
 
+/// `data`'s elements at `index` (i64, data's rank; a negative index
+/// counted from the end) along `axis`, as torch.gather: one gather of the
+/// data flattened (DataMovement.cpp; GatherElements, TopK's values).
+Value takeAlong(NodeContext &n, Value data, Value index, int64_t axis);
+
 /// Adds a family's rows; a row without a name (a UnaryOps.def op ONNX does
 /// not have) is left out, and an op type two families claim is a bug.
 inline void addRows(llvm::StringMap<LowerFn> &table,
@@ -212,6 +217,7 @@ void addShapeOps(llvm::StringMap<LowerFn> &table);     // ShapeOps.cpp
 void addDataMovement(llvm::StringMap<LowerFn> &table); // DataMovement.cpp
 void addCompute(llvm::StringMap<LowerFn> &table);      // Compute.cpp
 void addRecurrent(llvm::StringMap<LowerFn> &table);    // Recurrent.cpp
+void addOrdering(llvm::StringMap<LowerFn> &table);     // Ordering.cpp
 
 } // namespace mlir::fsdp::onnx_ops
 

@@ -60,6 +60,10 @@ CASES = {
     "pixel_shuffle": nn.PixelShuffle(2),
     "cumsum": lambda x: x.cumsum(-1),
     "cumsum_dim1": lambda x: x.cumsum(1),
+    # Position ids from a mask (int64), as RoBERTa computes them.
+    "cumsum_positions": lambda x: x * ((x > 0.9).long().cumsum(-1) * (x > 0.9).long()).float(),
+    # An index computed from the data (TopK's) into GatherElements.
+    "gather_data_index": lambda x: x.gather(-1, x.argsort(-1, descending=True)) * x,
     "topk": lambda x: x.topk(3, -1).values,
     "topk_smallest": lambda x: x.topk(2, 1, largest=False).values,
     "sort": lambda x: x.sort(-1).values,
