@@ -21,6 +21,7 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
     onnx_ops::addCompute(t);
     onnx_ops::addRecurrent(t);
     onnx_ops::addOrdering(t);
+    onnx_ops::addResize(t);
     return t;
   }();
   return table;

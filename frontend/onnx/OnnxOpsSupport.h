@@ -218,6 +218,7 @@ void addDataMovement(llvm::StringMap<LowerFn> &table); // DataMovement.cpp
 void addCompute(llvm::StringMap<LowerFn> &table);      // Compute.cpp
 void addRecurrent(llvm::StringMap<LowerFn> &table);    // Recurrent.cpp
 void addOrdering(llvm::StringMap<LowerFn> &table);     // Ordering.cpp
+void addResize(llvm::StringMap<LowerFn> &table);       // Resize.cpp
 
 } // namespace mlir::fsdp::onnx_ops
 
