@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -27,14 +28,20 @@ struct ResizeAttrs {
   std::string mode, transform, nearest;
   double cubicA;
   bool excludeOutside;
+  bool scalesGiven = false;
 };
 
 /// The input coordinate output position `x` maps to along an axis of
-/// `in` positions resized to `out` by `scale`.
+/// `in` positions resized to `out` by `scale`. align_corners divides by
+/// the resized length less one, which given scales is in × scale, not
+/// rounded (ONNX's reference; PyTorch's align_corners uses the rounded
+/// size, the same wherever in × scale is whole).
 double sourceCoordinate(const ResizeAttrs &a, double x, int64_t in,
                         int64_t out, double scale) {
-  if (a.transform == "align_corners")
-    return out == 1 ? 0.0 : x * (double)(in - 1) / (double)(out - 1);
+  if (a.transform == "align_corners") {
+    double resized = a.scalesGiven ? in * scale : (double)out;
+    return resized <= 1 ? 0.0 : x * (double)(in - 1) / (resized - 1);
+  }
   if (a.transform == "asymmetric")
     return x / scale;
   if (a.transform == "pytorch_half_pixel" && out == 1)
@@ -129,6 +136,30 @@ Value applyWeights(NodeContext &n, Value x, int64_t axis, int64_t in,
   return transposeValue(n, y, back);
 }
 
+/// `x` (a constant) resized along `axis` by the [out, in] `weights`, in
+/// double: Resize folded (the node tests' reference values check every
+/// mode's weights this way).
+HostTensor foldAxis(const HostTensor &x, int64_t axis, int64_t out,
+                    const std::vector<double> &weights) {
+  int64_t in = x.shape[axis], outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= x.shape[d];
+  for (int64_t d = axis + 1; d < (int64_t)x.shape.size(); ++d)
+    inner *= x.shape[d];
+  SmallVector<int64_t> shape(x.shape);
+  shape[axis] = out;
+  HostTensor y = HostTensor::zeros(x.elementType, shape);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t k = 0; k < inner; ++k) {
+        double acc = 0;
+        for (int64_t p = 0; p < in; ++p)
+          acc += weights[i * in + p] * x.asDouble((o * in + p) * inner + k);
+        y.set((o * out + i) * inner + k, acc);
+      }
+  return y;
+}
+
 /// Resize(X, roi, scales, sizes): nearest, linear or cubic, with the
 /// coordinate transforms half_pixel, pytorch_half_pixel, align_corners
 /// and asymmetric. scales or sizes must be known at import time.
@@ -180,6 +211,7 @@ LogicalResult lowerResize(NodeContext &n) {
                   n.inputType(3).getNumElements() > 0;
   if (hasScales == hasSizes)
     return n.error() << "needs exactly one of scales and sizes";
+  a.scalesGiven = hasScales;
   auto given = n.requireConst(hasScales ? 2 : 3, hasScales ? "scales" : "sizes");
   if (failed(given))
     return failure();
@@ -207,22 +239,36 @@ LogicalResult lowerResize(NodeContext &n) {
   }
   if (failed(checkedDims(out, n.loc, "the resized shape")))
     return failure();
-  Value y = n.operand(0);
+  const HostTensor *c = n.constInput(0);
+  std::optional<HostTensor> folded;
+  if (c && isSmall(out))
+    folded = *c;
+  Value y = folded ? Value() : n.operand(0);
   for (int64_t d : axes) {
     int64_t in = t.getDimSize(d);
     if (out[d] == in && scale[d] == 1.0)
       continue; // every transform maps i to i
+    SmallVector<int64_t> positions;
+    std::vector<double> weights;
     if (a.mode == "nearest") {
-      SmallVector<int64_t> positions;
-      for (int64_t i = 0; i < out[d]; ++i)
+      weights.assign(out[d] * in, 0.0);
+      for (int64_t i = 0; i < out[d]; ++i) {
         positions.push_back(nearestPosition(
             a, sourceCoordinate(a, (double)i, in, out[d], scale[d]), in));
-      y = gatherAxis(n, y, d, positions);
+        weights[i * in + positions.back()] = 1.0;
+      }
     } else {
-      y = applyWeights(n, y, d, in, out[d],
-                       resizeWeights(a, in, out[d], scale[d]));
+      weights = resizeWeights(a, in, out[d], scale[d]);
     }
+    if (folded)
+      folded = foldAxis(*folded, d, out[d], weights);
+    else if (a.mode == "nearest")
+      y = gatherAxis(n, y, d, positions);
+    else
+      y = applyWeights(n, y, d, in, out[d], weights);
   }
+  if (folded)
+    return n.setConst(0, std::move(*folded));
   return n.setResult(0, y);
 }
 
