@@ -497,7 +497,7 @@ OwningOpRef<ModuleOp> Importer::run(StringRef bytes) {
   if (options.batchSize)
     m->setAttr(mlir::fsdp::attrs::batchSize,
                builder.getI64IntegerAttr(*options.batchSize));
-  if (failed(verify(m)))
+  if (failed(demoteFloat64(m)) || failed(verify(m)))
     return nullptr;
 
   PassManager pm(ctx);

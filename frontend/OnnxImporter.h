@@ -37,6 +37,10 @@ OwningOpRef<ModuleOp> importOnnxBytes(MLIRContext *ctx, StringRef bytes,
 /// The ONNX op types (default domain) the importer supports.
 std::vector<StringRef> onnxSupportedOps();
 
+/// An imported graph's float64 values computed in float32, with a warning
+/// (frontend/DemoteFloat64.cpp); a float64 parameter is an error.
+LogicalResult demoteFloat64(ModuleOp module);
+
 /// Prints import diagnostics as "model.onnx: error: node 'n' (Op): message"
 /// (the importer's locations are NameLoc(node) inside FileLineColLoc(file)).
 class ImportDiagnosticHandler : public ScopedDiagnosticHandler {

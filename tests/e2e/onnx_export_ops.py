@@ -44,6 +44,9 @@ CASES = {
     "elu": nn.ELU(0.7),
     "selu": nn.SELU(),
     "celu": nn.CELU(0.5),
+    # 1.13's exporter writes these scalars, and the product, in float64:
+    # computed in float32, as PyTorch computes them.
+    "where_scalars": lambda x: torch.where(x > 1.0, 2.0, 0.5) * x,
     "isnan": lambda x: torch.where(torch.isnan(x.log()), x * 0.5, x),
     "isinf": lambda x: torch.where(torch.isinf(x / (x > 0.3).float()), x, x * 3.0),
     "amin": lambda x: x.amin(-1),
