@@ -62,8 +62,8 @@ LogicalResult mlir::fsdp::demoteFloat64(ModuleOp module) {
         ++count;
       }
     auto ret = cast<func::ReturnOp>(f.getBody().front().getTerminator());
-    f.setFunctionType(b.getFunctionType(f.getArgumentTypes(),
-                                        ret.getOperandTypes()));
+    f.setFunctionType(b.getFunctionType(
+        f.getBody().front().getArgumentTypes(), ret.getOperandTypes()));
   }
   // A cast to float64 of a float32 value is now no cast at all.
   module.walk([](CastOp c) {

@@ -7,6 +7,10 @@
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/OnnxOpsSupport.h"
 
+#include "llvm/ADT/StringExtras.h"
+
+#include <map>
+
 using namespace mlir;
 using namespace mlir::fsdp;
 using namespace mlir::fsdp::onnx_ops;
@@ -63,6 +67,207 @@ LogicalResult lowerGemm(NodeContext &n) {
                      n.b.getNamedAttr(
                          "beta", n.b.getF32FloatAttr(n.attrFloat("beta", 1))),
                      boolAttr(n, "trans_a", ta), boolAttr(n, "trans_b", tb)}));
+}
+
+/// Einsum's equation parsed: each operand's labels (an ellipsis spelled
+/// out as labels of its own, '0' upwards, right-aligned), and the output's.
+struct EinsumSpec {
+  SmallVector<std::string> inputs;
+  std::string output;
+};
+
+FailureOr<EinsumSpec> parseEinsum(NodeContext &n, StringRef equation,
+                                  ArrayRef<RankedTensorType> types) {
+  std::string eq;
+  for (char ch : equation)
+    if (ch != ' ')
+      eq += ch;
+  StringRef lhs = eq, rhs;
+  bool explicitOutput = false;
+  if (size_t arrow = StringRef(eq).find("->"); arrow != StringRef::npos) {
+    lhs = StringRef(eq).take_front(arrow);
+    rhs = StringRef(eq).drop_front(arrow + 2);
+    explicitOutput = true;
+  }
+  SmallVector<StringRef> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != types.size())
+    return n.error() << "equation '" << equation << "' names " << terms.size()
+                     << " operand(s), the node has " << types.size();
+  EinsumSpec spec;
+  int64_t ellipsisRank = -1;
+  auto expand = [&](StringRef term, int64_t rank) -> FailureOr<std::string> {
+    std::string labels;
+    size_t dots = term.find("...");
+    int64_t named = (int64_t)term.size() - (dots == StringRef::npos ? 0 : 3);
+    for (char ch : term)
+      if (ch != '.' && !llvm::isAlpha((unsigned char)ch))
+        return n.error() << "equation '" << equation << "': label '" << ch
+                         << "' is not a letter";
+    if (dots == StringRef::npos) {
+      if (rank >= 0 && named != rank)
+        return n.error() << "equation '" << equation << "': '" << term
+                         << "' has " << named << " labels for rank " << rank;
+      return term.str();
+    }
+    int64_t extra = rank >= 0 ? rank - named : ellipsisRank;
+    if (extra < 0)
+      return n.error() << "equation '" << equation << "': '" << term
+                       << "' has more labels than its operand's rank";
+    labels = term.take_front(dots).str();
+    for (int64_t i = 0; i < extra; ++i)
+      labels += (char)('0' + (ellipsisRank - extra) + i);
+    labels += term.drop_front(dots + 3).str();
+    return labels;
+  };
+  // The ellipsis's labels are right-aligned across the operands: its
+  // widest use first.
+  for (auto [term, t] : llvm::zip(terms, types))
+    if (term.contains("..."))
+      ellipsisRank = std::max<int64_t>(
+          ellipsisRank, t.getRank() - ((int64_t)term.size() - 3));
+  ellipsisRank = std::max<int64_t>(ellipsisRank, 0);
+  for (auto [term, t] : llvm::zip(terms, types)) {
+    auto labels = expand(term, t.getRank());
+    if (failed(labels))
+      return failure();
+    spec.inputs.push_back(*labels);
+  }
+  if (explicitOutput) {
+    auto labels = expand(rhs, -1);
+    if (failed(labels))
+      return failure();
+    spec.output = *labels;
+  } else {
+    // Implicit: the ellipsis, then each letter used once, alphabetically.
+    std::map<char, int> uses;
+    for (const std::string &in : spec.inputs)
+      for (char ch : in)
+        ++uses[ch];
+    for (auto [ch, count] : uses)
+      if (llvm::isDigit((unsigned char)ch))
+        spec.output += ch;
+    for (auto [ch, count] : uses)
+      if (llvm::isAlpha((unsigned char)ch) && count == 1)
+        spec.output += ch;
+  }
+  for (const std::string &in : spec.inputs)
+    for (size_t i = 0; i < in.size(); ++i)
+      if (in.find(in[i], i + 1) != std::string::npos)
+        return n.error() << "equation '" << equation << "': label '" << in[i]
+                         << "' repeats within an operand (a diagonal), which "
+                            "is not supported";
+  return spec;
+}
+
+/// v transposed so its labels read `order` (a permutation of `labels`).
+Value permuteLabels(NodeContext &n, Value v, StringRef labels,
+                    StringRef order) {
+  SmallVector<int64_t> perm;
+  for (char ch : order)
+    perm.push_back(labels.find(ch));
+  bool identity = true;
+  for (auto [i, p] : llvm::enumerate(perm))
+    identity &= (int64_t)i == p;
+  return identity ? v : transposeValue(n, v, perm);
+}
+
+/// Einsum of one or two operands: labels found in one operand alone and
+/// not in the output summed first; then (two operands) the batch labels
+/// (in both and in the output), each operand's own output labels and the
+/// contracted ones (in both, not in the output) arranged as [B, M, K] and
+/// [B, K, N] for one batched matmul, whose [B, M, N] is transposed to the
+/// output's order. A label repeated within an operand (a diagonal) is
+/// refused.
+LogicalResult lowerEinsum(NodeContext &n) {
+  if (failed(allInputs(n, 1)))
+    return failure();
+  if (n.numInputs() > 2)
+    return n.error() << "einsum of " << n.numInputs()
+                     << " operands is not supported (one or two are)";
+  SmallVector<RankedTensorType> types;
+  for (int i = 0; i < n.numInputs(); ++i) {
+    types.push_back(n.inputType(i));
+    if (!isa<FloatType>(types.back().getElementType()) ||
+        types.back().getElementType() != types[0].getElementType())
+      return n.error() << "expects float operands of one type";
+  }
+  auto spec = parseEinsum(n, n.attrString("equation", ""), types);
+  if (failed(spec))
+    return failure();
+  std::map<char, int64_t> size;
+  SmallVector<Value> values;
+  SmallVector<std::string> labels;
+  for (int i = 0; i < n.numInputs(); ++i) {
+    for (auto [k, ch] : llvm::enumerate(spec->inputs[i])) {
+      int64_t e = types[i].getDimSize(k);
+      auto [it, fresh] = size.emplace(ch, e);
+      if (!fresh && it->second != e)
+        return n.error() << "label '" << ch << "' has extents " << it->second
+                         << " and " << e << " (broadcasting is not supported)";
+    }
+    values.push_back(n.operand(i));
+    labels.push_back(spec->inputs[i]);
+  }
+  const std::string &out = spec->output;
+  for (char ch : out)
+    if (!size.count(ch))
+      return n.error() << "output label '" << ch << "' names no operand axis";
+  Type elem = types[0].getElementType();
+  // Labels one operand alone has and the output lacks: summed away first.
+  for (size_t i = 0; i < values.size(); ++i) {
+    SmallVector<int64_t> axes;
+    std::string kept;
+    for (auto [k, ch] : llvm::enumerate(labels[i])) {
+      bool elsewhere = out.find(ch) != std::string::npos ||
+                       (values.size() == 2 &&
+                        labels[1 - i].find(ch) != std::string::npos);
+      if (elsewhere)
+        kept += ch;
+      else
+        axes.push_back(k);
+    }
+    if (axes.empty())
+      continue;
+    auto rt = shape::reduce(n.loc, cast<RankedTensorType>(values[i].getType()),
+                            axes, false);
+    values[i] = build<ReduceSumOp>(n, *rt, {values[i]},
+                                   {arrayAttr(n, "axes", axes),
+                                    boolAttr(n, "keepdims", false)});
+    labels[i] = kept;
+  }
+  if (values.size() == 1)
+    return n.setResult(0, permuteLabels(n, values[0], labels[0], out));
+  std::string batch, free0, free1, contracted;
+  for (char ch : labels[0]) {
+    bool inOther = labels[1].find(ch) != std::string::npos,
+         inOut = out.find(ch) != std::string::npos;
+    (inOther ? (inOut ? batch : contracted) : free0) += ch;
+  }
+  for (char ch : labels[1])
+    if (labels[0].find(ch) == std::string::npos)
+      free1 += ch;
+  auto product = [&](StringRef ls) {
+    int64_t p = 1;
+    for (char ch : ls)
+      p *= size[ch];
+    return p;
+  };
+  int64_t B = product(batch), M = product(free0), K = product(contracted),
+          N = product(free1);
+  Value a = reshapeValue(
+      n, permuteLabels(n, values[0], labels[0], batch + free0 + contracted),
+      {B, M, K});
+  Value b = reshapeValue(
+      n, permuteLabels(n, values[1], labels[1], batch + contracted + free1),
+      {B, K, N});
+  Value y = build<MatmulOp>(n, RankedTensorType::get({B, M, N}, elem), {a, b});
+  std::string have = batch + free0 + free1;
+  SmallVector<int64_t> dims;
+  for (char ch : have)
+    dims.push_back(size[ch]);
+  y = reshapeValue(n, y, dims);
+  return n.setResult(0, permuteLabels(n, y, have, out));
 }
 
 /// What a reduction reduces: the input, its square (ReduceSumSquare), or
@@ -692,6 +897,7 @@ void mlir::fsdp::onnx_ops::addCompute(llvm::StringMap<LowerFn> &table) {
           {"Softmax", softmaxLike<SoftmaxOp>},
           {"LogSoftmax", softmaxLike<LogSoftmaxOp>},
           {"MatMul", lowerMatMul},
+          {"Einsum", lowerEinsum},
           {"Gemm", lowerGemm},
           {"ReduceSum",
            [](NodeContext &n) { return reduction<ReduceSumOp>(n, 0, 13); }},

@@ -72,6 +72,12 @@ CASES = {
     "sort": lambda x: x.sort(-1).values,
     "argmax": lambda x: x * x.argmax(-1, keepdim=True).float(),
     "argmin": lambda x: x * x.argmin(2, keepdim=True).float(),
+    # Attention and projections written as einsum.
+    "einsum_scores": lambda x: torch.einsum("bhqd,bhkd->bhqk", x, x.flip(-1)),
+    "einsum_values": lambda x: torch.einsum("bhqk,bhkd->bhqd", x.softmax(-1), x),
+    "einsum_ellipsis": lambda x: torch.einsum("...ij,jk->...ik", x, x[0, 0]),
+    "einsum_outer_sum": lambda x: torch.einsum("bcij,bcik->bjk", x, x),
+    "einsum_one": lambda x: torch.einsum("bcij->bji", x),
     "upsample_nearest": nn.Upsample(scale_factor=2),
     "upsample_nearest_size": nn.Upsample(size=(9, 15)),
     "upsample_bilinear": nn.Upsample(scale_factor=2, mode="bilinear"),
