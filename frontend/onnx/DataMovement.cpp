@@ -413,6 +413,88 @@ static std::vector<int64_t> otherAxesOffsets(RankedTensorType data,
   return base;
 }
 
+/// The flat offsets into `data` of index tensor `index` (i64, data's
+/// rank) along `axis`: takeAlong's, shared by ScatterElements.
+static Value flatOffsets(NodeContext &n, RankedTensorType data, Value index,
+                         int64_t axis) {
+  auto it = cast<RankedTensorType>(index.getType());
+  SmallVector<int64_t> strides;
+  std::vector<int64_t> base =
+      otherAxesOffsets(data, it.getShape(), axis, strides);
+  Type i64 = n.b.getI64Type();
+  auto bt = RankedTensorType::get(it.getShape(), n.b.getI1Type());
+  Value negative =
+      build<LessOp>(n, bt, {index, splatConstant(n, i64, it.getShape(), 0)});
+  Value k = build<WhereOp>(
+      n, it,
+      {negative,
+       broadcastBinary<AddOp>(n, index,
+                              scalarConstant(n, i64, data.getDimSize(axis))),
+       index});
+  k = broadcastBinary<MulOp>(n, k, scalarConstant(n, i64, strides[axis]));
+  return build<AddOp>(
+      n, it,
+      {k, ConstantOp::create(n.b, n.loc,
+                             DenseElementsAttr::get(it, ArrayRef<int64_t>(base)))});
+}
+
+/// ScatterElements (torch.scatter, scatter_add): data with updates[i..]
+/// written (reduction none) or added (add) at index[i..] on `axis`, as one
+/// scatter_add into the data flattened. `none` clears each written
+/// position first; positions written twice (which ONNX leaves undefined,
+/// and where PyTorch keeps one) get the sum of their updates. mul, max and
+/// min are refused.
+LogicalResult lowerScatterElements(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  RankedTensorType data = n.inputType(0), indices = n.inputType(1),
+                   updates = n.inputType(2);
+  if (data.getRank() != indices.getRank() || data.getRank() == 0 ||
+      indices.getShape() != updates.getShape())
+    return n.error() << "expects data, indices and updates of one rank, "
+                        "indices and updates of one shape, got "
+                     << data << ", " << indices << " and " << updates;
+  if (updates.getElementType() != data.getElementType())
+    return n.error() << "updates " << updates << " differ from data " << data;
+  auto axis = axisOf(n, n.attrInt("axis", 0), data.getRank());
+  if (failed(axis))
+    return failure();
+  std::string reduction = n.attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return n.error() << "reduction '" << reduction
+                     << "' is not supported (none and add are)";
+  for (int64_t d = 0; d < data.getRank(); ++d)
+    if (d != *axis && indices.getDimSize(d) > data.getDimSize(d))
+      return n.error() << "indices " << indices << " exceed data " << data
+                       << " on axis " << d;
+  auto it = RankedTensorType::get(indices.getShape(), n.b.getI64Type());
+  Value k = n.operand(1);
+  if (!indices.getElementType().isInteger(64))
+    k = build<CastOp>(n, it, {k});
+  int64_t count = data.getNumElements();
+  Value offsets = reshapeValue(n, flatOffsets(n, data, k, *axis),
+                               {indices.getNumElements()});
+  auto flatType = RankedTensorType::get({count}, data.getElementType());
+  Value flat = reshapeValue(n, n.operand(0), {count});
+  Value u = reshapeValue(n, n.operand(2), {indices.getNumElements()});
+  if (reduction == "none") {
+    Type e = data.getElementType();
+    Value hits = build<ScatterAddOp>(
+        n, flatType,
+        {splatConstant(n, e, {count}, 0), offsets,
+         splatConstant(n, e, {indices.getNumElements()}, 1)},
+        {i64Attr(n, "axis", 0)});
+    auto bt = RankedTensorType::get({count}, n.b.getI1Type());
+    Value written =
+        build<GreaterOp>(n, bt, {hits, splatConstant(n, e, {count}, 0)});
+    flat = build<WhereOp>(n, flatType,
+                          {written, splatConstant(n, e, {count}, 0), flat});
+  }
+  Value y = build<ScatterAddOp>(n, flatType, {flat, offsets, u},
+                                {i64Attr(n, "axis", 0)});
+  return n.setResult(0, reshapeValue(n, y, data.getShape()));
+}
+
 /// GatherElements (torch.gather): out[i..] = data[i.. with index[i..] on
 /// `axis`], one flat gather of the data (takeAlong); constant indices
 /// (checked against the extent) make the offsets a constant.
@@ -851,31 +933,14 @@ LogicalResult lowerDropout(NodeContext &n) {
 } // namespace
 
 Value mlir::fsdp::onnx_ops::takeAlong(NodeContext &n, Value data, Value index,
-                          int64_t axis) {
+                                      int64_t axis) {
   auto dt = cast<RankedTensorType>(data.getType());
   auto it = cast<RankedTensorType>(index.getType());
-  SmallVector<int64_t> strides;
-  std::vector<int64_t> base =
-      otherAxesOffsets(dt, it.getShape(), axis, strides);
-  Type i64 = n.b.getI64Type();
-  auto bt = RankedTensorType::get(it.getShape(), n.b.getI1Type());
-  Value negative =
-      build<LessOp>(n, bt, {index, splatConstant(n, i64, it.getShape(), 0)});
-  Value k = build<WhereOp>(
-      n, it,
-      {negative,
-       broadcastBinary<AddOp>(n, index,
-                              scalarConstant(n, i64, dt.getDimSize(axis))),
-       index});
-  k = broadcastBinary<MulOp>(n, k, scalarConstant(n, i64, strides[axis]));
-  Value offsets = build<AddOp>(
-      n, it,
-      {k, ConstantOp::create(n.b, n.loc,
-                             DenseElementsAttr::get(it, ArrayRef<int64_t>(base)))});
   Value flat = reshapeValue(n, data, {dt.getNumElements()});
   return build<GatherOp>(n,
                          RankedTensorType::get(it.getShape(), dt.getElementType()),
-                         {flat, offsets}, {i64Attr(n, "axis", 0)});
+                         {flat, flatOffsets(n, dt, index, axis)},
+                         {i64Attr(n, "axis", 0)});
 }
 
 void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {
@@ -892,6 +957,7 @@ void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {
                      {"Expand", lowerExpand},
                      {"Gather", lowerGather},
                      {"GatherElements", lowerGatherElements},
+                     {"ScatterElements", lowerScatterElements},
                      {"Tile", lowerTile},
                      {"DepthToSpace",
                       [](NodeContext &n) {

@@ -34,6 +34,10 @@ SHAPE = (2, 4, 6, 6)
 
 
 GATHER_INDEX = torch.randint(0, SHAPE[-1], SHAPE, generator=torch.Generator().manual_seed(3))
+# Each row's positions once (scatter's writes do not collide), the first
+# four of a permutation.
+SCATTER_INDEX = torch.stack([torch.randperm(SHAPE[-1], generator=torch.Generator().manual_seed(r))[:4]
+                             for r in range(SHAPE[0] * SHAPE[1] * SHAPE[2])]).reshape(*SHAPE[:3], 4)
 
 
 # name -> (f, input shape): f of a float tensor; every module below is one
@@ -58,6 +62,8 @@ CASES = {
     "var_mean": lambda x: torch.var_mean(x, (1, 2))[0],
     "repeat": lambda x: x.repeat(1, 2, 1, 3),
     "gather": lambda x: x.gather(-1, GATHER_INDEX),
+    "scatter": lambda x: x.scatter(-1, SCATTER_INDEX, x[..., :4] * 3.0),
+    "scatter_add": lambda x: x.scatter_add(-1, GATHER_INDEX[..., :5], x[..., 1:] * 2.0),
     "flip": lambda x: x.flip(-1),
     "flip_two": lambda x: x.flip(1, 2),
     "pixel_shuffle": nn.PixelShuffle(2),
