@@ -543,6 +543,61 @@ LogicalResult lowerGatherElements(NodeContext &n) {
                          {flat, offsets}, {i64Attr(n, "axis", 0)}));
 }
 
+/// OneHot(indices, depth, values = [off, on]; axis): on where the new
+/// axis's position equals the index (a negative index counted from the
+/// end), off elsewhere: an equality against a constant iota. An index
+/// outside [-depth, depth) is off everywhere, as ONNX's reference has it.
+LogicalResult lowerOneHot(NodeContext &n) {
+  if (failed(expectInputs(n, 3, 3)))
+    return failure();
+  RankedTensorType it = n.inputType(0), vt = n.inputType(2);
+  auto depthConst = n.requireConst(1, "depth");
+  auto values = n.requireConst(2, "values");
+  if (failed(depthConst) || failed(values))
+    return failure();
+  if ((*depthConst)->numel() != 1 || (*values)->numel() != 2)
+    return n.error() << "depth must be one value and values two";
+  int64_t depth = (int64_t)(*depthConst)->asDouble(0);
+  if (depth < 1)
+    return n.error() << "depth must be positive, got " << depth;
+  if (!it.getElementType().isInteger(64) && !it.getElementType().isInteger(32))
+    return n.error() << "expects int64 or int32 indices, got " << it;
+  int64_t rank = it.getRank() + 1;
+  auto axis = axisOf(n, n.attrInt("axis", -1), rank);
+  if (failed(axis))
+    return failure();
+  Type i64 = n.b.getI64Type(), elem = vt.getElementType();
+  SmallVector<int64_t> expanded(it.getShape()), out(it.getShape()),
+      iotaShape(rank, 1);
+  expanded.insert(expanded.begin() + *axis, 1);
+  out.insert(out.begin() + *axis, depth);
+  iotaShape[*axis] = depth;
+  Value idx = n.operand(0);
+  if (!it.getElementType().isInteger(64))
+    idx = build<CastOp>(n, RankedTensorType::get(it.getShape(), i64), {idx});
+  auto bt = RankedTensorType::get(it.getShape(), n.b.getI1Type());
+  Value negative =
+      build<LessOp>(n, bt, {idx, splatConstant(n, i64, it.getShape(), 0)});
+  idx = build<WhereOp>(
+      n, idx.getType(),
+      {negative, broadcastBinary<AddOp>(n, idx, scalarConstant(n, i64, depth)),
+       idx});
+  idx = reshapeValue(n, idx, expanded);
+  std::vector<int64_t> iota(depth);
+  for (int64_t i = 0; i < depth; ++i)
+    iota[i] = i;
+  Value positions = ConstantOp::create(
+      n.b, n.loc,
+      DenseElementsAttr::get(RankedTensorType::get(iotaShape, i64),
+                             ArrayRef<int64_t>(iota)));
+  Value hot = build<EqualOp>(
+      n, RankedTensorType::get(out, n.b.getI1Type()), {idx, positions});
+  return n.setResult(
+      0, build<WhereOp>(n, RankedTensorType::get(out, elem),
+                        {hot, scalarConstant(n, elem, (*values)->asDouble(1)),
+                         scalarConstant(n, elem, (*values)->asDouble(0))}));
+}
+
 /// DepthToSpace (pixel shuffle) and SpaceToDepth (its inverse) on
 /// [N, C, H, W]: a reshape, a transpose and a reshape. DepthToSpace's
 /// modes: DCR (depth-column-row, the default) and CRD (PyTorch's
@@ -959,6 +1014,7 @@ void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {
                      {"GatherElements", lowerGatherElements},
                      {"ScatterElements", lowerScatterElements},
                      {"Tile", lowerTile},
+                     {"OneHot", lowerOneHot},
                      {"DepthToSpace",
                       [](NodeContext &n) {
                         return lowerDepthToSpace(n, false);

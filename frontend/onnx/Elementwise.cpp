@@ -492,6 +492,16 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
              return lowerElu(n, n.attrFloat("alpha", 1.0f), 1.0, true);
            }},
           {"ThresholdedRelu", lowerThresholdedRelu},
+          {"Tan",
+           [](NodeContext &n) {
+             return activation(
+                 n, [](double x) { return std::tan(x); },
+                 [&](Value x, Type) {
+                   return build<DivOp>(n, x.getType(),
+                                       {build<SinOp>(n, x.getType(), {x}),
+                                        build<CosOp>(n, x.getType(), {x})});
+                 });
+           }},
           {"IsNaN", [](NodeContext &n) { return lowerIsNanOrInf(n, false); }},
           {"IsInf", [](NodeContext &n) { return lowerIsNanOrInf(n, true); }},
           {"Gelu", lowerGelu},

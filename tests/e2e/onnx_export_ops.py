@@ -64,6 +64,8 @@ CASES = {
     "gather": lambda x: x.gather(-1, GATHER_INDEX),
     "scatter": lambda x: x.scatter(-1, SCATTER_INDEX, x[..., :4] * 3.0),
     "scatter_add": lambda x: x.scatter_add(-1, GATHER_INDEX[..., :5], x[..., 1:] * 2.0),
+    "one_hot": lambda x: x * F.one_hot(GATHER_INDEX[..., 0], SHAPE[-1]).float(),
+    "tan": lambda x: torch.tan(x * 0.5),
     "flip": lambda x: x.flip(-1),
     "flip_two": lambda x: x.flip(1, 2),
     "pixel_shuffle": nn.PixelShuffle(2),
