@@ -380,17 +380,16 @@ LogicalResult reduction(NodeContext &n, int kind, int64_t axesInputOpset,
   case Of::Abs:
     y = reduce(OpTy(), build<AbsOp>(n, t, {x}), keepdims);
     break;
-  case Of::Negated: // min(x) = -max(-x); 0 - x on integers
-    x = isa<FloatType>(t.getElementType())
-            ? build<NegOp>(n, t, {x})
-            : broadcastBinary<SubOp>(
-                  n, scalarConstant(n, t.getElementType(), 0), x);
-    y = reduce(OpTy(), x, keepdims);
-    y = isa<FloatType>(t.getElementType())
-            ? build<NegOp>(n, *type, {y})
-            : broadcastBinary<SubOp>(
-                  n, scalarConstant(n, t.getElementType(), 0), y);
+  case Of::Negated: { // min(x) = -max(-x); 0 - x on integers
+    auto negate = [&](Value v) {
+      return isa<FloatType>(t.getElementType())
+                 ? build<NegOp>(n, v.getType(), {v})
+                 : broadcastBinary<SubOp>(
+                       n, scalarConstant(n, t.getElementType(), 0), v);
+    };
+    y = negate(reduce(OpTy(), negate(x), keepdims));
     break;
+  }
   case Of::Log:
     y = build<LogOp>(n, *type, {reduce(OpTy(), x, keepdims)});
     break;

@@ -438,6 +438,15 @@ static Value flatOffsets(NodeContext &n, RankedTensorType data, Value index,
                              DenseElementsAttr::get(it, ArrayRef<int64_t>(base)))});
 }
 
+/// `data` flattened, gathered at `offsets` (the result has their shape).
+static Value gatherFlat(NodeContext &n, Value data, Value offsets) {
+  auto dt = cast<RankedTensorType>(data.getType());
+  Value flat = reshapeValue(n, data, {dt.getNumElements()});
+  return build<GatherOp>(
+      n, RankedTensorType::get(shapeOf(offsets), dt.getElementType()),
+      {flat, offsets}, {i64Attr(n, "axis", 0)});
+}
+
 /// ScatterElements (torch.scatter, scatter_add): data with updates[i..]
 /// written (reduction none) or added (add) at index[i..] on `axis`, as one
 /// scatter_add into the data flattened. `none` clears each written
@@ -536,11 +545,7 @@ LogicalResult lowerGatherElements(NodeContext &n) {
   }
   Value offsets = ConstantOp::create(
       n.b, n.loc, DenseElementsAttr::get(it, ArrayRef<int64_t>(base)));
-  Value flat = reshapeValue(n, n.operand(0), {data.getNumElements()});
-  return n.setResult(
-      0, build<GatherOp>(n, RankedTensorType::get(indices.getShape(),
-                                                  data.getElementType()),
-                         {flat, offsets}, {i64Attr(n, "axis", 0)}));
+  return n.setResult(0, gatherFlat(n, n.operand(0), offsets));
 }
 
 /// OneHot(indices, depth, values = [off, on]; axis): on where the new
@@ -989,13 +994,9 @@ LogicalResult lowerDropout(NodeContext &n) {
 
 Value mlir::fsdp::onnx_ops::takeAlong(NodeContext &n, Value data, Value index,
                                       int64_t axis) {
-  auto dt = cast<RankedTensorType>(data.getType());
-  auto it = cast<RankedTensorType>(index.getType());
-  Value flat = reshapeValue(n, data, {dt.getNumElements()});
-  return build<GatherOp>(n,
-                         RankedTensorType::get(it.getShape(), dt.getElementType()),
-                         {flat, flatOffsets(n, dt, index, axis)},
-                         {i64Attr(n, "axis", 0)});
+  return gatherFlat(
+      n, data,
+      flatOffsets(n, cast<RankedTensorType>(data.getType()), index, axis));
 }
 
 void mlir::fsdp::onnx_ops::addDataMovement(llvm::StringMap<LowerFn> &table) {

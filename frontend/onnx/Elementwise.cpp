@@ -372,19 +372,9 @@ LogicalResult lowerIsNanOrInf(NodeContext &n, bool inf) {
                                          [&](ArrayRef<double> a) {
                                            return test(a[0]);
                                          }));
+  // (torch.onnx.export 1.13 writes isinf(x) as IsInf(Cast(x, double));
+  // DemoteFloat64.cpp computes that double in float32, exactly here.)
   Value x = n.operand(0);
-  // torch.onnx.export (1.13) writes isinf(x) as IsInf(Cast(x, double)): a
-  // widening cast keeps every value, so the test reads x itself (and the
-  // float64 no backend computes is left unused).
-  if (auto widen = x.getDefiningOp<CastOp>()) {
-    Type from = cast<RankedTensorType>(widen.getX().getType()).getElementType();
-    if (isa<FloatType>(from) && isa<FloatType>(elem) &&
-        from.getIntOrFloatBitWidth() < elem.getIntOrFloatBitWidth()) {
-      x = widen.getX();
-      elem = from;
-      t = cast<RankedTensorType>(x.getType());
-    }
-  }
   if (!isa<FloatType>(elem)) // an integer is never NaN nor infinite
     return n.setResult(0, splatConstant(n, n.b.getI1Type(), t.getShape(), 0));
   if (!inf)
