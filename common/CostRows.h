@@ -78,7 +78,7 @@ inline BinaryPath binaryPath(const int64_t *a, size_t ra, const int64_t *b,
 
 /// Whether `op` is a binary elementwise op (a row of common/BinaryOps.def).
 inline bool isBinaryElementwise(std::string_view op) {
-#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   if (op == name)                                                              \
     return true;
 #include "common/BinaryOps.def"

@@ -1,4 +1,5 @@
-//===- UnaryMath.h - The math UnaryOps.def's scalars are written in -*- C++ -*-//
+//===- UnaryMath.h - The math UnaryOps.def's scalars are written in -*- C++
+//-*-//
 //
 // One name per function, overloaded for float (the kernels: glibc's expf,
 // which the CPU kernels' loops vectorise through libmvec, and CUDA's device
@@ -10,6 +11,7 @@
 #define FSDP_COMMON_UNARYMATH_H
 
 #include <cmath>
+#include <cstdint>
 
 #include "common/HostDevice.h"
 
@@ -136,10 +138,49 @@ FSDP_HD inline float geluGrad(bool tanhApprox, float x, float dy) {
   return dy * (cdf + x * pdf);
 }
 
-/// The scalar of a BinaryOps.def row, in T's precision.
-#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+/// int64 arithmetic as PyTorch's integer kernels do it: two's-complement
+/// wrapping (through uint64_t, where signed overflow is defined).
+FSDP_HD inline int64_t wrapAdd(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+FSDP_HD inline int64_t wrapSub(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+FSDP_HD inline int64_t wrapMul(int64_t a, int64_t b) {
+  return (int64_t)((uint64_t)a * (uint64_t)b);
+}
+/// a / b truncated toward zero. INT64_MIN / -1 wraps to INT64_MIN (C's
+/// division traps there). A zero divisor gives 0: PyTorch's CPU kernel
+/// raises, and so does the CPU backend, which checks the divisor first
+/// (runtime/cpu/kernels/Elementwise.cpp); a device kernel cannot, and
+/// CUDA's PyTorch returns garbage there too.
+FSDP_HD inline int64_t truncDiv(int64_t a, int64_t b) {
+  if (b == 0)
+    return 0;
+  if (b == -1)
+    return wrapSub(0, a);
+  return a / b;
+}
+/// a^b by squaring, wrapping. A negative exponent is 1 / a^|b| truncated
+/// (1 for a = 1, ±1 for a = -1, else 0; PyTorch refuses it).
+FSDP_HD inline int64_t intPow(int64_t a, int64_t b) {
+  if (b < 0)
+    return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;
+  int64_t r = 1;
+  for (; b != 0; b >>= 1, a = wrapMul(a, a))
+    if (b & 1)
+      r = wrapMul(r, a);
+  return r;
+}
+
+/// The scalar of a BinaryOps.def row, in T's precision, and its integer
+/// column, exact on int64.
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   template <typename T> FSDP_HD inline T binary##Class(T a, T b) {             \
     return scalar;                                                             \
+  }                                                                            \
+  FSDP_HD inline int64_t exact##Class(int64_t a, int64_t b) {                \
+    return integer;                                                            \
   }
 #include "common/BinaryOps.def"
 #undef FSDP_BINARY

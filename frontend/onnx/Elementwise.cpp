@@ -407,18 +407,78 @@ LogicalResult lowerGelu(NodeContext &n) {
                                          n.b.getStringAttr(approximate))}));
 }
 
-/// Mod, folded: the exporter writes it for index arithmetic on constants
-/// (Swin's shifted-window mask). fmod = 0 takes the divisor's sign (as
-/// Python's %), fmod = 1 the dividend's (as C's fmod).
+/// Xor of two boolean tensors: not (a == b).
+LogicalResult lowerXor(NodeContext &n) {
+  if (failed(expectInputs(n, 2, 2)))
+    return failure();
+  SmallVector<ImportedValue> v{n.input(0), n.input(1)};
+  if (!v[0].type.getElementType().isInteger(1) ||
+      !v[1].type.getElementType().isInteger(1))
+    return n.error() << "expects boolean operands, got " << v[0].type
+                     << " and " << v[1].type;
+  auto type = shape::binary(n.loc, v[0].type, v[1].type, Type());
+  if (failed(type))
+    return failure();
+  if (v[0].constant && v[1].constant && isSmall(type->getShape()))
+    return n.setConst(
+        0, foldElementwise({v[0].constant.get(), v[1].constant.get()},
+                           type->getShape(), type->getElementType(),
+                           [](ArrayRef<double> a) {
+                             return double((a[0] != 0) != (a[1] != 0));
+                           }));
+  Value a = operandOf(n, v, 0, 0), b = operandOf(n, v, 1, 1);
+  return n.setResult(
+      0, build<NotOp>(n, *type, {build<EqualOp>(n, *type, {a, b})}));
+}
+
+/// Mod of values known only at run time (lowerMod).
+LogicalResult lowerModOfValues(NodeContext &n, bool cStyle) {
+  SmallVector<ImportedValue> v{n.input(0), n.input(1)};
+  if (failed(unifyConstants(n, v)))
+    return failure();
+  auto type = shape::binary(n.loc, v[0].type, v[1].type, Type());
+  if (failed(type))
+    return failure();
+  Value a = operandOf(n, v, 0, 0), b = operandOf(n, v, 1, 1);
+  Value q = build<DivOp>(n, *type, {a, b});
+  if (isa<FloatType>(type->getElementType()))
+    q = build<TruncOp>(n, *type, {q});
+  Value r = build<SubOp>(n, *type, {a, build<MulOp>(n, *type, {q, b})});
+  if (cStyle)
+    return n.setResult(0, r);
+  Type elem = type->getElementType();
+  auto bools = RankedTensorType::get(type->getShape(), n.b.getI1Type());
+  auto negative = [&](Value x) {
+    auto t = cast<RankedTensorType>(x.getType());
+    return build<LessOp>(
+        n, RankedTensorType::get(t.getShape(), n.b.getI1Type()),
+        {x, splatConstant(n, elem, {}, 0)});
+  };
+  Value nonzero = build<NotOp>(
+      n, bools, {build<EqualOp>(n, bools, {r, splatConstant(n, elem, {}, 0)})});
+  Value signsDiffer = build<NotOp>(
+      n, bools, {build<EqualOp>(n, bools, {negative(r), negative(b)})});
+  Value moves = build<AndOp>(n, bools, {nonzero, signsDiffer});
+  return n.setResult(0, build<WhereOp>(n, *type,
+                                       {moves, build<AddOp>(n, *type, {r, b}),
+                                        r}));
+}
+
+/// Mod: fmod = 0 takes the divisor's sign (as Python's %), fmod = 1 the
+/// dividend's (as C's fmod). Folded on constants (the exporter writes it for
+/// index arithmetic on them: Swin's shifted-window mask); otherwise
+/// a - trunc(a / b)·b, exact on int64 (fsdp.div of two i64 tensors
+/// truncates toward zero), with fmod = 0's remainder moved by b where its
+/// sign is not b's.
 LogicalResult lowerMod(NodeContext &n) {
   if (failed(expectInputs(n, 2, 2)))
     return failure();
+  bool cStyle = n.attrInt("fmod", 0) != 0;
+  if (!cStyle && isa<FloatType>(n.inputType(0).getElementType()))
+    return n.error() << "fmod = 0 on floats is invalid ONNX (fmod = 1 is)";
   const HostTensor *a = n.constInput(0), *b = n.constInput(1);
   if (!a || !b)
-    return n.error() << "is only supported on values known at import time";
-  bool cStyle = n.attrInt("fmod", 0) != 0;
-  if (!cStyle && a->isFloat())
-    return n.error() << "fmod = 0 on floats is invalid ONNX (fmod = 1 is)";
+    return lowerModOfValues(n, cStyle);
   auto type = shape::binary(n.loc, a->type(), b->type(), Type());
   if (failed(type))
     return failure();
@@ -455,7 +515,7 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
 #undef FSDP_UNARY
   // The elementwise binary ops with an ONNX op (common/BinaryOps.def):
   // folded with the row's scalar in double when both inputs are constant.
-#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   {onnx, [](NodeContext &n) {                                                  \
      return binary<Class##Op>(                                                 \
          n, [](double a, double b) { return ::fsdp::um::binary##Class(a, b); }, \
@@ -496,6 +556,7 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
           {"IsInf", [](NodeContext &n) { return lowerIsNanOrInf(n, true); }},
           {"Gelu", lowerGelu},
           {"Mod", lowerMod},
+          {"Xor", lowerXor},
           {"Max",
            [](NodeContext &n) {
              return variadic<MaxOp>(n, ::fsdp::um::binaryMax<double>);

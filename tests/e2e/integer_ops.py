@@ -2,12 +2,14 @@
 
 Models compute positions and indices in int64: a position modulo a
 length (`%`), a floor division, a distance's sign and size (`-x`,
-`abs`). The kernels compute in floats, so the tracer writes these from
-float32 ops and exact integer ones (decompose/elementwise.py,
-integer_division); a value off by one is a wrong index with exit 0, so
-this suite compares every value exactly, where OpInfo's samples (no float
-output) are skipped. Integer sums and maxima reduce in int64; the suite
-checks them past float32's 2^24.
+`abs`), a hash of an id modulo a table's size. The kernels compute the
+binary ops of two int64 tensors in int64, exactly (wrapping past 2^63, as
+PyTorch), and integer sums and maxima reduce in int64; the tracer writes
+floor division and remainders from a truncating int64 division
+(decompose/elementwise.py, integer_division). A value off by one is a
+wrong index with exit 0, so this suite compares every value exactly,
+where OpInfo's samples (no float output) are skipped, and past 2^53,
+where a double (the kernels' mixed path) rounds.
 
 The module reads two int64 step inputs a and b and returns the results,
 cast to float, times a parameter of ones: the gradient fsdp-run dumps for
@@ -54,11 +56,27 @@ RESULTS = {  # name -> f(a, b)
         (b + 2**40).view(64, 64).amax(1, keepdim=True) - 2**40),
     "amin(rows of b - 2^40) + 2^40": lambda a, b: _rows(
         (b - 2**40).view(64, 64).amin(1, keepdim=True) + 2**40),
+    # Past 2^53: h = a·2^36 + a, a hash-sized value (|h| < 2^62), then
+    # brought back to a small range exactly. Through double each would be
+    # off: h rounds by up to 2^9, and h < h + 1 is false there.
+    "h % b": lambda a, b: _hash(a) % b,
+    "(h // b) % 1000003": lambda a, b: (_hash(a) // b) % 1000003,
+    "fmod(h, b)": lambda a, b: torch.fmod(_hash(a), b),
+    "h < h + 1": lambda a, b: (_hash(a) < _hash(a) + 1).long(),
+    "max(h, h + 1) - h": lambda a, b: torch.maximum(_hash(a), _hash(a) + 1) - _hash(a),
+    "3h - 2h - h (wrapping)": lambda a, b: _hash(a) * 3 - _hash(a) * 2 - _hash(a),
+    "(h·7 - h·5) // 2 - h": lambda a, b: (_hash(a) * 7 - _hash(a) * 5) // 2 - _hash(a),
+    "a ** 3 % 1000003 (wrapping)": lambda a, b: (a ** 3) % 1000003,
     # A bucket from log2 (a power of two's exponent): floor and ceil of
     # log2(2^k), k in [-30, 30], are k.
     "floor(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).floor().long(),
     "ceil(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).ceil().long(),
 }
+
+
+def _hash(a):
+    """a·2^36 + a: past 2^53 for every |a| >= 2^17."""
+    return a * 2**36 + a
 
 
 def _rows(per_row):

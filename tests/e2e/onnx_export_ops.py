@@ -69,6 +69,11 @@ CASES = {
     "flip": lambda x: x.flip(-1),
     "flip_two": lambda x: x.flip(1, 2),
     "pixel_shuffle": nn.PixelShuffle(2),
+    # Mod: C's fmod on floats; Python's % and a floor division on int64
+    # values computed from the data (a position modulo a length).
+    "fmod": lambda x: torch.fmod(x * 3.0, 0.7),
+    "remainder_positions": lambda x: x * ((x * 10).long() % 3).float(),
+    "floor_divide_positions": lambda x: x * torch.div((x * 10).long(), -4, rounding_mode="floor").float(),
     "cumsum": lambda x: x.cumsum(-1),
     "cumsum_dim1": lambda x: x.cumsum(1),
     # Position ids from a mask (int64), as RoBERTa computes them.

@@ -60,7 +60,7 @@ TEST(DeviceKernels, UnaryMatchesCpu) {
 /// The plan name of a BinaryOps.def row.
 static const char *planName(BinaryKind k) {
   switch (k) {
-#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   case BinaryKind::Class:                                                      \
     return name;
 #include "common/BinaryOps.def"
@@ -81,7 +81,7 @@ TEST(DeviceKernels, BroadcastBinaryMatchesCpu) {
   {#Class, BinaryKind::Class, ::fsdp::um::binary##Class<double>},
 #define Compare(Class)
 #define Logic(Class)
-#define FSDP_BINARY(Class, name, onnx, kind, scalar) kind(Class)
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer) kind(Class)
 #include "common/BinaryOps.def"
 #undef FSDP_BINARY
 #undef Arith
@@ -311,6 +311,104 @@ TEST(DeviceKernels, IntegerReductionsAreExact) {
             << op << " (lowered) output " << i;
       }
     }
+}
+
+// Binary ops on two i64 tensors are exact, as PyTorch's integer kernels: at
+// 2^60, where double (the mixed path) rounds by 256 and 2^60 + 1 compares
+// equal to 2^60; with wrapping past 2^63 and division truncated toward
+// zero; both backends, broadcasting. The reference is 128-bit arithmetic.
+TEST(DeviceKernels, IntegerBinaryOpsAreExact) {
+  using Wide = __int128;
+  struct Case {
+    const char *op;
+    int64_t (*reference)(int64_t, int64_t);
+    bool smallExponent;
+  };
+  static const Case cases[] = {
+      {"add",
+       [](int64_t a, int64_t b) {
+         return (int64_t)(uint64_t)(unsigned __int128)((Wide)a + b);
+       },
+       false},
+      {"sub",
+       [](int64_t a, int64_t b) {
+         return (int64_t)(uint64_t)(unsigned __int128)((Wide)a - b);
+       },
+       false},
+      {"mul",
+       [](int64_t a, int64_t b) {
+         return (int64_t)(uint64_t)(unsigned __int128)((Wide)a * b);
+       },
+       false},
+      {"div",
+       [](int64_t a, int64_t b) {
+         return (int64_t)(uint64_t)(unsigned __int128)((Wide)a / b);
+       },
+       false},
+      {"pow",
+       [](int64_t a, int64_t b) {
+         unsigned __int128 r = 1;
+         for (int64_t i = 0; i < b; ++i)
+           r = (uint64_t)(r * (unsigned __int128)(uint64_t)a);
+         return (int64_t)(uint64_t)r;
+       },
+       true},
+      {"max", [](int64_t a, int64_t b) { return std::max(a, b); }, false},
+      {"min", [](int64_t a, int64_t b) { return std::min(a, b); }, false},
+      {"equal", [](int64_t a, int64_t b) { return (int64_t)(a == b); }, false},
+      {"less", [](int64_t a, int64_t b) { return (int64_t)(a < b); }, false},
+      {"greater", [](int64_t a, int64_t b) { return (int64_t)(a > b); }, false},
+  };
+  for (const Case &k : cases) {
+    Arena a;
+    bool compare = std::string(k.op) == "equal" ||
+                   std::string(k.op) == "less" ||
+                   std::string(k.op) == "greater";
+    DType out = compare ? DType::I1 : DType::I64;
+    TensorRef x = a.add({4, 5}, DType::I64), y = a.add({5}, DType::I64),
+              zc = a.add({4, 5}, out), zn = a.add({4, 5}, out);
+    int64_t *px = a.at<int64_t>(x), *py = a.at<int64_t>(y);
+    const int64_t big = int64_t(1) << 60;
+    for (int64_t i = 0; i < 20; ++i)
+      px[i] = (i % 2 ? -big : big) + (i * 7919) % 1001 - 500;
+    px[3] = INT64_MIN; // INT64_MIN / -1 wraps
+    px[7] = INT64_MAX;
+    int64_t divisors[5] = {3, -1, 7, big + 1, -(big - 3)};
+    for (int64_t j = 0; j < 5; ++j)
+      py[j] = k.smallExponent ? j + 1 : divisors[j];
+    if (!k.smallExponent)
+      px[1] = big + 1, py[1] = -1, px[6] = big + 1; // px[6] vs py[1]: equal
+    runLowered(a, instr(k.op, {x, y}, {zn}));
+    runCpu(a, instr(k.op, {x, y}, {zc}));
+    for (int64_t i = 0; i < 20; ++i) {
+      int64_t want = k.reference(px[i], py[i % 5]);
+      int64_t cpu = compare ? a.at<uint8_t>(zc)[i] : a.at<int64_t>(zc)[i];
+      int64_t lowered = compare ? a.at<uint8_t>(zn)[i] : a.at<int64_t>(zn)[i];
+      ASSERT_EQ(want, cpu) << k.op << " (cpu) of " << px[i] << " and "
+                           << py[i % 5];
+      ASSERT_EQ(want, lowered)
+          << k.op << " (lowered) of " << px[i] << " and " << py[i % 5];
+    }
+  }
+}
+
+// An integer division by zero is an error on the CPU backend, as in
+// PyTorch's CPU kernel, not a value.
+TEST(DeviceKernels, IntegerDivisionByZeroIsAnError) {
+  Arena a;
+  TensorRef x = a.add({3}, DType::I64), y = a.add({3}, DType::I64),
+            z = a.add({3}, DType::I64);
+  for (int64_t i = 0; i < 3; ++i)
+    a.at<int64_t>(x)[i] = 10 + i, a.at<int64_t>(y)[i] = 2 - i;
+  std::vector<double> scratch(1 << 10);
+  cpu::Context c;
+  c.arena = a.base();
+  c.scratch = reinterpret_cast<float *>(scratch.data());
+  Instruction in = instr("div", {x, y}, {z});
+  Status s = cpu::kernelFor(in.op)(in, c);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("division by zero"), std::string::npos)
+      << s.message();
 }
 
 // A NaN in the input makes the maximum over it NaN, as PyTorch's amax, on

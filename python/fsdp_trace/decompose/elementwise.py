@@ -279,32 +279,20 @@ def _modulo(c, node, args, kwargs):
 
 def integer_division(c, x, y, rounding):
     """The quotient and remainder of integers (positions modulo a length,
-    a floor division), `rounding` "trunc" (fmod's) or "floor" (remainder's,
-    floor_divide's): the quotient from float32, then the remainder x - q·y
-    exact in the integer type, and of q, q - 1 and q + 1 the one whose
-    remainder is in range (zero, or of the sign of x for trunc and of y for
-    floor, and smaller than |y|). Exact while float32's quotient is off by
-    at most one: for every |x| < 2^24 (where it is exact), and past it
-    while x's rounding to float32 (up to 2^(e-24) at |x| < 2^e) is under
-    |y|; tests/e2e/integer_ops.py checks to 2^26 with |y| >= 4. Further
-    out the result is wrong, as a float32 division would be. A division by
-    zero is PyTorch's error, not checked here."""
+    a floor division, a hash modulo a table size), `rounding` "trunc"
+    (fmod's) or "floor" (remainder's, floor_divide's), exactly: fsdp.div
+    on two i64 tensors truncates toward zero in int64, the remainder is
+    x - q·y, and for floor a nonzero remainder of the sign opposite to y's
+    moves q down by one and r by y. A division by zero is an error on the
+    CPU backend, as in PyTorch's CPU kernel."""
     b = B(c)
-    q = c.cast(b.un(rounding,
-                    b.div(c.cast(x, torch.float32), c.cast(y, torch.float32))), x.dtype)
+    q = b.div(x, y)
     r = b.sub(x, b.mul(q, y))
-    negative = b.lt(x if rounding == "trunc" else y, 0)
-
-    def fits(rem):
-        same_sign = b.eq(b.lt(rem, 0), negative)
-        inside = b.lt(b.abs(rem), b.abs(y))
-        return b.bin("or", b.eq(rem, 0), b.bin("and", same_sign, inside))
-
-    lower, higher = b.add(r, y), b.sub(r, y)   # the remainders of q - 1, q + 1
-    fits_r, fits_lower = fits(r), fits(lower)
-    one = b.s(1, x.dtype)
-    q = b.where(fits_r, q, b.where(fits_lower, b.sub(q, one), b.add(q, one)))
-    r = b.where(fits_r, r, b.where(fits_lower, lower, higher))
+    if rounding == "floor":
+        wrong_sign = b.bin("and", b.un("not", b.eq(r, 0)),
+                           b.un("not", b.eq(b.lt(r, 0), b.lt(y, 0))))
+        q = b.where(wrong_sign, b.sub(q, b.s(1, x.dtype)), q)
+        r = b.where(wrong_sign, b.add(r, y), r)
     return q, r
 
 

@@ -8,6 +8,8 @@
 #include "common/Philox.h"
 #include "runtime/cpu/kernels/KernelSupport.h"
 
+#include <string_view>
+
 namespace fsdp::cpu::kernels {
 
 //===----------------------------------------------------------------------===//
@@ -198,10 +200,12 @@ binaryLoops(const TensorRef &a, const TensorRef &b, const TensorRef &y,
 }
 
 /// Broadcasting binary op: float math on tensors of one float type (bf16
-/// and f16 loaded as f32, the result rounded once), double on the mixed
-/// and integer paths (exact for the small integers shape arithmetic
-/// produces). `f` is inlined per op.
-template <typename F> Status binary(const Instruction &in, Context &c, F f) {
+/// and f16 loaded as f32, the result rounded once); int64 math, exact, on
+/// two i64 operands (`integer`, BinaryOps.def's integer column; a zero
+/// divisor of `divides` is an error, as in PyTorch's CPU kernel); double
+/// on the mixed paths. `f` and `integer` are inlined per op.
+template <typename F, typename I>
+Status binary(const Instruction &in, Context &c, F f, I integer, bool divides) {
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   Shape sa, sb;
   if (!broadcastStrides(a.shape, y.shape, sa) ||
@@ -222,6 +226,24 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
                      static_cast<typename E::T *>(py), f);
       return Status::ok();
     });
+  if (a.dtype == DType::I64 && b.dtype == DType::I64 &&
+      (y.dtype == DType::I64 || y.dtype == DType::I1)) {
+    const int64_t *ia = static_cast<const int64_t *>(pa),
+                  *ib = static_cast<const int64_t *>(pb);
+    if (divides)
+      for (int64_t i = 0, n = b.numel(); i < n; ++i)
+        if (ib[i] == 0)
+          return Status::error("integer division by zero");
+    if (y.dtype == DType::I64)
+      forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+        static_cast<int64_t *>(py)[i] = integer(ia[off[0]], ib[off[1]]);
+      });
+    else
+      forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
+        static_cast<uint8_t *>(py)[i] = integer(ia[off[0]], ib[off[1]]) != 0;
+      });
+    return Status::ok();
+  }
   forEach(y.shape, {&sa, &sb}, [&](int64_t i, const int64_t *off) {
     storeDouble(
         y, py, i,
@@ -231,12 +253,13 @@ template <typename F> Status binary(const Instruction &in, Context &c, F f) {
 }
 
 // One kernel a row of common/BinaryOps.def: float math on float tensors
-// (as ATen does), double on the mixed and integer paths.
-#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+// (as ATen does), int64 on integer ones, double on the mixed paths.
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   Status k##Class(const Instruction &in, Context &c) {                         \
-    return binary(in, c, [](auto a, auto b) {                                  \
-      return ::fsdp::um::binary##Class(a, b);                                  \
-    });                                                                        \
+    return binary(                                                             \
+        in, c, [](auto a, auto b) { return ::fsdp::um::binary##Class(a, b); }, \
+        [](int64_t a, int64_t b) { return ::fsdp::um::exact##Class(a, b); }, \
+        std::string_view(name) == "div");                                      \
   }
 #include "common/BinaryOps.def"
 #undef FSDP_BINARY

@@ -6,8 +6,8 @@
 #ifndef FSDP_RUNTIME_DEVICE_KERNELS_ELEMENTWISE_H
 #define FSDP_RUNTIME_DEVICE_KERNELS_ELEMENTWISE_H
 
-#include "runtime/device/kernels/Block.h"
 #include "common/Philox.h"
+#include "runtime/device/kernels/Block.h"
 
 namespace fsdp::device {
 
@@ -79,7 +79,7 @@ struct Unary {
 };
 
 enum class BinaryKind {
-#define FSDP_BINARY(Class, name, onnx, kind, scalar) Class,
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer) Class,
 #include "common/BinaryOps.def"
 #undef FSDP_BINARY
 };
@@ -88,7 +88,7 @@ enum class BinaryKind {
 /// for integer, boolean and mixed ones.
 template <typename T> FSDP_HD inline T binaryOp(BinaryKind k, T a, T b) {
   switch (k) {
-#define FSDP_BINARY(Class, name, onnx, kind, scalar)                           \
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   case BinaryKind::Class:                                                      \
     return ::fsdp::um::binary##Class(a, b);
 #include "common/BinaryOps.def"
@@ -128,6 +128,37 @@ struct BinaryMixed {
     storeElem(ty, y, i,
               binaryOp<double>(kind, loadElem(ta, a, off[0]),
                                loadElem(tb, b, off[1])));
+  }
+};
+
+/// The integer column of a common/BinaryOps.def row: exact on int64.
+FSDP_HD inline int64_t integerOp(BinaryKind k, int64_t a, int64_t b) {
+  switch (k) {
+#define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
+  case BinaryKind::Class:                                                      \
+    return ::fsdp::um::exact##Class(a, b);
+#include "common/BinaryOps.def"
+#undef FSDP_BINARY
+  }
+  return a;
+}
+
+/// y = a op b on two i64 tensors, exactly (positions, hashes, counts past
+/// 2^53, where double rounds); y is i64, or i1 for a comparison.
+struct BinaryInt {
+  BinaryKind kind;
+  Strided index;
+  const int64_t *a, *b;
+  void *y;
+  bool boolean;
+  FSDP_HD void operator()(int64_t i) const {
+    int64_t off[2];
+    index.offsets(i, off, 2);
+    int64_t r = integerOp(kind, a[off[0]], b[off[1]]);
+    if (boolean)
+      static_cast<uint8_t *>(y)[i] = r != 0;
+    else
+      static_cast<int64_t *>(y)[i] = r;
   }
 };
 

@@ -40,6 +40,10 @@ Status binary(Ctx &c, BinaryKind kind) {
     c.emit(y.numel(),
            Binary{kind, index, c.at(a), c.at(b), c.at(y), elemOf(a.dtype),
                   elemOf(b.dtype), elemOf(y.dtype)});
+  else if (a.dtype == DType::I64 && b.dtype == DType::I64 &&
+           (y.dtype == DType::I64 || y.dtype == DType::I1))
+    c.emit(y.numel(), BinaryInt{kind, index, c.at<int64_t>(a), c.at<int64_t>(b),
+                                c.at(y), y.dtype == DType::I1});
   else
     c.emit(y.numel(), BinaryMixed{kind, index, elemOf(a.dtype), elemOf(b.dtype),
                                   elemOf(y.dtype), c.at(a), c.at(b), c.at(y)});
