@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "frontend/onnx/OnnxOpsSupport.h"
+#include "common/ConvGeometry.h"
 
 #include "llvm/ADT/StringExtras.h"
 
@@ -520,11 +521,76 @@ FailureOr<SmallVector<int64_t>> windowPads(NodeContext &n, StringRef op,
   return pads;
 }
 
-/// fsdp.conv of `x` by `w` (plus the node's input 2 as the bias, where
-/// given), its type checked by the dialect's shape function.
-LogicalResult buildConv(NodeContext &n, Value x, Value w,
+FailureOr<Value> convValue(NodeContext &n, Value x, Value w,
+                           ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                           ArrayRef<int64_t> dilations, int64_t group);
+
+/// A 3-D convolution as a 2-D one over the depth folded into the batch (as
+/// the tracer's, python/fsdp_trace/decompose/nn.py `conv`): the depth
+/// padded with zeros; for each of the kernel's kd depth taps, the input's
+/// depth slices it reaches at each output depth (a gather at tap·dilation +
+/// j·stride), stacked within each group tap by tap into the channels; the
+/// kernel's depth taps stacked likewise, [C_out, kd·C_in/g, kh, kw]; one 2-D
+/// convolution over N·D_out maps; the depth moved back behind the channels.
+FailureOr<Value> conv3d(NodeContext &n, Value x, Value w,
                         ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
                         ArrayRef<int64_t> dilations, int64_t group) {
+  SmallVector<int64_t> xs = shapeOf(x), ws = shapeOf(w);
+  Type elem = cast<RankedTensorType>(x.getType()).getElementType();
+  int64_t batch = xs[0], cin = xs[1], h = xs[3], wd = xs[4];
+  int64_t cout = ws[0], cinG = ws[1], kd = ws[2];
+  if (group < 1 || cin % group || cin / group != cinG)
+    return n.error() << "Conv weight " << w.getType() << " does not take "
+                     << cin << " input channels in " << group << " group(s)";
+  int64_t depth = xs[2] + pads[0] + pads[3];
+  int64_t reach = dilations[0] * (kd - 1) + 1;
+  if (strides[0] < 1 || dilations[0] < 1 || depth < reach)
+    return n.error() << "Conv's kernel depth " << kd << " (dilation "
+                     << dilations[0] << ") does not fit the padded depth "
+                     << depth;
+  int64_t dOut = (depth - reach) / strides[0] + 1;
+  auto zeros = [&](int64_t len) {
+    SmallVector<int64_t> shape = xs;
+    shape[2] = len;
+    return splatConstant(n, elem, shape, 0.0);
+  };
+  SmallVector<Value> padded;
+  if (pads[0])
+    padded.push_back(zeros(pads[0]));
+  padded.push_back(x);
+  if (pads[3])
+    padded.push_back(zeros(pads[3]));
+  Value v = concatAxis(n, padded, 2);
+  SmallVector<Value> taps;
+  for (int64_t k = 0; k < kd; ++k) {
+    SmallVector<int64_t> at;
+    for (int64_t j = 0; j < dOut; ++j)
+      at.push_back(k * dilations[0] + j * strides[0]);
+    taps.push_back(reshapeValue(n, gatherAxis(n, v, 2, at),
+                                {batch, group, 1, cinG, dOut, h, wd}));
+  }
+  Value stacked = transposeValue(n, concatAxis(n, taps, 2), {0, 4, 1, 2, 3, 5, 6});
+  stacked = reshapeValue(n, stacked, {batch * dOut, group * kd * cinG, h, wd});
+  Value w2 = reshapeValue(n, transposeValue(n, w, {0, 2, 1, 3, 4}),
+                          {cout, kd * cinG, ws[3], ws[4]});
+  auto y = convValue(n, stacked, w2, strides.drop_front(),
+                     {pads[1], pads[2], pads[4], pads[5]},
+                     dilations.drop_front(), group);
+  if (failed(y))
+    return failure();
+  SmallVector<int64_t> ys = shapeOf(*y);
+  Value r = reshapeValue(n, *y, {batch, dOut, cout, ys[2], ys[3]});
+  return transposeValue(n, r, {0, 2, 1, 3, 4});
+}
+
+/// fsdp.conv of `x` by `w` (plus the node's input 2 as the bias, where
+/// given), its type checked by the dialect's shape function; 3-D through
+/// conv3d.
+FailureOr<Value> convValue(NodeContext &n, Value x, Value w,
+                           ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                           ArrayRef<int64_t> dilations, int64_t group) {
+  if (shapeOf(x).size() == 5)
+    return conv3d(n, x, w, strides, pads, dilations, group);
   RankedTensorType bias = n.hasInput(2) ? n.inputType(2) : RankedTensorType();
   auto type = shape::conv(n.loc, cast<RankedTensorType>(x.getType()),
                           cast<RankedTensorType>(w.getType()), bias,
@@ -534,13 +600,21 @@ LogicalResult buildConv(NodeContext &n, Value x, Value w,
   SmallVector<Value> operands{x, w};
   if (bias)
     operands.push_back(n.operand(2));
-  return n.setResult(
-      0, build<ConvOp>(
-             n, *type, operands,
-             {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
-              n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
-              n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
-              i64Attr(n, "groups", group)}));
+  return build<ConvOp>(
+      n, *type, operands,
+      {n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+       n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
+       n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
+       i64Attr(n, "groups", group)});
+}
+
+LogicalResult buildConv(NodeContext &n, Value x, Value w,
+                        ArrayRef<int64_t> strides, ArrayRef<int64_t> pads,
+                        ArrayRef<int64_t> dilations, int64_t group) {
+  auto y = convValue(n, x, w, strides, pads, dilations, group);
+  if (failed(y))
+    return failure();
+  return n.setResult(0, *y);
 }
 
 LogicalResult lowerConv(NodeContext &n) {
@@ -548,9 +622,9 @@ LogicalResult lowerConv(NodeContext &n) {
     return failure();
   RankedTensorType x = n.inputType(0), w = n.inputType(1);
   int64_t spatial = x.getRank() - 2;
-  if (spatial != 1 && spatial != 2)
+  if (spatial < 1 || spatial > 3)
     return n.error() << "Conv of " << (spatial < 0 ? 0 : spatial)
-                     << " spatial axes is not supported (1-D and 2-D are)";
+                     << " spatial axes is not supported (1-D to 3-D are)";
   if (w.getRank() != x.getRank())
     return n.error() << "Conv weight " << w << " must have the input's rank";
   auto ones = SmallVector<int64_t>(spatial, 1);
@@ -584,9 +658,9 @@ LogicalResult lowerConvTranspose(NodeContext &n) {
   RankedTensorType xt = n.inputType(0), wt = n.inputType(1);
   int64_t spatial = xt.getRank() - 2;
   Type elem = xt.getElementType();
-  if (spatial != 1 && spatial != 2)
+  if (spatial < 1 || spatial > 3)
     return n.error() << "ConvTranspose of " << (spatial < 0 ? 0 : spatial)
-                     << " spatial axes is not supported (1-D and 2-D are)";
+                     << " spatial axes is not supported (1-D to 3-D are)";
   if (!isa<FloatType>(elem) || wt.getRank() != xt.getRank() ||
       wt.getElementType() != elem)
     return n.error() << "ConvTranspose of " << xt << " by " << wt
@@ -721,7 +795,87 @@ LogicalResult lowerPRelu(NodeContext &n) {
   return n.setResult(0, build<WhereOp>(n, x, {below, scaled, n.operand(0)}));
 }
 
-/// MaxPool and AveragePool: fsdp.pool.
+/// fsdp.pool of `x` (2-D or 1-D) with the node's window settings.
+Value poolValue(NodeContext &n, RankedTensorType type, Value x, StringRef mode,
+                ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations, bool ceil,
+                bool includePad) {
+  return build<PoolOp>(
+      n, type, {x},
+      {n.b.getNamedAttr("mode", n.b.getStringAttr(mode)),
+       n.b.getNamedAttr("kernel", n.b.getDenseI64ArrayAttr(kernel)),
+       n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
+       n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(pads)),
+       n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
+       n.b.getNamedAttr("ceil_mode", n.b.getBoolAttr(ceil)),
+       n.b.getNamedAttr("count_include_pad", n.b.getBoolAttr(includePad))});
+}
+
+/// 3-D pooling, separable (as the tracer's, decompose/nn.py `_pool3d`): the
+/// 2-D pool of every depth slice (the depth folded into the channels), then
+/// the depth windows as gathers of the depth axis. Max: the depth padded
+/// with -inf; a later tap taken only where it is greater (or NaN), so the
+/// gradient goes to the first maximum in PyTorch's (depth, row, column)
+/// order. Average: without padding and ceil_mode only (every window whole,
+/// the mean of the slices' means: s3d's); otherwise refused by name.
+FailureOr<Value> pool3d(NodeContext &n, RankedTensorType out, StringRef mode,
+                        ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+                        ArrayRef<int64_t> pads, ArrayRef<int64_t> dilations,
+                        bool ceil, bool includePad) {
+  bool isMax = mode == "max";
+  if (!isMax && (ceil || llvm::any_of(pads, [](int64_t p) { return p != 0; })))
+    return n.error() << "AveragePool of 3 spatial axes is supported without "
+                        "pads and ceil_mode";
+  Value x = n.operand(0);
+  SmallVector<int64_t> xs = shapeOf(x), os(out.getShape());
+  Type elem = out.getElementType();
+  int64_t batch = xs[0], ch = xs[1], depth = xs[2], dOut = os[2];
+  auto flatType = RankedTensorType::get({batch, ch * depth, os[3], os[4]}, elem);
+  Value y = poolValue(n, flatType, reshapeValue(n, x, {batch, ch * depth, xs[3], xs[4]}),
+                      mode, kernel.drop_front(), strides.drop_front(),
+                      {pads[1], pads[2], pads[4], pads[5]},
+                      dilations.drop_front(), ceil, includePad);
+  y = reshapeValue(n, y, {batch, ch, depth, os[3], os[4]});
+  int64_t kd = kernel[0], sd = strides[0], dd = dilations[0], pb = pads[0];
+  // The depth padded so that every window's taps are in range.
+  int64_t length = std::max(depth + pads[0] + pads[3],
+                            (dOut - 1) * sd + dd * (kd - 1) + 1);
+  SmallVector<Value> parts;
+  auto fill = [&](int64_t len) {
+    return splatConstant(n, elem, {batch, ch, len, os[3], os[4]},
+                         isMax ? -INFINITY : 0.0);
+  };
+  if (pb)
+    parts.push_back(fill(pb));
+  parts.push_back(y);
+  if (length - depth - pb > 0)
+    parts.push_back(fill(length - depth - pb));
+  y = concatAxis(n, parts, 2);
+  Value acc;
+  for (int64_t k = 0; k < kd; ++k) {
+    SmallVector<int64_t> at;
+    for (int64_t j = 0; j < dOut; ++j)
+      at.push_back(k * dd + j * sd);
+    Value tap = gatherAxis(n, y, 2, at);
+    if (!acc) {
+      acc = tap;
+      continue;
+    }
+    if (!isMax) {
+      acc = build<AddOp>(n, out, {acc, tap});
+      continue;
+    }
+    auto bools = RankedTensorType::get(out.getShape(), n.b.getI1Type());
+    Value greater = build<GreaterOp>(n, bools, {tap, acc});
+    Value nan = build<NotOp>(n, bools, {build<EqualOp>(n, bools, {tap, tap})});
+    acc = build<WhereOp>(n, out, {build<OrOp>(n, bools, {greater, nan}), tap, acc});
+  }
+  if (!isMax)
+    acc = build<MulOp>(n, out, {acc, scalarConstant(n, elem, 1.0 / kd)});
+  return acc;
+}
+
+/// MaxPool and AveragePool: fsdp.pool (3-D through pool3d).
 LogicalResult lowerPool(NodeContext &n, StringRef mode) {
   if (failed(expectInputs(n, 1, 1)))
     return failure();
@@ -734,9 +888,9 @@ LogicalResult lowerPool(NodeContext &n, StringRef mode) {
   if (!isa<FloatType>(x.getElementType()))
     return n.error() << op << " of " << x
                      << " is not supported (float tensors are)";
-  if (spatial != 1 && spatial != 2)
+  if (spatial < 1 || spatial > 3)
     return n.error() << op << " of " << (spatial < 0 ? 0 : spatial)
-                     << " spatial axes is not supported (1-D and 2-D are)";
+                     << " spatial axes is not supported (1-D to 3-D are)";
   auto kernel = n.attrInts("kernel_shape");
   if (!kernel || (int64_t)kernel->size() != spatial)
     return n.error() << op << " needs kernel_shape with " << spatial
@@ -755,22 +909,28 @@ LogicalResult lowerPool(NodeContext &n, StringRef mode) {
     return failure();
   bool ceil = n.attrInt("ceil_mode", 0),
        includePad = n.attrInt("count_include_pad", 0);
+  if (spatial == 3) {
+    SmallVector<int64_t> out{x.getDimSize(0), x.getDimSize(1)};
+    for (int64_t d = 0; d < 3; ++d) {
+      int64_t o = ::fsdp::windowExtent(x.getDimSize(2 + d), (*kernel)[d],
+                                       strides[d], (*pads)[d], (*pads)[d + 3],
+                                       dilations[d], ceil);
+      if (o < 1)
+        return n.error() << op << " window does not fit the padded input " << x;
+      out.push_back(o);
+    }
+    auto y = pool3d(n, RankedTensorType::get(out, x.getElementType()), mode,
+                    *kernel, strides, *pads, dilations, ceil, includePad);
+    if (failed(y))
+      return failure();
+    return n.setResult(0, *y);
+  }
   auto type =
       shape::pool(n.loc, x, {mode, *kernel, strides, *pads, dilations, ceil});
   if (failed(type))
     return failure();
-  return n.setResult(
-      0,
-      build<PoolOp>(
-          n, *type, {n.operand(0)},
-          {n.b.getNamedAttr("mode", n.b.getStringAttr(mode)),
-           n.b.getNamedAttr("kernel", n.b.getDenseI64ArrayAttr(*kernel)),
-           n.b.getNamedAttr("strides", n.b.getDenseI64ArrayAttr(strides)),
-           n.b.getNamedAttr("pads", n.b.getDenseI64ArrayAttr(*pads)),
-           n.b.getNamedAttr("dilations", n.b.getDenseI64ArrayAttr(dilations)),
-           n.b.getNamedAttr("ceil_mode", n.b.getBoolAttr(ceil)),
-           n.b.getNamedAttr("count_include_pad",
-                            n.b.getBoolAttr(includePad))}));
+  return n.setResult(0, poolValue(n, *type, n.operand(0), mode, *kernel,
+                                  strides, *pads, dilations, ceil, includePad));
 }
 
 /// GlobalAveragePool / GlobalMaxPool: a mean or maximum over the spatial

@@ -39,6 +39,17 @@ GATHER_INDEX = torch.randint(0, SHAPE[-1], SHAPE, generator=torch.Generator().ma
 SCATTER_INDEX = torch.stack([torch.randperm(SHAPE[-1], generator=torch.Generator().manual_seed(r))[:4]
                              for r in range(SHAPE[0] * SHAPE[1] * SHAPE[2])]).reshape(*SHAPE[:3], 4)
 
+# 3-D convolutions (the video classifiers: r3d, mc3, r2plus1d, s3d) over
+# the input as clips [2, 2, 2, 6, 6]: strided, dilated, padded and grouped.
+_G3 = torch.Generator().manual_seed(5)
+CONV3D_W = torch.randn(4, 1, 3, 2, 3, generator=_G3) * 0.3
+CONV3D_B = torch.randn(4, generator=_G3) * 0.1
+CONV3D_T = torch.randn(2, 3, 2, 3, 2, generator=_G3) * 0.3
+
+
+def _clips(x):
+    return x.reshape(2, 2, 2, 6, 6)
+
 
 # name -> (f, input shape): f of a float tensor; every module below is one
 # torch.onnx.export writes as an op of its own (LeakyRelu, Resize, ...) or
@@ -74,6 +85,17 @@ CASES = {
     "fmod": lambda x: torch.fmod(x * 3.0, 0.7),
     "remainder_positions": lambda x: x * ((x * 10).long() % 3).float(),
     "floor_divide_positions": lambda x: x * torch.div((x * 10).long(), -4, rounding_mode="floor").float(),
+    "conv3d": lambda x: F.conv3d(_clips(x), CONV3D_W.to(x.dtype), CONV3D_B.to(x.dtype),
+                                 stride=(2, 1, 2), padding=(2, 1, 0), dilation=(1, 2, 1),
+                                 groups=2),
+    "conv3d_dense": lambda x: F.conv3d(_clips(x), CONV3D_W.reshape(2, 2, 3, 2, 3).to(x.dtype),
+                                       padding=1),
+    "conv_transpose3d": lambda x: F.conv_transpose3d(_clips(x), CONV3D_T.to(x.dtype),
+                                                     stride=(2, 1, 2), padding=(1, 0, 1),
+                                                     output_padding=(1, 0, 0)),
+    "max_pool3d": lambda x: F.max_pool3d(_clips(x), (2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0)),
+    "max_pool3d_ceil": lambda x: F.max_pool3d(_clips(x), 2, stride=(2, 2, 4), ceil_mode=True),
+    "avg_pool3d": lambda x: F.avg_pool3d(_clips(x), (2, 3, 3), stride=(1, 1, 2)),
     "cumsum": lambda x: x.cumsum(-1),
     "cumsum_dim1": lambda x: x.cumsum(1),
     # Position ids from a mask (int64), as RoBERTa computes them.
