@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 #include "common/HostDevice.h"
 
@@ -171,6 +172,17 @@ FSDP_HD inline int64_t intPow(int64_t a, int64_t b) {
     if (b & 1)
       r = wrapMul(r, a);
   return r;
+}
+
+/// The rows of UnaryOps.def that take integers (floatOnly false) on int64,
+/// wrapping at INT64_MIN as PyTorch's: `name`'s function, or null.
+FSDP_HD inline int64_t exactNeg(int64_t x) { return wrapSub(0, x); }
+FSDP_HD inline int64_t exactAbs(int64_t x) {
+  return x < 0 ? wrapSub(0, x) : x;
+}
+inline int64_t (*integerUnary(const char *name))(int64_t) {
+  std::string_view n(name);
+  return n == "neg" ? exactNeg : n == "abs" ? exactAbs : nullptr;
 }
 
 /// The scalar of a BinaryOps.def row, in T's precision, and its integer

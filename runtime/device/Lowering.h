@@ -100,11 +100,11 @@ struct HostWork {
 };
 
 using Kernel = std::variant<
-    Unary, GeluGrad, Dropout, Binary, BinaryMixed, BinaryInt, LogicalNot,
-    Select, Cast, Scaled, Trilu, Argsort, Reduce, ReduceCombine, SoftmaxRows,
-    LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather, ScatterAdd,
-    LossTerms, LossReduce, LossGradRows, StridedCopy, Im2Col, Col2Im,
-    PoolForward, PoolBackward, BatchNormChannels, BatchNormGradChannels,
+    Unary, UnaryInt, GeluGrad, Dropout, Binary, BinaryMixed, BinaryInt,
+    LogicalNot, Select, Cast, Scaled, Trilu, Argsort, Reduce, ReduceCombine,
+    SoftmaxRows, LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
+    ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy, Im2Col,
+    Col2Im, PoolForward, PoolBackward, BatchNormChannels, BatchNormGradChannels,
     BatchNormSyncedChannels, AdamWSchedule, AdamW, SgdSchedule, Sgd,
     AttentionRows, AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
     FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy, Zero,

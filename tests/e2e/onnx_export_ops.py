@@ -84,6 +84,9 @@ CASES = {
     # values computed from the data (a position modulo a length).
     "fmod": lambda x: torch.fmod(x * 3.0, 0.7),
     "remainder_positions": lambda x: x * ((x * 10).long() % 3).float(),
+    # Neg and Abs of int64 values (fsdp-run refused them: float kernels).
+    "neg_positions": lambda x: x * (-(x * 10).long()).float(),
+    "abs_positions": lambda x: x * ((x * 10 - 5).long().abs()).float(),
     "floor_divide_positions": lambda x: x * torch.div((x * 10).long(), -4, rounding_mode="floor").float(),
     "conv3d": lambda x: F.conv3d(_clips(x), CONV3D_W.to(x.dtype), CONV3D_B.to(x.dtype),
                                  stride=(2, 1, 2), padding=(2, 1, 0), dilation=(1, 2, 1),

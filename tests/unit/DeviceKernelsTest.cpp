@@ -392,6 +392,30 @@ TEST(DeviceKernels, IntegerBinaryOpsAreExact) {
   }
 }
 
+// Neg and abs of an i64 tensor (the unary rows the dialect allows on
+// integers) are exact on both backends; they were refused at run time.
+TEST(DeviceKernels, IntegerNegAndAbsAreExact) {
+  const int64_t big = int64_t(1) << 60;
+  const int64_t values[6] = {0, 7, -7, big + 1, -(big + 3), INT64_MIN};
+  for (const char *op : {"neg", "abs"}) {
+    Arena a;
+    TensorRef x = a.add({6}, DType::I64), yc = a.add({6}, DType::I64),
+              yn = a.add({6}, DType::I64);
+    for (int64_t i = 0; i < 6; ++i)
+      a.at<int64_t>(x)[i] = values[i];
+    runLowered(a, instr(op, {x}, {yn}));
+    runCpu(a, instr(op, {x}, {yc}));
+    bool neg = std::string(op) == "neg";
+    for (int64_t i = 0; i < 6; ++i) {
+      int64_t v = values[i];
+      // -INT64_MIN wraps to INT64_MIN, as in PyTorch.
+      int64_t want = v == INT64_MIN ? INT64_MIN : neg ? -v : v < 0 ? -v : v;
+      ASSERT_EQ(want, a.at<int64_t>(yc)[i]) << op << " (cpu) of " << v;
+      ASSERT_EQ(want, a.at<int64_t>(yn)[i]) << op << " (lowered) of " << v;
+    }
+  }
+}
+
 // An integer division by zero is an error on the CPU backend, as in
 // PyTorch's CPU kernel, not a value.
 TEST(DeviceKernels, IntegerDivisionByZeroIsAnError) {

@@ -75,6 +75,7 @@ cudaError_t launchEach(int64_t n, const F &f, cudaStream_t stream) {
   template cudaError_t launchEach<device::F>(int64_t, const device::F &,       \
                                              cudaStream_t);
 FSDP_INSTANTIATE(Unary)
+FSDP_INSTANTIATE(UnaryInt)
 FSDP_INSTANTIATE(GeluGrad)
 FSDP_INSTANTIATE(Dropout)
 FSDP_INSTANTIATE(Binary)

@@ -71,9 +71,25 @@ template <typename F> Status unary(const Instruction &in, Context &c, F f) {
   });
 }
 
-// The elementwise unary ops of common/UnaryOps.def: k<Class>.
+/// y = f(x) on an i64 tensor (neg, abs: UnaryOps.def's rows that take
+/// integers), exactly.
+Status integerUnary(const Instruction &in, Context &c, int64_t (*f)(int64_t)) {
+  const TensorRef &x = in.in[0], &y = in.out[0];
+  if (x.shape != y.shape || y.dtype != DType::I64 || !f)
+    return Status::error("expects i64 input and output of one shape");
+  const int64_t *px = c.get<int64_t>(x);
+  int64_t *py = c.get<int64_t>(y);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i)
+    py[i] = f(px[i]);
+  return Status::ok();
+}
+
+// The elementwise unary ops of common/UnaryOps.def: k<Class>; the rows
+// that take integers compute i64 tensors in int64.
 #define FSDP_UNARY(Class, name, onnx, aten, floatOnly, scalar)                 \
   Status k##Class(const Instruction &in, Context &c) {                         \
+    if (!(floatOnly) && in.in[0].dtype == DType::I64)                          \
+      return integerUnary(in, c, um::integerUnary(name));                      \
     return unary(in, c, [](float x) -> float { return um::unary##Class(x); }); \
   }
 #include "common/UnaryOps.def"

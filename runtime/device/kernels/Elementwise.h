@@ -162,6 +162,16 @@ struct BinaryInt {
   }
 };
 
+/// y = f(x) on an i64 tensor, exactly (neg, abs: um::integerUnary).
+struct UnaryInt {
+  bool abs;
+  const int64_t *x;
+  int64_t *y;
+  FSDP_HD void operator()(int64_t i) const {
+    y[i] = abs ? ::fsdp::um::exactAbs(x[i]) : ::fsdp::um::exactNeg(x[i]);
+  }
+};
+
 /// Logical not of an i1 tensor (bytes).
 struct LogicalNot {
   const uint8_t *x;

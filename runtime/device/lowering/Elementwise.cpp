@@ -14,6 +14,14 @@ namespace fsdp::device::lowering {
 
 Status unary(Ctx &c, UnaryKind kind) {
   const TensorRef &x = c.in.in[0], &y = c.in.out[0];
+  if ((kind == UnaryKind::Neg || kind == UnaryKind::Abs) &&
+      x.dtype == DType::I64) {
+    if (x.shape != y.shape || y.dtype != DType::I64)
+      return Status::error("expects i64 input and output of one shape");
+    c.emit(y.numel(), UnaryInt{kind == UnaryKind::Abs, c.at<int64_t>(x),
+                               c.at<int64_t>(y)});
+    return Status::ok();
+  }
   if (x.shape != y.shape || !floating(x.dtype) || !floating(y.dtype))
     return Status::error("expects float input and output of one shape");
   c.emit(y.numel(),
