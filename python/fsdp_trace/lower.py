@@ -475,11 +475,11 @@ def _unary(c, node, args, kwargs):
                                  f"{arg.default_value!r} maps to {UNARY[op_name(node.target)]}")
     x = c.cast(c.v(args[0]), dtype)
     name = op_name(node.target)
-    if name in ("aten.neg", "aten.abs") and not dtype.is_floating_point and dtype != torch.bool:
-        # The kernels' neg and abs take floats: composed on integers
-        # (positions, T5's relative distances).
+    if name == "aten.sign" and not dtype.is_floating_point and dtype != torch.bool:
+        # fsdp.sign takes floats: (x > 0) - (x < 0) on integers, exactly.
         from .decompose.builder import B
-        return B(c).neg(x) if name == "aten.neg" else B(c).abs(x)
+        b = B(c)
+        return b.where(b.gt(x, 0), 1, b.where(b.lt(x, 0), -1, 0))
     return c.emit(UNARY[name], [x], [(shape, dtype)])
 
 

@@ -67,6 +67,19 @@ RESULTS = {  # name -> f(a, b)
     "3h - 2h - h (wrapping)": lambda a, b: _hash(a) * 3 - _hash(a) * 2 - _hash(a),
     "(h·7 - h·5) // 2 - h": lambda a, b: (_hash(a) * 7 - _hash(a) * 5) // 2 - _hash(a),
     "a ** 3 % 1000003 (wrapping)": lambda a, b: (a ** 3) % 1000003,
+    "-h % 1000003": lambda a, b: (-_hash(a)) % 1000003,
+    "abs(h) % 1000003": lambda a, b: _hash(a).abs() % 1000003,
+    "sign(a)": lambda a, b: torch.sign(a),
+    "h & 1023": lambda a, b: _hash(a) & 1023,
+    "(h >> 30) % 1000003": lambda a, b: (_hash(a) >> 30) % 1000003,
+    "(a << 30) % 1000003": lambda a, b: (a << 30) % 1000003,
+    "cumsum(rows of b + 2^40) - 2^40·(i + 1)": lambda a, b: (
+        (b + 2**40).view(64, 64).cumsum(1) - 2**40 * torch.arange(1, 65)).reshape(N),
+    "sort(rows of h) % 1000003": lambda a, b: _hash(a).view(64, 64).sort(1).values.reshape(N) % 1000003,
+    "argsort(rows of h, descending)": lambda a, b: _hash(a).view(64, 64).argsort(
+        1, descending=True).reshape(N),
+    "topk(rows of 2^40·(b % 5) + i, 64)": lambda a, b: (
+        2**40 * (b % 5) + torch.arange(N)).view(64, 64).topk(64, 1).indices.reshape(N),
     # A bucket from log2 (a power of two's exponent): floor and ceil of
     # log2(2^k), k in [-30, 30], are k.
     "floor(log2(2^k))": lambda a, b: torch.log2(torch.pow(2.0, (b % 61 - 30).float())).floor().long(),

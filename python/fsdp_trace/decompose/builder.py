@@ -52,16 +52,12 @@ class B:
         return self.c.emit("fsdp.where", [cond, a, b], [(shape, dtype)])
 
     def neg(self, x):
-        """-x; 0 - x on integers (the kernels' neg and abs take floats)."""
-        if x.dtype.is_floating_point:
-            return self.un("neg", x)
-        return self.sub(self.s(0, x.dtype), x)
+        """-x (the kernels negate int64 exactly, wrapping as PyTorch)."""
+        return self.un("neg", x)
 
     def abs(self, x):
-        """|x|; on integers -x where x < 0 (the kernels take floats)."""
-        if x.dtype.is_floating_point:
-            return self.un("abs", x)
-        return self.where(self.lt(x, 0), self.neg(x), x)
+        """|x|, of floats or of int64."""
+        return self.un("abs", x)
 
     def gt(self, a, b):
         return self.bin("greater", a, b)

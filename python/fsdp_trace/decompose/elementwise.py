@@ -452,9 +452,10 @@ _logical_plain = LOWERINGS["aten.bitwise_and"]
 @lowers("aten.logical_and", "aten.logical_or", "aten.bitwise_and", "aten.bitwise_or")
 def _logical(c, node, args, kwargs):
     """Integer x & (2^k - 1): x's low k bits, x mod 2^k with the modulus's
-    sign (two's complement's), as x - 2^k·floor(x / 2^k) in float32, exact
-    below 2^24 (grid_sample's reflection takes `flips & 1`). Booleans are
-    lower.py's and/or; other integer bit operations are refused."""
+    sign (two's complement's), x - 2^k·floor(x / 2^k), exactly in int64
+    (grid_sample's reflection takes `flips & 1`; a hash its low bits).
+    Booleans are lower.py's and/or; other integer bit operations are
+    refused."""
     shape, dtype = c.out()
     if dtype == torch.bool:
         return _logical_plain(c, node, args, kwargs)
@@ -464,9 +465,30 @@ def _logical(c, node, args, kwargs):
         value = torch.as_tensor(c.const_value(args[1]))
         if value.numel() == 1 and not value.dtype.is_floating_point:
             mask = int(value)
-    if "and" not in name or mask is None or mask < 0 or mask & (mask + 1) or mask >= 1 << 24:
+    if "and" not in name or mask is None or mask < 0 or mask & (mask + 1) or mask >= 1 << 62:
         raise TraceError(f"{name} on integers (x & (2^k - 1) with a constant mask traces)")
+    x = c.cast(c.v(args[0]), torch.int64)
+    _, low = integer_division(c, x, B(c).s(mask + 1, torch.int64), "floor")
+    return c.cast(low, dtype)
+
+
+@lowers("aten.__lshift__", "aten.__rshift__", "aten.bitwise_left_shift",
+        "aten.bitwise_right_shift")
+def _shift(c, node, args, kwargs):
+    """Integer x << k and x >> k by a constant k in [0, 62]: x·2^k (wrapping
+    past 2^63, as PyTorch's) and floor(x / 2^k) (an arithmetic shift),
+    exactly in int64. A shift by a tensor of values is refused."""
+    shape, dtype = c.out()
+    name = op_name(node.target)
+    k = args[1] if isinstance(args[1], int) and not isinstance(args[1], bool) else None
+    if k is None and c.is_const(args[1]):
+        value = torch.as_tensor(c.const_value(args[1]))
+        if value.numel() == 1 and not value.dtype.is_floating_point:
+            k = int(value)
+    if dtype.is_floating_point or dtype == torch.bool or k is None or not 0 <= k <= 62:
+        raise TraceError(f"{name}: a shift of integers by a constant in [0, 62] traces")
     b = B(c)
-    m = float(mask + 1)
-    x = c.cast(c.v(args[0]), torch.float32)
-    return c.cast(b.sub(x, b.mul(b.un("floor", b.mul(x, 1.0 / m)), m)), dtype)
+    x = c.cast(c.v(args[0]), torch.int64)
+    if "left" in name or "lshift" in name:
+        return c.cast(b.mul(x, b.s(1 << k, torch.int64)), dtype)
+    return c.cast(integer_division(c, x, b.s(1 << k, torch.int64), "floor")[0], dtype)

@@ -409,13 +409,13 @@ def _scan_matrix(n):
 
 
 def cumulative_sum(c, x, d):
-    """x's running sum along d (integers summed as integers past the
-    matrix's bound, in float32 within it)."""
+    """x's running sum along d: a product with a triangular matrix up to
+    SCAN_LIMIT, a Hillis-Steele scan past it and for integers at any length
+    (their additions are exact in int64; through a float32 product a
+    position past 2^24 would round)."""
     n = x.shape[d]
-    if n > SCAN_LIMIT:
+    if n > SCAN_LIMIT or not x.dtype.is_floating_point:
         return B(c).scan(x, d, "add", 0)
-    if not x.dtype.is_floating_point:  # integer positions from a mask
-        return c.cast(B(c).along(c.cast(x, torch.float32), d, _scan_matrix(n)), x.dtype)
     return B(c).along(x, d, _scan_matrix(n))
 
 

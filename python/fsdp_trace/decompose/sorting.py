@@ -11,8 +11,29 @@ from .shapes import take_along
 
 
 def argsort(c, x, d, descending):
-    return c.emit("fsdp.argsort", [x], [(x.shape, torch.int64)],
-                  {"axis": i64_attr(d), "descending": bool_attr(bool(descending))})
+    """The positions that sort x along d (stable). fsdp.argsort takes
+    floats: booleans are cast; an integer is split into three 22-bit digits
+    (each exact in float32) and sorted digit by digit from the lowest, each
+    pass stable, so equal higher digits keep the lower digits' order (a
+    radix sort): exact over all of int64."""
+    attrs = {"axis": i64_attr(d), "descending": bool_attr(bool(descending))}
+    if x.dtype == torch.bool:
+        x = c.cast(x, torch.float32)
+    if x.dtype.is_floating_point:
+        return c.emit("fsdp.argsort", [x], [(x.shape, torch.int64)], attrs)
+    from .elementwise import integer_division
+    b = B(c)
+    digit = b.s(1 << 22, torch.int64)
+    rest, low = integer_division(c, c.cast(x, torch.int64), digit, "floor")
+    high, middle = integer_division(c, rest, digit, "floor")
+    perm = None
+    for key in (low, middle, high):
+        if perm is not None:
+            key = take_along(c, key, perm, d)
+        step = c.emit("fsdp.argsort", [c.cast(key, torch.float32)],
+                      [(x.shape, torch.int64)], attrs)
+        perm = step if perm is None else take_along(c, perm, step, d)
+    return perm
 
 
 def _as_row(c, x):
