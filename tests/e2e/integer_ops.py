@@ -78,6 +78,23 @@ RESULTS = {  # name -> f(a, b)
     "sort(rows of h) % 1000003": lambda a, b: _hash(a).view(64, 64).sort(1).values.reshape(N) % 1000003,
     "argsort(rows of h, descending)": lambda a, b: _hash(a).view(64, 64).argsort(
         1, descending=True).reshape(N),
+    # Positions of extremes: argmax/argmin (none had a lowering), max/min
+    # with a dim (their indices were not written), first of equal values,
+    # NaN as the extreme; INT64_MIN's minimum (-x would wrap to itself).
+    "argmax(rows of b % 7)": lambda a, b: _rows((b % 7).view(64, 64).argmax(1, keepdim=True)),
+    "argmin(rows of h)": lambda a, b: _rows(_hash(a).view(64, 64).argmin(1, keepdim=True)),
+    "argmax(rows of float a, NaN at a % 97 == 0)": lambda a, b: _rows(torch.where(
+        a % 97 == 0, float("nan"), a.float()).view(64, 64).argmax(1, keepdim=True)),
+    "max(rows of b % 5, 1).indices": lambda a, b: _rows(
+        (b % 5).view(64, 64).max(1, keepdim=True).indices),
+    "min(cols of float b, 0).indices": lambda a, b: (b.float() * 0.5).view(64, 64).min(0).indices.repeat(64),
+    "argmin(b with INT64_MIN)": lambda a, b: torch.where(b > 40, -2**63, b).argmin().expand(N),
+    "amin(rows of b with INT64_MIN) == INT64_MIN": lambda a, b: _rows(
+        (torch.where(b > 40, -2**63, b).view(64, 64).amin(1, keepdim=True) == -2**63).long()),
+    "prod(rows of 2^12 + b) % 1000003 (wrapping)": lambda a, b: _rows(
+        (b + 2**12).view(64, 64).prod(1, keepdim=True) % 1000003),
+    "cumprod(rows of b) % 1000003 (wrapping)": lambda a, b: (
+        b.view(64, 64).cumprod(1) % 1000003).reshape(N),
     "topk(rows of 2^40·(b % 5) + i, 64)": lambda a, b: (
         2**40 * (b % 5) + torch.arange(N)).view(64, 64).topk(64, 1).indices.reshape(N),
     # A bucket from log2 (a power of two's exponent): floor and ceil of

@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from ..lower import TraceError, _axes, dim, lowers, op_name
+from ..lower import _axes, dim, lowers, op_name
 from .builder import B, arg, float_in
 
 # -- reductions --------------------------------------------------------------------
@@ -17,16 +17,66 @@ def _dims_keep(args, kwargs, rank, i_dim=1, i_keep=2):
     return _axes(dims, rank), keep
 
 
+def _reversed(b, x):
+    """An order-reversing map of x, its own inverse: -x on floats, -1 - x
+    (~x) on int64, which no value overflows (-INT64_MIN would)."""
+    if x.dtype.is_floating_point:
+        return b.un("neg", x)
+    return b.sub(b.s(-1, x.dtype), x)
+
+
+def _extreme(c, x, axes, keep, is_max):
+    """max or min of x over axes; integers (and booleans) in int64, cast
+    back."""
+    b = B(c)
+    src = x if x.dtype.is_floating_point else c.cast(x, torch.int64)
+    if is_max:
+        y = b.reduce("reduce_max", src, axes, keep)
+    else:
+        y = _reversed(b, b.reduce("reduce_max", _reversed(b, src), axes, keep))
+    return y if src is x else c.cast(y, x.dtype)
+
+
+def _first_index(c, x, extreme, axis, keep):
+    """The first position along `axis` where x equals `extreme` (x's
+    maximum or minimum there, kept as an axis of 1) or is NaN (a NaN is
+    the extreme, as in PyTorch's max, min, argmax and argmin): the
+    maximum of -1 - position over the hits."""
+    b = B(c)
+    at = b.eq(x, extreme)
+    if x.dtype.is_floating_point:
+        at = b.bin("or", at, b.isnan(x))
+    n = x.shape[axis]
+    pos = c.w.constant(torch.arange(n, dtype=torch.int64).reshape(
+        [n if i == axis else 1 for i in range(x.rank)]))
+    last = b.s(-1, torch.int64)
+    hits = b.where(at, b.sub(last, pos), b.s(-1 - n, torch.int64))
+    return b.sub(last, b.reduce("reduce_max", hits, [axis], keep))
+
+
 @lowers("aten.amin")
 def _amin(c, node, args, kwargs):
-    b = B(c)
     x = c.v(args[0])
     axes, keep = _dims_keep(args, kwargs, x.rank)
-    # Integers as amax takes them, in int64 (a position, a count); -x as
-    # 0 - x there (B.neg).
-    src = x if x.dtype.is_floating_point else c.cast(x, torch.int64)
-    y = b.neg(b.reduce("reduce_max", b.neg(src), axes, keep))
-    return y if src is x else c.cast(y, x.dtype)
+    return _extreme(c, x, axes, keep, False)
+
+
+@lowers("aten.argmax", "aten.argmin")
+def _argmax(c, node, args, kwargs):
+    """The first position of the maximum (minimum) along dim, or of the
+    flattened tensor without one; a NaN counts as the extreme."""
+    x = c.v(args[0])
+    if x.dtype == torch.bool:
+        x = c.cast(x, torch.int64)
+    d = arg(args, kwargs, 1, "dim")
+    shape = c.out()[0]   # keepdim's axis of 1, or none: a reshape either way
+    if d is None or x.rank == 0:
+        x, axis = c.reshape(x, (max(x.numel, 1),)), 0
+    else:
+        axis = dim(d, x.rank)
+    is_max = op_name(node.target) == "aten.argmax"
+    index = _first_index(c, x, _extreme(c, x, [axis], True, is_max), axis, True)
+    return c.reshape(index, tuple(shape))
 
 
 @lowers("aten.any", "aten.all")
@@ -51,19 +101,26 @@ def _any_all(c, node, args, kwargs):
 
 @lowers("aten.max", "aten.min")
 def _max_min(c, node, args, kwargs):
-    """max(x) (all), max(x, dim, keepdim) (values and indices: only the
-    values are written) and the binary max(x, y)."""
+    """max(x) (all), max(x, dim, keepdim) (values, and the indices of the
+    first maximum) and the binary max(x, y)."""
     b = B(c)
     x = c.v(args[0])
     is_max = node.target.overloadpacket.__name__ == "max"
     if len(args) > 1 and hasattr(args[1], "op"):  # max.other
         dtype = c.out()[1]
         return b.bin("max" if is_max else "min", c.cast(x, dtype), c.operand(args[1], dtype))
-    sign = (lambda v: v) if is_max else (lambda v: b.un("neg", v))
     if len(args) == 1:
-        return sign(b.reduce("reduce_max", sign(x), range(x.rank), False))
+        return _extreme(c, x, list(range(x.rank)), False, is_max)
     axes, keep = _dims_keep(args, kwargs, x.rank)
-    return [sign(b.reduce("reduce_max", sign(x), axes, keep)), None]
+    values = _extreme(c, x, axes, True, is_max)
+    indices = None
+    if len(axes) == 1 and x.rank > 0:
+        src = x if x.dtype != torch.bool else c.cast(x, torch.int64)
+        extreme = values if src is x else c.cast(values, torch.int64)
+        indices = _first_index(c, src, extreme, axes[0], keep)
+    if not keep:
+        values = c.reshape(values, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+    return [values, indices]
 
 
 def _correction(args, kwargs, unbiased_index=None):
@@ -172,14 +229,12 @@ def _tree_product(c, x, axis):
 @lowers("aten.prod")
 def _prod(c, node, args, kwargs):
     shape, dtype = c.out()
-    x = c.cast(c.v(args[0]), dtype)
-    if not dtype.is_floating_point:
-        raise TraceError("aten.prod on integers")
+    x = c.cast(c.v(args[0]), dtype)   # integers: int64, wrapping as PyTorch's
     d = arg(args, kwargs, 1, "dim")
     if isinstance(d, torch.dtype):
         d = None
     if x.numel == 0:
-        return c.w.splat(1.0, shape, dtype)
+        return c.w.splat(1.0 if dtype.is_floating_point else 1, shape, dtype)
     axes = _axes(d, x.rank)
     if x.rank == 0:
         return x
@@ -193,11 +248,13 @@ def _prod(c, node, args, kwargs):
 
 @lowers("aten.cumprod")
 def _cumprod(c, node, args, kwargs):
-    """A Hillis-Steele scan of products (B.scan): exact, with zeros too."""
-    x = float_in(c, args[0])
+    """A Hillis-Steele scan of products (B.scan): exact, with zeros too;
+    integers in int64."""
+    dtype = c.out()[1]
+    x = c.cast(c.v(args[0]), dtype) if not dtype.is_floating_point else float_in(c, args[0])
     if x.rank == 0 or x.numel == 0:
         return x
-    return B(c).scan(x, dim(args[1], x.rank), "mul", 1.0)
+    return B(c).scan(x, dim(args[1], x.rank), "mul", 1.0 if x.dtype.is_floating_point else 1)
 
 
 @lowers("aten.nansum")
