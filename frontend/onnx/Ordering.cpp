@@ -32,9 +32,9 @@ Value shiftAxis(NodeContext &n, Value v, int64_t axis, int64_t k) {
   int64_t len = shape[axis];
   shape[axis] = k;
   Type elem = cast<RankedTensorType>(v.getType()).getElementType();
-  return concatAxis(n, {splatConstant(n, elem, shape, 0),
-                        sliceAxis(n, v, axis, 0, len - k)},
-                    axis);
+  return concatAxis(
+      n, {splatConstant(n, elem, shape, 0), sliceAxis(n, v, axis, 0, len - k)},
+      axis);
 }
 
 /// CumSum(x, axis; exclusive, reverse): Hillis and Steele's scan, each of
@@ -71,21 +71,64 @@ LogicalResult lowerCumSum(NodeContext &n) {
   return n.setResult(0, y);
 }
 
-/// The positions that sort `x` (a float; an integer through f32, exact to
-/// 2^24) along `axis`, descending or ascending: stable, so the first of
-/// equal values comes first, NaN as the largest value.
-Value sortedPositions(NodeContext &n, Value x, int64_t axis, bool descending) {
+/// fsdp.argsort of a float tensor along `axis`: stable, NaN the largest.
+Value argsortFloat(NodeContext &n, Value x, int64_t axis, bool descending) {
   auto t = cast<RankedTensorType>(x.getType());
-  if (!isa<FloatType>(t.getElementType()))
-    x = build<CastOp>(n, RankedTensorType::get(t.getShape(), n.b.getF32Type()),
-                      {x});
   return build<ArgsortOp>(
       n, RankedTensorType::get(t.getShape(), n.b.getI64Type()), {x},
       {i64Attr(n, "axis", axis), boolAttr(n, "descending", descending)});
 }
 
-/// ArgMax/ArgMin(x; axis, keepdims): the first position of the largest
-/// (smallest) value, a NaN counting as the largest (as PyTorch's).
+/// floor(x / 2^22) and x mod 2^22 of an int64 tensor, exactly (fsdp.div of
+/// two i64 tensors truncates; a negative remainder moves by one digit).
+std::pair<Value, Value> splitDigit(NodeContext &n, Value x) {
+  Type i64 = n.b.getI64Type();
+  auto t = cast<RankedTensorType>(x.getType());
+  auto bools = RankedTensorType::get(t.getShape(), n.b.getI1Type());
+  Value base = splatConstant(n, i64, {}, double(1 << 22));
+  Value q = build<DivOp>(n, t, {x, base});
+  Value r = build<SubOp>(n, t, {x, build<MulOp>(n, t, {q, base})});
+  Value negative = build<LessOp>(n, bools, {r, splatConstant(n, i64, {}, 0)});
+  q = build<WhereOp>(
+      n, t,
+      {negative, build<SubOp>(n, t, {q, splatConstant(n, i64, {}, 1)}), q});
+  r = build<WhereOp>(n, t, {negative, build<AddOp>(n, t, {r, base}), r});
+  return {q, r};
+}
+
+/// The positions that sort `x` along `axis`, descending or ascending:
+/// stable, so the first of equal values comes first, NaN as the largest
+/// value. fsdp.argsort takes floats: a boolean is cast; an integer is
+/// split into three 22-bit digits (each exact in float32) sorted lowest
+/// first, each pass stable (a radix sort, exact over all of int64; the
+/// tracer's sorting.py `argsort` does the same).
+Value sortedPositions(NodeContext &n, Value x, int64_t axis, bool descending) {
+  auto t = cast<RankedTensorType>(x.getType());
+  auto f32 = RankedTensorType::get(t.getShape(), n.b.getF32Type());
+  Type elem = t.getElementType();
+  if (isa<FloatType>(elem))
+    return argsortFloat(n, x, axis, descending);
+  if (!elem.isInteger(64))
+    return argsortFloat(n, build<CastOp>(n, f32, {x}), axis, descending);
+  auto [rest, low] = splitDigit(n, x);
+  auto [high, middle] = splitDigit(n, rest);
+  Value perm;
+  for (Value key : {low, middle, high}) {
+    if (perm)
+      key = takeAlong(n, key, perm, axis);
+    Value step =
+        argsortFloat(n, build<CastOp>(n, f32, {key}), axis, descending);
+    perm = perm ? takeAlong(n, perm, step, axis) : step;
+  }
+  return perm;
+}
+
+/// ArgMax/ArgMin(x; axis, keepdims, select_last_index): the first (last)
+/// position of the largest (smallest) value, a NaN counting as the
+/// extreme (as PyTorch's): the extreme by fsdp.reduce_max (of -x, or of
+/// -1 - x on integers, where -x would wrap at INT64_MIN), then the
+/// extreme of the positions that hold it. Linear in the axis and exact
+/// on int64.
 LogicalResult lowerArgExtreme(NodeContext &n, bool max) {
   if (failed(expectInputs(n, 1, 1)))
     return failure();
@@ -95,18 +138,62 @@ LogicalResult lowerArgExtreme(NodeContext &n, bool max) {
   auto axis = axisOf(n, n.attrInt("axis", 0), t.getRank());
   if (failed(axis))
     return failure();
-  if (n.attrInt("select_last_index", 0))
-    return n.error() << "select_last_index = 1 is not supported (PyTorch's "
-                        "argmax and argmin take the first position)";
-  if (t.getDimSize(*axis) == 0)
+  int64_t len = t.getDimSize(*axis);
+  if (len == 0)
     return n.error() << "reduces an empty axis";
-  Value first =
-      sliceAxis(n, sortedPositions(n, n.operand(0), *axis, max), *axis, 0, 1);
+  bool last = n.attrInt("select_last_index", 0) != 0;
+  Type i64 = n.b.getI64Type();
+  Value x = n.operand(0);
+  Type elem = t.getElementType();
+  bool isFloat = isa<FloatType>(elem);
+  if (!isFloat && !elem.isInteger(64)) {
+    t = RankedTensorType::get(
+        t.getShape(),
+        isa<IntegerType>(elem) && !elem.isInteger(1) ? i64 : n.b.getF32Type());
+    x = build<CastOp>(n, t, {x});
+    elem = t.getElementType();
+    isFloat = isa<FloatType>(elem);
+  }
+  auto reversed = [&](Value v) -> Value {
+    if (isFloat)
+      return build<NegOp>(n, v.getType(), {v});
+    return build<SubOp>(n, v.getType(), {splatConstant(n, i64, {}, -1), v});
+  };
+  SmallVector<int64_t> kept(t.getShape());
+  kept[*axis] = 1;
+  auto keptType = RankedTensorType::get(kept, elem);
+  auto axes = n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr({*axis}));
+  auto keep = n.b.getNamedAttr("keepdims", n.b.getBoolAttr(true));
+  Value key = max ? x : reversed(x);
+  Value extreme = build<ReduceMaxOp>(n, keptType, {key}, {axes, keep});
+  auto bools = RankedTensorType::get(t.getShape(), n.b.getI1Type());
+  Value at = build<EqualOp>(n, bools, {key, extreme});
+  if (isFloat)
+    at = build<OrOp>(
+        n, bools,
+        {at, build<NotOp>(n, bools, {build<EqualOp>(n, bools, {x, x})})});
+  // The first hit: the largest -1 - position; the last: the largest position.
+  SmallVector<int64_t> positions, posShape(t.getRank(), 1);
+  for (int64_t i = 0; i < len; ++i)
+    positions.push_back(last ? i : -1 - i);
+  posShape[*axis] = len;
+  auto posType = RankedTensorType::get(posShape, i64);
+  Value pos = ConstantOp::create(
+      n.b, n.loc,
+      DenseElementsAttr::get(posType, ArrayRef<int64_t>(positions)));
+  auto indexType = RankedTensorType::get(t.getShape(), i64);
+  Value hits = build<WhereOp>(n, indexType,
+                              {at, pos, splatConstant(n, i64, {}, -1 - len)});
+  Value found = build<ReduceMaxOp>(n, RankedTensorType::get(kept, i64), {hits},
+                                   {axes, keep});
+  if (!last)
+    found = build<SubOp>(n, found.getType(),
+                         {splatConstant(n, i64, {}, -1), found});
   if (n.attrInt("keepdims", 1))
-    return n.setResult(0, first);
-  SmallVector<int64_t> shape = shapeOf(first);
+    return n.setResult(0, found);
+  SmallVector<int64_t> shape = shapeOf(found);
   shape.erase(shape.begin() + *axis);
-  return n.setResult(0, reshapeValue(n, first, shape));
+  return n.setResult(0, reshapeValue(n, found, shape));
 }
 
 /// TopK(x, k; axis, largest, sorted): the first k positions of the stable
@@ -138,13 +225,12 @@ LogicalResult lowerTopK(NodeContext &n) {
 } // namespace
 
 void mlir::fsdp::onnx_ops::addOrdering(llvm::StringMap<LowerFn> &table) {
-  addRows(table,
-          {
-              {"CumSum", lowerCumSum},
-              {"ArgMax",
-               [](NodeContext &n) { return lowerArgExtreme(n, true); }},
-              {"ArgMin",
-               [](NodeContext &n) { return lowerArgExtreme(n, false); }},
-              {"TopK", lowerTopK},
-          });
+  addRows(
+      table,
+      {
+          {"CumSum", lowerCumSum},
+          {"ArgMax", [](NodeContext &n) { return lowerArgExtreme(n, true); }},
+          {"ArgMin", [](NodeContext &n) { return lowerArgExtreme(n, false); }},
+          {"TopK", lowerTopK},
+      });
 }

@@ -109,6 +109,11 @@ CASES = {
     "topk_smallest": lambda x: x.topk(2, 1, largest=False).values,
     "sort": lambda x: x.sort(-1).values,
     "argmax": lambda x: x * x.argmax(-1, keepdim=True).float(),
+    # Integers past 2^24 (float32's reach): sorted and compared exactly.
+    # (2^40 + k rounds to 2^40 in float32 for every |k| < 2^16.)
+    "sort_int64": lambda x: x * (2**40 + (x * 1000).long()).sort(-1).indices.float(),
+    "argmax_int64": lambda x: x * (2**40 + (x * 1000).long()).argmax(2, keepdim=True).float(),
+    "argmin_int64": lambda x: x * (2**40 - (x * 1000).long()).argmin(-1, keepdim=True).float(),
     "argmin": lambda x: x * x.argmin(2, keepdim=True).float(),
     # Attention and projections written as einsum.
     "einsum_scores": lambda x: torch.einsum("bhqd,bhkd->bhqk", x, x.flip(-1)),
