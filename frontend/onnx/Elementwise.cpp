@@ -4,8 +4,8 @@
 // rows of the importer's table (frontend/OnnxOps.cpp gathers the families).
 //
 //===----------------------------------------------------------------------===//
-#include "frontend/onnx/OnnxOpsSupport.h"
 #include "common/UnaryMath.h"
+#include "frontend/onnx/OnnxOpsSupport.h"
 
 #include <functional>
 
@@ -134,31 +134,45 @@ LogicalResult unary(NodeContext &n, double (*fn)(double),
   return n.setResult(0, build<OpTy>(n, t, {n.operand(0)}));
 }
 
-/// GreaterOrEqual / LessOrEqual: (a > b) or (a == b), so a NaN operand
-/// gives false, as the comparison does (not(a < b) would give true).
-LogicalResult lowerOrEqual(NodeContext &n, bool greater) {
+/// A binary node composed of fsdp ops: two inputs, their constants
+/// unified, the broadcast result type (element `elem`, or the operands'
+/// where null); folded with `fold` on small constants, else `compose`d.
+LogicalResult
+composedBinary(NodeContext &n, Type elem,
+               function_ref<double(double, double)> fold,
+               function_ref<Value(Value, Value, RankedTensorType)> compose) {
   if (failed(expectInputs(n, 2, 2)))
     return failure();
   SmallVector<ImportedValue> v{n.input(0), n.input(1)};
   if (failed(unifyConstants(n, v)))
     return failure();
-  Type i1 = n.b.getI1Type();
-  auto type = shape::binary(n.loc, v[0].type, v[1].type, i1);
+  auto type = shape::binary(n.loc, v[0].type, v[1].type, elem);
   if (failed(type))
     return failure();
   if (v[0].constant && v[1].constant && isSmall(type->getShape()))
     return n.setConst(
-        0, foldElementwise({v[0].constant.get(), v[1].constant.get()},
-                           type->getShape(), type->getElementType(),
-                           [greater](ArrayRef<double> a) {
-                             return double(greater ? a[0] >= a[1]
-                                                   : a[0] <= a[1]);
-                           }));
-  Value a = operandOf(n, v, 0, 0), b = operandOf(n, v, 1, 1);
-  Value strict = greater ? build<GreaterOp>(n, *type, {a, b})
-                         : build<LessOp>(n, *type, {a, b});
-  Value equal = build<EqualOp>(n, *type, {a, b});
-  return n.setResult(0, build<OrOp>(n, *type, {strict, equal}));
+        0,
+        foldElementwise({v[0].constant.get(), v[1].constant.get()},
+                        type->getShape(), type->getElementType(),
+                        [&](ArrayRef<double> a) { return fold(a[0], a[1]); }));
+  return n.setResult(
+      0, compose(operandOf(n, v, 0, 0), operandOf(n, v, 1, 1), *type));
+}
+
+/// GreaterOrEqual / LessOrEqual: (a > b) or (a == b), so a NaN operand
+/// gives false, as the comparison does (not(a < b) would give true).
+LogicalResult lowerOrEqual(NodeContext &n, bool greater) {
+  return composedBinary(
+      n, n.b.getI1Type(),
+      [greater](double a, double b) {
+        return double(greater ? a >= b : a <= b);
+      },
+      [&](Value a, Value b, RankedTensorType type) -> Value {
+        Value strict = greater ? build<GreaterOp>(n, type, {a, b})
+                               : build<LessOp>(n, type, {a, b});
+        Value equal = build<EqualOp>(n, type, {a, b});
+        return build<OrOp>(n, type, {strict, equal});
+      });
 }
 
 LogicalResult lowerWhere(NodeContext &n) {
@@ -286,10 +300,9 @@ LogicalResult activation(NodeContext &n, std::function<double(double)> fold,
   if (!isa<FloatType>(t.getElementType()))
     return n.error() << "expects a float tensor, got " << t;
   if (const HostTensor *c = n.constInput(0); c && isSmall(t.getShape()))
-    return n.setConst(0, foldElementwise({c}, t.getShape(), t.getElementType(),
-                                         [&](ArrayRef<double> a) {
-                                           return fold(a[0]);
-                                         }));
+    return n.setConst(
+        0, foldElementwise({c}, t.getShape(), t.getElementType(),
+                           [&](ArrayRef<double> a) { return fold(a[0]); }));
   return n.setResult(0, buildOps(n.operand(0), t.getElementType()));
 }
 
@@ -300,8 +313,8 @@ Value positiveElse(NodeContext &n, Value x, Type elem, double threshold,
                    Value negative) {
   auto t = cast<RankedTensorType>(x.getType());
   auto b = RankedTensorType::get(t.getShape(), n.b.getI1Type());
-  Value above =
-      build<GreaterOp>(n, b, {x, splatConstant(n, elem, t.getShape(), threshold)});
+  Value above = build<GreaterOp>(
+      n, b, {x, splatConstant(n, elem, t.getShape(), threshold)});
   return build<WhereOp>(n, t, {above, x, negative});
 }
 
@@ -309,9 +322,10 @@ Value positiveElse(NodeContext &n, Value x, Type elem, double threshold,
 /// Celu (inner alpha).
 Value scaledExpm1(NodeContext &n, Value x, Type elem, double alpha,
                   double inner) {
-  Value v = inner == 1.0 ? x
-                         : broadcastBinary<MulOp>(
-                               n, x, scalarConstant(n, elem, 1.0 / inner));
+  Value v =
+      inner == 1.0
+          ? x
+          : broadcastBinary<MulOp>(n, x, scalarConstant(n, elem, 1.0 / inner));
   v = build<Expm1Op>(n, x.getType(), {v});
   return broadcastBinary<MulOp>(n, v, scalarConstant(n, elem, alpha));
 }
@@ -329,8 +343,7 @@ LogicalResult lowerLeakyRelu(NodeContext &n) {
 
 /// Elu (gamma 1), Selu (gamma and alpha its fixed point's), Celu (alpha
 /// inside the exponential too).
-LogicalResult lowerElu(NodeContext &n, double alpha, double gamma,
-                       bool celu) {
+LogicalResult lowerElu(NodeContext &n, double alpha, double gamma, bool celu) {
   double inner = celu ? alpha : 1.0;
   return activation(
       n,
@@ -338,7 +351,8 @@ LogicalResult lowerElu(NodeContext &n, double alpha, double gamma,
         return gamma * (x > 0 ? x : alpha * std::expm1(x / inner));
       },
       [&](Value x, Type e) {
-        Value y = positiveElse(n, x, e, 0.0, scaledExpm1(n, x, e, alpha, inner));
+        Value y =
+            positiveElse(n, x, e, 0.0, scaledExpm1(n, x, e, alpha, inner));
         return gamma == 1.0
                    ? y
                    : broadcastBinary<MulOp>(n, y, scalarConstant(n, e, gamma));
@@ -363,23 +377,22 @@ LogicalResult lowerIsNanOrInf(NodeContext &n, bool inf) {
   RankedTensorType t = n.inputType(0);
   Type elem = t.getElementType();
   auto b = RankedTensorType::get(t.getShape(), n.b.getI1Type());
-  bool neg = n.attrInt("detect_negative", 1), pos = n.attrInt("detect_positive", 1);
+  bool neg = n.attrInt("detect_negative", 1),
+       pos = n.attrInt("detect_positive", 1);
   auto test = [=](double x) {
     return double(inf ? (std::isinf(x) && (x > 0 ? pos : neg)) : std::isnan(x));
   };
   if (const HostTensor *c = n.constInput(0); c && isSmall(t.getShape()))
-    return n.setConst(0, foldElementwise({c}, t.getShape(), n.b.getI1Type(),
-                                         [&](ArrayRef<double> a) {
-                                           return test(a[0]);
-                                         }));
+    return n.setConst(
+        0, foldElementwise({c}, t.getShape(), n.b.getI1Type(),
+                           [&](ArrayRef<double> a) { return test(a[0]); }));
   // (torch.onnx.export 1.13 writes isinf(x) as IsInf(Cast(x, double));
   // DemoteFloat64.cpp computes that double in float32, exactly here.)
   Value x = n.operand(0);
   if (!isa<FloatType>(elem)) // an integer is never NaN nor infinite
     return n.setResult(0, splatConstant(n, n.b.getI1Type(), t.getShape(), 0));
   if (!inf)
-    return n.setResult(
-        0, build<NotOp>(n, b, {build<EqualOp>(n, b, {x, x})}));
+    return n.setResult(0, build<NotOp>(n, b, {build<EqualOp>(n, b, {x, x})}));
   auto equals = [&](Value v, double c) {
     return build<EqualOp>(n, b, {v, splatConstant(n, elem, t.getShape(), c)});
   };
@@ -411,24 +424,16 @@ LogicalResult lowerGelu(NodeContext &n) {
 LogicalResult lowerXor(NodeContext &n) {
   if (failed(expectInputs(n, 2, 2)))
     return failure();
-  SmallVector<ImportedValue> v{n.input(0), n.input(1)};
-  if (!v[0].type.getElementType().isInteger(1) ||
-      !v[1].type.getElementType().isInteger(1))
-    return n.error() << "expects boolean operands, got " << v[0].type
-                     << " and " << v[1].type;
-  auto type = shape::binary(n.loc, v[0].type, v[1].type, Type());
-  if (failed(type))
-    return failure();
-  if (v[0].constant && v[1].constant && isSmall(type->getShape()))
-    return n.setConst(
-        0, foldElementwise({v[0].constant.get(), v[1].constant.get()},
-                           type->getShape(), type->getElementType(),
-                           [](ArrayRef<double> a) {
-                             return double((a[0] != 0) != (a[1] != 0));
-                           }));
-  Value a = operandOf(n, v, 0, 0), b = operandOf(n, v, 1, 1);
-  return n.setResult(
-      0, build<NotOp>(n, *type, {build<EqualOp>(n, *type, {a, b})}));
+  if (!n.inputType(0).getElementType().isInteger(1) ||
+      !n.inputType(1).getElementType().isInteger(1))
+    return n.error() << "expects boolean operands, got " << n.inputType(0)
+                     << " and " << n.inputType(1);
+  return composedBinary(
+      n, Type(),
+      [](double a, double b) { return double((a != 0) != (b != 0)); },
+      [&](Value a, Value b, RankedTensorType type) -> Value {
+        return build<NotOp>(n, type, {build<EqualOp>(n, type, {a, b})});
+      });
 }
 
 /// Mod of values known only at run time (lowerMod).
@@ -450,18 +455,17 @@ LogicalResult lowerModOfValues(NodeContext &n, bool cStyle) {
   auto bools = RankedTensorType::get(type->getShape(), n.b.getI1Type());
   auto negative = [&](Value x) {
     auto t = cast<RankedTensorType>(x.getType());
-    return build<LessOp>(
-        n, RankedTensorType::get(t.getShape(), n.b.getI1Type()),
-        {x, splatConstant(n, elem, {}, 0)});
+    return build<LessOp>(n,
+                         RankedTensorType::get(t.getShape(), n.b.getI1Type()),
+                         {x, splatConstant(n, elem, {}, 0)});
   };
   Value nonzero = build<NotOp>(
       n, bools, {build<EqualOp>(n, bools, {r, splatConstant(n, elem, {}, 0)})});
   Value signsDiffer = build<NotOp>(
       n, bools, {build<EqualOp>(n, bools, {negative(r), negative(b)})});
   Value moves = build<AndOp>(n, bools, {nonzero, signsDiffer});
-  return n.setResult(0, build<WhereOp>(n, *type,
-                                       {moves, build<AddOp>(n, *type, {r, b}),
-                                        r}));
+  return n.setResult(
+      0, build<WhereOp>(n, *type, {moves, build<AddOp>(n, *type, {r, b}), r}));
 }
 
 /// Mod: fmod = 0 takes the divisor's sign (as Python's %), fmod = 1 the
@@ -518,7 +522,8 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
 #define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   {onnx, [](NodeContext &n) {                                                  \
      return binary<Class##Op>(                                                 \
-         n, [](double a, double b) { return ::fsdp::um::binary##Class(a, b); }, \
+         n,                                                                    \
+         [](double a, double b) { return ::fsdp::um::binary##Class(a, b); },   \
          Kind::kind);                                                          \
    }},
 #include "common/BinaryOps.def"
@@ -533,9 +538,9 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
            }},
           {"Selu",
            [](NodeContext &n) {
-             return lowerElu(n, n.attrFloat("alpha", 1.67326319217681884765625f),
-                             n.attrFloat("gamma", 1.05070102214813232421875f),
-                             false);
+             return lowerElu(
+                 n, n.attrFloat("alpha", 1.67326319217681884765625f),
+                 n.attrFloat("gamma", 1.05070102214813232421875f), false);
            }},
           {"Celu",
            [](NodeContext &n) {
