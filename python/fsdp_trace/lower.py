@@ -475,10 +475,14 @@ def _unary(c, node, args, kwargs):
                                  f"{arg.default_value!r} maps to {UNARY[op_name(node.target)]}")
     x = c.cast(c.v(args[0]), dtype)
     name = op_name(node.target)
-    if name == "aten.sign" and not dtype.is_floating_point and dtype != torch.bool:
-        # fsdp.sign takes floats: (x > 0) - (x < 0) on integers, exactly.
+    if name in ("aten.sign", "aten.bitwise_not") and not dtype.is_floating_point \
+            and dtype != torch.bool:
+        # fsdp.sign takes floats and fsdp.not booleans. On integers, exactly:
+        # (x > 0) - (x < 0), and ~x = -1 - x (two's complement).
         from .decompose.builder import B
         b = B(c)
+        if name == "aten.bitwise_not":
+            return b.sub(b.s(-1, dtype), x)
         return b.where(b.gt(x, 0), 1, b.where(b.lt(x, 0), -1, 0))
     return c.emit(UNARY[name], [x], [(shape, dtype)])
 

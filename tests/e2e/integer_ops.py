@@ -71,6 +71,7 @@ RESULTS = {  # name -> f(a, b)
     "abs(h) % 1000003": lambda a, b: _hash(a).abs() % 1000003,
     "sign(a)": lambda a, b: torch.sign(a),
     "h & 1023": lambda a, b: _hash(a) & 1023,
+    "(~h) % 1000003": lambda a, b: (~_hash(a)) % 1000003,
     "(h >> 30) % 1000003": lambda a, b: (_hash(a) >> 30) % 1000003,
     "(a << 30) % 1000003": lambda a, b: (a << 30) % 1000003,
     "cumsum(rows of b + 2^40) - 2^40·(i + 1)": lambda a, b: (
