@@ -115,7 +115,7 @@ Status Executor::init(const Plan &p, Comm &comm_,
         float f = (float)v;
         std::memcpy(data.data() + i * 4, &f, 4);
       } else if (c.dtype == DType::I64) {
-        int64_t x = (int64_t)v;
+        int64_t x = c.ints.empty() ? (int64_t)v : c.ints[c.splat ? 0 : i];
         std::memcpy(data.data() + i * 8, &x, 8);
       } else if (c.dtype == DType::BF16 || c.dtype == DType::F16) {
         uint16_t h = c.dtype == DType::BF16 ? bf16FromFloat((float)v)

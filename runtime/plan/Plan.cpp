@@ -5,6 +5,7 @@
 #include "runtime/support/File.h"
 #include "runtime/support/Half.h"
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -583,11 +584,27 @@ Status parsePlan(const std::string &text, Plan &plan) {
       auto isValue = [](const json &v) {
         return v.is_number() || v.is_string();
       };
+      // An i64 constant's JSON integers read as int64, exactly; a value
+      // that is no integer is refused (a cast of NaN to int64 is undefined).
+      auto addValue = [&](const json &v) {
+        info.values.push_back(constantValue(v));
+        if (info.dtype != DType::I64)
+          return true;
+        double d = info.values.back();
+        if (v.is_number_integer())
+          info.ints.push_back(v.get<int64_t>());
+        else if (std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 0x1p63)
+          info.ints.push_back((int64_t)d);
+        else
+          return false;
+        return true;
+      };
       if (const json *s = r.field(c, "splat", where, false)) {
         if (!isValue(*s))
           return Status::error(where + ".splat: expected a number");
         info.splat = true;
-        info.values.push_back(constantValue(*s));
+        if (!addValue(*s))
+          return Status::error(where + ".splat: expected an integer (i64)");
       } else if (const json *b = r.field(c, "base64", where, false)) {
         std::string bytes;
         int64_t n = product(info.shape), width = dtypeSize(info.dtype);
@@ -605,6 +622,7 @@ Status parsePlan(const std::string &text, Plan &plan) {
             int64_t x;
             std::memcpy(&x, bytes.data() + k * 8, 8);
             info.values[k] = (double)x;
+            info.ints.push_back(x);
           } else if (info.dtype == DType::BF16 || info.dtype == DType::F16) {
             uint16_t h;
             std::memcpy(&h, bytes.data() + k * 2, 2);
@@ -621,7 +639,8 @@ Status parsePlan(const std::string &text, Plan &plan) {
         for (const json &v : *d) {
           if (!isValue(v))
             return Status::error(where + ".data: expected numbers");
-          info.values.push_back(constantValue(v));
+          if (!addValue(v))
+            return Status::error(where + ".data: expected integers (i64)");
         }
       } else {
         return r.status;

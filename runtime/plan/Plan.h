@@ -124,6 +124,9 @@ struct ConstantInfo {
   std::vector<int64_t> shape;
   DType dtype = DType::F32;
   std::vector<double> values; // one value when splat
+  /// The values of an i64 constant, exactly (a double holds integers to
+  /// 2^53 only: a hash's modulus, an id past it); one when splat.
+  std::vector<int64_t> ints;
   bool splat = false;
 };
 

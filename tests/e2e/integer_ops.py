@@ -67,6 +67,9 @@ RESULTS = {  # name -> f(a, b)
     "3h - 2h - h (wrapping)": lambda a, b: _hash(a) * 3 - _hash(a) * 2 - _hash(a),
     "(h·7 - h·5) // 2 - h": lambda a, b: (_hash(a) * 7 - _hash(a) * 5) // 2 - _hash(a),
     "a ** 3 % 1000003 (wrapping)": lambda a, b: (a ** 3) % 1000003,
+    # Constants past 2^53 in the plan (a double rounds 2^60 + 1 to 2^60).
+    "b + (2^60 + 1) - 2^60": lambda a, b: b + (2**60 + 1) - 2**60,
+    "b + (2^60 + i % 64) - 2^60": lambda a, b: b + (2**60 + torch.arange(N) % 64) - 2**60,
     "-h % 1000003": lambda a, b: (-_hash(a)) % 1000003,
     "abs(h) % 1000003": lambda a, b: _hash(a).abs() % 1000003,
     "sign(a)": lambda a, b: torch.sign(a),
@@ -96,6 +99,16 @@ RESULTS = {  # name -> f(a, b)
         (b + 2**12).view(64, 64).prod(1, keepdim=True) % 1000003),
     "cumprod(rows of b) % 1000003 (wrapping)": lambda a, b: (
         b.view(64, 64).cumprod(1) % 1000003).reshape(N),
+    # Buckets (no lowering before): float values with NaN and ties at the
+    # boundaries, int64 past 2^53, and rows of sorted sequences.
+    "bucketize(b / 4, NaN at a % 89 == 0)": lambda a, b: torch.bucketize(torch.where(
+        a % 89 == 0, float("nan"), b / 4.0), torch.tensor([-10.0, -2.5, 0.0, 1.75, 3.0, 9.0])),
+    "bucketize(b / 4, right)": lambda a, b: torch.bucketize(
+        b / 4.0, torch.tensor([-10.0, -2.5, 0.0, 1.75, 3.0, 9.0]), right=True),
+    "searchsorted(2^60 + k, h-like, side right)": lambda a, b: torch.searchsorted(
+        2**60 + torch.arange(-40, 50, 3), 2**60 + b, side="right"),
+    "searchsorted(rows of sorted b, b, out_int32)": lambda a, b: torch.searchsorted(
+        b.view(64, 64).sort(1).values, b.view(64, 64).roll(1, 0), out_int32=True).reshape(N).long(),
     "topk(rows of 2^40·(b % 5) + i, 64)": lambda a, b: (
         2**40 * (b % 5) + torch.arange(N)).view(64, 64).topk(64, 1).indices.reshape(N),
     # A bucket from log2 (a power of two's exponent): floor and ceil of

@@ -4,7 +4,7 @@ and a gather of the values at those positions, so the values' gradient is
 the gather's scatter-add and the indices (int64) take none."""
 import torch
 
-from ..lower import dim, lowers
+from ..lower import TraceError, dim, lowers, op_name
 from ..mlir import bool_attr, i64_attr
 from .builder import B, arg
 from .shapes import take_along
@@ -132,3 +132,43 @@ def _median(c, node, args, kwargs):
     keep = arg(args, kwargs, 2, "keepdim", False)
     out = (shape[:d] + (1,) + shape[d + 1:] if keep else shape[:d] + shape[d + 1:]) if shape else ()
     return [c.reshape(value, tuple(out)), c.reshape(pos, tuple(out))]
+
+
+@lowers("aten.bucketize", "aten.searchsorted")
+def _bucketize(c, node, args, kwargs):
+    """bucketize(x, boundaries) and searchsorted(sorted, x): for each value,
+    how many of the sorted sequence's elements lie below it (right=False,
+    side 'left') or at or below it (right=True, side 'right'), a NaN value
+    after them all, as PyTorch places it: the comparisons of every value
+    with every element, counted (n·m; exact on int64). searchsorted's
+    sequence may have leading axes matching the values'; a sorter is
+    refused."""
+    b = B(c)
+    shape, _ = c.out()
+    if op_name(node.target) == "aten.bucketize":
+        values, seq = args[0], args[1]
+    else:
+        seq, values = args[0], args[1]
+        if kwargs.get("sorter") is not None:
+            raise TraceError("searchsorted with a sorter (sort the sequence first)")
+    right = bool(kwargs.get("right", False))
+    if kwargs.get("side") is not None:
+        right = kwargs["side"] == "right"
+    s = c.v(seq)
+    v_dtype = c.v(values).dtype if isinstance(values, torch.fx.Node) else (
+        torch.float32 if isinstance(values, float) else torch.int64)
+    dtype = (torch.float32 if s.dtype.is_floating_point or v_dtype.is_floating_point
+             else torch.int64)
+    s = c.cast(s, dtype)
+    v = c.operand(values, dtype)
+    if s.rank == 1:   # every value against the one sequence
+        vv = c.reshape(v, v.shape + (1,))
+        ss = s
+    else:             # [.., m] against values [.., k]: a row each
+        vv = c.reshape(v, v.shape + (1,))
+        ss = c.reshape(s, s.shape[:-1] + (1, s.shape[-1]))
+    below = b.bin("or", b.lt(ss, vv), b.eq(ss, vv)) if right else b.lt(ss, vv)
+    if dtype.is_floating_point:
+        below = b.bin("or", below, b.isnan(vv))
+    count = b.reduce("reduce_sum", c.cast(below, torch.int64), [below.rank - 1], False)
+    return c.reshape(count, tuple(shape))

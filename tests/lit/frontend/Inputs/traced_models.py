@@ -398,3 +398,20 @@ class MaskedSelect(nn.Module):
 
 def masked_select():
     return MaskedSelect(), {"x": torch.randn(6, 4)}
+
+
+class HashBuckets(nn.Module):
+    """Ids hashed into an embedding's rows with a constant past 2^53 (a
+    plan's i64 constant, which a double would round)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(7, 4)
+
+    def forward(self, ids):
+        return self.emb((ids + torch.tensor([2**60 + 1])) % 7).pow(2).mean()
+
+
+def hash_buckets():
+    torch.manual_seed(0)
+    return HashBuckets(), {"ids": torch.randint(0, 100, (2, 5))}
