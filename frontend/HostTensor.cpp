@@ -139,10 +139,13 @@ HostTensor HostTensor::reshaped(ArrayRef<int64_t> newShape) const {
   return out;
 }
 
-HostTensor
-mlir::fsdp::foldElementwise(ArrayRef<const HostTensor *> operands,
-                            ArrayRef<int64_t> resultShape, Type resultElement,
-                            const std::function<double(ArrayRef<double>)> &fn) {
+/// An elementwise fold over broadcast operands, each element read by
+/// `load(tensor, offset)`, the result's set by `store(out, i, value)`.
+template <typename T, typename Load, typename Store>
+static HostTensor foldEach(ArrayRef<const HostTensor *> operands,
+                           ArrayRef<int64_t> resultShape, Type resultElement,
+                           const std::function<T(ArrayRef<T>)> &fn, Load load,
+                           Store store) {
   HostTensor out = HostTensor::zeros(resultElement, resultShape);
   size_t rank = resultShape.size();
   // Per operand: its strides aligned to the result, 0 on broadcast dims.
@@ -156,15 +159,15 @@ mlir::fsdp::foldElementwise(ArrayRef<const HostTensor *> operands,
     strides.push_back(s);
   }
   SmallVector<int64_t> index(rank, 0);
-  SmallVector<double> args(operands.size());
+  SmallVector<T> args(operands.size());
   for (int64_t i = 0, n = out.numel(); i < n; ++i) {
     for (size_t k = 0; k < operands.size(); ++k) {
       int64_t off = 0;
       for (size_t d = 0; d < rank; ++d)
         off += index[d] * strides[k][d];
-      args[k] = operands[k]->asDouble(off);
+      args[k] = load(*operands[k], off);
     }
-    out.set(i, fn(args));
+    store(out, i, fn(args));
     for (int64_t d = (int64_t)rank - 1; d >= 0; --d) {
       if (++index[d] < resultShape[d])
         break;
@@ -172,6 +175,27 @@ mlir::fsdp::foldElementwise(ArrayRef<const HostTensor *> operands,
     }
   }
   return out;
+}
+
+HostTensor
+mlir::fsdp::foldElementwise(ArrayRef<const HostTensor *> operands,
+                            ArrayRef<int64_t> resultShape, Type resultElement,
+                            const std::function<double(ArrayRef<double>)> &fn) {
+  return foldEach<double>(
+      operands, resultShape, resultElement, fn,
+      [](const HostTensor &t, int64_t i) { return t.asDouble(i); },
+      [](HostTensor &out, int64_t i, double v) { out.set(i, v); });
+}
+
+HostTensor mlir::fsdp::foldElementwiseInts(
+    ArrayRef<const HostTensor *> operands, ArrayRef<int64_t> resultShape,
+    Type resultElement, const std::function<int64_t(ArrayRef<int64_t>)> &fn) {
+  return foldEach<int64_t>(
+      operands, resultShape, resultElement, fn,
+      [](const HostTensor &t, int64_t i) { return t.asInt(i); },
+      [](HostTensor &out, int64_t i, int64_t v) {
+        out.ints[i] = out.elementType.isInteger(1) ? v != 0 : v;
+      });
 }
 
 /// Visits every index of `shape` in row-major order.
@@ -294,7 +318,10 @@ HostTensor mlir::fsdp::foldReduce(const HostTensor &x, ArrayRef<int64_t> axes,
     kept[a] = 1;
   }
   HostTensor acc = HostTensor::zeros(x.elementType, kept);
-  double identity = kind == 2 ? -INFINITY : kind == 3 ? INFINITY : kind == 4 ? 1.0 : 0.0;
+  double identity = kind == 2   ? -INFINITY
+                    : kind == 3 ? INFINITY
+                    : kind == 4 ? 1.0
+                                : 0.0;
   std::vector<double> sums(acc.numel(), identity);
   SmallVector<int64_t> ks = stridesOf(kept);
   int64_t i = 0;
@@ -304,7 +331,10 @@ HostTensor mlir::fsdp::foldReduce(const HostTensor &x, ArrayRef<int64_t> axes,
       off += (kept[d] == 1 ? 0 : idx[d]) * ks[d];
     double v = x.asDouble(i++);
     double &a = sums[off];
-    a = kind == 2 ? std::max(a, v) : kind == 3 ? std::min(a, v) : kind == 4 ? a * v : a + v;
+    a = kind == 2   ? std::max(a, v)
+        : kind == 3 ? std::min(a, v)
+        : kind == 4 ? a * v
+                    : a + v;
   });
   for (int64_t j = 0; j < acc.numel(); ++j)
     acc.set(j, kind == 1 ? sums[j] / count : sums[j]);

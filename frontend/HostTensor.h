@@ -56,6 +56,13 @@ HostTensor foldElementwise(ArrayRef<const HostTensor *> operands,
                            ArrayRef<int64_t> resultShape, Type resultElement,
                            const std::function<double(ArrayRef<double>)> &fn);
 
+/// The same over integer operands and an integer (or i1) result, in int64
+/// exactly (a double holds integers to 2^53 only).
+HostTensor
+foldElementwiseInts(ArrayRef<const HostTensor *> operands,
+                    ArrayRef<int64_t> resultShape, Type resultElement,
+                    const std::function<int64_t(ArrayRef<int64_t>)> &fn);
+
 HostTensor foldTranspose(const HostTensor &x, ArrayRef<int64_t> perm);
 HostTensor foldSlice(const HostTensor &x, ArrayRef<int64_t> starts,
                      ArrayRef<int64_t> steps, ArrayRef<int64_t> resultShape);

@@ -153,6 +153,7 @@ FailureOr<HostTensor> mlir::fsdp::readTensorProto(const onnx::TensorProto &t,
     return emitError(loc) << what << ": segmented tensors are not supported";
   HostTensor h = HostTensor::zeros(et, *dims);
   int64_t n = h.numel();
+  bool int64 = t.data_type() == onnx::TensorProto::INT64;
   if (n > kMaxFoldElements)
     return emitError(loc) << what << ": constant of " << n
                           << " elements is too large to import";
@@ -161,15 +162,23 @@ FailureOr<HostTensor> mlir::fsdp::readTensorProto(const onnx::TensorProto &t,
       return emitError(loc)
              << what << ": raw_data holds " << t.raw_data().size()
              << " bytes, expected " << n * byteWidth(et) << " for " << h.type();
-    for (int64_t i = 0; i < n; ++i)
-      h.set(i, rawValue(t.raw_data(), et, t.data_type(), i));
+    for (int64_t i = 0; i < n; ++i) {
+      if (int64) // exactly: a double holds integers to 2^53 only
+        std::memcpy(&h.ints[i], t.raw_data().data() + i * 8, 8);
+      else
+        h.set(i, rawValue(t.raw_data(), et, t.data_type(), i));
+    }
     return h;
   }
   if (typedCount(t) != n)
     return emitError(loc) << what << ": holds " << typedCount(t)
                           << " values, expected " << n << " for " << h.type();
-  for (int64_t i = 0; i < n; ++i)
-    h.set(i, typedValue(t, i));
+  for (int64_t i = 0; i < n; ++i) {
+    if (int64)
+      h.ints[i] = t.int64_data(i);
+    else
+      h.set(i, typedValue(t, i));
+  }
   return h;
 }
 

@@ -8,6 +8,7 @@
 #include "frontend/onnx/OnnxOpsSupport.h"
 
 #include <functional>
+#include <string_view>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -53,8 +54,9 @@ Value operandOf(NodeContext &n, SmallVectorImpl<ImportedValue> &v, int k,
 }
 
 template <typename OpTy>
-LogicalResult binary(NodeContext &n, double (*fn)(double, double),
-                     Kind kind = Kind::Arith) {
+LogicalResult
+binary(NodeContext &n, double (*fn)(double, double), Kind kind = Kind::Arith,
+       int64_t (*exact)(int64_t, int64_t) = nullptr, bool divides = false) {
   if (failed(expectInputs(n, 2, 2)))
     return failure();
   SmallVector<ImportedValue> v{n.input(0), n.input(1)};
@@ -67,12 +69,23 @@ LogicalResult binary(NodeContext &n, double (*fn)(double, double),
   auto type = shape::binary(n.loc, v[0].type, v[1].type, resultElement);
   if (failed(type))
     return failure();
-  if (v[0].constant && v[1].constant && isSmall(type->getShape()))
+  if (v[0].constant && v[1].constant && isSmall(type->getShape())) {
+    const HostTensor *a = v[0].constant.get(), *b = v[1].constant.get();
+    if (exact && !a->isFloat() && !b->isFloat()) {
+      // Integers in int64, exactly (BinaryOps.def's integer column).
+      if (divides && llvm::is_contained(b->ints, 0))
+        return n.error() << "divides by zero";
+      return n.setConst(0, foldElementwiseInts({a, b}, type->getShape(),
+                                               type->getElementType(),
+                                               [exact](ArrayRef<int64_t> x) {
+                                                 return exact(x[0], x[1]);
+                                               }));
+    }
     return n.setConst(
         0,
-        foldElementwise({v[0].constant.get(), v[1].constant.get()},
-                        type->getShape(), type->getElementType(),
+        foldElementwise({a, b}, type->getShape(), type->getElementType(),
                         [fn](ArrayRef<double> a) { return fn(a[0], a[1]); }));
+  }
   return n.setResult(
       0, build<OpTy>(n, *type, {operandOf(n, v, 0, 0), operandOf(n, v, 1, 1)}));
 }
@@ -492,6 +505,18 @@ LogicalResult lowerMod(NodeContext &n) {
     for (int64_t i = 0; i < b->numel(); ++i)
       if (b->asInt(i) == 0)
         return n.error() << "divides by zero";
+  if (!a->isFloat() && !b->isFloat())
+    return n.setConst(0, foldElementwiseInts(
+                             {a, b}, type->getShape(), type->getElementType(),
+                             [cStyle](ArrayRef<int64_t> v) {
+                               int64_t r = ::fsdp::um::wrapSub(
+                                   v[0],
+                                   ::fsdp::um::wrapMul(
+                                       ::fsdp::um::truncDiv(v[0], v[1]), v[1]));
+                               if (!cStyle && r != 0 && ((r < 0) != (v[1] < 0)))
+                                 r += v[1];
+                               return r;
+                             }));
   return n.setConst(
       0, foldElementwise({a, b}, type->getShape(), type->getElementType(),
                          [cStyle](ArrayRef<double> v) {
@@ -518,13 +543,15 @@ void mlir::fsdp::onnx_ops::addElementwise(llvm::StringMap<LowerFn> &table) {
 #include "common/UnaryOps.def"
 #undef FSDP_UNARY
   // The elementwise binary ops with an ONNX op (common/BinaryOps.def):
-  // folded with the row's scalar in double when both inputs are constant.
+  // folded when both inputs are constant, with the row's scalar in double,
+  // or its integer column in int64 where both are integers.
 #define FSDP_BINARY(Class, name, onnx, kind, scalar, integer)                  \
   {onnx, [](NodeContext &n) {                                                  \
      return binary<Class##Op>(                                                 \
          n,                                                                    \
          [](double a, double b) { return ::fsdp::um::binary##Class(a, b); },   \
-         Kind::kind);                                                          \
+         Kind::kind, ::fsdp::um::exact##Class,                                 \
+         std::string_view(name) == "div");                                     \
    }},
 #include "common/BinaryOps.def"
 #undef FSDP_BINARY

@@ -68,6 +68,20 @@ def main():
         m.graph.node.insert(1, helper.make_node(
             "Dropout", ["h", "", "train"], ["d"], name="/drop/Dropout"))
         m.graph.initializer.append(numpy_helper.from_array(np.array(True), "train"))
+    elif k == "int64-fold":
+        # Not a defect: int64 constants past 2^53, which the importer folds
+        # (in double, 2^60 + 3 - 2^60 would be 0): y = relu(x @ W) * cast(
+        # (2^60 + 3) + (-2^60)) * cast((2^60 + 5) mod 7).
+        for name, v in (("big", 2**60 + 3), ("minus", -2**60), ("big5", 2**60 + 5),
+                        ("seven", 7)):
+            m.graph.initializer.append(numpy_helper.from_array(np.array(v, np.int64), name))
+        m.graph.node[1].output[0] = "r"
+        m.graph.node.extend([
+            helper.make_node("Add", ["big", "minus"], ["s"], name="/fold/Add"),
+            helper.make_node("Mod", ["big5", "seven"], ["md"], name="/fold/Mod"),
+            helper.make_node("Mul", ["s", "md"], ["sm"], name="/fold/Mul"),
+            helper.make_node("Cast", ["sm"], ["sf"], name="/fold/Cast", to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["r", "sf"], ["y"], name="/fold/Scale")])
     elif k == "truncated":
         raw = base().SerializeToString()
         raw = raw[: len(raw) // 2]
