@@ -103,12 +103,13 @@ using Kernel = std::variant<
     Unary, UnaryInt, GeluGrad, Dropout, Binary, BinaryMixed, BinaryInt,
     LogicalNot, Select, Cast, Scaled, Trilu, Argsort, Reduce, ReduceCombine,
     SoftmaxRows, LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
-    ScatterAdd, LossTerms, LossReduce, LossGradRows, StridedCopy, Im2Col,
-    Col2Im, PoolForward, PoolBackward, BatchNormChannels, BatchNormGradChannels,
-    BatchNormSyncedChannels, AdamWSchedule, AdamW, SgdSchedule, Sgd,
-    AttentionRows, AttentionGradQueryRows, AttentionGradKeyRows, FlashAttention,
-    FlashAttentionGradQueries, FlashAttentionGradKeys, Gemm, Copy, Zero,
-    Collective, Wait, Transfer, HostWork>;
+    ScatterAdd, ScatterAddInt, LossTerms, LossReduce, LossGradRows, StridedCopy,
+    Im2Col, Col2Im, PoolForward, PoolBackward, BatchNormChannels,
+    BatchNormGradChannels, BatchNormSyncedChannels, AdamWSchedule, AdamW,
+    SgdSchedule, Sgd, AttentionRows, AttentionGradQueryRows,
+    AttentionGradKeyRows, FlashAttention, FlashAttentionGradQueries,
+    FlashAttentionGradKeys, Gemm, Copy, Zero, Collective, Wait, Transfer,
+    HostWork>;
 
 /// One operation: a functor run for every index in [0, n), a block kernel
 /// (FlashAttention.h) run over n blocks, or (Gemm, Copy, Zero, Collective,

@@ -99,6 +99,13 @@ RESULTS = {  # name -> f(a, b)
         (b + 2**12).view(64, 64).prod(1, keepdim=True) % 1000003),
     "cumprod(rows of b) % 1000003 (wrapping)": lambda a, b: (
         b.view(64, 64).cumprod(1) % 1000003).reshape(N),
+    # Counts by scatter_add into int64 (tokens per expert); index_add of
+    # values past 2^53 (the CPU kernel read int64 data as float32).
+    "counts of b % 8 per row (scatter_add)": lambda a, b: _rows8(
+        torch.zeros(64, 8, dtype=torch.long).scatter_add(1, b.view(64, 64) % 8,
+                                                         torch.ones(64, 64, dtype=torch.long))),
+    "index_add(h rows) % 1000003": lambda a, b: (torch.zeros(64, 64, dtype=torch.long).index_add(
+        0, (b.view(64, 64)[:, 0] % 64), _hash(a).view(64, 64)) % 1000003).reshape(N),
     # Buckets (no lowering before): float values with NaN and ties at the
     # boundaries, int64 past 2^53, and rows of sorted sequences.
     "bucketize(b / 4, NaN at a % 89 == 0)": lambda a, b: torch.bucketize(torch.where(
@@ -121,6 +128,11 @@ RESULTS = {  # name -> f(a, b)
 def _hash(a):
     """a·2^36 + a: past 2^53 for every |a| >= 2^17."""
     return a * 2**36 + a
+
+
+def _rows8(per_row):
+    """A [64, 8] result as N elements (each row's 8 values repeated)."""
+    return per_row.repeat(1, 8).reshape(N)
 
 
 def _rows(per_row):

@@ -416,6 +416,37 @@ TEST(DeviceKernels, IntegerNegAndAbsAreExact) {
   }
 }
 
+// scatter_add of int64 data (tokens per expert, a histogram) adds exactly
+// on both backends, repeated indices too; the CPU kernel had read the
+// int64 data as f32.
+TEST(DeviceKernels, ScatterAddOfIntegersIsExact) {
+  Arena a;
+  const int64_t big = int64_t(1) << 60;
+  TensorRef dest = a.add({5, 3}, DType::I64), idx = a.add({4}, DType::I64),
+            upd = a.add({4, 3}, DType::I64), yc = a.add({5, 3}, DType::I64),
+            yn = a.add({5, 3}, DType::I64);
+  const int64_t at[4] = {1, 4, 1, -1}; // row 1 twice, row 4 twice (-1)
+  for (int64_t i = 0; i < 15; ++i)
+    a.at<int64_t>(dest)[i] = big + i;
+  for (int64_t j = 0; j < 4; ++j) {
+    a.at<int64_t>(idx)[j] = at[j];
+    for (int64_t t = 0; t < 3; ++t)
+      a.at<int64_t>(upd)[j * 3 + t] = j * 10 + t + 1;
+  }
+  nlohmann::json attrs = {{"axis", 0}};
+  runLowered(a, instr("scatter_add", {dest, idx, upd}, {yn}, attrs));
+  runCpu(a, instr("scatter_add", {dest, idx, upd}, {yc}, attrs));
+  for (int64_t r = 0; r < 5; ++r)
+    for (int64_t t = 0; t < 3; ++t) {
+      int64_t want = big + r * 3 + t;
+      for (int64_t j = 0; j < 4; ++j)
+        if ((at[j] + 5) % 5 == r)
+          want += j * 10 + t + 1;
+      ASSERT_EQ(want, a.at<int64_t>(yc)[r * 3 + t]) << "cpu row " << r;
+      ASSERT_EQ(want, a.at<int64_t>(yn)[r * 3 + t]) << "lowered row " << r;
+    }
+}
+
 // An integer division by zero is an error on the CPU backend, as in
 // PyTorch's CPU kernel, not a value.
 TEST(DeviceKernels, IntegerDivisionByZeroIsAnError) {

@@ -45,27 +45,37 @@ Status kScatterAdd(const Instruction &in, Context &c) {
   if (axis < 0 || axis >= dest.rank() || dest.shape != y.shape ||
       idx.dtype != DType::I64)
     return Status::error("bad axis or shapes");
+  // f32, or int64 exactly (tokens per expert, a histogram); the data were
+  // read as f32 whatever their type, and an int64 count came out as noise.
+  if ((dest.dtype != DType::F32 && dest.dtype != DType::I64) ||
+      upd.dtype != dest.dtype || y.dtype != dest.dtype)
+    return Status::error("expects f32 or i64 data and updates of one dtype");
   int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
           inner = product(dest.shape, axis + 1), count = idx.numel();
   if (upd.numel() != outer * count * inner)
     return Status::error("updates " + shapeString(upd.shape) + " do not match");
-  float *py = c.get<float>(y);
-  const float *pd = c.get<float>(dest), *pu = c.get<float>(upd);
-  const int64_t *pi = c.get<int64_t>(idx);
-  if (py != pd)
-    std::memcpy(py, pd, dest.bytes());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < count; ++j) {
-      int64_t k = pi[j] < 0 ? pi[j] + dim : pi[j];
-      if (k < 0 || k >= dim)
-        return Status::error("index " + std::to_string(pi[j]) +
-                             " is out of range");
-      float *row = py + (o * dim + k) * inner;
-      const float *src = pu + (o * count + j) * inner;
-      for (int64_t t = 0; t < inner; ++t)
-        row[t] += src[t];
-    }
-  return Status::ok();
+  auto add = [&](auto *py, const auto *pd, const auto *pu, auto plus) {
+    const int64_t *pi = c.get<int64_t>(idx);
+    if ((const void *)py != (const void *)pd)
+      std::memcpy(py, pd, dest.bytes());
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t k = pi[j] < 0 ? pi[j] + dim : pi[j];
+        if (k < 0 || k >= dim)
+          return Status::error("index " + std::to_string(pi[j]) +
+                               " is out of range");
+        auto *row = py + (o * dim + k) * inner;
+        const auto *src = pu + (o * count + j) * inner;
+        for (int64_t t = 0; t < inner; ++t)
+          row[t] = plus(row[t], src[t]);
+      }
+    return Status::ok();
+  };
+  if (dest.dtype == DType::I64)
+    return add(c.get<int64_t>(y), c.get<int64_t>(dest), c.get<int64_t>(upd),
+               [](int64_t a, int64_t b) { return um::wrapAdd(a, b); });
+  return add(c.get<float>(y), c.get<float>(dest), c.get<float>(upd),
+             [](float a, float b) { return a + b; });
 }
 
 /// Shared layout of cross-entropy style ops: input [N, C, d...], target [N,

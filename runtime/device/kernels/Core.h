@@ -48,6 +48,15 @@ FSDP_HD inline void addTo(float *p, float v) {
 #endif
 }
 
+/// *p += v on int64, wrapping (two's complement), atomically on a GPU.
+FSDP_HD inline void addTo(int64_t *p, int64_t v) {
+#ifdef __CUDA_ARCH__
+  atomicAdd(reinterpret_cast<unsigned long long *>(p), (unsigned long long)v);
+#else
+  *p = (int64_t)((uint64_t)*p + (uint64_t)v);
+#endif
+}
+
 /// Records the first error a kernel meets (an index out of range) where the
 /// host reads it after the step: kernels cannot return a Status.
 FSDP_HD inline void flagError(int *flag, int code) {

@@ -70,12 +70,12 @@ struct Gather {
 
 /// y[o, idx[j], t] += upd[o, j, t] (y holds dest already); one update
 /// element per index, atomic on the device: repeated indices sum in any
-/// order.
-struct ScatterAdd {
+/// order. f32, or int64 exactly (tokens per expert, a histogram).
+template <typename T> struct ScatterAddOf {
   int64_t dim, inner, count;
-  const float *upd;
+  const T *upd;
   const int64_t *idx;
-  float *y;
+  T *y;
   int *error;
   FSDP_HD void operator()(int64_t e) const {
     int64_t at = indexedOffset(e, dim, inner, count, idx, error);
@@ -83,6 +83,8 @@ struct ScatterAdd {
       addTo(y + at, upd[e]);
   }
 };
+using ScatterAdd = ScatterAddOf<float>;
+using ScatterAddInt = ScatterAddOf<int64_t>;
 
 /// Cross-entropy layout: input [n, classes, inner...], targets [n,
 /// inner...]; position p is (p / inner, p % inner).

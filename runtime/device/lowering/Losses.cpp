@@ -32,18 +32,26 @@ Status lowerScatterAdd(Ctx &c) {
   const TensorRef &dest = c.in.in[0], &idx = c.in.in[1], &upd = c.in.in[2],
                   &y = c.in.out[0];
   int64_t axis = c.attrInt("axis", 0);
+  bool ints = dest.dtype == DType::I64;
   if (axis < 0 || axis >= dest.rank() || dest.shape != y.shape ||
-      idx.dtype != DType::I64 || dest.dtype != DType::F32 ||
-      upd.dtype != DType::F32)
-    return Status::error("bad axis or shapes");
+      idx.dtype != DType::I64 ||
+      (dest.dtype != DType::F32 && dest.dtype != DType::I64) ||
+      upd.dtype != dest.dtype || y.dtype != dest.dtype)
+    return Status::error("bad axis or shapes, or dtypes other than one of f32 "
+                         "and i64");
   int64_t outer = product(dest.shape, 0, axis), dim = dest.shape[axis],
           inner = product(dest.shape, axis + 1), count = idx.numel();
   if (upd.numel() != outer * count * inner)
     return Status::error("updates " + shapeString(upd.shape) + " do not match");
   copy(c, dest, y);
-  c.emit(upd.numel(),
-         ScatterAdd{dim, inner, count, c.at<float>(upd), c.at<int64_t>(idx),
-                    c.at<float>(y), c.mem.error});
+  if (ints)
+    c.emit(upd.numel(), ScatterAddInt{dim, inner, count, c.at<int64_t>(upd),
+                                      c.at<int64_t>(idx), c.at<int64_t>(y),
+                                      c.mem.error});
+  else
+    c.emit(upd.numel(),
+           ScatterAdd{dim, inner, count, c.at<float>(upd), c.at<int64_t>(idx),
+                      c.at<float>(y), c.mem.error});
   return Status::ok();
 }
 
