@@ -70,6 +70,8 @@ RESULTS = {  # name -> f(a, b)
     # Constants past 2^53 in the plan (a double rounds 2^60 + 1 to 2^60).
     "b + (2^60 + 1) - 2^60": lambda a, b: b + (2**60 + 1) - 2**60,
     "b + (2^60 + i % 64) - 2^60": lambda a, b: b + (2**60 + torch.arange(N) % 64) - 2**60,
+    "tril(rows of 2^60 + b) - 2^60 (kept)": lambda a, b: (
+        torch.tril(2**60 + b.view(64, 64)) - torch.tril(torch.full((64, 64), 2**60))).reshape(N),
     "-h % 1000003": lambda a, b: (-_hash(a)) % 1000003,
     "abs(h) % 1000003": lambda a, b: _hash(a).abs() % 1000003,
     "sign(a)": lambda a, b: torch.sign(a),

@@ -278,13 +278,21 @@ Status kTrilu(const Instruction &in, Context &c) {
     return Status::error("needs rank >= 2 and one shape");
   int64_t k = attrInt(in, "k", 0);
   bool upper = attrBool(in, "upper", true);
+  if (x.dtype != y.dtype)
+    return Status::error("expects input and output of one dtype");
   int64_t rows = x.shape[x.rank() - 2], cols = x.shape[x.rank() - 1];
-  const void *px = c.data(x);
-  void *py = c.data(y);
+  // Elements copied as bytes (int64 exactly: through a double, values past
+  // 2^53 rounded); zero is all-zero bytes in every dtype.
+  int64_t size = dtypeSize(x.dtype);
+  const uint8_t *px = c.get<uint8_t>(x);
+  uint8_t *py = c.get<uint8_t>(y);
   for (int64_t i = 0, n = x.numel(); i < n; ++i) {
     int64_t col = i % cols, row = (i / cols) % rows;
     bool keep = upper ? col - row >= k : col - row <= k;
-    storeDouble(y, py, i, keep ? loadAsDouble(x, px, i) : 0.0);
+    if (keep)
+      std::memcpy(py + i * size, px + i * size, size);
+    else
+      std::memset(py + i * size, 0, size);
   }
   return Status::ok();
 }

@@ -223,13 +223,17 @@ struct Scaled {
 struct Trilu {
   int64_t rows, cols, k;
   bool upper;
-  ElemType type;
-  const void *x;
-  void *y;
+  int64_t elemBytes; // elements copied as bytes (int64 exactly), 0 as zeros
+  const uint8_t *x;
+  uint8_t *y;
   FSDP_HD void operator()(int64_t i) const {
     int64_t col = i % cols, row = (i / cols) % rows;
     bool keep = upper ? col - row >= k : col - row <= k;
-    storeElem(type, y, i, keep ? loadElem(type, x, i) : 0.0);
+    if (keep)
+      copyElem(y + i * elemBytes, x + i * elemBytes, elemBytes);
+    else
+      for (int64_t b = 0; b < elemBytes; ++b)
+        y[i * elemBytes + b] = 0;
   }
 };
 

@@ -165,7 +165,8 @@ Status lowerTrilu(Ctx &c) {
     return Status::error("needs rank >= 2 and one shape");
   c.emit(y.numel(),
          Trilu{x.shape[x.rank() - 2], x.shape[x.rank() - 1], c.attrInt("k", 0),
-               c.attrBool("upper", true), elemOf(y.dtype), c.at(x), c.at(y)});
+               c.attrBool("upper", true), dtypeSize(y.dtype), c.at<uint8_t>(x),
+               c.at<uint8_t>(y)});
   return Status::ok();
 }
 
