@@ -593,6 +593,8 @@ def _mm(c, node, args, kwargs):
     operand (torch.export keeps aten.matmul whole) is a row on the left or
     a column on the right, that dimension dropped from the result."""
     a, b = c.v(args[0]), c.v(args[1])
+    if not a.dtype.is_floating_point:
+        return _integer_matmul(c, a, b)
     if a.rank >= 2 and b.rank >= 2:
         return c.emit("fsdp.matmul", [a, b])
     shape, dtype = c.out()
@@ -608,6 +610,28 @@ def _mm(c, node, args, kwargs):
         a2 = a
         full = tuple(a.shape[:-1]) + (1,)
     return c.reshape(c.emit("fsdp.matmul", [a2, b], [(full, dtype)]), tuple(shape))
+
+
+INTEGER_MATMUL_LIMIT = 1 << 24
+
+
+def _integer_matmul(c, a, b):
+    """A product of integer matrices (fsdp.matmul takes floats), exactly:
+    [.., M, K, 1] times [.., 1, K, N], summed over K in int64 (wrapping as
+    PyTorch's). M·K·N elements, bounded."""
+    from .decompose.builder import B
+    shape, dtype = c.out()
+    a2 = c.reshape(a, (1,) + a.shape) if a.rank == 1 else a
+    b2 = c.reshape(b, b.shape + (1,)) if b.rank == 1 else b
+    m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
+    if m * k * n > INTEGER_MATMUL_LIMIT:
+        raise TraceError(f"an integer matmul of [{m}, {k}] by [{k}, {n}] (composed as "
+                         f"{m * k * n} products, at most {INTEGER_MATMUL_LIMIT})")
+    b_ = B(c)
+    prod = b_.mul(c.reshape(c.cast(a2, torch.int64), a2.shape + (1,)),
+                  c.reshape(c.cast(b2, torch.int64), b2.shape[:-2] + (1,) + b2.shape[-2:]))
+    y = b_.reduce("reduce_sum", prod, [prod.rank - 2], False)
+    return c.reshape(c.cast(y, dtype), tuple(shape))
 
 
 @lowers("aten.addmm", "aten.baddbmm")

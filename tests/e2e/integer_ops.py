@@ -72,6 +72,11 @@ RESULTS = {  # name -> f(a, b)
     "b + (2^60 + i % 64) - 2^60": lambda a, b: b + (2**60 + torch.arange(N) % 64) - 2**60,
     "tril(rows of 2^60 + b) - 2^60 (kept)": lambda a, b: (
         torch.tril(2**60 + b.view(64, 64)) - torch.tril(torch.full((64, 64), 2**60))).reshape(N),
+    # Integer matrix products (fsdp.matmul takes floats: a broadcast
+    # product summed in int64), past 2^53 and wrapping.
+    "(h rows @ (b % 9) rows) % 1000003": lambda a, b: ((_hash(a).view(64, 64) @ (b % 9).view(64, 64))
+                                                        % 1000003).reshape(N),
+    "(b rows @ b[:64]) (matrix-vector)": lambda a, b: _rows((b.view(64, 64) @ b[:64]).view(64, 1)),
     "-h % 1000003": lambda a, b: (-_hash(a)) % 1000003,
     "abs(h) % 1000003": lambda a, b: _hash(a).abs() % 1000003,
     "sign(a)": lambda a, b: torch.sign(a),

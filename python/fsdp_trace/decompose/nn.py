@@ -44,6 +44,9 @@ def _addmv(c, node, args, kwargs):
 @lowers("aten.mv")
 def _mv(c, node, args, kwargs):
     a, v = c.v(args[0]), c.v(args[1])
+    if not a.dtype.is_floating_point:
+        from ..lower import _integer_matmul
+        return _integer_matmul(c, a, v)
     y = c.emit("fsdp.matmul", [a, c.reshape(v, (v.numel, 1))], [((a.shape[0], 1), a.dtype)])
     return c.reshape(y, (a.shape[0],))
 
