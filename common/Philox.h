@@ -1,11 +1,12 @@
-//===- Philox.h - Counter-based random numbers for dropout ------*- C++ -*-===//
+//===- Philox.h - Counter-based random numbers ------------------*- C++ -*-===//
 //
 // Philox-4x32-10 (Salmon et al., SC'11; the generator PyTorch's CUDA
 // backend uses): ten rounds of multiply-xor over a 128-bit counter under a
 // 64-bit key. A draw is a pure function of (key, counter): dropout's mask
-// is regenerated from (seed, step, the element's index in the global batch)
-// in forward, in backward and in recomputation, on the CPU and the device
-// alike, and never stored. Header-only; the same code in both backends.
+// and fsdp.uniform's values are regenerated from (seed, step, the element's
+// index in the global batch) in forward, in backward and in recomputation,
+// on the CPU and the device alike, and never stored. Header-only; the
+// same code in both backends.
 //
 //===----------------------------------------------------------------------===//
 #ifndef FSDP_COMMON_PHILOX_H
@@ -40,12 +41,23 @@ FSDP_HD inline uint32_t philox4x32(uint64_t key, uint64_t counterLo,
   return c0;
 }
 
-/// Whether dropout keeps element `index` (its position in the global batch)
-/// at `step`: a uniform draw in [0, 1) of 24 bits at or above p.
+/// The uniform draw in [0, 1) of element `index` (its position in the
+/// global batch) at `step` under `seed` (fsdp.uniform; dropout's mask):
+/// `bits` random bits (at most 24), a multiple of 2^-bits. With the
+/// significand's bits of the type it is stored in (24 for f32, 11 for f16,
+/// 8 for bf16) it is exact there, and so below 1: a draw rounded to bf16
+/// could be 1, and ln(1 - u) infinite.
+FSDP_HD inline float uniformDraw(uint64_t seed, uint64_t step, uint64_t index,
+                                 int bits = 24) {
+  uint32_t word = philox4x32(seed, index, step);
+  return (float)(word >> (32 - bits)) * (1.0f / (float)(1u << bits));
+}
+
+/// Whether dropout keeps element `index` at `step`: its uniform draw is at
+/// or above p.
 FSDP_HD inline bool dropoutKeeps(uint64_t seed, uint64_t step, uint64_t index,
                                  float p) {
-  uint32_t word = philox4x32(seed, index, step);
-  return (float)(word >> 8) * (1.0f / 16777216.0f) >= p;
+  return uniformDraw(seed, step, index) >= p;
 }
 
 } // namespace fsdp

@@ -197,6 +197,12 @@ LogicalResult DropoutOp::verify() {
   return success();
 }
 
+LogicalResult UniformOp::verify() {
+  if (!getType().hasStaticShape())
+    return emitOpError("draws a tensor of static shape, got ") << getType();
+  return success();
+}
+
 /// layer_norm and rms_norm: the result typed as x, a finite epsilon (a
 /// negative one is computed as PyTorch computes it), scale (and bias)
 /// shaped like the normalised axes.

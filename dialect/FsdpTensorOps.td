@@ -220,6 +220,30 @@ def Fsdp_DropoutOp : Fsdp_Op<"dropout", [Pure, SameOperandsAndResultType,
   let hasVerifier = 1;
 }
 
+def Fsdp_UniformOp : Fsdp_Op<"uniform", [Pure]> {
+  let summary = "Uniform random draws in [0, 1), new at every step";
+  let description = [{
+    torch's `rand`, and what the tracer builds its other draws from
+    (`randn`, `normal_`, `exponential_`, `bernoulli`, `randint`, ...).
+    Element `i` is the Philox-4x32-10 draw of dropout (common/Philox.h)
+    keyed by `seed`, at the counter (the element's index in the global
+    batch: `rank · numel + i`, the training step): as many random bits
+    as the result type's significand holds (24 in f32, 11 in f16, 8 in
+    bf16), so the value is exact in it and below 1. A function of those alone: recomputation draws the
+    same values, the next step new ones, and a tensor whose first axis is
+    the batch gets the same values for a sample at any world size. Each
+    draw of a model has a seed of its own. Nothing flows back through it.
+
+    ```mlir
+    %u = fsdp.uniform {seed = 7 : i64} : tensor<2x4xf32>
+    ```
+  }];
+  let arguments = (ins I64Attr:$seed);
+  let results = (outs Fsdp_FloatTensor:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 def Fsdp_StopGradientOp : Fsdp_Op<"stop_gradient", [Pure,
     SameOperandsAndResultType, DeclareOpInterfaceMethods<GradientOpInterface>]> {
   let summary = "The value itself, through which no gradient flows";

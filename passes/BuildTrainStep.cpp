@@ -396,19 +396,25 @@ void FsdpBuildTrainStep::runOnOperation() {
                      "--total-steps, --grad-clip >= 0");
     return signalPassFailure();
   }
-  // Dropout's mask is a function of (seed, step, element index): the
-  // micro-steps of one step would draw the same masks for different
-  // samples. Refused until the micro-step is part of the counter.
+  // Dropout's mask and fsdp.uniform's draws are functions of (seed, step,
+  // element index): the micro-steps of one step would draw the same values
+  // for different samples. Refused until the micro-step is part of the
+  // counter.
   if (gradAccum > 1) {
-    DropoutOp dropout;
-    module.walk([&](DropoutOp op) { dropout = dropout ? dropout : op; });
-    if (dropout) {
+    Operation *random = nullptr;
+    module.walk([&](Operation *op) {
+      if (!random && isa<DropoutOp, UniformOp>(op))
+        random = op;
+    });
+    if (random) {
       std::string where = "the model";
-      if (auto name = dyn_cast<NameLoc>(dropout.getLoc()))
+      if (auto name = dyn_cast<NameLoc>(random->getLoc()))
         where = "'" + name.getName().str() + "'";
       module.emitError("--grad-accum=")
-          << (int64_t)gradAccum << " with dropout (in " << where
-          << "): each micro-step would draw the same masks (use "
+          << (int64_t)gradAccum << " with "
+          << (isa<DropoutOp>(random) ? "dropout" : "random draws") << " (in "
+          << where
+          << "): each micro-step would draw the same values (use "
              "--grad-accum=1 and a larger batch)";
       return signalPassFailure();
     }

@@ -21,6 +21,7 @@ import os
 import torch
 
 from .capture import FRONTENDS, capture, meta_device  # noqa: F401 (public)
+from .decompose.draws import LOWERED as DRAWN
 from .lower import LOWERINGS, Context, is_random, op_name
 from . import decompose  # noqa: F401 (registers its lowerings)
 from .patterns import fold_batched_products, fold_cross_entropy
@@ -134,18 +135,19 @@ def _elementwise_dropout(node):
 
 
 def _refuse_random(gm, module):
-    """The plan draws random numbers only for dropout (fsdp.dropout): any
-    other random op (dropout2d's channel masks, alpha dropout, stochastic
-    depth's bernoulli, normal, rrelu, ...) would be folded into one value
-    drawn at trace time and applied at every step, training something
-    other than the model. Every such op is refused, with its modules.
+    """The plan draws dropout's masks (fsdp.dropout) and the draws of
+    decompose/draws.py (rand, randn, uniform_, normal_, exponential_,
+    bernoulli, randint: fsdp.uniform) at every step. Any other random op
+    (multinomial, randperm, poisson, rrelu, ...) would be folded into one
+    value drawn at trace time and applied at every step, training something
+    other than the model: each such op is refused, with its modules.
     Dropout with p = 0 or in eval mode traces to no op at all."""
     lines = _ops_where(gm, lambda n: is_random(n.target) and not _identity_dropout(n)
-                       and not _elementwise_dropout(n))
+                       and not _elementwise_dropout(n) and op_name(n.target) not in DRAWN)
     if lines:
-        raise TraceError(f"{len(lines)} random ATen op(s) in {type(module).__name__}: the plan "
-                         f"draws random numbers only for dropout, and a value drawn once at "
-                         f"trace time would be the same at every step:\n" + "\n".join(lines) +
+        raise TraceError(f"{len(lines)} random ATen op(s) in {type(module).__name__} that the plan "
+                         f"cannot draw, and a value drawn once at trace time would be the "
+                         f"same at every step:\n" + "\n".join(lines) +
                          "\n(trace with these disabled, p=0, or in eval mode, train=False)")
 
 
@@ -211,7 +213,9 @@ def trace(module, example_inputs, loss_fn=None, train=True, seed=0, frontend="au
         if node.op == "get_attr":
             constant_nodes.add(node)
         elif node.op == "call_function":
-            if all(d in constant_nodes for d in node.all_input_nodes):
+            # A draw is never a constant, even of no input (torch.rand(3)).
+            if all(d in constant_nodes for d in node.all_input_nodes) and \
+                    not is_random(node.target):
                 constant_nodes.add(node)
     # Not a source of constants for what they feed (a product of empty
     # factors is a tensor of zeros, lowered as a product): the lowering

@@ -35,6 +35,9 @@ const std::map<std::string, Lowerer> &table() {
 /// accumulation, one rounding of the result, as the widened product): the
 /// device's matmuls are not widened.
 bool lowering::nativeNarrow(const Instruction &in) {
+  // A draw of no operands stores its bits in the result's own type.
+  if (in.op == "uniform")
+    return in.out.size() == 1 && floating(in.out[0].dtype);
   if (!runsNarrowOnDevice(in.op, operandShapes(in),
                           in.attrBool("causal", false)) ||
       in.in.empty() || in.out.empty())

@@ -100,7 +100,7 @@ struct HostWork {
 };
 
 using Kernel = std::variant<
-    Unary, UnaryInt, GeluGrad, Dropout, Binary, BinaryMixed, BinaryInt,
+    Unary, UnaryInt, GeluGrad, Dropout, Uniform, Binary, BinaryMixed, BinaryInt,
     LogicalNot, Select, Cast, Scaled, Trilu, Argsort, Reduce, ReduceCombine,
     SoftmaxRows, LayerNormRows, LayerNormGradRows, LayerNormGradCols, Gather,
     ScatterAdd, ScatterAddInt, LossTerms, LossReduce, LossGradRows, StridedCopy,

@@ -22,8 +22,6 @@ Checks, each against the property it must have:
 
     dropout.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
 """
-import argparse
-import json
 import math
 import os
 import sys
@@ -38,31 +36,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 
-import bounded  # noqa: E402
+from checks import check, failures, losses, run, tools  # noqa: E402
 import fsdp_trace  # noqa: E402
 from parity import read_safetensors  # noqa: E402
 
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
-failures = []
-
-
-def check(ok, what):
-    print(("ok    " if ok else "FAIL  ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-
-
-def run(argv, **kw):
-    r = bounded.run(argv, capture_output=True, text=True, timeout=300, **kw)
-    if r.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)}: exit {r.returncode}\n{r.stderr[-800:]}")
-    return r
-
-
-def losses(path):
-    return [json.loads(line)["loss"] for line in open(path)]
-
-
 class Masked(nn.Module):
     def __init__(self, n, p):
         super().__init__()
@@ -157,11 +135,7 @@ def check_keep_rate(opt, fr, t, model_file, m, p, door):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--fsdp-opt", required=True)
-    ap.add_argument("--fsdp-run", required=True)
-    a = ap.parse_args()
-    opt, fr = a.fsdp_opt, a.fsdp_run
+    opt, fr = tools()
     with tempfile.TemporaryDirectory() as t:
         # Keep rate, scaling, forward/backward agreement: through the
         # tracer, and through ONNX (torch.onnx.export in training mode

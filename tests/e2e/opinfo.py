@@ -151,7 +151,10 @@ OUT_OF_SCOPE = [
      "nn.functional.rrelu nn.functional.dropout nn.functional.dropout2d "
      "nn.functional.dropout3d nn.functional.feature_alpha_dropout nn.functional.alpha_dropout "
      "nn.functional.fractional_max_pool2d nn.functional.fractional_max_pool3d",
-     "random numbers other than dropout's (masks PyTorch draws, which no other generator reproduces; fsdp.dropout is tested by dropout.py)"),
+     "random draws: their values are PyTorch's generator's, which no other reproduces "
+     "(fsdp.dropout is judged by dropout.py; rand, randn, normal, bernoulli, uniform and "
+     "randint by their distributions in draws.py; multinomial, rrelu and fractional "
+     "pooling are refused)"),
 ]
 
 

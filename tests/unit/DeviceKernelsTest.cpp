@@ -470,6 +470,47 @@ TEST(DeviceKernels, IntegerDivisionByZeroIsAnError) {
 // the CPU's three loops (trailing axes, a leading or middle block, any
 // other) and as lowered (split or not); the other outputs stay as they
 // were. std::max(acc, v) had kept the running value against a NaN.
+// fsdp.uniform: both backends draw the same values, in [0, 1), of as many
+// bits as the result type's significand (a bf16 draw is never rounded up
+// to 1), new at the next step.
+TEST(DeviceKernels, UniformDrawsMatchCpu) {
+  const int64_t n = 4096;
+  nlohmann::json attrs = {{"seed", 12345}};
+  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+    Arena a;
+    TensorRef yc = a.add({n}, t), yn = a.add({n}, t), y2 = a.add({n}, t);
+    cpu::OptimizerState opt;
+    opt.step = 3;
+    const double scalars[2] = {1.0, 3.0};
+    runCpu(a, instr("uniform", {}, {yc}, attrs), &opt);
+    runLowered(a, instr("uniform", {}, {yn}, attrs), scalars);
+    opt.step = 4;
+    runCpu(a, instr("uniform", {}, {y2}, attrs), &opt);
+    auto value = [&](const TensorRef &y, int64_t i) -> float {
+      if (t == DType::F32)
+        return a.at<float>(y)[i];
+      uint16_t v = a.at<uint16_t>(y)[i];
+      return t == DType::BF16 ? floatFromBf16(v) : floatFromF16(v);
+    };
+    float unit = t == DType::F32    ? 0x1p-24f
+                 : t == DType::BF16 ? 0x1p-8f
+                                    : 0x1p-11f;
+    double sum = 0;
+    int64_t same = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      float u = value(yc, i);
+      ASSERT_EQ(u, value(yn, i)) << "element " << i;
+      ASSERT_TRUE(u >= 0.0f && u < 1.0f) << u;
+      ASSERT_EQ(u / unit, std::floor(u / unit))
+          << u << " is no multiple of " << unit;
+      sum += u;
+      same += u == value(y2, i);
+    }
+    EXPECT_NEAR(sum / n, 0.5, 6 * std::sqrt(1.0 / 12 / n));
+    EXPECT_LT(same, n / 50) << "step 4 drew step 3's values";
+  }
+}
+
 TEST(DeviceKernels, ReduceMaxPropagatesNan) {
   for (Dims axes : {Dims{2}, Dims{0}, Dims{1}, Dims{0, 2}, Dims{0, 1, 2}}) {
     Arena a;

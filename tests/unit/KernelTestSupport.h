@@ -82,7 +82,9 @@ template <typename F> inline void runHost(int64_t n, const F &f) {
 /// Lowers `in` as the device backend does (runtime/device/Lowering.h) and
 /// runs the operations on the host emulation, so the lowering's own
 /// choices (split reductions, narrow operands) are what is tested.
-inline void runLowered(Arena &a, const Instruction &in) {
+/// `stepScalars`: [lr scale, step], for the kernels that read the step.
+inline void runLowered(Arena &a, const Instruction &in,
+                       const double *stepScalars = nullptr) {
   std::unique_ptr<Comm> comm = localComm();
   comm->reserve(in.index + 1);
   std::unique_ptr<Device> device = hostDevice(*comm);
@@ -94,6 +96,7 @@ inline void runLowered(Arena &a, const Instruction &in) {
   mem.scratch = reinterpret_cast<uint8_t *>(scratch.data());
   mem.widened = reinterpret_cast<uint8_t *>(widened.data());
   mem.error = &error;
+  mem.stepScalars = stepScalars;
   std::vector<DeviceOp> ops;
   Status s = lower(in, mem, *comm, ops);
   ASSERT_TRUE(s) << in.op << ": " << s.message();

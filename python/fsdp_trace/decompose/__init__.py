@@ -15,5 +15,6 @@ replication padding, nearest upsampling, unfold) are gathers with a
 constant index; linear resamplings (bilinear upsampling, adaptive average
 pooling with uneven windows) are products with a constant matrix.
 """
-from . import complex, elementwise, nn, reductions, shapes, sorting, writes  # noqa: F401 (register lowerings)
+from . import (complex, draws, elementwise, nn, reductions, shapes, sorting,  # noqa: F401
+               writes)  # (register lowerings)
 from .nn import conv, conv_transpose  # noqa: F401 (lower.py's convolutions)

@@ -120,6 +120,27 @@ Status kDropout(const Instruction &in, Context &c) {
   return Status::ok();
 }
 
+/// torch's rand: element i of this rank's tensor is element rank·numel + i
+/// of the global batch, its draw a function of (seed, step, that index)
+/// (common/Philox.h), as dropout's mask.
+/// A bf16 or f16 result draws as many bits as its significand holds.
+Status kUniform(const Instruction &in, Context &c) {
+  const TensorRef &y = in.out[0];
+  uint64_t seed = (uint64_t)attrInt(in, "seed", 0);
+  uint64_t step = c.optimizer ? (uint64_t)c.optimizer->step : 0;
+  int64_t n = y.numel();
+  uint64_t offset = (uint64_t)(c.comm ? c.comm->rank() : 0) * (uint64_t)n;
+  int bits = y.dtype == DType::BF16 ? 8 : y.dtype == DType::F16 ? 11 : 24;
+  return withElems(y.dtype, [&](auto e) {
+    using E = decltype(e);
+    auto *py = c.get<typename E::T>(y);
+#pragma omp parallel for if (n > kParallelMin)
+    for (int64_t i = 0; i < n; ++i)
+      py[i] = E::store(uniformDraw(seed, step, offset + (uint64_t)i, bits));
+    return Status::ok();
+  });
+}
+
 Status kGelu(const Instruction &in, Context &c) {
   if (attrString(in, "approximate", "none") == "tanh")
     return unary(in, c, [](float x) -> float { return um::geluTanh(x); });

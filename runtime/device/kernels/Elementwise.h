@@ -68,6 +68,21 @@ struct Dropout {
   }
 };
 
+/// torch's rand (fsdp.uniform, the CPU kernel's draw): element i is element
+/// offset + i of the global batch.
+struct Uniform {
+  uint64_t seed, offset;
+  const double *step; // [kLrScale, kStep]
+  void *y;
+  ElemType ty = ElemType::F32;
+  FSDP_HD void operator()(int64_t i) const {
+    int bits = ty == ElemType::BF16 ? 8 : ty == ElemType::F16 ? 11 : 24;
+    storeFloat(
+        ty, y, i,
+        uniformDraw(seed, (uint64_t)step[1], offset + (uint64_t)i, bits));
+  }
+};
+
 struct Unary {
   UnaryKind kind;
   const void *x;

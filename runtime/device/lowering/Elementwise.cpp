@@ -98,6 +98,18 @@ Status lowerDropout(Ctx &c) {
   return Status::ok();
 }
 
+Status lowerUniform(Ctx &c) {
+  const TensorRef &y = c.in.out[0];
+  if (!floating(y.dtype))
+    return Status::error("draws float values");
+  if (!c.mem.stepScalars)
+    return Status::error("no step counter on the device");
+  c.emit(y.numel(), Uniform{(uint64_t)c.attrInt("seed", 0),
+                            (uint64_t)c.comm.rank() * (uint64_t)y.numel(),
+                            c.mem.stepScalars, c.at(y), elemOf(y.dtype)});
+  return Status::ok();
+}
+
 Status lowerGelu(Ctx &c) {
   return unary(c, c.attrString("approximate", "none") == "tanh"
                       ? UnaryKind::GeluTanh

@@ -128,6 +128,7 @@ Status lowerCrossEntropyWithGrad(Ctx &c);
 Status lowerFree(Ctx &c);
 Status lowerGather(Ctx &c);
 Status lowerDropout(Ctx &c);
+Status lowerUniform(Ctx &c);
 Status lowerGelu(Ctx &c);
 Status lowerGeluGrad(Ctx &c);
 Status lowerGemm(Ctx &c);

@@ -184,8 +184,8 @@ def not_a_pair():
 
 
 class Random(nn.Module):
-    """One random op per kind: each must be refused, not folded into a
-    value drawn once at trace time."""
+    """One random op per kind: each must be drawn in the plan at every step
+    or refused, never folded into a value drawn once at trace time."""
 
     def __init__(self, kind, p=0.5):
         super().__init__()

@@ -1,0 +1,181 @@
+"""Random draws made in the plan: rand, randn, uniform_, normal_,
+exponential_, bernoulli and randint, each written over fsdp.uniform (24
+random bits a draw from Philox, keyed by a seed of the draw's own, the step
+and each element's index in the global batch; common/Philox.h). A value
+drawn once while tracing would be the same at every step; these are drawn
+anew at every step, and again alike where activation checkpointing
+recomputes them.
+
+The distributions, from U uniform in [0, 1):
+- uniform(a, b): a + (b - a)·U;
+- normal(μ, σ): μ + σ·√(-2 ln(1 - U₁))·cos(2π U₂) (Box-Muller; two draws.
+  1 - U₁ lies in (0, 1], so the logarithm is finite: |z| < 5.8);
+- exponential(λ): -ln(1 - U)/λ;
+- bernoulli(p): U < p (p a number or a tensor of probabilities);
+- randint(lo, hi): lo + ⌊(hi - lo)·U⌋, clamped below hi (ranges up to 2^24).
+
+As in PyTorch, nothing flows back through a draw: torch.normal(mean, std)
+gives mean and std no gradient, and neither does bernoulli its
+probabilities. The draws cannot equal PyTorch's own (no two generators
+agree); tests/e2e/random_ops.py judges them by their distributions.
+"""
+import math
+
+import torch
+
+from ..lower import lowers, op_name
+from ..mlir import TraceError, i64_attr
+from .builder import B, arg
+
+# The random ATen ops lowered here, which trace() does not refuse.
+LOWERED = set()
+
+
+def _random(*names):
+    LOWERED.update(names)
+    return lowers(*names)
+
+
+def uniform(c, shape):
+    """fsdp.uniform of `shape` (f32 in [0, 1)), its stream keyed by the
+    trace's seed and the number of draws written before it (the counter
+    dropout's seeds come from too: no two share a stream)."""
+    c.dropouts += 1
+    seed = (c.seed * 0x9E3779B1 + c.dropouts) % (1 << 62)
+    return c.emit("fsdp.uniform", [], [(tuple(shape), torch.float32)],
+                  {"seed": i64_attr(seed)})
+
+
+def standard_normal(c, shape):
+    b = B(c)
+    radius = b.un("sqrt", b.mul(b.un("log1p", b.neg(uniform(c, shape))), -2.0))
+    return b.mul(radius, b.un("cos", b.mul(uniform(c, shape), 2 * math.pi)))
+
+
+def _float_result(c):
+    shape, dtype = c.out()
+    if not dtype.is_floating_point:
+        raise TraceError(f"a draw of floats into {dtype}")
+    return shape, dtype
+
+
+def _number(c, a, what):
+    if isinstance(a, torch.fx.Node):
+        raise TraceError(f"{what} given as a tensor")
+    return float(a)
+
+
+@_random("aten.rand", "aten.rand_like")
+def _rand(c, node, args, kwargs):
+    shape, dtype = _float_result(c)
+    return c.cast(uniform(c, shape), dtype)
+
+
+def _in_place_draw(c, args, kwargs, op, names, defaults, draw):
+    """uniform_(x, from, to) and normal_(x, mean, std) made functional
+    (x's values are not read): a + b·draw, or a + (b - a)·draw."""
+    shape, dtype = _float_result(c)
+    a, b_ = (_number(c, arg(args, kwargs, i + 1, n, d), f"{op}'s {n}")
+             for i, (n, d) in enumerate(zip(names, defaults)))
+    b = B(c)
+    scale = b_ - a if op == "uniform_" else b_
+    return c.cast(b.add(b.mul(draw(c, shape), scale), a), dtype)
+
+
+@_random("aten.uniform")
+def _uniform(c, node, args, kwargs):
+    return _in_place_draw(c, args, kwargs, "uniform_", ("from", "to"), (0.0, 1.0), uniform)
+
+
+@_random("aten.randn", "aten.randn_like")
+def _randn(c, node, args, kwargs):
+    shape, dtype = _float_result(c)
+    return c.cast(standard_normal(c, shape), dtype)
+
+
+@_random("aten.normal_functional")
+def _normal_functional(c, node, args, kwargs):
+    return _in_place_draw(c, args, kwargs, "normal_", ("mean", "std"), (0.0, 1.0),
+                          standard_normal)
+
+
+@_random("aten.normal")
+def _normal(c, node, args, kwargs):
+    """torch.normal: mean and std each a tensor or a number (float_float
+    with a size). No gradient reaches a tensor mean or std, as in
+    PyTorch."""
+    shape, dtype = _float_result(c)
+    b = B(c)
+
+    def operand(a, default):
+        a = default if a is None else a
+        if isinstance(a, torch.fx.Node):
+            v = c.cast(c.v(a), torch.float32)
+            return c.emit("fsdp.stop_gradient", [v], [(v.shape, v.dtype)])
+        return float(a)
+    mean = operand(arg(args, kwargs, 0, "mean"), 0.0)
+    std = operand(arg(args, kwargs, 1, "std"), 1.0)
+    z = b.add(b.mul(standard_normal(c, shape), std), mean)
+    return c.cast(c.broadcast_to(z, shape), dtype)
+
+
+@_random("aten.exponential")
+def _exponential(c, node, args, kwargs):
+    """exponential_(x, lambd) made functional: -ln(1 - U)/λ."""
+    shape, dtype = _float_result(c)
+    rate = _number(c, arg(args, kwargs, 1, "lambd", 1.0), "exponential_'s lambd")
+    if not rate > 0:
+        raise TraceError(f"exponential_ expects lambd > 0, got {rate}")
+    b = B(c)
+    return c.cast(b.mul(b.un("log1p", b.neg(uniform(c, shape))), -1.0 / rate), dtype)
+
+
+@_random("aten.bernoulli", "aten.bernoulli_")
+def _bernoulli(c, node, args, kwargs):
+    """bernoulli(probabilities), bernoulli(x, p) and the in-place
+    bernoulli_(x, p) on a fresh tensor (PyTorch 1.13 writes torch.bernoulli(x,
+    p) so): 1 where U < p. x's values are not read."""
+    shape, dtype = c.out()
+    in_place = op_name(node.target) == "aten.bernoulli_"
+    if in_place:
+        later = [u for u in args[0].users if u is not node]
+        if later:
+            raise TraceError(f"bernoulli_ on {args[0].name}, which {later[0].name} reads "
+                             f"as well: only a fresh tensor's is traced")
+    p = arg(args, kwargs, 1, "p", None)
+    if p is None and not in_place:
+        p = args[0]  # bernoulli(probabilities)
+    if p is None:
+        p = 0.5
+    b = B(c)
+    if isinstance(p, torch.fx.Node):
+        p = c.broadcast_to(c.cast(c.v(p), torch.float32), shape)
+    else:
+        p = float(p)
+    return c.cast(b.lt(uniform(c, shape), p), dtype)
+
+
+@_random("aten.randint", "aten.randint_like")
+def _randint(c, node, args, kwargs):
+    """randint(high, size), randint(low, high, size), randint_like(x, high)
+    and randint_like(x, low, high): lo + ⌊(hi - lo)·U⌋, in the node's
+    dtype."""
+    shape, dtype = c.out()
+    numbers = args[1:] if op_name(node.target) == "aten.randint_like" else args
+    numbers = [a for a in numbers if not isinstance(a, (list, tuple))]
+    if any(isinstance(a, torch.fx.Node) for a in numbers):
+        raise TraceError("randint with a tensor bound")
+    if len(numbers) >= 2:
+        lo, hi = int(numbers[0]), int(numbers[1])
+    else:
+        lo, hi = 0, int(numbers[0])
+    if hi <= lo:
+        raise TraceError(f"randint expects low < high, got [{lo}, {hi})")
+    if hi - lo > 1 << 24:
+        raise TraceError(f"randint over {hi - lo} values: draws hold 24 bits (2^24 values)")
+    b = B(c)
+    k = b.bin("min", b.un("floor", b.mul(uniform(c, shape), float(hi - lo))),
+              float(hi - lo - 1))
+    if dtype.is_floating_point:
+        return c.cast(b.add(k, float(lo)), dtype)
+    return b.add(c.cast(k, dtype), lo)

@@ -1,0 +1,274 @@
+"""Random draws made in the plan (fsdp.uniform; python/fsdp_trace/decompose/
+draws.py): torch.rand, randn, uniform_, normal_, exponential_, bernoulli,
+randint and torch.normal, as a VAE's reparameterisation, a diffusion
+model's noise, Gumbel-softmax and a router's jitter use them. No generator
+reproduces PyTorch's draws, so each is judged by what it must have:
+
+- its distribution: a parameter w of 40,000 elements and the loss Σ w·d,
+  d = the draw shaped as w, so the gradient the plan writes is d itself.
+  The continuous draws' empirical CDF within the Kolmogorov-Smirnov bound
+  of the named distribution (α = 1e-6, from the draws of a fixed seed: the
+  check is deterministic), and their mean and variance within 6 standard
+  errors; bernoulli's rate and each of randint's values' frequency within
+  6 standard deviations; every value in its support;
+- torch.normal's mean and std get no gradient (as in PyTorch);
+- a VAE's z = μ + exp(logvar/2)·ε, loss Σ z²/2 at μ = 0, logvar = 0: the
+  gradients are ε and ε²/2, so grad(logvar) = grad(μ)²/2 element by
+  element shows the forward and the backward saw the same ε;
+- new draws at the next step, the same on a rerun and on the emulated
+  device backend;
+- an MLP with Gaussian noise on its activations, Gumbel noise on its
+  logits and a Bernoulli mask: the same losses on 1 and 2 ranks (one
+  global batch: a sample's draws do not depend on the world size), and
+  with activation checkpointing (recomputation draws the same values);
+- in bf16 (--compute-dtype=bf16) every uniform draw lies in [0, 1) and
+  is a multiple of 2^-8 (a draw rounded up to 1 would make ln(1 - u)
+  infinite), and the exponential draws are finite.
+
+    draws.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
+"""
+import math
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
+sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+from checks import check, failures, losses, run, tools  # noqa: E402
+import fsdp_trace  # noqa: E402
+from parity import read_safetensors  # noqa: E402
+
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+N = 40000
+# Each draw shaped (N,), from an input x of ones (N,) where it takes one.
+DRAWS = {
+    "rand": lambda x: torch.rand_like(x),
+    "rand(size)": lambda x: torch.rand(N),
+    "uniform_(-1, 2)": lambda x: torch.empty_like(x).uniform_(-1.0, 2.0),
+    "randn": lambda x: torch.randn_like(x),
+    "normal_(1, 3)": lambda x: torch.empty_like(x).normal_(1.0, 3.0),
+    "normal(0, 2, size)": lambda x: torch.normal(0.0, 2.0, (N,)),
+    "exponential_(2)": lambda x: torch.empty_like(x).exponential_(2.0),
+    "bernoulli(0.3)": lambda x: torch.bernoulli(x, 0.3),
+    "bernoulli(probs)": lambda x: torch.bernoulli(x * 0.8),
+    "randint(3, 10)": lambda x: torch.randint(3, 10, (N,)).to(x.dtype),
+    "randint_like(x, 5)": lambda x: torch.randint_like(x, 5),
+}
+
+
+def cdf(name, v):
+    """The named continuous distribution's CDF at v (None: discrete)."""
+    erf = np.vectorize(math.erf)
+    if name in ("rand", "rand(size)"):
+        return np.clip(v, 0, 1)
+    if name == "uniform_(-1, 2)":
+        return np.clip((v + 1) / 3, 0, 1)
+    if name == "randn":
+        return 0.5 * (1 + erf(v / math.sqrt(2)))
+    if name == "normal_(1, 3)":
+        return 0.5 * (1 + erf((v - 1) / (3 * math.sqrt(2))))
+    if name == "normal(0, 2, size)":
+        return 0.5 * (1 + erf(v / (2 * math.sqrt(2))))
+    if name == "exponential_(2)":
+        return 1 - np.exp(-2 * np.maximum(v, 0))
+    return None
+
+
+MOMENTS = {"rand": (0.5, 1 / 12), "rand(size)": (0.5, 1 / 12), "uniform_(-1, 2)": (0.5, 0.75),
+           "randn": (0.0, 1.0), "normal_(1, 3)": (1.0, 9.0), "normal(0, 2, size)": (0.0, 4.0),
+           "exponential_(2)": (0.5, 0.25)}
+
+
+class Weighted(nn.Module):
+    """loss Σ w·draw: the gradient of w is the draw."""
+
+    def __init__(self, draw):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(N))
+        self.draw = draw
+
+    def forward(self, x):
+        return (self.w * self.draw(x)).sum()
+
+
+def grads(opt, fr, t, mlir, name, extra=(), steps=1, backend=None):
+    plan = f"{t}/{name}.plan"
+    run([opt, mlir, "-o", plan, "--optimizer", "sgd", "--lr", "0", *extra])
+    argv = [fr, plan, "--data", f"{t}/ones.npz", "--steps", str(steps), "--quiet",
+            "--log", f"{t}/{name}.jsonl"]
+    if backend:  # (gradients are dumped by the CPU backend only)
+        run(argv + ["--backend", backend])
+        return None, losses(f"{t}/{name}.jsonl")
+    run(argv + ["--dump-grads", f"{t}/{name}.g.safetensors"])
+    return (read_safetensors(f"{t}/{name}.g.safetensors"), losses(f"{t}/{name}.jsonl"))
+
+
+def check_distributions(opt, fr, t, x):
+    for i, (name, draw) in enumerate(DRAWS.items()):
+        mlir = f"{t}/d{i}.mlir"
+        fsdp_trace.trace(Weighted(draw), {"x": x}, seed=11 + i).save(mlir)
+        g, _ = grads(opt, fr, t, mlir, f"d{i}")
+        v = np.sort(np.asarray(g["w"], np.float64))
+        F_ = cdf(name, v)
+        if F_ is not None:
+            emp_hi = np.arange(1, N + 1) / N
+            d = max(np.max(emp_hi - F_), np.max(F_ - (emp_hi - 1 / N)))
+            bound = math.sqrt(-math.log(1e-6 / 2) / 2) / math.sqrt(N)
+            check(d < bound, f"{name}: Kolmogorov-Smirnov distance {d:.4f} < {bound:.4f}")
+            mean, var = MOMENTS[name]
+            se = math.sqrt(var / N)
+            check(abs(v.mean() - mean) < 6 * se, f"{name}: mean {v.mean():.4f} within 6 "
+                  f"standard errors of {mean:.4f}")
+            check(abs(v.var() - var) < 8 * var * math.sqrt(8 / N),
+                  f"{name}: variance {v.var():.4f} near {var:.4f}")
+            support = {"rand": (0, 1), "rand(size)": (0, 1), "uniform_(-1, 2)": (-1, 2),
+                       "exponential_(2)": (0, 20)}
+            if name in support:
+                lo, hi = support[name]
+                check(v[0] >= lo and v[-1] < hi, f"{name}: every draw in [{lo}, {hi})")
+        elif name.startswith("bernoulli"):
+            p = 0.3 if "0.3" in name else 0.8
+            ok = np.all((v == 0) | (v == 1))
+            rate = v.mean()
+            sd = math.sqrt(p * (1 - p) / N)
+            check(ok and abs(rate - p) < 6 * sd,
+                  f"{name}: values 0 or 1, rate {rate:.4f} within 6 sd of {p}")
+        else:
+            lo, hi = (3, 10) if "3, 10" in name else (0, 5)
+            values, counts = np.unique(v, return_counts=True)
+            k = hi - lo
+            sd = math.sqrt(N * (1 / k) * (1 - 1 / k))
+            check(list(values) == list(range(lo, hi)) and
+                  np.all(np.abs(counts - N / k) < 6 * sd),
+                  f"{name}: each of {lo}..{hi - 1} drawn, counts {counts.min()}-"
+                  f"{counts.max()} within 6 sd of {N / k:.0f}")
+
+
+class Normal(nn.Module):
+    """torch.normal(mean, std) with parameters: PyTorch gives them no
+    gradient; w (Σ w·draw) keeps the step differentiable."""
+
+    def __init__(self):
+        super().__init__()
+        self.mean = nn.Parameter(torch.full((N,), 0.5))
+        self.std = nn.Parameter(torch.full((N,), 2.0))
+        self.w = nn.Parameter(torch.ones(N))
+
+    def forward(self, x):
+        return (self.w * torch.normal(self.mean, self.std)).sum()
+
+
+class Vae(nn.Module):
+    """The reparameterisation trick at μ = 0, logvar = 0."""
+
+    def __init__(self):
+        super().__init__()
+        self.mu = nn.Parameter(torch.zeros(N))
+        self.logvar = nn.Parameter(torch.zeros(N))
+
+    def forward(self, x):
+        z = self.mu + torch.exp(0.5 * self.logvar) * torch.randn_like(self.mu)
+        return (z * z).sum() * 0.5
+
+
+class Noisy(nn.Module):
+    """A classifier with Gaussian noise on its hidden activations, a
+    Bernoulli mask, Gumbel-softmax over its logits, and a uniform jitter."""
+
+    def __init__(self, d=16):
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp = nn.Linear(8, d)
+        self.mid = nn.Linear(d, d)
+        self.out = nn.Linear(d, 4)
+
+    def forward(self, x, y):
+        h = torch.tanh(self.inp(x))
+        h = h + 0.1 * torch.randn_like(h)
+        h = h * torch.bernoulli(torch.full_like(h, 0.9))
+        h = torch.tanh(self.mid(h * torch.empty_like(h).uniform_(0.9, 1.1)))
+        p = F.gumbel_softmax(self.out(h), tau=0.5)
+        return ((p - y) ** 2).mean()
+
+
+def main():
+    opt, fr = tools()
+    with tempfile.TemporaryDirectory() as t:
+        x = torch.ones(N)
+        np.savez(f"{t}/ones.npz", x=x.numpy())
+        check_distributions(opt, fr, t, x)
+
+        fsdp_trace.trace(Normal(), {"x": x}).save(f"{t}/normal.mlir")
+        g, _ = grads(opt, fr, t, f"{t}/normal.mlir", "normal")
+        w = np.asarray(g["w"], np.float64)
+        check(abs(w.mean() - 0.5) < 6 * 2 / math.sqrt(N) and abs(w.std() - 2) < 0.05,
+              f"torch.normal(mean 0.5, std 2): mean {w.mean():.3f}, std {w.std():.3f}")
+        zero = [k for k in ("mean", "std") if k in g and np.any(np.asarray(g[k]) != 0)]
+        check(not zero, "torch.normal: its mean and std get no gradient, as in PyTorch")
+
+        fsdp_trace.trace(Vae(), {"x": x}).save(f"{t}/vae.mlir")
+        g, steps = grads(opt, fr, t, f"{t}/vae.mlir", "vae", steps=2)
+        eps = np.asarray(g["mu"], np.float64)
+        check(np.allclose(np.asarray(g["logvar"], np.float64), eps * eps / 2, rtol=1e-5,
+                          atol=1e-7),
+              "reparameterisation: grad(logvar) = grad(mu)^2/2 (one epsilon, forward and "
+              "backward)")
+        check(abs(steps[1] - steps[0]) > 1e-3 * steps[0], f"reparameterisation: step 2 "
+              f"draws another epsilon (losses {steps[0]:.1f}, {steps[1]:.1f})")
+        _, again = grads(opt, fr, t, f"{t}/vae.mlir", "vae2", steps=2)
+        check(again == steps, "a rerun draws the same values")
+        _, emulated = grads(opt, fr, t, f"{t}/vae.mlir", "vae3", steps=2, backend="emulated")
+        check(np.allclose(emulated, steps, rtol=1e-6),
+              f"the emulated device backend draws the CPU's values ({emulated} {steps})")
+
+        # bf16: draws of 8 bits, below 1; exponential's finite.
+        fsdp_trace.trace(Weighted(DRAWS["rand"]), {"x": x}).save(f"{t}/b.mlir")
+        g, _ = grads(opt, fr, t, f"{t}/b.mlir", "b", ["--compute-dtype=bf16"])
+        u = np.asarray(g["w"], np.float64)
+        check(u.min() >= 0 and u.max() < 1 and np.all(u * 256 == np.round(u * 256)),
+              f"bf16: uniform draws in [0, {u.max()}], multiples of 2^-8")
+        fsdp_trace.trace(Weighted(DRAWS["exponential_(2)"]), {"x": x}).save(f"{t}/be.mlir")
+        g, _ = grads(opt, fr, t, f"{t}/be.mlir", "be", ["--compute-dtype=bf16"])
+        e = np.asarray(g["w"], np.float64)
+        check(np.all(np.isfinite(e)) and e.min() >= 0,
+              f"bf16: exponential draws finite, largest {e.max():.2f}")
+
+        # World sizes and recomputation: one global batch of 8.
+        m = Noisy()
+        gen = torch.Generator().manual_seed(1)
+        xs, ys = torch.randn(8, 8, generator=gen), torch.rand(8, 4, generator=gen)
+        np.savez(f"{t}/noisy.npz", x=xs.numpy(), y=ys.numpy())
+        seen = {}
+        for world in (1, 2):
+            fsdp_trace.trace(m, {"x": xs[:8 // world], "y": ys[:8 // world]}).save(
+                f"{t}/n{world}.mlir")
+            for ac in ("none", "units"):
+                plan = f"{t}/n{world}{ac}.plan"
+                run([opt, f"{t}/n{world}.mlir", "-o", plan, "--world-size", str(world),
+                     "--lr", "1e-2", "--activation-checkpointing", ac])
+                launch = MPIRUN + ["-np", str(world)] if world > 1 else []
+                run(launch + [fr, plan, "--data", f"{t}/noisy.npz", "--steps", "4", "--quiet",
+                              "--log", f"{t}/n{world}{ac}.jsonl"])
+                seen[(world, ac)] = losses(f"{t}/n{world}{ac}.jsonl")
+        base = seen[(1, "none")]
+        check(len(set(base)) == len(base), f"noisy MLP: losses {['%.5f' % v for v in base]}")
+        for key, got in seen.items():
+            check(np.allclose(got, base, rtol=2e-5, atol=1e-7),
+                  f"noisy MLP on {key[0]} rank(s), activation checkpointing {key[1]}: the "
+                  f"1-rank losses")
+    if failures:
+        print(f"draws: {len(failures)} check(s) failed")
+        return 1
+    print("draws: every check passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
