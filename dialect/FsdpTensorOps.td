@@ -205,7 +205,8 @@ def Fsdp_DropoutOp : Fsdp_Op<"dropout", [Pure, SameOperandsAndResultType,
     torch's dropout in training mode. Element `i` is kept when a
     Philox-4x32-10 draw (common/Philox.h) keyed by `seed`, at the counter
     (the element's index in the global batch: `rank · numel + i`, the
-    training step) is at or above `p`. The mask is a function of those
+    training step, or with `--grad-accum` the micro-batch's number) is at
+    or above `p`. The mask is a function of those
     alone, so the op's gradient is the same op on the result's gradient
     (the same mask, regenerated), activation checkpointing recomputes the
     same mask, and a sample gets the same mask at any world size.
@@ -227,7 +228,8 @@ def Fsdp_UniformOp : Fsdp_Op<"uniform", [Pure]> {
     (`randn`, `normal_`, `exponential_`, `bernoulli`, `randint`, ...).
     Element `i` is the Philox-4x32-10 draw of dropout (common/Philox.h)
     keyed by `seed`, at the counter (the element's index in the global
-    batch: `rank · numel + i`, the training step): as many random bits
+    batch: `rank · numel + i`, the training step, or with `--grad-accum`
+    the micro-batch's number): as many random bits
     as the result type's significand holds (24 in f32, 11 in f16, 8 in
     bf16), so the value is exact in it and below 1. A function of those alone: recomputation draws the
     same values, the next step new ones, and a tensor whose first axis is

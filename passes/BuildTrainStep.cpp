@@ -396,29 +396,6 @@ void FsdpBuildTrainStep::runOnOperation() {
                      "--total-steps, --grad-clip >= 0");
     return signalPassFailure();
   }
-  // Dropout's mask and fsdp.uniform's draws are functions of (seed, step,
-  // element index): the micro-steps of one step would draw the same values
-  // for different samples. Refused until the micro-step is part of the
-  // counter.
-  if (gradAccum > 1) {
-    Operation *random = nullptr;
-    module.walk([&](Operation *op) {
-      if (!random && isa<DropoutOp, UniformOp>(op))
-        random = op;
-    });
-    if (random) {
-      std::string where = "the model";
-      if (auto name = dyn_cast<NameLoc>(random->getLoc()))
-        where = "'" + name.getName().str() + "'";
-      module.emitError("--grad-accum=")
-          << (int64_t)gradAccum << " with "
-          << (isa<DropoutOp>(random) ? "dropout" : "random draws") << " (in "
-          << where
-          << "): each micro-step would draw the same values (use "
-             "--grad-accum=1 and a larger batch)";
-      return signalPassFailure();
-    }
-  }
   if (failed(checkRunnableTypes(forward)))
     return signalPassFailure();
   FloatType compute = computeDtype(&getContext(), computeDtypeName);

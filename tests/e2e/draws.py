@@ -21,6 +21,9 @@ reproduces PyTorch's draws, so each is judged by what it must have:
   logits and a Bernoulli mask: the same losses on 1 and 2 ranks (one
   global batch: a sample's draws do not depend on the world size), and
   with activation checkpointing (recomputation draws the same values);
+- transformers' PhiMoE, whose router samples its experts in training:
+  the same losses on 1 and 2 ranks, and at lr 0 a loss that still moves
+  from step to step (where transformers is installed: draws-torch2);
 - in bf16 (--compute-dtype=bf16) every uniform draw lies in [0, 1) and
   is a multiple of 2^-8 (a draw rounded up to 1 would make ln(1 - u)
   infinite), and the exponential draws are finite.
@@ -198,6 +201,58 @@ class Noisy(nn.Module):
         return ((p - y) ** 2).mean()
 
 
+class PhiMoE(nn.Module):
+    """transformers' PhiMoE (a model nobody here wrote): in training its
+    router samples the experts (SparseMixer: exponential_ and rand_like,
+    uniform jitter), so each step draws. The loss is the model's own."""
+
+    def __init__(self):
+        super().__init__()
+        import transformers
+        torch.manual_seed(0)
+        cfg = transformers.PhimoeConfig(
+            vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+            attention_dropout=0.0, num_local_experts=4, num_experts_per_tok=2,
+            experts_implementation="batched_mm")
+        cfg.use_cache = False
+        self.model = transformers.PhimoeForCausalLM(cfg)
+
+    def forward(self, input_ids, labels):
+        return self.model(input_ids=input_ids, labels=labels).loss
+
+
+def check_phimoe(opt, fr, t):
+    """Where transformers is installed (the torch 2.x venv): PhiMoE's
+    router draws in the plan, alike on 1 and 2 ranks; at lr 0 the loss
+    still moves from step to step (draws folded into constants would
+    repeat it)."""
+    try:
+        m = PhiMoE()
+    except (ImportError, AttributeError):
+        print("skip  PhiMoE: no transformers with PhimoeConfig here")
+        return
+    gen = torch.Generator().manual_seed(2)
+    ids = torch.randint(0, 128, (4, 16), generator=gen)
+    np.savez(f"{t}/phimoe.npz", input_ids=ids.numpy(), labels=ids.numpy())
+    seen = {}
+    for world, lr in ((1, "1e-3"), (2, "1e-3"), (1, "0")):
+        mlir = f"{t}/phimoe{world}.mlir"
+        fsdp_trace.trace(m, {"input_ids": ids[:4 // world], "labels": ids[:4 // world]}).save(mlir)
+        plan = f"{t}/phimoe{world}-{lr}.plan"
+        run([opt, mlir, "-o", plan, "--world-size", str(world), "--lr", lr])
+        launch = MPIRUN + ["-np", str(world)] if world > 1 else []
+        run(launch + [fr, plan, "--data", f"{t}/phimoe.npz", "--steps", "3", "--quiet",
+                      "--log", f"{t}/phimoe{world}-{lr}.jsonl"])
+        seen[(world, lr)] = losses(f"{t}/phimoe{world}-{lr}.jsonl")
+    one, two, still = seen[(1, "1e-3")], seen[(2, "1e-3")], seen[(1, "0")]
+    check(all(math.isfinite(v) for v in one) and np.allclose(two, one, rtol=1e-4),
+          f"PhiMoE (router sampling in training): losses {['%.5f' % v for v in one]} on 1 "
+          f"rank, {['%.5f' % v for v in two]} on 2")
+    check(len(set(still)) == len(still), f"PhiMoE at lr 0: each step draws other routes "
+          f"(losses {['%.7f' % v for v in still]})")
+
+
 def main():
     opt, fr = tools()
     with tempfile.TemporaryDirectory() as t:
@@ -263,6 +318,7 @@ def main():
             check(np.allclose(got, base, rtol=2e-5, atol=1e-7),
                   f"noisy MLP on {key[0]} rank(s), activation checkpointing {key[1]}: the "
                   f"1-rank losses")
+        check_phimoe(opt, fr, t)
     if failures:
         print(f"draws: {len(failures)} check(s) failed")
         return 1

@@ -15,6 +15,7 @@ Checks, each against the property it must have:
   ranks (one global batch), with activation checkpointing on and off, on
   the CPU and the emulated device backend, and after a resume from a
   checkpoint as in an uninterrupted run;
+- with --grad-accum=2, each micro-step draws its own mask;
 - channel dropout (nn.Dropout2d) kept or dropped whole per sample and
   channel, and alpha dropout's affine on the drawn mask;
 - torchvision's mobilenet_v3_small (dropout) and efficientnet_b0 (dropout
@@ -153,6 +154,26 @@ def main():
                               training=torch.onnx.TrainingMode.TRAINING)
         for door in ("mlir", "onnx"):
             check_keep_rate(opt, fr, t, f"{t}/m.{door}", m, p, door)
+
+        # Gradient accumulation: each micro-step draws its own mask, so the
+        # averaged gradient is w/(1-p)^2 times 0, 1/2 or 1: kept by one
+        # micro-step of two in 2p(1-p) of the elements (one shared mask
+        # would give no halves).
+        run([opt, f"{t}/m.mlir", "-o", f"{t}/acc.plan", "--optimizer", "sgd", "--lr", "0",
+             "--grad-accum", "2"])
+        run([fr, f"{t}/acc.plan", "--data", f"{t}/m.npz", "--steps", "1", "--quiet",
+             "--dump-grads", f"{t}/acc.g.safetensors"])
+        w = m.w.detach().double().numpy()
+        g = np.asarray(read_safetensors(f"{t}/acc.g.safetensors")["w"], np.float64)
+        share = g / (w / (1 - p) ** 2)
+        half = np.isclose(share, 0.5, rtol=1e-5).mean()
+        whole = np.isclose(share, 1.0, rtol=1e-5).mean()
+        none = (g == 0).mean()
+        sd = math.sqrt(2 * p * (1 - p) * (1 - 2 * p * (1 - p)) / n)
+        check(abs(half + whole + none - 1) < 1e-9 and abs(half - 2 * p * (1 - p)) < 5 * sd,
+              f"--grad-accum=2: kept by one micro-step of two in {half:.4f} of the elements "
+              f"(2p(1-p) = {2 * p * (1 - p):.4f}), by both in {whole:.4f}: each micro-step "
+              f"draws its own mask")
 
         # Channel dropout: one draw per sample and channel.
         p = 0.25

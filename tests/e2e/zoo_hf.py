@@ -52,6 +52,18 @@ class Logits(torch.nn.Module):
         return self.model(**{k: v for k, v in given.items() if v is not None}).logits
 
 
+def _no_dropout(cfg):
+    """Every dropout probability of a config (and its sub-configs) at 0,
+    whatever the architecture calls it (attn_pdrop, hidden_dropout_prob,
+    layerdrop, ...): a mask PyTorch draws is one no other generator
+    reproduces."""
+    for k, v in list(vars(cfg).items()):
+        if isinstance(v, float) and "drop" in k and v > 0:
+            setattr(cfg, k, 0.0)
+        elif hasattr(v, "to_dict") and hasattr(v, "__dict__"):
+            _no_dropout(v)
+
+
 def _case(name, config, cls, kind, inputs, note="", attention=None, fused=None,
           checkpointing=False):
     """`attention`: the config's attn_implementation, where not its default
@@ -65,6 +77,7 @@ def _case(name, config, cls, kind, inputs, note="", attention=None, fused=None,
         torch.manual_seed(0)
         t = _transformers()
         cfg = getattr(t, config[0])(**config[1])
+        _no_dropout(cfg)
         if hasattr(cfg, "use_cache"):
             cfg.use_cache = False  # training: no key/value cache
         if attention is not None:
@@ -546,4 +559,87 @@ def hf_cases():
                                             down_ops=[["Subsample", 8, 2, 2, 2, 2]])),
               "LevitForImageClassification", "ForSequenceClassification", _images,
               "attention biases by offset, hard-swish, subsampling attention"),
+    ] + _more_cases(img, audio, enc)
+
+
+def _more_cases(img, audio, enc):
+    """More architectures (2026-11-30), each with what it adds; dropouts
+    zeroed by _no_dropout whatever their names."""
+    SC, CL, ML = "ForSequenceClassification", "ForCausalLM", "ForMaskedLM"
+    s2s = dict(vocab_size=VOCAB, d_model=H, encoder_layers=2, decoder_layers=2,
+               encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+               decoder_ffn_dim=64, max_position_embeddings=64, pad_token_id=1,
+               decoder_start_token_id=0)
+    moe = dict(DECODER, experts_implementation="batched_mm")
+    rows = [
+        ("xlnet", "XLNetConfig", dict(vocab_size=VOCAB, d_model=H, n_layer=2, n_head=4,
+                                      d_inner=64, num_labels=3),
+         "XLNetForSequenceClassification", SC, _tokens, "two-stream relative attention"),
+        ("funnel", "FunnelConfig", dict(vocab_size=VOCAB, block_sizes=[1, 1], d_model=H,
+                                        n_head=4, d_head=8, d_inner=64, num_labels=3),
+         "FunnelForSequenceClassification", SC, _tokens, "pooled query blocks"),
+        ("big_bird", "BigBirdConfig", dict(enc, attention_type="original_full"),
+         "BigBirdForSequenceClassification", SC, _tokens, ""),
+        ("esm", "EsmConfig", dict(enc, position_embedding_type="rotary", pad_token_id=1,
+                                  mask_token_id=2),
+         "EsmForSequenceClassification", SC, _tokens, "protein encoder, rotary"),
+        ("convbert", "ConvBertConfig", dict(enc, embedding_size=H),
+         "ConvBertForSequenceClassification", SC, _tokens, "span-based dynamic convolution"),
+        ("codegen", "CodeGenConfig", dict(vocab_size=VOCAB, n_embd=H, n_layer=2, n_head=4,
+                                          n_positions=64, rotary_dim=4, bos_token_id=0,
+                                          eos_token_id=0),
+         "CodeGenForCausalLM", CL, _tokens, "fused QKV in mp blocks"),
+        ("gpt_neo", "GPTNeoConfig", dict(vocab_size=VOCAB, hidden_size=H, num_layers=2,
+                                         attention_types=[[["global", "local"], 1]],
+                                         num_heads=4, intermediate_size=64, window_size=8,
+                                         max_position_embeddings=64),
+         "GPTNeoForCausalLM", CL, _tokens, "global and local attention layers"),
+        ("olmoe", "OlmoeConfig", dict(moe, num_experts=4, num_experts_per_tok=2),
+         "OlmoeForCausalLM", CL, _tokens, "MoE, batched_mm"),
+        ("bamba", "BambaConfig", dict(DECODER, mamba_n_heads=4, mamba_d_head=16,
+                                      mamba_d_state=8, mamba_chunk_size=8,
+                                      attn_layer_indices=[1], mamba_n_groups=1),
+         "BambaForCausalLM", CL, _tokens, "Mamba2 and attention layers"),
+        ("falcon_mamba", "FalconMambaConfig", dict(vocab_size=VOCAB, hidden_size=H,
+                                                   num_hidden_layers=2, state_size=8, expand=2,
+                                                   conv_kernel=4),
+         "FalconMambaForCausalLM", CL, _tokens, "selective scan, RMS-normed B, C, dt"),
+        ("recurrent_gemma", "RecurrentGemmaConfig", dict(vocab_size=VOCAB, hidden_size=H,
+                                                         num_hidden_layers=3,
+                                                         num_attention_heads=4,
+                                                         num_key_value_heads=1,
+                                                         intermediate_size=64, lru_width=H,
+                                                         attention_window_size=8, head_dim=8),
+         "RecurrentGemmaForCausalLM", CL, _tokens, "RG-LRU recurrence, local attention"),
+        ("lfm2", "Lfm2Config", dict(vocab_size=VOCAB, hidden_size=H, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2,
+                                    intermediate_size=64, max_position_embeddings=64,
+                                    full_attn_idxs=[1]),
+         "Lfm2ForCausalLM", CL, _tokens, "gated short convolutions and attention"),
+        ("mbart", "MBartConfig", s2s, "MBartForConditionalGeneration", ML, _seq2seq,
+         "pre-norm encoder-decoder"),
+        ("umt5", "UMT5Config", dict(vocab_size=VOCAB, d_model=H, d_kv=8, d_ff=64, num_layers=2,
+                                    num_decoder_layers=2, num_heads=4,
+                                    decoder_start_token_id=0, pad_token_id=0),
+         "UMT5ForConditionalGeneration", ML, _seq2seq, "relative buckets in every layer"),
+        ("swinv2", "Swinv2Config", dict(img, patch_size=4, embed_dim=16, depths=[1, 1],
+                                        num_heads=[2, 4], window_size=4),
+         "Swinv2ForImageClassification", SC, _images, "cosine attention, log-spaced CPB"),
+        ("mobilevit", "MobileViTConfig", dict(img, hidden_sizes=[16, 24, 32],
+                                              neck_hidden_sizes=[8, 8, 16, 16, 24, 24, 64]),
+         "MobileViTForImageClassification", SC, _images, "unfolded patches through attention"),
+        ("pvt_v2", "PvtV2Config", dict(img, hidden_sizes=[16, 32, 32, 32], depths=[1, 1, 1, 1],
+                                       num_attention_heads=[1, 2, 2, 2]),
+         "PvtV2ForImageClassification", SC, _images, "spatial-reduction attention"),
+        ("focalnet", "FocalNetConfig", dict(img, patch_size=4, embed_dim=16, depths=[1, 1],
+                                            focal_levels=[2, 2], focal_windows=[3, 3]),
+         "FocalNetForImageClassification", SC, _images, "focal modulation"),
+        ("wavlm", "WavLMConfig", dict(audio, num_buckets=16, max_bucket_distance=32),
+         "WavLMForSequenceClassification", SC, _waveform, "gated relative position bias"),
+        ("w2v2_conformer", "Wav2Vec2ConformerConfig", dict(audio,
+                                                           position_embeddings_type="rotary"),
+         "Wav2Vec2ConformerForSequenceClassification", SC, _waveform,
+         "conformer blocks, rotary"),
     ]
+    return [_case(name, (config, kw), cls, kind, inputs, note)
+            for name, config, kw, cls, kind, inputs, note in rows]
