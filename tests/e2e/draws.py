@@ -21,15 +21,18 @@ reproduces PyTorch's draws, so each is judged by what it must have:
   logits and a Bernoulli mask: the same losses on 1 and 2 ranks (one
   global batch: a sample's draws do not depend on the world size), and
   with activation checkpointing (recomputation draws the same values);
-- transformers' PhiMoE, whose router samples its experts in training:
-  the same losses on 1 and 2 ranks, and at lr 0 a loss that still moves
-  from step to step (where transformers is installed: draws-torch2);
+- transformers' PhiMoE, whose router samples its experts in training,
+  and ViTMAE pretraining, which masks a random 75% of the patches: the
+  same losses on 1 and 2 ranks, at lr 0 a loss that still moves from step
+  to step, and MAE's first loss within the range of PyTorch's over 400
+  masks (where transformers is installed: draws-torch2);
 - in bf16 (--compute-dtype=bf16) every uniform draw lies in [0, 1) and
   is a multiple of 2^-8 (a draw rounded up to 1 would make ln(1 - u)
   infinite), and the exponential draws are finite.
 
     draws.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
 """
+import importlib.util
 import math
 import os
 import sys
@@ -221,36 +224,75 @@ class PhiMoE(nn.Module):
     def forward(self, input_ids, labels):
         return self.model(input_ids=input_ids, labels=labels).loss
 
+    @staticmethod
+    def batch(gen):
+        ids = torch.randint(0, 128, (4, 16), generator=gen)
+        return {"input_ids": ids, "labels": ids}
 
-def check_phimoe(opt, fr, t):
-    """Where transformers is installed (the torch 2.x venv): PhiMoE's
-    router draws in the plan, alike on 1 and 2 ranks; at lr 0 the loss
-    still moves from step to step (draws folded into constants would
-    repeat it)."""
-    try:
-        m = PhiMoE()
-    except (ImportError, AttributeError):
-        print("skip  PhiMoE: no transformers with PhimoeConfig here")
+
+class Mae(nn.Module):
+    """transformers' ViTMAEForPreTraining: masked-autoencoder pretraining,
+    which hides a random 75% of each image's patches (torch.rand noise,
+    argsort, gather) at every step. `noise`: PyTorch's reference masks."""
+
+    def __init__(self):
+        super().__init__()
+        import transformers
+        torch.manual_seed(0)
+        cfg = transformers.ViTMAEConfig(
+            image_size=32, patch_size=8, num_channels=3, hidden_size=32, num_hidden_layers=2,
+            num_attention_heads=4, intermediate_size=64, decoder_hidden_size=16,
+            decoder_num_hidden_layers=1, decoder_num_attention_heads=2,
+            decoder_intermediate_size=32, mask_ratio=0.75, hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0)
+        self.model = transformers.ViTMAEForPreTraining(cfg)
+
+    def forward(self, pixel_values, noise=None):
+        return self.model(pixel_values=pixel_values, noise=noise).loss
+
+    @staticmethod
+    def batch(gen):
+        return {"pixel_values": torch.randn(4, 3, 32, 32, generator=gen)}
+
+
+def check_transformers(opt, fr, t):
+    """Where transformers is installed (the torch 2.x venv): models that
+    draw in training (PhiMoE's router, ViTMAE's masks) trace, draw in the
+    plan alike on 1 and 2 ranks, and at lr 0 their loss still moves from
+    step to step (draws folded into constants would repeat it). MAE's first
+    loss lies within the range of PyTorch's own over 400 masks."""
+    if importlib.util.find_spec("transformers") is None:
+        print("skip  PhiMoE, ViTMAE: no transformers here")
         return
-    gen = torch.Generator().manual_seed(2)
-    ids = torch.randint(0, 128, (4, 16), generator=gen)
-    np.savez(f"{t}/phimoe.npz", input_ids=ids.numpy(), labels=ids.numpy())
-    seen = {}
-    for world, lr in ((1, "1e-3"), (2, "1e-3"), (1, "0")):
-        mlir = f"{t}/phimoe{world}.mlir"
-        fsdp_trace.trace(m, {"input_ids": ids[:4 // world], "labels": ids[:4 // world]}).save(mlir)
-        plan = f"{t}/phimoe{world}-{lr}.plan"
-        run([opt, mlir, "-o", plan, "--world-size", str(world), "--lr", lr])
-        launch = MPIRUN + ["-np", str(world)] if world > 1 else []
-        run(launch + [fr, plan, "--data", f"{t}/phimoe.npz", "--steps", "3", "--quiet",
-                      "--log", f"{t}/phimoe{world}-{lr}.jsonl"])
-        seen[(world, lr)] = losses(f"{t}/phimoe{world}-{lr}.jsonl")
-    one, two, still = seen[(1, "1e-3")], seen[(2, "1e-3")], seen[(1, "0")]
-    check(all(math.isfinite(v) for v in one) and np.allclose(two, one, rtol=1e-4),
-          f"PhiMoE (router sampling in training): losses {['%.5f' % v for v in one]} on 1 "
-          f"rank, {['%.5f' % v for v in two]} on 2")
-    check(len(set(still)) == len(still), f"PhiMoE at lr 0: each step draws other routes "
-          f"(losses {['%.7f' % v for v in still]})")
+    for cls in (PhiMoE, Mae):
+        name = cls.__name__
+        m = cls()
+        data = cls.batch(torch.Generator().manual_seed(2))
+        np.savez(f"{t}/{name}.npz", **{k: v.numpy() for k, v in data.items()})
+        seen = {}
+        for world, lr in ((1, "1e-3"), (2, "1e-3"), (1, "0")):
+            mlir = f"{t}/{name}{world}.mlir"
+            fsdp_trace.trace(m, {k: v[:4 // world] for k, v in data.items()}).save(mlir)
+            plan = f"{t}/{name}{world}-{lr}.plan"
+            run([opt, mlir, "-o", plan, "--world-size", str(world), "--lr", lr])
+            launch = MPIRUN + ["-np", str(world)] if world > 1 else []
+            run(launch + [fr, plan, "--data", f"{t}/{name}.npz", "--steps", "3", "--quiet",
+                          "--log", f"{t}/{name}{world}-{lr}.jsonl"])
+            seen[(world, lr)] = losses(f"{t}/{name}{world}-{lr}.jsonl")
+        one, two, still = seen[(1, "1e-3")], seen[(2, "1e-3")], seen[(1, "0")]
+        check(all(math.isfinite(v) for v in one) and np.allclose(two, one, rtol=1e-4),
+              f"{name}: losses {['%.5f' % v for v in one]} on 1 rank, "
+              f"{['%.5f' % v for v in two]} on 2")
+        check(len(set(still)) == len(still), f"{name} at lr 0: each step draws anew "
+              f"(losses {['%.7f' % v for v in still]})")
+        if cls is Mae:
+            gen = torch.Generator().manual_seed(3)
+            with torch.no_grad():
+                ref = [float(m(data["pixel_values"], torch.rand(4, 16, generator=gen)))
+                       for _ in range(400)]
+            check(min(ref) <= one[0] <= max(ref),
+                  f"{name}: first loss {one[0]:.5f} within PyTorch's over 400 masks "
+                  f"[{min(ref):.5f}, {max(ref):.5f}] (mean {np.mean(ref):.5f})")
 
 
 def main():
@@ -318,7 +360,7 @@ def main():
             check(np.allclose(got, base, rtol=2e-5, atol=1e-7),
                   f"noisy MLP on {key[0]} rank(s), activation checkpointing {key[1]}: the "
                   f"1-rank losses")
-        check_phimoe(opt, fr, t)
+        check_transformers(opt, fr, t)
     if failures:
         print(f"draws: {len(failures)} check(s) failed")
         return 1
