@@ -1,5 +1,4 @@
-//===- UnaryMath.h - The math UnaryOps.def's scalars are written in -*- C++
-//-*-//
+//===- UnaryMath.h - The math of UnaryOps.def's scalars ---------*- C++ -*-===//
 //
 // One name per function, overloaded for float (the kernels: glibc's expf,
 // which the CPU kernels' loops vectorise through libmvec, and CUDA's device

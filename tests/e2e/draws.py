@@ -1,6 +1,6 @@
 """Random draws made in the plan (fsdp.uniform; python/fsdp_trace/decompose/
 draws.py): torch.rand, randn, uniform_, normal_, exponential_, bernoulli,
-randint and torch.normal, as a VAE's reparameterisation, a diffusion
+randint, torch.normal and rrelu's slopes, as a VAE's reparameterisation, a diffusion
 model's noise, Gumbel-softmax and a router's jitter use them. No generator
 reproduces PyTorch's draws, so each is judged by what it must have:
 
@@ -12,6 +12,8 @@ reproduces PyTorch's draws, so each is judged by what it must have:
   errors; bernoulli's rate and each of randint's values' frequency within
   6 standard deviations; every value in its support;
 - torch.normal's mean and std get no gradient (as in PyTorch);
+- rrelu: gradient 1 where the input is positive, the drawn slope
+  elsewhere, and the loss Σ w·grad(w) (forward and backward drew one slope);
 - a VAE's z = μ + exp(logvar/2)·ε, loss Σ z²/2 at μ = 0, logvar = 0: the
   gradients are ε and ε²/2, so grad(logvar) = grad(μ)²/2 element by
   element shows the forward and the backward saw the same ε;
@@ -66,6 +68,8 @@ DRAWS = {
     "bernoulli(probs)": lambda x: torch.bernoulli(x * 0.8),
     "randint(3, 10)": lambda x: torch.randint(3, 10, (N,)).to(x.dtype),
     "randint_like(x, 5)": lambda x: torch.randint_like(x, 5),
+    # rrelu of -1: minus its slope, drawn in [0.1, 0.3) per element.
+    "rrelu slopes": lambda x: -F.rrelu(-x, 0.1, 0.3, training=True),
 }
 
 
@@ -84,12 +88,14 @@ def cdf(name, v):
         return 0.5 * (1 + erf(v / (2 * math.sqrt(2))))
     if name == "exponential_(2)":
         return 1 - np.exp(-2 * np.maximum(v, 0))
+    if name == "rrelu slopes":
+        return np.clip((v - 0.1) / 0.2, 0, 1)
     return None
 
 
 MOMENTS = {"rand": (0.5, 1 / 12), "rand(size)": (0.5, 1 / 12), "uniform_(-1, 2)": (0.5, 0.75),
            "randn": (0.0, 1.0), "normal_(1, 3)": (1.0, 9.0), "normal(0, 2, size)": (0.0, 4.0),
-           "exponential_(2)": (0.5, 0.25)}
+           "exponential_(2)": (0.5, 0.25), "rrelu slopes": (0.2, 0.04 / 12)}
 
 
 class Weighted(nn.Module):
@@ -135,7 +141,7 @@ def check_distributions(opt, fr, t, x):
             check(abs(v.var() - var) < 8 * var * math.sqrt(8 / N),
                   f"{name}: variance {v.var():.4f} near {var:.4f}")
             support = {"rand": (0, 1), "rand(size)": (0, 1), "uniform_(-1, 2)": (-1, 2),
-                       "exponential_(2)": (0, 20)}
+                       "exponential_(2)": (0, 20), "rrelu slopes": (0.1, 0.3)}
             if name in support:
                 lo, hi = support[name]
                 check(v[0] >= lo and v[-1] < hi, f"{name}: every draw in [{lo}, {hi})")
@@ -182,6 +188,18 @@ class Vae(nn.Module):
     def forward(self, x):
         z = self.mu + torch.exp(0.5 * self.logvar) * torch.randn_like(self.mu)
         return (z * z).sum() * 0.5
+
+
+class Rrelu(nn.Module):
+    """Σ rrelu(w) over a w of both signs: piecewise linear, so the loss is
+    Σ w·grad(w) when forward and backward use the same slopes."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(N, generator=torch.Generator().manual_seed(6)))
+
+    def forward(self, x):
+        return F.rrelu(self.w * x, 0.1, 0.3, training=True).sum()
 
 
 class Noisy(nn.Module):
@@ -324,6 +342,16 @@ def main():
         _, emulated = grads(opt, fr, t, f"{t}/vae.mlir", "vae3", steps=2, backend="emulated")
         check(np.allclose(emulated, steps, rtol=1e-6),
               f"the emulated device backend draws the CPU's values ({emulated} {steps})")
+
+        fsdp_trace.trace(Rrelu(), {"x": x}).save(f"{t}/rrelu.mlir")
+        g, steps = grads(opt, fr, t, f"{t}/rrelu.mlir", "rrelu")
+        w = Rrelu().w.detach().double().numpy()
+        gw = np.asarray(g["w"], np.float64)
+        pos = w > 0
+        check(np.all(gw[pos] == 1) and np.all((gw[~pos] >= 0.1) & (gw[~pos] < 0.3)) and
+              abs(steps[0] - float(np.sum(w * gw))) < 1e-4 * float(np.abs(w).sum()),
+              "rrelu: gradient 1 where w > 0, the drawn slope elsewhere, and the loss "
+              "sum(w * grad): one slope in forward and backward")
 
         # bf16: draws of 8 bits, below 1; exponential's finite.
         fsdp_trace.trace(Weighted(DRAWS["rand"]), {"x": x}).save(f"{t}/b.mlir")

@@ -1,5 +1,5 @@
 """Random draws made in the plan: rand, randn, uniform_, normal_,
-exponential_, bernoulli and randint, each written over fsdp.uniform (24
+exponential_, bernoulli, randint and rrelu, each written over fsdp.uniform (24
 random bits a draw from Philox, keyed by a seed of the draw's own, the step
 and each element's index in the global batch; common/Philox.h). A value
 drawn once while tracing would be the same at every step; these are drawn
@@ -12,7 +12,8 @@ The distributions, from U uniform in [0, 1):
   1 - U₁ lies in (0, 1], so the logarithm is finite: |z| < 5.8);
 - exponential(λ): -ln(1 - U)/λ;
 - bernoulli(p): U < p (p a number or a tensor of probabilities);
-- randint(lo, hi): lo + ⌊(hi - lo)·U⌋, clamped below hi (ranges up to 2^24).
+- randint(lo, hi): lo + ⌊(hi - lo)·U⌋, clamped below hi (ranges up to 2^24);
+- rrelu's slopes: lower + (upper - lower)·U where x ≤ 0.
 
 As in PyTorch, nothing flows back through a draw: torch.normal(mean, std)
 gives mean and std no gradient, and neither does bernoulli its
@@ -179,3 +180,25 @@ def _randint(c, node, args, kwargs):
     if dtype.is_floating_point:
         return c.cast(b.add(k, float(lo)), dtype)
     return b.add(c.cast(k, dtype), lo)
+
+
+@_random("aten.rrelu_with_noise", "aten.rrelu_with_noise_functional")
+def _rrelu(c, node, args, kwargs):
+    """F.rrelu: x where x > 0, else x·a with a drawn uniform in [lower,
+    upper) per element in training, (lower + upper)/2 in eval; the noise
+    tensor PyTorch writes (the slope, 1 where x > 0) is the second result
+    of the functional form. The gradient is the slope, as PyTorch's."""
+    x = c.v(args[0])
+    lower = _number(c, arg(args, kwargs, 2, "lower", 1.0 / 8), "rrelu's lower")
+    upper = _number(c, arg(args, kwargs, 3, "upper", 1.0 / 3), "rrelu's upper")
+    training = arg(args, kwargs, 4, "training", False)
+    b = B(c)
+    if training:
+        slope = c.cast(b.add(b.mul(uniform(c, x.shape), upper - lower), lower), x.dtype)
+    else:
+        slope = c.w.splat((lower + upper) / 2, x.shape, x.dtype)
+    positive = b.gt(x, 0.0)
+    out = b.where(positive, x, b.mul(x, slope))
+    if op_name(node.target) == "aten.rrelu_with_noise":
+        return out
+    return [out, b.where(positive, 1.0, slope)]
