@@ -22,6 +22,7 @@ const llvm::StringMap<LowerFn> &mlir::fsdp::onnxLowerings() {
     onnx_ops::addRecurrent(t);
     onnx_ops::addOrdering(t);
     onnx_ops::addResize(t);
+    onnx_ops::addRandom(t);
     return t;
   }();
   return table;

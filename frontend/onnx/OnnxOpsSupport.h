@@ -219,6 +219,7 @@ void addCompute(llvm::StringMap<LowerFn> &table);      // Compute.cpp
 void addRecurrent(llvm::StringMap<LowerFn> &table);    // Recurrent.cpp
 void addOrdering(llvm::StringMap<LowerFn> &table);     // Ordering.cpp
 void addResize(llvm::StringMap<LowerFn> &table);       // Resize.cpp
+void addRandom(llvm::StringMap<LowerFn> &table);       // Random.cpp
 
 } // namespace mlir::fsdp::onnx_ops
 

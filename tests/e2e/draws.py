@@ -10,7 +10,9 @@ reproduces PyTorch's draws, so each is judged by what it must have:
   of the named distribution (α = 1e-6, from the draws of a fixed seed: the
   check is deterministic), and their mean and variance within 6 standard
   errors; bernoulli's rate and each of randint's values' frequency within
-  6 standard deviations; every value in its support;
+  6 standard deviations; every value in its support. rand, randn,
+  torch.normal and bernoulli again through ONNX (torch.onnx.export's
+  RandomUniform(Like), RandomNormal(Like); PyTorch 1.13 only);
 - torch.normal's mean and std get no gradient (as in PyTorch);
 - rrelu: gradient 1 where the input is positive, the drawn slope
   elsewhere, and the loss Σ w·grad(w) (forward and backward drew one slope);
@@ -39,6 +41,7 @@ import math
 import os
 import sys
 import tempfile
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "python"))
@@ -122,45 +125,66 @@ def grads(opt, fr, t, mlir, name, extra=(), steps=1, backend=None):
     return (read_safetensors(f"{t}/{name}.g.safetensors"), losses(f"{t}/{name}.jsonl"))
 
 
+# The draws torch.onnx.export writes as ONNX's random ops (PyTorch 1.13's
+# exporter: RandomUniformLike, RandomUniform, RandomNormalLike,
+# RandomNormal; bernoulli as RandomUniformLike < p).
+ONNX_DRAWS = ("rand", "rand(size)", "randn", "normal(0, 2, size)", "bernoulli(probs)")
+
+
 def check_distributions(opt, fr, t, x):
+    exporter = torch.__version__ < "2"  # (the suites that export run on 1.13)
     for i, (name, draw) in enumerate(DRAWS.items()):
         mlir = f"{t}/d{i}.mlir"
         fsdp_trace.trace(Weighted(draw), {"x": x}, seed=11 + i).save(mlir)
         g, _ = grads(opt, fr, t, mlir, f"d{i}")
-        v = np.sort(np.asarray(g["w"], np.float64))
-        F_ = cdf(name, v)
-        if F_ is not None:
-            emp_hi = np.arange(1, N + 1) / N
-            d = max(np.max(emp_hi - F_), np.max(F_ - (emp_hi - 1 / N)))
-            bound = math.sqrt(-math.log(1e-6 / 2) / 2) / math.sqrt(N)
-            check(d < bound, f"{name}: Kolmogorov-Smirnov distance {d:.4f} < {bound:.4f}")
-            mean, var = MOMENTS[name]
-            se = math.sqrt(var / N)
-            check(abs(v.mean() - mean) < 6 * se, f"{name}: mean {v.mean():.4f} within 6 "
-                  f"standard errors of {mean:.4f}")
-            check(abs(v.var() - var) < 8 * var * math.sqrt(8 / N),
-                  f"{name}: variance {v.var():.4f} near {var:.4f}")
-            support = {"rand": (0, 1), "rand(size)": (0, 1), "uniform_(-1, 2)": (-1, 2),
-                       "exponential_(2)": (0, 20), "rrelu slopes": (0.1, 0.3)}
-            if name in support:
-                lo, hi = support[name]
-                check(v[0] >= lo and v[-1] < hi, f"{name}: every draw in [{lo}, {hi})")
-        elif name.startswith("bernoulli"):
-            p = 0.3 if "0.3" in name else 0.8
-            ok = np.all((v == 0) | (v == 1))
-            rate = v.mean()
-            sd = math.sqrt(p * (1 - p) / N)
-            check(ok and abs(rate - p) < 6 * sd,
-                  f"{name}: values 0 or 1, rate {rate:.4f} within 6 sd of {p}")
-        else:
-            lo, hi = (3, 10) if "3, 10" in name else (0, 5)
-            values, counts = np.unique(v, return_counts=True)
-            k = hi - lo
-            sd = math.sqrt(N * (1 / k) * (1 - 1 / k))
-            check(list(values) == list(range(lo, hi)) and
-                  np.all(np.abs(counts - N / k) < 6 * sd),
-                  f"{name}: each of {lo}..{hi - 1} drawn, counts {counts.min()}-"
-                  f"{counts.max()} within 6 sd of {N / k:.0f}")
+        judge(name, np.sort(np.asarray(g["w"], np.float64)), "")
+        if exporter and name in ONNX_DRAWS:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(Weighted(draw).train(), (x,), f"{t}/d{i}.onnx",
+                                  input_names=["x"], output_names=["loss"], opset_version=17,
+                                  do_constant_folding=False,
+                                  training=torch.onnx.TrainingMode.TRAINING)
+            g, _ = grads(opt, fr, t, f"{t}/d{i}.onnx", f"o{i}")
+            judge(name, np.sort(np.asarray(g["w"], np.float64)), "ONNX ")
+
+
+def judge(name, v, door):
+    """The sorted draws `v` against the distribution `name` names."""
+    F_ = cdf(name, v)
+    name = door + name
+    if F_ is not None:
+        emp_hi = np.arange(1, N + 1) / N
+        d = max(np.max(emp_hi - F_), np.max(F_ - (emp_hi - 1 / N)))
+        bound = math.sqrt(-math.log(1e-6 / 2) / 2) / math.sqrt(N)
+        check(d < bound, f"{name}: Kolmogorov-Smirnov distance {d:.4f} < {bound:.4f}")
+        mean, var = MOMENTS[name[len(door):]]
+        se = math.sqrt(var / N)
+        check(abs(v.mean() - mean) < 6 * se, f"{name}: mean {v.mean():.4f} within 6 "
+              f"standard errors of {mean:.4f}")
+        check(abs(v.var() - var) < 8 * var * math.sqrt(8 / N),
+              f"{name}: variance {v.var():.4f} near {var:.4f}")
+        support = {"rand": (0, 1), "rand(size)": (0, 1), "uniform_(-1, 2)": (-1, 2),
+                   "exponential_(2)": (0, 20), "rrelu slopes": (0.1, 0.3)}
+        if name[len(door):] in support:
+            lo, hi = support[name[len(door):]]
+            check(v[0] >= lo and v[-1] < hi, f"{name}: every draw in [{lo}, {hi})")
+    elif "bernoulli" in name:
+        p = 0.3 if "0.3" in name else 0.8
+        ok = np.all((v == 0) | (v == 1))
+        rate = v.mean()
+        sd = math.sqrt(p * (1 - p) / N)
+        check(ok and abs(rate - p) < 6 * sd,
+              f"{name}: values 0 or 1, rate {rate:.4f} within 6 sd of {p}")
+    else:
+        lo, hi = (3, 10) if "3, 10" in name else (0, 5)
+        values, counts = np.unique(v, return_counts=True)
+        k = hi - lo
+        sd = math.sqrt(N * (1 / k) * (1 - 1 / k))
+        check(list(values) == list(range(lo, hi)) and
+              np.all(np.abs(counts - N / k) < 6 * sd),
+              f"{name}: each of {lo}..{hi - 1} drawn, counts {counts.min()}-"
+              f"{counts.max()} within 6 sd of {N / k:.0f}")
 
 
 class Normal(nn.Module):
