@@ -41,9 +41,43 @@ static RankedTensorType withElement(Type t, Type element) {
   return RankedTensorType::get(cast<RankedTensorType>(t).getShape(), element);
 }
 
+/// Whether `v`, a float value, is computed from a random draw
+/// (fsdp.uniform) through float ops.
+static bool drawnFrom(Value v) {
+  SmallVector<Value> work{v};
+  llvm::SmallPtrSet<Operation *, 16> seen;
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || !seen.insert(def).second)
+      continue;
+    if (isa<UniformOp>(def))
+      return true;
+    for (Value operand : def->getOperands())
+      if (isa<FloatType>(getElementTypeOrSelf(operand.getType())))
+        work.push_back(operand);
+  }
+  return false;
+}
+
 Value mlir::fsdp::castToComputeDtype(func::FuncOp step, FloatType dtype,
                                      Value loss) {
   Block &body = step.getBody().front();
+  // An integer drawn in floats (the tracer's randint: lo + floor(n·U))
+  // would be computed in bf16 or f16 here, which hold integers exactly
+  // only to 256 or 2048: other integers than PyTorch's, with exit 0.
+  for (auto cast : body.getOps<CastOp>()) {
+    Type from = getElementTypeOrSelf(cast.getX().getType());
+    Type to = getElementTypeOrSelf(cast.getType());
+    if (isa<FloatType>(from) && isa<IntegerType>(to) && !to.isInteger(1) &&
+        drawnFrom(cast.getX())) {
+      cast.emitError("an integer drawn at random (randint) would be computed "
+                     "in ")
+          << dtype
+          << ", which holds integers exactly only up to its significand; "
+             "use --compute-dtype=f32";
+      return {};
+    }
+  }
   OpBuilder b(&body, body.begin());
   llvm::SmallPtrSet<Operation *, 8> entryCasts;
   for (BlockArgument arg : body.getArguments()) {
