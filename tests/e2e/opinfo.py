@@ -238,6 +238,20 @@ def _extra_samples():
             OwnCall(lambda x, k: x * (k & 3).float() + x * (k.to(torch.int8) & 1).float(),
                     torch.randn(7, generator=g).requires_grad_(),
                     args=(torch.tensor([-5, -1, 0, 3, 6, 13, -8]),))],
+        # Duplicate indices: the position keeps one writer's value, and
+        # PyTorch's backward gives every writer the position's gradient
+        # (grad.gather(d, index), grad.index_select(d, index)).
+        "scatter": [
+            SampleInput(torch.randn(3, 4, generator=g).requires_grad_(),
+                        args=(1, torch.tensor([[0, 0, 2], [3, 1, 3], [1, 1, 1]]),
+                              torch.randn(3, 3, generator=g).requires_grad_())),
+            SampleInput(torch.randn(4, 2, generator=g).requires_grad_(),
+                        args=(0, torch.tensor([[2, 0], [2, 0], [1, 0]]),
+                              torch.randn(3, 2, generator=g).requires_grad_()))],
+        "index_copy": [
+            SampleInput(torch.randn(4, 3, generator=g).requires_grad_(),
+                        args=(0, torch.tensor([1, 3, 1]),
+                              torch.randn(3, 3, generator=g).requires_grad_()))],
         # Ties for the largest (self among them), whose gradient PyTorch
         # shares evenly; zero factors of a product.
         "scatter_reduce.amax": [

@@ -31,12 +31,26 @@ def _last_writer(c, index, n):
     return written, c.cast(b.where(written, last, 0.0), torch.int64)
 
 
+def _every_writer(c, v, constant, read, place):
+    """read(v): the values a write keeps (each position's last writer),
+    with PyTorch's gradient for v: the result's gradient at each position
+    for every writer, an overwritten duplicate too. read sees v behind
+    stop_gradient, and place(v - stop_gradient(v)) (zeros: v's elements
+    added at their positions) carries the gradient."""
+    if constant or not v.dtype.is_floating_point:
+        return read(v)
+    held = c.emit("fsdp.stop_gradient", [v], [(v.shape, v.dtype)])
+    b = B(c)
+    return b.add(read(held), place(b.sub(v, held)))
+
+
 @lowers("aten.index_fill", "aten.index_copy")
 def _index_fill_copy(c, node, args, kwargs):
     """index_fill(x, d, index, value): the slices at index set to value;
     index_copy(x, d, index, source): to source's slices (the last one where
     an index repeats). A where over a per-position mask, so x's gradient is
-    zero in the replaced slices and source's reaches the slices kept."""
+    zero in the replaced slices; source's slices get the gradient at their
+    positions, an overwritten one too, as PyTorch's (_every_writer)."""
     b = B(c)
     shape, dtype = c.out()
     x = c.cast(c.v(args[0]), dtype)
@@ -51,7 +65,11 @@ def _index_fill_copy(c, node, args, kwargs):
         source = c.cast(c.v(args[3]), dtype)
         if source.rank == 0:
             source = c.reshape(source, (1,))
-        value = b.gather(source, src, d)
+        at = b.wrapped(c.reshape(c.v(args[2]), (source.shape[d],)), n)
+        value = _every_writer(
+            c, source, c.is_const(args[3]), lambda v: b.gather(v, src, d),
+            lambda z: c.emit("fsdp.scatter_add", [c.w.splat(0, x.shape, dtype), at, z],
+                             [(x.shape, dtype)], {"axis": i64_attr(d)}))
     else:
         value = c.operand(args[3], dtype)
     return c.reshape(b.where(mask, value, x), shape)
@@ -93,8 +111,9 @@ def _scatter(c, node, args, kwargs):
     index[.., j, ..] along d (one-hot labels, masks). Each position along d
     takes the last j that writes it (the CPU's loop order), found at run
     time by comparing index with the positions; a where then picks src's
-    gathered element or x's. reduce='add' is scatter_add; 'multiply' is
-    refused."""
+    gathered element or x's; every element of src gets the gradient at its
+    position, an overwritten one too, as PyTorch's (_every_writer).
+    reduce='add' is scatter_add; 'multiply' is refused."""
     b = B(c)
     shape, dtype = c.out()
     reduce = kwargs.get("reduce", args[4] if len(args) > 4 else None)
@@ -128,7 +147,16 @@ def _scatter(c, node, args, kwargs):
             src = c.reshape(src, (1,))
         for axis, m in enumerate(index.shape):  # only the part index covers
             src = b.slice(src, axis, 0, m)
-        value = take_along(c, src, c.cast(b.where(written, last, 0.0), torch.int64), d)
+        writer = c.cast(b.where(written, last, 0.0), torch.int64)
+
+        def place(z):  # z's elements added at index's positions along d
+            at = c.reshape(_linear_index(c, written, idx, d), (idx.numel,))
+            flat = c.emit("fsdp.scatter_add", [c.w.splat(0, (written.numel,), dtype), at,
+                                               c.reshape(z, (idx.numel,))],
+                          [((written.numel,), dtype)], {"axis": i64_attr(0)})
+            return c.reshape(flat, written.shape)
+        value = _every_writer(c, src, c.is_const(src_arg),
+                              lambda v: take_along(c, v, writer, d), place)
     else:
         value = c.operand(src_arg, dtype)
     # Beyond index's extent on the other axes, x is untouched.
@@ -241,14 +269,10 @@ def _put_rows(c, rows, position, v, accumulate, constant):
                          f"into {n_rows} rows: finding each row's last writer compares "
                          f"them all ({n_rows * n} pairs, at most {LAST_WRITER_LIMIT})")
     written, writer = _last_writer(c, position, n_rows)
-    held = v if constant or not v.dtype.is_floating_point else \
-        c.emit("fsdp.stop_gradient", [v], [(v.shape, v.dtype)])
-    value = b.gather(held, writer, 0)
-    if held is not v:
-        zero = b.sub(v, held)
-        value = b.add(value, c.emit("fsdp.scatter_add",
-                                    [c.w.splat(0, rows.shape, v.dtype), position, zero],
-                                    [(rows.shape, v.dtype)], {"axis": i64_attr(0)}))
+    value = _every_writer(
+        c, v, constant, lambda held: b.gather(held, writer, 0),
+        lambda z: c.emit("fsdp.scatter_add", [c.w.splat(0, rows.shape, v.dtype), position, z],
+                         [(rows.shape, v.dtype)], {"axis": i64_attr(0)}))
     mask = c.reshape(written, (n_rows,) + (1,) * (rows.rank - 1))
     return b.where(mask, value, rows)
 
