@@ -447,12 +447,58 @@ static Value gatherFlat(NodeContext &n, Value data, Value offsets) {
       {flat, offsets}, {i64Attr(n, "axis", 0)});
 }
 
+/// Whether each update of a ScatterElements without reduction is the last
+/// writer of its position: `offsets` (flat positions, index's shape) sorted
+/// along `axis` (stable, so a position's writers stay in their order), an
+/// update last where the next sorted position differs, sent back to its
+/// place. Writers of one position share the other axes' coordinates, so
+/// each line along the axis is sorted alone: O(n log n), unbounded.
+static Value lastWriters(NodeContext &n, Value offsets, int64_t axis,
+                         int64_t count) {
+  SmallVector<int64_t> shape = shapeOf(offsets);
+  int64_t k = shape[axis], total = 1;
+  for (int64_t d : shape)
+    total *= d;
+  auto f32 = RankedTensorType::get(shape, n.b.getF32Type());
+  auto bools = RankedTensorType::get(shape, n.b.getI1Type());
+  // Positions below 2^24 are exact in float32: one pass, not int64's three.
+  Value key =
+      count <= (int64_t(1) << 24) ? build<CastOp>(n, f32, {offsets}) : offsets;
+  Value perm = sortedPositions(n, key, axis, /*descending=*/false);
+  Value sorted = takeAlong(n, offsets, perm, axis);
+  SmallVector<int64_t> one = shape;
+  one[axis] = 1;
+  Value next = concatAxis(n,
+                          {sliceAxis(n, sorted, axis, 1, k),
+                           splatConstant(n, n.b.getI64Type(), one, -1)},
+                          axis);
+  Value last = build<CastOp>(
+      n, f32,
+      {build<NotOp>(n, bools, {build<EqualOp>(n, bools, {sorted, next})})});
+  // last[j] belongs to the update at perm[j] of its line.
+  auto flatF32 = RankedTensorType::get({total}, n.b.getF32Type());
+  Value back = build<ScatterAddOp>(
+      n, flatF32,
+      {splatConstant(n, n.b.getF32Type(), {total}, 0),
+       reshapeValue(n,
+                    flatOffsets(n, cast<RankedTensorType>(offsets.getType()),
+                                perm, axis),
+                    {total}),
+       reshapeValue(n, last, {total})},
+      {i64Attr(n, "axis", 0)});
+  return build<GreaterOp>(n, bools,
+                          {reshapeValue(n, back, shape),
+                           splatConstant(n, n.b.getF32Type(), {}, 0)});
+}
+
 /// ScatterElements (torch.scatter, scatter_add): data with updates[i..]
 /// written (reduction none) or added (add) at index[i..] on `axis`, as one
 /// scatter_add into the data flattened. `none` clears each written
-/// position first; positions written twice (which ONNX leaves undefined,
-/// and where PyTorch keeps one) get the sum of their updates. mul, max and
-/// min are refused.
+/// position first; a position written twice (which ONNX leaves undefined)
+/// keeps its last writer, as PyTorch's CPU loop and ONNX Runtime do, and
+/// every writer gets the position's gradient, as torch.scatter's backward
+/// gives it (lastWriters; the tracer's writes.py does the same). mul, max
+/// and min are refused.
 LogicalResult lowerScatterElements(NodeContext &n) {
   if (failed(expectInputs(n, 3, 3)))
     return failure();
@@ -486,6 +532,24 @@ LogicalResult lowerScatterElements(NodeContext &n) {
   auto flatType = RankedTensorType::get({count}, data.getElementType());
   Value flat = reshapeValue(n, n.operand(0), {count});
   Value u = reshapeValue(n, n.operand(2), {indices.getNumElements()});
+  if (reduction == "none" && indices.getDimSize(*axis) > 1) {
+    Value offsetsShaped = reshapeValue(n, offsets, indices.getShape());
+    Value last = reshapeValue(n, lastWriters(n, offsetsShaped, *axis, count),
+                              {indices.getNumElements()});
+    Type e = data.getElementType();
+    auto ut = cast<RankedTensorType>(u.getType());
+    Value zeros = splatConstant(n, e, ut.getShape(), 0);
+    if (isa<FloatType>(e)) {
+      // The last writer's value, and every writer's gradient: u behind a
+      // gradient stop where it is kept, plus u - stop(u) (zero) everywhere.
+      Value held = build<StopGradientOp>(n, ut, {u});
+      u = build<AddOp>(n, ut,
+                       {build<WhereOp>(n, ut, {last, held, zeros}),
+                        build<SubOp>(n, ut, {u, held})});
+    } else {
+      u = build<WhereOp>(n, ut, {last, u, zeros});
+    }
+  }
   if (reduction == "none") {
     Type e = data.getElementType();
     Value hits = build<ScatterAddOp>(

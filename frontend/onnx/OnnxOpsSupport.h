@@ -201,6 +201,10 @@ inline FailureOr<SmallVector<int64_t>> shapeInput(NodeContext &n, int i,
 /// data flattened (DataMovement.cpp; GatherElements, TopK's values).
 Value takeAlong(NodeContext &n, Value data, Value index, int64_t axis);
 
+/// The positions that sort `x` along `axis`: stable, NaN the largest, an
+/// int64 exactly (Ordering.cpp; TopK, ScatterElements' last writers).
+Value sortedPositions(NodeContext &n, Value x, int64_t axis, bool descending);
+
 /// Adds a family's rows; a row without a name (a UnaryOps.def op ONNX does
 /// not have) is left out, and an op type two families claim is a bug.
 inline void addRows(llvm::StringMap<LowerFn> &table,

@@ -96,33 +96,6 @@ std::pair<Value, Value> splitDigit(NodeContext &n, Value x) {
   return {q, r};
 }
 
-/// The positions that sort `x` along `axis`, descending or ascending:
-/// stable, so the first of equal values comes first, NaN as the largest
-/// value. fsdp.argsort takes floats: a boolean is cast; an integer is
-/// split into three 22-bit digits (each exact in float32) sorted lowest
-/// first, each pass stable (a radix sort, exact over all of int64; the
-/// tracer's sorting.py `argsort` does the same).
-Value sortedPositions(NodeContext &n, Value x, int64_t axis, bool descending) {
-  auto t = cast<RankedTensorType>(x.getType());
-  auto f32 = RankedTensorType::get(t.getShape(), n.b.getF32Type());
-  Type elem = t.getElementType();
-  if (isa<FloatType>(elem))
-    return argsortFloat(n, x, axis, descending);
-  if (!elem.isInteger(64))
-    return argsortFloat(n, build<CastOp>(n, f32, {x}), axis, descending);
-  auto [rest, low] = splitDigit(n, x);
-  auto [high, middle] = splitDigit(n, rest);
-  Value perm;
-  for (Value key : {low, middle, high}) {
-    if (perm)
-      key = takeAlong(n, key, perm, axis);
-    Value step =
-        argsortFloat(n, build<CastOp>(n, f32, {key}), axis, descending);
-    perm = perm ? takeAlong(n, perm, step, axis) : step;
-  }
-  return perm;
-}
-
 /// ArgMax/ArgMin(x; axis, keepdims, select_last_index): the first (last)
 /// position of the largest (smallest) value, a NaN counting as the
 /// extreme (as PyTorch's): the extreme by fsdp.reduce_max (of -x, or of
@@ -223,6 +196,34 @@ LogicalResult lowerTopK(NodeContext &n) {
 }
 
 } // namespace
+
+/// The positions that sort `x` along `axis`, descending or ascending:
+/// stable, so the first of equal values comes first, NaN as the largest
+/// value. fsdp.argsort takes floats: a boolean is cast; an integer is
+/// split into three 22-bit digits (each exact in float32) sorted lowest
+/// first, each pass stable (a radix sort, exact over all of int64; the
+/// tracer's sorting.py `argsort` does the same).
+Value mlir::fsdp::onnx_ops::sortedPositions(NodeContext &n, Value x,
+                                            int64_t axis, bool descending) {
+  auto t = cast<RankedTensorType>(x.getType());
+  auto f32 = RankedTensorType::get(t.getShape(), n.b.getF32Type());
+  Type elem = t.getElementType();
+  if (isa<FloatType>(elem))
+    return argsortFloat(n, x, axis, descending);
+  if (!elem.isInteger(64))
+    return argsortFloat(n, build<CastOp>(n, f32, {x}), axis, descending);
+  auto [rest, low] = splitDigit(n, x);
+  auto [high, middle] = splitDigit(n, rest);
+  Value perm;
+  for (Value key : {low, middle, high}) {
+    if (perm)
+      key = takeAlong(n, key, perm, axis);
+    Value step =
+        argsortFloat(n, build<CastOp>(n, f32, {key}), axis, descending);
+    perm = perm ? takeAlong(n, perm, step, axis) : step;
+  }
+  return perm;
+}
 
 void mlir::fsdp::onnx_ops::addOrdering(llvm::StringMap<LowerFn> &table) {
   addRows(

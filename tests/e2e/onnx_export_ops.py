@@ -74,6 +74,12 @@ CASES = {
     "repeat": lambda x: x.repeat(1, 2, 1, 3),
     "gather": lambda x: x.gather(-1, GATHER_INDEX),
     "scatter": lambda x: x.scatter(-1, SCATTER_INDEX, x[..., :4] * 3.0),
+    # Positions written twice (GATHER_INDEX repeats within a row; an index
+    # from the data): the last writer stays, and every writer gets the
+    # position's gradient, as torch.scatter's backward gives it.
+    "scatter_duplicates": lambda x: x.scatter(-1, GATHER_INDEX[..., :5], x[..., 1:] * 3.0),
+    "scatter_data_index": lambda x: x.scatter(
+        -1, (x.detach() * 2).floor().long().clamp(0, SHAPE[-1] - 1), x * 3.0 + 1.0),
     "scatter_add": lambda x: x.scatter_add(-1, GATHER_INDEX[..., :5], x[..., 1:] * 2.0),
     "one_hot": lambda x: x * F.one_hot(GATHER_INDEX[..., 0], SHAPE[-1]).float(),
     "tan": lambda x: torch.tan(x * 0.5),
