@@ -41,8 +41,26 @@ static RankedTensorType withElement(Type t, Type element) {
   return RankedTensorType::get(cast<RankedTensorType>(t).getShape(), element);
 }
 
-/// Whether `v`, a float value, is computed from a random draw
-/// (fsdp.uniform) through float ops.
+/// Whether `v` is computed from random draws (fsdp.uniform) and constants
+/// alone, with at least one draw, and the ops computing it (into `ops`):
+/// the tracer's randint, lo + floor(n·U), before its cast to integers.
+static bool drawnAlone(Value v, llvm::SmallPtrSetImpl<Operation *> &ops) {
+  bool drawn = false;
+  SmallVector<Value> work{v};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def)
+      return false; // an input of the step
+    if (!ops.insert(def).second)
+      continue;
+    drawn |= isa<UniformOp>(def);
+    for (Value operand : def->getOperands())
+      work.push_back(operand);
+  }
+  return drawn;
+}
+
+/// Whether `v` is computed from a random draw through any ops.
 static bool drawnFrom(Value v) {
   SmallVector<Value> work{v};
   llvm::SmallPtrSet<Operation *, 16> seen;
@@ -53,8 +71,7 @@ static bool drawnFrom(Value v) {
     if (isa<UniformOp>(def))
       return true;
     for (Value operand : def->getOperands())
-      if (isa<FloatType>(getElementTypeOrSelf(operand.getType())))
-        work.push_back(operand);
+      work.push_back(operand);
   }
   return false;
 }
@@ -63,20 +80,52 @@ Value mlir::fsdp::castToComputeDtype(func::FuncOp step, FloatType dtype,
                                      Value loss) {
   Block &body = step.getBody().front();
   // An integer drawn in floats (the tracer's randint: lo + floor(n·U))
-  // would be computed in bf16 or f16 here, which hold integers exactly
-  // only to 256 or 2048: other integers than PyTorch's, with exit 0.
+  // stays in f32: bf16 and f16 hold integers exactly only to 256 and 2048,
+  // and a bf16 draw has 8 random bits, so it would draw other integers
+  // than PyTorch's, with exit 0. Its ops (draws and constants alone) are
+  // left as they are; a constant that other ops use too is copied for
+  // them. An integer drawn from a draw mixed with the model's values is
+  // refused.
+  llvm::SmallPtrSet<Operation *, 16> keep;
   for (auto cast : body.getOps<CastOp>()) {
     Type from = getElementTypeOrSelf(cast.getX().getType());
     Type to = getElementTypeOrSelf(cast.getType());
-    if (isa<FloatType>(from) && isa<IntegerType>(to) && !to.isInteger(1) &&
-        drawnFrom(cast.getX())) {
-      cast.emitError("an integer drawn at random (randint) would be computed "
-                     "in ")
+    if (!isa<FloatType>(from) || !isa<IntegerType>(to) || to.isInteger(1))
+      continue;
+    llvm::SmallPtrSet<Operation *, 16> ops;
+    if (drawnAlone(cast.getX(), ops)) {
+      keep.insert(ops.begin(), ops.end());
+      keep.insert(cast); // its result is an integer either way
+    } else if (drawnFrom(cast.getX())) {
+      cast.emitError("an integer computed from a random draw and the model's "
+                     "values would be computed in ")
           << dtype
           << ", which holds integers exactly only up to its significand; "
              "use --compute-dtype=f32";
       return {};
     }
+  }
+  // A kept value other ops use too reaches them as the compute dtype: a
+  // constant or a draw copied (a draw's copy draws its values in the
+  // compute dtype), anything else cast.
+  for (Operation *op : SmallVector<Operation *>(keep.begin(), keep.end())) {
+    auto outside = [&](OpOperand &use) { return !keep.contains(use.getOwner()); };
+    if (llvm::none_of(op->getUses(), outside))
+      continue;
+    OpBuilder after(op->getBlock(), std::next(op->getIterator()));
+    if (isa<ConstantOp, UniformOp>(op)) {
+      Operation *copy = after.clone(*op);
+      op->getResult(0).replaceUsesWithIf(copy->getResult(0), outside);
+      continue;
+    }
+    for (OpResult r : op->getResults())
+      if (isF32Tensor(r.getType())) {
+        Value c = CastOp::create(after, op->getLoc(),
+                                 withElement(r.getType(), dtype), r);
+        r.replaceUsesWithIf(c, [&](OpOperand &use) {
+          return outside(use) && use.getOwner() != c.getDefiningOp();
+        });
+      }
   }
   OpBuilder b(&body, body.begin());
   llvm::SmallPtrSet<Operation *, 8> entryCasts;
@@ -89,7 +138,7 @@ Value mlir::fsdp::castToComputeDtype(func::FuncOp step, FloatType dtype,
     entryCasts.insert(cast);
   }
   for (Operation &op : body.without_terminator()) {
-    if (entryCasts.contains(&op))
+    if (entryCasts.contains(&op) || keep.contains(&op))
       continue;
     if (auto c = dyn_cast<ConstantOp>(op)) {
       auto fp = dyn_cast<DenseFPElementsAttr>(c.getValue());

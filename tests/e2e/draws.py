@@ -113,6 +113,18 @@ class Weighted(nn.Module):
         return (self.w * self.draw(x)).sum()
 
 
+class Picked(nn.Module):
+    """loss Σ w[randint(0, 1000, (N,))]: the gradient of w counts how often
+    each of 1000 rows was drawn (a diffusion model's timesteps)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(1000))
+
+    def forward(self, x):
+        return (self.w[torch.randint(0, 1000, (N,))] * x).sum()
+
+
 def grads(opt, fr, t, mlir, name, extra=(), steps=1, backend=None):
     plan = f"{t}/{name}.plan"
     run([opt, mlir, "-o", plan, "--optimizer", "sgd", "--lr", "0", *extra])
@@ -388,6 +400,16 @@ def main():
         e = np.asarray(g["w"], np.float64)
         check(np.all(np.isfinite(e)) and e.min() >= 0,
               f"bf16: exponential draws finite, largest {e.max():.2f}")
+
+        # bf16: randint(0, 1000)'s integers are drawn in f32 (bf16 holds
+        # integers exactly only to 256): every row drawn, about N/1000 times.
+        fsdp_trace.trace(Picked(), {"x": x}).save(f"{t}/bi.mlir")
+        g, _ = grads(opt, fr, t, f"{t}/bi.mlir", "bi", ["--compute-dtype=bf16"])
+        n = np.asarray(g["w"], np.float64)
+        chi2 = float(((n - N / 1000) ** 2).sum() / (N / 1000))
+        check(n.min() > 0 and n.sum() == N and chi2 < 999 + 6 * math.sqrt(2 * 999),
+              f"bf16: randint(0, 1000) draws every value (fewest {n.min():.0f}, most "
+              f"{n.max():.0f} of {N}; chi-square {chi2:.0f}, 999 degrees of freedom)")
 
         # World sizes and recomputation: one global batch of 8.
         m = Noisy()

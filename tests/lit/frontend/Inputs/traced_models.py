@@ -218,6 +218,8 @@ class Random(nn.Module):
             h = h * torch.rand(3, 8)
         elif k == "randint":  # diffusion-style timesteps, an integer draw
             h = h * (torch.randint(0, 1000, (3, 8)) % 7).to(h.dtype)
+        elif k == "int_of_noise":  # an integer from a draw and the model's values
+            h = h * (h * 100 + torch.rand(3, 8)).long().to(h.dtype)
         elif k == "numpy":  # a SpecAugment-style mask drawn by numpy
             h = h * torch.from_numpy(np.random.rand(3, 8) < 0.5).to(h.dtype)
         elif k == "python":  # a layer drop decided by Python's generator
