@@ -137,8 +137,8 @@ def _elementwise_dropout(node):
 def _refuse_random(gm, module):
     """The plan draws dropout's masks (fsdp.dropout) and the draws of
     decompose/draws.py (rand, randn, uniform_, normal_, exponential_,
-    bernoulli, randint, rrelu: fsdp.uniform) at every step. Any other random
-    op (multinomial, randperm, poisson, ...) would be folded into one
+    bernoulli, randint, rrelu, multinomial, randperm: fsdp.uniform) at every
+    step. Any other random op (poisson, ...) would be folded into one
     value drawn at trace time and applied at every step, training something
     other than the model: each such op is refused, with its modules.
     Dropout with p = 0 or in eval mode traces to no op at all."""

@@ -199,6 +199,50 @@ def judge(name, v, door):
               f"{counts.max()} within 6 sd of {N / k:.0f}")
 
 
+def check_sampling(opt, fr, t, x):
+    """multinomial with and without replacement (a zero weight among
+    them) and randperm, by their frequencies."""
+    def drawn(name, draw):
+        fsdp_trace.trace(Weighted(draw), {"x": x}).save(f"{t}/{name}.mlir")
+        g, _ = grads(opt, fr, t, f"{t}/{name}.mlir", name)
+        return np.asarray(g["w"], np.float64)
+    weights = torch.tensor([0.2, 0.0, 1.2, 0.6])
+    p = (weights / weights.sum()).double().numpy()
+    v = drawn("mr", lambda x: torch.multinomial(weights, N, replacement=True).to(x.dtype))
+    def counts_of(a):  # how often each of 0..3 (anything else fails the range check)
+        return np.array([int((a == j).sum()) for j in range(4)])
+    counts = counts_of(v)
+    sd = np.sqrt(N * p * (1 - p))
+    check(np.all(v == np.round(v)) and v.min() >= 0 and v.max() < 4 and counts[1] == 0 and
+          np.all(np.abs(counts - N * p) <= 6 * sd + 1e-9),
+          f"multinomial with replacement: counts {counts.tolist()} within 6 sd of "
+          f"{(N * p).round().tolist()}, the zero weight never drawn")
+    # Without replacement: 20,000 rows of weights (1, 0, 3, 4), two each.
+    row = torch.tensor([1.0, 0.0, 3.0, 4.0])
+    v = drawn("mn", lambda x: torch.multinomial(
+        x.reshape(N // 2, 2)[:, :1] * row, 2).reshape(N).to(x.dtype)).reshape(N // 2, 2)
+    q = (row / row.sum()).double().numpy()
+    first, second = counts_of(v[:, 0]), counts_of(v[:, 1])
+    expect2 = np.array([sum(q[i] * q[j] / (1 - q[i]) for i in range(4) if i != j)
+                        for j in range(4)])
+    rows = N // 2
+    check(np.all(v[:, 0] != v[:, 1]) and v.min() >= 0 and v.max() < 4 and first[1] == 0 and second[1] == 0 and
+          np.all(np.abs(first - rows * q) <= 6 * np.sqrt(rows * q * (1 - q)) + 1e-9) and
+          np.all(np.abs(second - rows * expect2) <=
+                 6 * np.sqrt(rows * expect2 * (1 - expect2)) + 1e-9),
+          f"multinomial without replacement: two distinct a row; first {first.tolist()} "
+          f"(expected {(rows * q).round().tolist()}), second {second.tolist()} (expected "
+          f"{(rows * expect2).round().tolist()}), the zero weight never drawn")
+    v = drawn("rp", lambda x: torch.randperm(N).to(x.dtype))
+    position = np.arange(N)
+    corr = float(np.corrcoef(v, position)[0, 1])
+    moved = float(np.abs(v - position).mean())
+    check(np.array_equal(np.sort(v), position) and abs(corr) < 6 / math.sqrt(N) and
+          abs(moved - (N * N - 1) / (3 * N)) < 0.02 * N,
+          f"randperm({N}): a permutation, correlation with the position {corr:+.4f}, mean "
+          f"displacement {moved:.0f} (a uniform permutation: {(N * N - 1) / (3 * N):.0f})")
+
+
 class Normal(nn.Module):
     """torch.normal(mean, std) with parameters: PyTorch gives them no
     gradient; w (Σ w·draw) keeps the step differentiable."""
@@ -355,6 +399,7 @@ def main():
         x = torch.ones(N)
         np.savez(f"{t}/ones.npz", x=x.numpy())
         check_distributions(opt, fr, t, x)
+        check_sampling(opt, fr, t, x)
 
         fsdp_trace.trace(Normal(), {"x": x}).save(f"{t}/normal.mlir")
         g, _ = grads(opt, fr, t, f"{t}/normal.mlir", "normal")

@@ -153,8 +153,8 @@ OUT_OF_SCOPE = [
      "nn.functional.fractional_max_pool2d nn.functional.fractional_max_pool3d",
      "random draws: their values are PyTorch's generator's, which no other reproduces "
      "(fsdp.dropout is judged by dropout.py; rand, randn, normal, bernoulli, uniform and "
-     "randint and rrelu by their distributions in draws.py; multinomial and fractional "
-     "pooling are refused)"),
+     "randint, rrelu, multinomial and randperm by their distributions in draws.py; "
+     "fractional pooling is refused)"),
 ]
 
 

@@ -202,3 +202,62 @@ def _rrelu(c, node, args, kwargs):
     if op_name(node.target) == "aten.rrelu_with_noise":
         return out
     return [out, b.where(positive, 1.0, slope)]
+
+
+@_random("aten.multinomial")
+def _multinomial(c, node, args, kwargs):
+    """multinomial(weights [n] or [m, n], k, replacement): k category
+    indices per row, each drawn with probability weight / row's sum. With
+    replacement each is an inverse-CDF lookup: the number of running sums
+    at or below U·total, kept at the last category of nonzero weight.
+    Without, an exponential race: the k smallest -ln(1 - U)/w (Gumbel
+    top-k; a zero weight never wins while a nonzero one is left, and where
+    k exceeds the nonzero weights, which PyTorch refuses, zero weights
+    fill the rest). The weights get no gradient, as in PyTorch."""
+    from .shapes import cumulative_sum
+    from .sorting import argsort
+    shape, dtype = c.out()
+    w = c.cast(c.v(args[0]), torch.float32)
+    if w.rank not in (1, 2):
+        raise TraceError(f"multinomial expects weights of rank 1 or 2, got {w.rank}")
+    k = int(arg(args, kwargs, 1, "num_samples"))
+    replacement = bool(arg(args, kwargs, 2, "replacement", False))
+    w = c.emit("fsdp.stop_gradient", [w], [(w.shape, w.dtype)])
+    if w.rank == 1:
+        w = c.reshape(w, (1, w.shape[0]))
+    m, n = w.shape
+    if not replacement and k > n:
+        raise TraceError(f"multinomial without replacement draws {k} of {n} categories")
+    b = B(c)
+    if replacement:
+        cdf = cumulative_sum(c, w, 1)                                   # [m, n]
+        total = b.slice(cdf, 1, n - 1, n)                               # [m, 1]
+        t = c.reshape(b.mul(uniform(c, (m, k)), total), (m, k, 1))
+        above = b.gt(c.reshape(cdf, (m, 1, n)), t)                      # [m, k, n]
+        count = b.sub(float(n), b.reduce("reduce_sum", c.cast(above, torch.float32),
+                                         [2], False))                   # sums <= U·total
+        position = c.w.constant(torch.arange(n, dtype=torch.float32).reshape(1, n))
+        last = b.reduce("reduce_max", b.where(b.gt(w, 0.0), position, 0.0), [1], True)
+        index = c.cast(b.bin("min", count, last), torch.int64)          # [m, k]
+    else:
+        race = b.mul(b.un("log1p", b.neg(uniform(c, (m, n)))), -1.0)
+        key = b.where(b.gt(w, 0.0), b.div(race, b.where(b.gt(w, 0.0), w, 1.0)),
+                      float("inf"))
+        index = b.slice(argsort(c, key, 1, False), 1, 0, k)
+    return c.cast(c.reshape(index, shape), dtype)
+
+
+@_random("aten.randperm")
+def _randperm(c, node, args, kwargs):
+    """randperm(n): the positions that sort n draws, sorted by a second
+    draw first and then stably by the first (48 random bits a position, so
+    ties, which would favour the earlier position, are 2^24 times rarer
+    than with one draw)."""
+    from .shapes import take_along
+    from .sorting import argsort
+    shape, dtype = c.out()
+    n = shape[0]
+    perm = argsort(c, uniform(c, (n,)), 0, False)
+    first = take_along(c, uniform(c, (n,)), perm, 0)
+    perm = take_along(c, perm, argsort(c, first, 0, False), 0)
+    return c.cast(perm, dtype)

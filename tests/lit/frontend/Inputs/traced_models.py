@@ -212,6 +212,10 @@ class Random(nn.Module):
             h = h * torch.empty_like(h).normal_()
         elif k == "multinomial":
             h = h[:, torch.multinomial(torch.ones(8), 8)]
+        elif k == "randperm":
+            h = h[:, torch.randperm(8)]
+        elif k == "poisson":
+            h = h * torch.poisson(torch.ones(3, 8))
         elif k == "rrelu":
             h = F.rrelu(h, training=True)
         elif k == "uniform":
