@@ -147,6 +147,11 @@ OUT_OF_SCOPE = [
     ("complex polar view_as_complex view_as_real imag angle real conj conj_physical resolve_conj "
      "resolve_neg chalf vdot stft istft nn.functional.silu.complex", "complex numbers"),
     ("to_sparse", "sparse tensors"),
+    ("as_strided_scatter",
+     "PyTorch's own backward is wrong: its input's gradient is uninitialized memory on "
+     "1.13 and lies at the written positions instead of the others on 2.11 (the formula "
+     "pytorch/pytorch#77128's review doubted), so nothing compares; a write through "
+     "as_strided, which functionalization turns into it, is judged under as_strided"),
     ("normal bernoulli uniform multinomial rand_like randn randn_like randint_like "
      "nn.functional.rrelu nn.functional.dropout nn.functional.dropout2d "
      "nn.functional.dropout3d nn.functional.feature_alpha_dropout nn.functional.alpha_dropout "
@@ -238,6 +243,17 @@ def _extra_samples():
             OwnCall(lambda x, k: x * (k & 3).float() + x * (k.to(torch.int8) & 1).float(),
                     torch.randn(7, generator=g).requires_grad_(),
                     args=(torch.tensor([-5, -1, 0, 3, 6, 13, -8]),))],
+        # A write through a strided view (functionalized to
+        # as_strided_scatter), eager's gradient: x's where nothing was
+        # written, src's at its positions.
+        "as_strided": [
+            OwnCall(lambda x, s, size=size, stride=stride, at=at:
+                    (lambda y: (y.as_strided(size, stride, at).copy_(s * 2.0), y)[1])(x * 1.0),
+                    torch.randn(*shape, generator=g).requires_grad_(),
+                    args=(torch.randn(*size, generator=g).requires_grad_(),))
+            for shape, size, stride, at in (((5, 5), (2, 2), (1, 2), 1),
+                                             ((16,), (2, 2, 2), (8, 1, 2), 1),
+                                             ((3, 4), (3,), (5,), 0))],
         # Duplicate indices: the position keeps one writer's value, and
         # PyTorch's backward gives every writer the position's gradient
         # (grad.gather(d, index), grad.index_select(d, index)).

@@ -538,6 +538,22 @@ def _diagonal_scatter(c, node, args, kwargs):
     return _embed(c, x, src, lambda t: t.diagonal(offset, d1, d2))
 
 
+@lowers("aten.as_strided_scatter")
+def _as_strided_scatter(c, node, args, kwargs):
+    """x with a strided view of its elements replaced by src (the
+    functional form of writing through as_strided). A view that reaches
+    an element twice is refused: which write stays is the storage's
+    order, not the view's."""
+    x, src = c.v(args[0]), c.v(args[1])
+    size, stride = [int(v) for v in args[2]], [int(v) for v in args[3]]
+    offset = int(arg(args, kwargs, 4, "storage_offset", 0) or 0)
+    reached = torch.zeros(x.numel, dtype=torch.int64)
+    reached.as_strided(size, stride, offset).add_(1)  # (add_ counts repeats)
+    if reached.numel() and int(reached.max()) > 1:
+        raise TraceError("as_strided_scatter through a view that reaches an element twice")
+    return _embed(c, x, src, lambda t: t.as_strided(size, stride, offset))
+
+
 @lowers("aten.block_diag")
 def _block_diag(c, node, args, kwargs):
     """The tensors (0-D as 1x1, 1-D as one row) along the diagonal of a
