@@ -74,6 +74,9 @@ public:
   Value materialize(ImportedValue &v) const;
   /// Whether any node or graph output reads output `i`.
   bool outputUsed(int i) const;
+  /// The op types of the nodes that read output `i` (one per reading
+  /// node; a graph output reads as "").
+  SmallVector<std::string> outputReaders(int i) const;
 
   const onnx::AttributeProto *attr(StringRef name) const;
   int64_t attrInt(StringRef name, int64_t dflt) const;

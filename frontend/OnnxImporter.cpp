@@ -579,6 +579,21 @@ bool NodeContext::outputUsed(int i) const {
          importer.graph().uses.lookup(node.output(i)) > 0;
 }
 
+SmallVector<std::string> NodeContext::outputReaders(int i) const {
+  SmallVector<std::string> readers;
+  if (i >= node.output_size() || node.output(i).empty())
+    return readers;
+  const std::string &name = node.output(i);
+  const onnx::GraphProto &g = *importer.graph().graph;
+  for (const auto &other : g.node())
+    if (llvm::is_contained(other.input(), name))
+      readers.push_back(other.op_type());
+  for (const auto &out : g.output())
+    if (out.name() == name)
+      readers.push_back("");
+  return readers;
+}
+
 const onnx::AttributeProto *NodeContext::attr(StringRef name) const {
   for (const auto &a : node.attribute())
     if (a.name() == name)

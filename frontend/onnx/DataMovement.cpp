@@ -491,14 +491,33 @@ static Value lastWriters(NodeContext &n, Value offsets, int64_t axis,
                            splatConstant(n, n.b.getF32Type(), {}, 0)});
 }
 
+/// Whether a scatter without reduction is torch.onnx.export's index_add or
+/// index_put(accumulate=True): updates written into a constant of zeros
+/// whose result only Add nodes read (x + scatter(0, idx, v): 1.13's
+/// exporter writes both so, and means the sum where an index repeats,
+/// which ONNX leaves undefined). Any other is torch.scatter or
+/// x[idx] = v, where the last writer stays.
+static bool accumulatesIntoZeros(NodeContext &n) {
+  const HostTensor *data = n.constInput(0);
+  if (!data)
+    return false;
+  for (int64_t i = 0; i < data->numel(); ++i)
+    if (data->asDouble(i) != 0)
+      return false;
+  SmallVector<std::string> readers = n.outputReaders(0);
+  return !readers.empty() &&
+         llvm::all_of(readers, [](const std::string &t) { return t == "Add"; });
+}
+
 /// ScatterElements (torch.scatter, scatter_add): data with updates[i..]
 /// written (reduction none) or added (add) at index[i..] on `axis`, as one
 /// scatter_add into the data flattened. `none` clears each written
 /// position first; a position written twice (which ONNX leaves undefined)
 /// keeps its last writer, as PyTorch's CPU loop and ONNX Runtime do, and
 /// every writer gets the position's gradient, as torch.scatter's backward
-/// gives it (lastWriters; the tracer's writes.py does the same). mul, max
-/// and min are refused.
+/// gives it (lastWriters; the tracer's writes.py does the same), except in
+/// the exporter's index_add (accumulatesIntoZeros), where they add. mul,
+/// max and min are refused.
 LogicalResult lowerScatterElements(NodeContext &n) {
   if (failed(expectInputs(n, 3, 3)))
     return failure();
@@ -518,6 +537,8 @@ LogicalResult lowerScatterElements(NodeContext &n) {
   if (reduction != "none" && reduction != "add")
     return n.error() << "reduction '" << reduction
                      << "' is not supported (none and add are)";
+  if (reduction == "none" && accumulatesIntoZeros(n))
+    reduction = "add";
   for (int64_t d = 0; d < data.getRank(); ++d)
     if (d != *axis && indices.getDimSize(d) > data.getDimSize(d))
       return n.error() << "indices " << indices << " exceed data " << data
@@ -726,21 +747,124 @@ LogicalResult lowerExpand(NodeContext &n) {
   return n.setResult(0, build<BroadcastOp>(n, type, {n.operand(0)}));
 }
 
-/// ScatterND, folded: the exporter writes it for slice assignment
-/// (`mask[a:b, c:d] = k`), which in model code builds constants (Swin's
-/// shifted-window attention mask). Reductions none, add, mul, max, min.
+/// ScatterND on values from the step: torch.onnx.export's `x[idx] = v`
+/// and index_put(accumulate=True) (index_put). data is seen as rows (its
+/// first k axes, k the index tuples' length) of slices (the rest); each
+/// tuple's row is sum(i_j · stride_j), a negative i_j counted from the
+/// end. `add` (and the exporter's accumulate, accumulatesIntoZeros) is one
+/// scatter_add of the update slices; `none` clears the written rows, and a
+/// row written twice (which ONNX leaves undefined) keeps its last writer,
+/// every writer getting the row's gradient, as index_put's backward gives
+/// it (lastWriters, as ScatterElements).
+static LogicalResult lowerScatterNDValues(NodeContext &n) {
+  RankedTensorType data = n.inputType(0), indices = n.inputType(1),
+                   updates = n.inputType(2);
+  std::string reduction = n.attrString("reduction", "none");
+  if (reduction != "none" && reduction != "add")
+    return n.error() << "reduction '" << reduction
+                     << "' on values from the step is not supported (none and "
+                        "add are; all five when data, indices and updates are "
+                        "known at import time)";
+  if (reduction == "none" && accumulatesIntoZeros(n))
+    reduction = "add";
+  int64_t r = data.getRank(), q = indices.getRank();
+  if (q < 1 || !isa<IntegerType>(indices.getElementType()) ||
+      indices.isDynamicDim(q - 1))
+    return n.error() << "indices must be an integer tensor of rank >= 1, got "
+                     << indices;
+  int64_t k = indices.getDimSize(q - 1);
+  if (k < 1 || k > r)
+    return n.error() << "indices' last dimension " << k
+                     << " must be in [1, rank of data = " << r << "]";
+  SmallVector<int64_t> expected(indices.getShape().begin(),
+                                indices.getShape().end() - 1);
+  expected.append(data.getShape().begin() + k, data.getShape().end());
+  if (updates.getShape() != ArrayRef<int64_t>(expected) ||
+      updates.getElementType() != data.getElementType())
+    return n.error() << "updates are " << updates << ", expected "
+                     << RankedTensorType::get(expected, data.getElementType());
+  int64_t rows = 1, slice = 1, tuples = indices.getNumElements() / k;
+  for (int64_t d = 0; d < r; ++d)
+    (d < k ? rows : slice) *= data.getDimSize(d);
+  Type i64 = n.b.getI64Type(), e = data.getElementType();
+  auto it = RankedTensorType::get({tuples, k}, i64);
+  Value idx = reshapeValue(n, n.operand(1), {tuples, k});
+  if (!indices.getElementType().isInteger(64))
+    idx = build<CastOp>(n, it, {idx});
+  // Each tuple's row: Σ_j wrap(i_j) · stride_j, as one [tuples, k] x [k]
+  // sum of products in int64.
+  SmallVector<int64_t> dims(data.getShape().begin(),
+                            data.getShape().begin() + k),
+      strides(k, 1);
+  for (int64_t j = k - 1; j > 0; --j)
+    strides[j - 1] = strides[j] * dims[j];
+  auto row = [&](ArrayRef<int64_t> v) {
+    return ConstantOp::create(
+        n.b, n.loc,
+        DenseElementsAttr::get(RankedTensorType::get({1, k}, i64), v));
+  };
+  auto bt = RankedTensorType::get({tuples, k}, n.b.getI1Type());
+  Value negative =
+      build<LessOp>(n, bt, {idx, splatConstant(n, i64, {tuples, k}, 0)});
+  idx = build<WhereOp>(
+      n, it, {negative, broadcastBinary<AddOp>(n, idx, row(dims)), idx});
+  Value lin = build<ReduceSumOp>(
+      n, RankedTensorType::get({tuples}, i64),
+      {broadcastBinary<MulOp>(n, idx, row(strides))},
+      {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr({1})),
+       n.b.getNamedAttr("keepdims", n.b.getBoolAttr(false))});
+  auto rowsType = RankedTensorType::get({rows, slice}, e);
+  auto ut = RankedTensorType::get({tuples, slice}, e);
+  Value x = reshapeValue(n, n.operand(0), {rows, slice});
+  Value u = reshapeValue(n, n.operand(2), {tuples, slice});
+  if (reduction == "none") {
+    if (tuples > 1) {
+      Value last = reshapeValue(n, lastWriters(n, lin, 0, rows), {tuples, 1});
+      Value zeros = splatConstant(n, e, {tuples, slice}, 0);
+      if (isa<FloatType>(e)) {
+        Value held = build<StopGradientOp>(n, ut, {u});
+        u = build<AddOp>(n, ut,
+                         {build<WhereOp>(n, ut, {last, held, zeros}),
+                          build<SubOp>(n, ut, {u, held})});
+      } else {
+        u = build<WhereOp>(n, ut, {last, u, zeros});
+      }
+    }
+    Type f32 = n.b.getF32Type();
+    Value hits = build<ScatterAddOp>(n, RankedTensorType::get({rows}, f32),
+                                     {splatConstant(n, f32, {rows}, 0), lin,
+                                      splatConstant(n, f32, {tuples}, 1)},
+                                     {i64Attr(n, "axis", 0)});
+    Value written =
+        build<GreaterOp>(n, RankedTensorType::get({rows}, n.b.getI1Type()),
+                         {hits, splatConstant(n, f32, {}, 0)});
+    x = build<WhereOp>(
+        n, rowsType,
+        {reshapeValue(n, written, {rows, 1}), splatConstant(n, e, {}, 0), x});
+  }
+  Value y =
+      build<ScatterAddOp>(n, rowsType, {x, lin, u}, {i64Attr(n, "axis", 0)});
+  return n.setResult(0, reshapeValue(n, y, data.getShape()));
+}
+
+/// ScatterND, folded when data, indices and updates are constants: the
+/// exporter writes it for slice assignment (`mask[a:b, c:d] = k`), which
+/// in model code builds constants (Swin's shifted-window attention mask).
+/// Reductions none, add, mul, max, min. Otherwise lowerScatterNDValues.
 LogicalResult lowerScatterND(NodeContext &n) {
   if (failed(expectInputs(n, 3, 3)))
     return failure();
   const HostTensor *data = n.constInput(0), *indices = n.constInput(1),
                    *updates = n.constInput(2);
   if (!data || !indices || !updates)
-    return n.error() << "is only supported on values known at import time";
+    return lowerScatterNDValues(n);
   std::string reduction = n.attrString("reduction", "none");
   if (reduction != "none" && reduction != "add" && reduction != "mul" &&
       reduction != "max" && reduction != "min")
     return n.error() << "reduction '" << reduction
                      << "' is not one of none, add, mul, max, min";
+  if (reduction == "none" && accumulatesIntoZeros(n))
+    reduction = "add";
   int64_t r = data->shape.size(), q = indices->shape.size();
   if (q < 1 || indices->isFloat())
     return n.error() << "indices must be an integer tensor of rank >= 1";

@@ -39,6 +39,12 @@ GATHER_INDEX = torch.randint(0, SHAPE[-1], SHAPE, generator=torch.Generator().ma
 SCATTER_INDEX = torch.stack([torch.randperm(SHAPE[-1], generator=torch.Generator().manual_seed(r))[:4]
                              for r in range(SHAPE[0] * SHAPE[1] * SHAPE[2])]).reshape(*SHAPE[:3], 4)
 
+def _rows_from(x, n, rows):
+    """n row numbers in [-rows, rows) read from x's values (repeats
+    likely; negative ones counted from the end)."""
+    return ((x.detach().reshape(-1)[:n].abs() * 3).floor().long() % (2 * rows)) - rows
+
+
 # 3-D convolutions (the video classifiers: r3d, mc3, r2plus1d, s3d) over
 # the input as clips [2, 2, 2, 6, 6]: strided, dilated, padded and grouped.
 _G3 = torch.Generator().manual_seed(5)
@@ -80,6 +86,23 @@ CASES = {
     "scatter_duplicates": lambda x: x.scatter(-1, GATHER_INDEX[..., :5], x[..., 1:] * 3.0),
     "scatter_data_index": lambda x: x.scatter(
         -1, (x.detach() * 2).floor().long().clamp(0, SHAPE[-1] - 1), x * 3.0 + 1.0),
+    # x[idx] = v and x[idx] += v with indices from the data (ScatterND on
+    # the step's values): rows written twice keep the last writer, and
+    # every writer gets the row's gradient, as index_put's backward.
+    "index_put_rows": lambda x: x.reshape(8, 36).index_put(
+        (_rows_from(x, 5, 4),), x.reshape(8, 36)[:5] * 3.0 + 1.0),
+    "index_put_accumulate": lambda x: x.reshape(8, 36).index_put(
+        (_rows_from(x, 5, 4),), x.reshape(8, 36)[:5] * 3.0 + 1.0, accumulate=True),
+    "index_put_pairs": lambda x: x.reshape(8, 36).index_put(
+        (_rows_from(x, 6, 8), _rows_from(x * 7.0, 6, 36)), x.reshape(-1)[:6] * 2.0),
+    # index_add with repeated rows (a MoE's combine, top-2 routing: each
+    # token twice), which 1.13's exporter writes as x + ScatterElements
+    # into zeros without reduction: the repeats add. A multi-hot built by
+    # scatter of 1.0 into zeros with repeats: the value once.
+    "index_add_repeats": lambda x: x.reshape(8, 36).index_add(
+        0, _rows_from(x, 6, 4) % 8, x.reshape(8, 36)[:6] * 2.0),
+    "multi_hot": lambda x: x.reshape(8, 36) * torch.zeros(8, 36).scatter(
+        1, (_rows_from(x, 24, 18) % 36).reshape(8, 3), 1.0),
     "scatter_add": lambda x: x.scatter_add(-1, GATHER_INDEX[..., :5], x[..., 1:] * 2.0),
     "one_hot": lambda x: x * F.one_hot(GATHER_INDEX[..., 0], SHAPE[-1]).float(),
     "tan": lambda x: torch.tan(x * 0.5),
