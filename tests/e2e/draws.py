@@ -143,22 +143,30 @@ def grads(opt, fr, t, mlir, name, extra=(), steps=1, backend=None):
 ONNX_DRAWS = ("rand", "rand(size)", "randn", "normal(0, 2, size)", "bernoulli(probs)")
 
 
+EXPORTER = torch.__version__ < "2"  # (the suites that export run on 1.13)
+
+
+def exported_draws(opt, fr, t, x, draw, name):
+    """The draws of Weighted(draw) exported by torch.onnx.export in
+    training mode, imported and stepped once (the gradient of w)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Weighted(draw).train(), (x,), f"{t}/{name}.onnx",
+                          input_names=["x"], output_names=["loss"], opset_version=17,
+                          do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING)
+    g, _ = grads(opt, fr, t, f"{t}/{name}.onnx", name)
+    return np.asarray(g["w"], np.float64)
+
+
 def check_distributions(opt, fr, t, x):
-    exporter = torch.__version__ < "2"  # (the suites that export run on 1.13)
     for i, (name, draw) in enumerate(DRAWS.items()):
         mlir = f"{t}/d{i}.mlir"
         fsdp_trace.trace(Weighted(draw), {"x": x}, seed=11 + i).save(mlir)
         g, _ = grads(opt, fr, t, mlir, f"d{i}")
         judge(name, np.sort(np.asarray(g["w"], np.float64)), "")
-        if exporter and name in ONNX_DRAWS:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(Weighted(draw).train(), (x,), f"{t}/d{i}.onnx",
-                                  input_names=["x"], output_names=["loss"], opset_version=17,
-                                  do_constant_folding=False,
-                                  training=torch.onnx.TrainingMode.TRAINING)
-            g, _ = grads(opt, fr, t, f"{t}/d{i}.onnx", f"o{i}")
-            judge(name, np.sort(np.asarray(g["w"], np.float64)), "ONNX ")
+        if EXPORTER and name in ONNX_DRAWS:
+            judge(name, np.sort(exported_draws(opt, fr, t, x, draw, f"o{i}")), "ONNX ")
 
 
 def judge(name, v, door):
@@ -208,15 +216,19 @@ def check_sampling(opt, fr, t, x):
         return np.asarray(g["w"], np.float64)
     weights = torch.tensor([0.2, 0.0, 1.2, 0.6])
     p = (weights / weights.sum()).double().numpy()
-    v = drawn("mr", lambda x: torch.multinomial(weights, N, replacement=True).to(x.dtype))
     def counts_of(a):  # how often each of 0..3 (anything else fails the range check)
         return np.array([int((a == j).sum()) for j in range(4)])
-    counts = counts_of(v)
-    sd = np.sqrt(N * p * (1 - p))
-    check(np.all(v == np.round(v)) and v.min() >= 0 and v.max() < 4 and counts[1] == 0 and
-          np.all(np.abs(counts - N * p) <= 6 * sd + 1e-9),
-          f"multinomial with replacement: counts {counts.tolist()} within 6 sd of "
-          f"{(N * p).round().tolist()}, the zero weight never drawn")
+    with_replacement = lambda x: torch.multinomial(weights, N, replacement=True).to(x.dtype)  # noqa: E731
+    doors = [("", drawn("mr", with_replacement))]
+    if EXPORTER:  # (Log, then ONNX's Multinomial)
+        doors.append(("ONNX ", exported_draws(opt, fr, t, x, with_replacement, "omr")))
+    for door, v in doors:
+        counts = counts_of(v)
+        sd = np.sqrt(N * p * (1 - p))
+        check(np.all(v == np.round(v)) and v.min() >= 0 and v.max() < 4 and counts[1] == 0
+              and np.all(np.abs(counts - N * p) <= 6 * sd + 1e-9),
+              f"{door}multinomial with replacement: counts {counts.tolist()} within 6 sd of "
+              f"{(N * p).round().tolist()}, the zero weight never drawn")
     # Without replacement: 20,000 rows of weights (1, 0, 3, 4), two each.
     row = torch.tensor([1.0, 0.0, 3.0, 4.0])
     v = drawn("mn", lambda x: torch.multinomial(
