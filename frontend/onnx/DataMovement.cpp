@@ -491,6 +491,20 @@ static Value lastWriters(NodeContext &n, Value offsets, int64_t axis,
                            splatConstant(n, n.b.getF32Type(), {}, 0)});
 }
 
+/// The updates `u` where `last` (lastWriters) holds and zeros elsewhere,
+/// with every writer's gradient: u behind a gradient stop where it is
+/// kept, plus u - stop(u) (zero) everywhere.
+static Value lastWritersOnly(NodeContext &n, Value u, Value last) {
+  auto ut = cast<RankedTensorType>(u.getType());
+  Value zeros = splatConstant(n, ut.getElementType(), {}, 0);
+  if (!isa<FloatType>(ut.getElementType()))
+    return build<WhereOp>(n, ut, {last, u, zeros});
+  Value held = build<StopGradientOp>(n, ut, {u});
+  return build<AddOp>(n, ut,
+                      {build<WhereOp>(n, ut, {last, held, zeros}),
+                       build<SubOp>(n, ut, {u, held})});
+}
+
 /// Whether a scatter without reduction is torch.onnx.export's index_add or
 /// index_put(accumulate=True): updates written into a constant of zeros
 /// whose result only Add nodes read (x + scatter(0, idx, v): 1.13's
@@ -557,19 +571,7 @@ LogicalResult lowerScatterElements(NodeContext &n) {
     Value offsetsShaped = reshapeValue(n, offsets, indices.getShape());
     Value last = reshapeValue(n, lastWriters(n, offsetsShaped, *axis, count),
                               {indices.getNumElements()});
-    Type e = data.getElementType();
-    auto ut = cast<RankedTensorType>(u.getType());
-    Value zeros = splatConstant(n, e, ut.getShape(), 0);
-    if (isa<FloatType>(e)) {
-      // The last writer's value, and every writer's gradient: u behind a
-      // gradient stop where it is kept, plus u - stop(u) (zero) everywhere.
-      Value held = build<StopGradientOp>(n, ut, {u});
-      u = build<AddOp>(n, ut,
-                       {build<WhereOp>(n, ut, {last, held, zeros}),
-                        build<SubOp>(n, ut, {u, held})});
-    } else {
-      u = build<WhereOp>(n, ut, {last, u, zeros});
-    }
+    u = lastWritersOnly(n, u, last);
   }
   if (reduction == "none") {
     Type e = data.getElementType();
@@ -819,16 +821,8 @@ static LogicalResult lowerScatterNDValues(NodeContext &n) {
   Value u = reshapeValue(n, n.operand(2), {tuples, slice});
   if (reduction == "none") {
     if (tuples > 1) {
-      Value last = reshapeValue(n, lastWriters(n, lin, 0, rows), {tuples, 1});
-      Value zeros = splatConstant(n, e, {tuples, slice}, 0);
-      if (isa<FloatType>(e)) {
-        Value held = build<StopGradientOp>(n, ut, {u});
-        u = build<AddOp>(n, ut,
-                         {build<WhereOp>(n, ut, {last, held, zeros}),
-                          build<SubOp>(n, ut, {u, held})});
-      } else {
-        u = build<WhereOp>(n, ut, {last, u, zeros});
-      }
+      u = lastWritersOnly(
+          n, u, reshapeValue(n, lastWriters(n, lin, 0, rows), {tuples, 1}));
     }
     Type f32 = n.b.getF32Type();
     Value hits = build<ScatterAddOp>(n, RankedTensorType::get({rows}, f32),
