@@ -353,6 +353,12 @@ def _extra_samples():
             put_sample(cube, (rows,), torch.randn(6, generator=g)),
             put_sample(cube, (None, torch.randn(5, 6, generator=g) > 0), torch.randn(1, generator=g),
                        accumulate=True),
+            # 1100 writes (many repeated) into 4096 rows: past the 2^22
+            # pairs a comparison of every row with every write was bounded
+            # at (and refused beyond) before the last writer was sorted.
+            put_sample(torch.randn(4096, 2, generator=g),
+                       (torch.randint(-4096, 4096, (1100,), generator=g) // 5,),
+                       torch.randn(1100, 2, generator=g)),
         ],
         # Several index tensors from the data: adjacent after a sliced axis
         # (the indexed block stays in place), apart (it moves to the front),

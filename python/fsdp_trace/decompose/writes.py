@@ -1,34 +1,46 @@
 """Writes at positions: index_fill and index_copy, scatter and
 scatter_add, index_put and put, masked_scatter, max_unpool, scatter_reduce
-and index_reduce. Positions from the data are compared with the positions
-of the result (each row's last writer, each position's values), bounded at
+and index_reduce. A position written twice keeps its last writer, found by
+a stable sort of the positions (_last_writer); scatter_reduce's prod,
+amax and amin compare the positions with the values, bounded at
 LAST_WRITER_LIMIT pairs; what is added is a scatter_add. Where PyTorch's
 backward gives a gradient the composition would not (every writer of an
 overwritten position, the values tied for a maximum), the forward reads
 the values behind stop_gradient and a term that is zero carries it."""
 import math
+from types import SimpleNamespace
 
 import torch
 
 from ..lower import TraceError, dim, lowers
 from ..mlir import i64_attr
 from .builder import B, arg
-from .shapes import _block_lead, _indexed_rows, _linear_index, cumulative_sum, take_along
+from .shapes import _block_lead, _indexed_rows, _linear_index, cumulative_sum
 
 
 def _last_writer(c, index, n):
-    """For each of n positions along an axis, the last k with index[k] at
-    it (negative indices count from the end), or -1: (written [n] bool,
-    k [n] int64 clamped to 0 where unwritten). The CPU's index_copy and
-    index_fill loop in order, so the last write is the one that stays."""
+    """For each of n positions, the last k with index[k] at it (negative
+    indices count from the end): (written [n] bool, k [n] int64, 0 where
+    unwritten). The CPU's loops write in order, so the last write is the
+    one that stays. A stable sort of the positions puts each one's writers
+    together in their order, and the last of each run adds its number (plus
+    one) at its position into zeros: O(m log m) for m writes, unbounded
+    (comparing every position with every write was O(n·m), and refused
+    past 2^22 pairs)."""
+    from .sorting import argsort
     b = B(c)
-    idx = b.wrapped(c.reshape(index, (index.numel,)), n)
-    here = b.eq(c.reshape(idx, (1, index.numel)),
-                c.w.constant(torch.arange(n, dtype=torch.int64).reshape(n, 1)))
-    k = c.w.constant(torch.arange(index.numel, dtype=torch.float32).reshape(1, index.numel))
-    last = b.reduce("reduce_max", b.where(here, k, -1.0), [1], False)
-    written = b.gt(last, b.s(-0.5, torch.float32))
-    return written, c.cast(b.where(written, last, 0.0), torch.int64)
+    m = index.numel
+    idx = b.wrapped(c.cast(c.reshape(index, (m,)), torch.int64), n)
+    perm = argsort(c, c.cast(idx, torch.float32) if n <= 1 << 24 else idx, 0, False)
+    ordered = b.gather(idx, perm, 0)
+    number = b.add(perm, b.s(1, torch.int64))
+    if m > 1:  # the last of each run of equal positions
+        following = b.concat([b.slice(ordered, 0, 1, m), c.w.splat(-1, (1,), torch.int64)], 0)
+        number = b.where(b.eq(ordered, following), b.s(0, torch.int64), number)
+    at = c.emit("fsdp.scatter_add", [c.w.splat(0, (n,), torch.int64), ordered, number],
+                [((n,), torch.int64)], {"axis": i64_attr(0)})
+    written = b.gt(at, b.s(0, torch.int64))
+    return written, b.where(written, b.sub(at, b.s(1, torch.int64)), b.s(0, torch.int64))
 
 
 def _every_writer(c, v, constant, read, place):
@@ -130,16 +142,15 @@ def _scatter(c, node, args, kwargs):
         index = c.reshape(index, (1,))
     if index.numel == 0:
         return c.reshape(x, shape)
-    n, k = x.shape[d], index.shape[d]
-    # here[.., j, p, ..]: index[.., j, ..] == p
+    n = x.shape[d]
     idx = b.wrapped(index, n)
-    here = b.eq(c.reshape(idx, index.shape[:d] + (k, 1) + index.shape[d + 1:]),
-                c.w.constant(torch.arange(n, dtype=torch.int64).reshape(
-                    (1,) * (d + 1) + (n,) + (1,) * (x.rank - d - 1))))
-    pos = c.w.constant(torch.arange(k, dtype=torch.float32).reshape(
-        (1,) * d + (k, 1) + (1,) * (x.rank - d - 1)))
-    last = b.reduce("reduce_max", b.where(here, pos, -1.0), [d], False)  # [.., n, ..]
-    written = b.gt(last, b.s(-0.5, torch.float32))
+    # The positions index covers: index's extent on the other axes, x's on
+    # d; each element of index writes one of them (its flat position there).
+    region = index.shape[:d] + (n,) + index.shape[d + 1:]
+    count = math.prod(region)
+    at = c.reshape(_linear_index(c, SimpleNamespace(shape=region, rank=len(region)), idx, d),
+                   (idx.numel,))
+    written, writer = _last_writer(c, at, count)
     src_arg = args[3]
     if isinstance(src_arg, torch.fx.Node):
         src = c.cast(c.v(src_arg), dtype)
@@ -147,18 +158,18 @@ def _scatter(c, node, args, kwargs):
             src = c.reshape(src, (1,))
         for axis, m in enumerate(index.shape):  # only the part index covers
             src = b.slice(src, axis, 0, m)
-        writer = c.cast(b.where(written, last, 0.0), torch.int64)
 
-        def place(z):  # z's elements added at index's positions along d
-            at = c.reshape(_linear_index(c, written, idx, d), (idx.numel,))
-            flat = c.emit("fsdp.scatter_add", [c.w.splat(0, (written.numel,), dtype), at,
+        def place(z):  # z's elements added at their positions
+            flat = c.emit("fsdp.scatter_add", [c.w.splat(0, (count,), dtype), at,
                                                c.reshape(z, (idx.numel,))],
-                          [((written.numel,), dtype)], {"axis": i64_attr(0)})
-            return c.reshape(flat, written.shape)
-        value = _every_writer(c, src, c.is_const(src_arg),
-                              lambda v: take_along(c, v, writer, d), place)
+                          [((count,), dtype)], {"axis": i64_attr(0)})
+            return c.reshape(flat, region)
+        value = _every_writer(
+            c, src, c.is_const(src_arg),
+            lambda v: c.reshape(b.gather(c.reshape(v, (idx.numel,)), writer, 0), region), place)
     else:
         value = c.operand(src_arg, dtype)
+    written = c.reshape(written, region)
     # Beyond index's extent on the other axes, x is untouched.
     for axis in range(x.rank):
         extra = x.shape[axis] - written.shape[axis]
@@ -173,8 +184,8 @@ def _scatter(c, node, args, kwargs):
     return c.reshape(b.where(written, value, x), shape)
 
 
-# Writes at indices from the data without accumulating find each row's last
-# writer through an [rows, index elements] comparison: bounded.
+# scatter_reduce's prod, amax and amin find each position's values through
+# a [positions, values] comparison: bounded.
 LAST_WRITER_LIMIT = 1 << 22
 
 
@@ -263,11 +274,7 @@ def _put_rows(c, rows, position, v, accumulate, constant):
     if accumulate:
         return c.emit("fsdp.scatter_add", [rows, position, v], [(rows.shape, rows.dtype)],
                       {"axis": i64_attr(0)})
-    n_rows, n = rows.shape[0], position.numel
-    if n_rows * n > LAST_WRITER_LIMIT:
-        raise TraceError(f"index_put without accumulate at {n} positions from the data "
-                         f"into {n_rows} rows: finding each row's last writer compares "
-                         f"them all ({n_rows * n} pairs, at most {LAST_WRITER_LIMIT})")
+    n_rows = rows.shape[0]
     written, writer = _last_writer(c, position, n_rows)
     value = _every_writer(
         c, v, constant, lambda held: b.gather(held, writer, 0),
