@@ -263,7 +263,14 @@ def _extra_samples():
                               torch.randn(3, 3, generator=g).requires_grad_())),
             SampleInput(torch.randn(4, 2, generator=g).requires_grad_(),
                         args=(0, torch.tensor([[2, 0], [2, 0], [1, 0]]),
-                              torch.randn(3, 2, generator=g).requires_grad_()))],
+                              torch.randn(3, 2, generator=g).requires_grad_())),
+            # One write a line (one-hot labels, label smoothing): index
+            # short of x on the other axis, src wider than index, a value.
+            SampleInput(torch.randn(4, 6, generator=g).requires_grad_(),
+                        args=(1, torch.tensor([[5], [0], [-1]]),
+                              torch.randn(3, 2, generator=g).requires_grad_())),
+            SampleInput(torch.randn(4, 6, generator=g).requires_grad_(),
+                        args=(1, torch.tensor([[2], [0], [5], [2]]), 0.9))],
         "index_copy": [
             SampleInput(torch.randn(4, 3, generator=g).requires_grad_(),
                         args=(0, torch.tensor([1, 3, 1]),

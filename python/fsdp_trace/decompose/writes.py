@@ -144,6 +144,24 @@ def _scatter(c, node, args, kwargs):
         return c.reshape(x, shape)
     n = x.shape[d]
     idx = b.wrapped(index, n)
+    src_arg = args[3]
+    if index.shape[d] == 1:
+        # One write a line (one-hot labels): no repeats, so the written
+        # positions are a comparison with the positions, and src (one
+        # element a line) is broadcast along d; its gradient, where's,
+        # is the result's at the position written.
+        written = b.eq(idx, c.w.constant(torch.arange(n, dtype=torch.int64).reshape(
+            (1,) * d + (n,) + (1,) * (x.rank - d - 1))))
+        if isinstance(src_arg, torch.fx.Node):
+            value = c.cast(c.v(src_arg), dtype)
+            if value.rank == 0:
+                value = c.reshape(value, (1,))
+            for axis, m in enumerate(index.shape):  # only the part index covers
+                value = b.slice(value, axis, 0, m)
+        else:
+            value = c.operand(src_arg, dtype)
+        return c.reshape(b.where(_beyond(c, written, x.shape, d, torch.bool),
+                                 _beyond(c, value, x.shape, d, dtype), x), shape)
     # The positions index covers: index's extent on the other axes, x's on
     # d; each element of index writes one of them (its flat position there).
     region = index.shape[:d] + (n,) + index.shape[d + 1:]
@@ -151,7 +169,6 @@ def _scatter(c, node, args, kwargs):
     at = c.reshape(_linear_index(c, SimpleNamespace(shape=region, rank=len(region)), idx, d),
                    (idx.numel,))
     written, writer = _last_writer(c, at, count)
-    src_arg = args[3]
     if isinstance(src_arg, torch.fx.Node):
         src = c.cast(c.v(src_arg), dtype)
         if src.rank == 0:
@@ -169,19 +186,24 @@ def _scatter(c, node, args, kwargs):
             lambda v: c.reshape(b.gather(c.reshape(v, (idx.numel,)), writer, 0), region), place)
     else:
         value = c.operand(src_arg, dtype)
-    written = c.reshape(written, region)
-    # Beyond index's extent on the other axes, x is untouched.
-    for axis in range(x.rank):
-        extra = x.shape[axis] - written.shape[axis]
+    return c.reshape(b.where(_beyond(c, c.reshape(written, region), x.shape, d, torch.bool),
+                             _beyond(c, value, x.shape, d, dtype), x), shape)
+
+
+def _beyond(c, v, full, d, dtype):
+    """v (index's extent on the axes other than d) padded with zeros (False)
+    to `full` on them: beyond index's extent, x is untouched. A number as
+    it is."""
+    if not hasattr(v, "shape") or not v.rank:
+        return v
+    for axis in range(len(full)):
+        extra = full[axis] - v.shape[axis]
         if axis != d and extra > 0:
-            pad_shape = list(written.shape)
-            pad_shape[axis] = extra
-            written = b.concat([written, c.w.splat(False, tuple(pad_shape), torch.bool)], axis)
-            if hasattr(value, "shape") and value.rank:
-                vs = list(value.shape)
-                vs[axis] = extra
-                value = b.concat([value, c.w.splat(0.0, tuple(vs), dtype)], axis)
-    return c.reshape(b.where(written, value, x), shape)
+            pad = list(v.shape)
+            pad[axis] = extra
+            v = B(c).concat([v, c.w.splat(False if dtype == torch.bool else 0.0, tuple(pad),
+                                          dtype)], axis)
+    return v
 
 
 # scatter_reduce's prod, amax and amin find each position's values through
