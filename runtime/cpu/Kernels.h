@@ -23,6 +23,10 @@ struct OptimizerState {
   std::vector<std::vector<float>> first, second; // AdamW m, v; SGD momentum
   std::vector<char> started;                     // SGD: momentum initialised
   int64_t step = 0;                              // 1-based inside a step
+  /// What keys dropout's masks and fsdp.uniform's draws: the micro-batch's
+  /// number in the run, 1-based (the optimizer's step does not advance
+  /// over a skipped update; the draws do).
+  int64_t drawStep = 0;
   double lrScale = 1.0;
 };
 

@@ -24,7 +24,7 @@ public:
   void *input(size_t i) override { return inputs[i]; }
   Status push(const HostState &s) override;
   Status pull(const HostState &s) override { return move(s, false); }
-  Status run(bool update, double lrScale, int64_t step,
+  Status run(bool update, double lrScale, int64_t step, int64_t drawStep,
              const PendingUpdate &pending) override;
   Status runPending(const PendingUpdate &pending) override;
   Status readScalar(const TensorRef &t, double &value) override {
@@ -54,7 +54,8 @@ private:
   int64_t hostStateBytes = 0; // offload's part of the host pool
   bool dumped = false;        // FSDP_DEVICE_DUMP_ARENA
   std::vector<void *> inputs; // host memory the device reads
-  /// [kLrScale, kStep] of this step, then of the pending update.
+  /// The step scalars (StepScalar) of this step, then of the pending
+  /// update.
   double *hostScalars = nullptr, *deviceScalars = nullptr;
   /// Offload: what host work is lowered over: `mem`, with scratch, widened
   /// copies, schedule scalars, step scalars and error flag of its own in
@@ -169,8 +170,8 @@ Status Backend::init(const Plan &p, Comm &,
   device.add(widened, mem.widened);
   device.add(16, mem.schedule);
   device.add(8, mem.error);
-  device.add(32, deviceScalars);
-  host.add(32, hostScalars);
+  device.add(2 * kStepScalars * sizeof(double), deviceScalars);
+  host.add(2 * kStepScalars * sizeof(double), hostScalars);
   host.add(hostScratch, hostMem.scratch);
   host.add(hostWidened, hostMem.widened);
   host.add(16, hostMem.schedule);
@@ -203,7 +204,8 @@ Status Backend::init(const Plan &p, Comm &,
   for (auto &list : sequences)
     list.clear();
   auto scalarsIn = [&](std::vector<DeviceOp> &out) {
-    out.push_back({1, Copy{hostScalars, deviceScalars, 32}});
+    out.push_back({1, Copy{hostScalars, deviceScalars,
+                           2 * kStepScalars * (int64_t)sizeof(double)}});
   };
   for (Sequence which : {kProgram, kFresh}) {
     if (which == kFresh && !hasDeferred)
@@ -249,8 +251,8 @@ Status Backend::lowerAll(const std::vector<Instruction> &list, const char *what,
     count = std::min(count, (size_t)std::strtoll(k, nullptr, 10) + 1);
   // Deferred instructions (a pending update) read the pending scalars.
   Memory pendingMem = mem, pendingHostMem = hostMem;
-  pendingMem.stepScalars = deviceScalars + 2;
-  pendingHostMem.stepScalars = hostScalars + 2;
+  pendingMem.stepScalars = deviceScalars + kStepScalars;
+  pendingHostMem.stepScalars = hostScalars + kStepScalars;
   for (size_t i = 0; i < count; ++i) {
     const Instruction &in = list[i];
     if ((take == Take::Immediate && in.deferred) ||
@@ -305,11 +307,13 @@ Status Backend::move(const HostState &s, bool toDevice) {
 }
 
 Status Backend::run(bool isUpdate, double lrScale, int64_t step,
-                    const PendingUpdate &pending) {
+                    int64_t drawStep, const PendingUpdate &pending) {
   hostScalars[kLrScale] = lrScale;
   hostScalars[kStep] = (double)step;
-  hostScalars[2 + kLrScale] = pending.lrScale;
-  hostScalars[2 + kStep] = (double)pending.step;
+  hostScalars[kDrawStep] = (double)drawStep;
+  hostScalars[kStepScalars + kLrScale] = pending.lrScale;
+  hostScalars[kStepScalars + kStep] = (double)pending.step;
+  hostScalars[kStepScalars + kDrawStep] = (double)pending.step;
   FSDP_RETURN_IF_ERROR(runSequence(isUpdate                      ? kUpdate
                                    : pending.due || !hasDeferred ? kProgram
                                                                  : kFresh));
@@ -332,8 +336,9 @@ Status Backend::run(bool isUpdate, double lrScale, int64_t step,
 Status Backend::runPending(const PendingUpdate &pending) {
   if (!pending.due || !hasDeferred)
     return Status::ok();
-  hostScalars[2 + kLrScale] = pending.lrScale;
-  hostScalars[2 + kStep] = (double)pending.step;
+  hostScalars[kStepScalars + kLrScale] = pending.lrScale;
+  hostScalars[kStepScalars + kStep] = (double)pending.step;
+  hostScalars[kStepScalars + kDrawStep] = (double)pending.step;
   return runSequence(kDeferred);
 }
 

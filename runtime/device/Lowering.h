@@ -131,8 +131,8 @@ struct Memory {
   std::vector<uint8_t *> deviceCopies, hostBuffers;
   std::vector<float *> first, second;  // AdamW's m and v; SGD's momentum
   std::vector<uint8_t *> started;      // SGD: the momentum buffer started
-  const double *stepScalars = nullptr; // [kLrScale, kStep]: this step's,
-                                       // or a deferred update's
+  const double *stepScalars = nullptr; // StepScalar's: this step's, or a
+                                       // deferred update's
   float *schedule = nullptr;           // 4 floats: an optimizer's scalars
   uint8_t *scratch = nullptr;          // scratchBytes(), 8-byte aligned
   uint8_t *widened = nullptr;          // Space::Widened (plan/Widen.h)

@@ -525,6 +525,7 @@ Status Executor::step(int64_t t,
   auto runList = [&](bool update) -> Status {
     if (backend)
       return backend->run(update, optimizer.lrScale, optimizer.step,
+                          optimizer.drawStep,
                           {updatePending, pendingLrScale, pendingStep});
     return update ? run(plan->update, updateKernels, "update ")
                   : run(plan->program, kernels, "");
@@ -551,25 +552,22 @@ Status Executor::step(int64_t t,
   };
   int64_t k = std::max<int64_t>(plan->train.gradAccum, 1);
   double lossSum = 0;
-  int64_t optimizerStep = optimizer.step;
   for (int64_t m = 0; m < k; ++m) {
     FSDP_RETURN_IF_ERROR(loadBatch(t * k + m));
     // The timeline starts with the program, after the (first) batch is in.
     if (m == 0)
       stepStart = std::chrono::steady_clock::now();
-    // Dropout's masks and fsdp.uniform's draws are keyed by the step the
-    // kernels read: with micro-steps (whose program holds no update: the
-    // optimizer reads its own step in plan.update) it is the micro-batch's
-    // number in the run, 1-based, so each micro-step draws its own.
-    if (k > 1)
-      optimizer.step = t * k + m + 1;
+    // Dropout's masks and fsdp.uniform's draws are keyed by the
+    // micro-batch's number in the run, 1-based: each micro-step draws its
+    // own, and a step after a skipped update draws anew (the optimizer's
+    // step, AdamW's bias correction, does not advance over it).
+    optimizer.drawStep = t * k + m + 1;
     FSDP_RETURN_IF_ERROR(runList(false));
     double loss = 0;
     FSDP_RETURN_IF_ERROR(scalar(plan->outputs, "loss", loss));
     lossSum += loss;
     FSDP_RETURN_IF_ERROR(scalar(plan->outputs, "grad_norm", result.gradNorm));
   }
-  optimizer.step = optimizerStep;
   if (!plan->update.empty()) {
     FSDP_RETURN_IF_ERROR(runList(true));
     FSDP_RETURN_IF_ERROR(

@@ -52,11 +52,12 @@ public:
   virtual Status push(const HostState &s) = 0;
   virtual Status pull(const HostState &s) = 0;
   /// Runs one micro-step's program (or, `update`, the optimizer update)
-  /// for optimizer step `step` (1-based) at learning-rate factor `lrScale`;
+  /// for optimizer step `step` (1-based) at learning-rate factor `lrScale`,
+  /// its draws keyed by `drawStep` (the micro-batch's number in the run);
   /// the program's deferred instructions (offload's before-use updates)
   /// run only where an update is `pending`, at its step and rate.
   virtual Status run(bool update, double lrScale, int64_t step,
-                     const PendingUpdate &pending) = 0;
+                     int64_t drawStep, const PendingUpdate &pending) = 0;
   /// Runs the pending update's deferred instructions alone (before the
   /// state is read: a checkpoint, an export).
   virtual Status runPending(const PendingUpdate &pending) = 0;

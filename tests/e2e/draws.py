@@ -436,6 +436,29 @@ def main():
         check(np.allclose(emulated, steps, rtol=1e-6),
               f"the emulated device backend draws the CPU's values ({emulated} {steps})")
 
+        # A skipped update (a non-finite gradient, --on-nonfinite=skip)
+        # does not hold the draws back: they are keyed by the batch's number
+        # in the run, the optimizer's step (AdamW's bias correction) by the
+        # updates applied. Three steps of Σ w·U·x at lr 0, the first batch
+        # finite or holding an inf: steps 2 and 3 draw alike either way.
+        fsdp_trace.trace(Weighted(lambda x: torch.rand_like(x) * x), {"x": x}).save(
+            f"{t}/skip.mlir")
+        run([opt, f"{t}/skip.mlir", "-o", f"{t}/skip.plan", "--optimizer", "sgd", "--lr", "0"])
+        seen = []
+        for first, backend in ((1.0, "cpu"), (float("inf"), "cpu"), (float("inf"), "emulated")):
+            batches = np.ones(3 * N, np.float32)
+            batches[7] = first
+            np.savez(f"{t}/skip.npz", x=batches)
+            run([fr, f"{t}/skip.plan", "--data", f"{t}/skip.npz", "--steps", "3", "--quiet",
+                 "--on-nonfinite=skip", "--log", f"{t}/skip.jsonl", "--backend", backend])
+            seen.append(losses(f"{t}/skip.jsonl"))
+        (a1, a2, a3), (b1, b2, b3), device = seen
+        check(not math.isfinite(float(b1)) and (b2, b3) == (a2, a3) and a2 != a1 and
+              np.allclose(device[1:], [b2, b3], rtol=1e-6),
+              f"a skipped update draws anew at the next step, on the CPU and the emulated "
+              f"device (losses {a1:.1f} {a2:.1f} {a3:.1f}; after a skip {b1} {b2:.1f} "
+              f"{b3:.1f}; emulated {device[1]:.1f} {device[2]:.1f})")
+
         fsdp_trace.trace(Rrelu(), {"x": x}).save(f"{t}/rrelu.mlir")
         g, steps = grads(opt, fr, t, f"{t}/rrelu.mlir", "rrelu")
         w = Rrelu().w.detach().double().numpy()

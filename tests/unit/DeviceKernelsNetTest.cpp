@@ -299,7 +299,7 @@ TEST(DeviceKernels, AdamWMatchesCpuOverSteps) {
                   {"eps", eps},
                   {"weight_decay", wd}}),
            &opt, {cpuParam.data()});
-    double scalars[2] = {1.0, (double)step};
+    double scalars[device::kStepScalars] = {1.0, (double)step, (double)step};
     float sched[4];
     runOnHost(1, AdamWSchedule{lr, b1, b2, scalars, sched});
     runOnHost(37, AdamW{b1, b2, eps, wd, sched, nullptr, a.at<float>(g),

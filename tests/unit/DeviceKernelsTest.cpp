@@ -480,11 +480,12 @@ TEST(DeviceKernels, UniformDrawsMatchCpu) {
     Arena a;
     TensorRef yc = a.add({n}, t), yn = a.add({n}, t), y2 = a.add({n}, t);
     cpu::OptimizerState opt;
-    opt.step = 3;
-    const double scalars[2] = {1.0, 3.0};
+    opt.drawStep = 3;
+    opt.step = 1; // (the optimizer's step keys no draw)
+    const double scalars[device::kStepScalars] = {1.0, 1.0, 3.0};
     runCpu(a, instr("uniform", {}, {yc}, attrs), &opt);
     runLowered(a, instr("uniform", {}, {yn}, attrs), scalars);
-    opt.step = 4;
+    opt.drawStep = 4;
     runCpu(a, instr("uniform", {}, {y2}, attrs), &opt);
     auto value = [&](const TensorRef &y, int64_t i) -> float {
       if (t == DType::F32)

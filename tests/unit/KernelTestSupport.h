@@ -82,7 +82,7 @@ template <typename F> inline void runHost(int64_t n, const F &f) {
 /// Lowers `in` as the device backend does (runtime/device/Lowering.h) and
 /// runs the operations on the host emulation, so the lowering's own
 /// choices (split reductions, narrow operands) are what is tested.
-/// `stepScalars`: [lr scale, step], for the kernels that read the step.
+/// `stepScalars`: device::StepScalar's, for the kernels that read them.
 inline void runLowered(Arena &a, const Instruction &in,
                        const double *stepScalars = nullptr) {
   std::unique_ptr<Comm> comm = localComm();

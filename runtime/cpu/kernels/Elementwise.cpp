@@ -107,7 +107,7 @@ Status kDropout(const Instruction &in, Context &c) {
   if (!(p >= 0 && p <= 1))
     return Status::error("p must lie in [0, 1]");
   uint64_t seed = (uint64_t)attrInt(in, "seed", 0);
-  uint64_t step = c.optimizer ? (uint64_t)c.optimizer->step : 0;
+  uint64_t step = c.optimizer ? (uint64_t)c.optimizer->drawStep : 0;
   int64_t n = x.numel();
   uint64_t offset = (uint64_t)(c.comm ? c.comm->rank() : 0) * (uint64_t)n;
   const float *px = c.get<float>(x);
@@ -127,7 +127,7 @@ Status kDropout(const Instruction &in, Context &c) {
 Status kUniform(const Instruction &in, Context &c) {
   const TensorRef &y = in.out[0];
   uint64_t seed = (uint64_t)attrInt(in, "seed", 0);
-  uint64_t step = c.optimizer ? (uint64_t)c.optimizer->step : 0;
+  uint64_t step = c.optimizer ? (uint64_t)c.optimizer->drawStep : 0;
   int64_t n = y.numel();
   uint64_t offset = (uint64_t)(c.comm ? c.comm->rank() : 0) * (uint64_t)n;
   int bits = y.dtype == DType::BF16 ? 8 : y.dtype == DType::F16 ? 11 : 24;

@@ -23,6 +23,14 @@
 
 namespace fsdp::device {
 
+/// The per-step scalars, read by the kernels from device memory so that a
+/// captured step (CUDA graph) replays with new values: the learning-rate
+/// factor of the schedule, the optimizer's 1-based step (AdamW's bias
+/// correction; it does not advance over a skipped update), and the step
+/// that keys dropout's masks and fsdp.uniform's draws (the micro-batch's
+/// number in the run, 1-based: new draws after a skipped update too).
+enum StepScalar { kLrScale = 0, kStep = 1, kDrawStep = 2, kStepScalars = 3 };
+
 /// The largest tensor rank a kernel takes (the CPU backend's limit too).
 constexpr int kMaxDims = 8;
 

@@ -58,12 +58,13 @@ struct GeluGrad {
 struct Dropout {
   uint64_t seed, offset;
   float p, scale;
-  const double *step; // [kLrScale, kStep]: the step index at kStep
+  const double *step; // the step scalars (StepScalar): the draw's at kDrawStep
   const void *x;
   void *y;
   ElemType tx = ElemType::F32, ty = ElemType::F32;
   FSDP_HD void operator()(int64_t i) const {
-    bool keep = dropoutKeeps(seed, (uint64_t)step[1], offset + (uint64_t)i, p);
+    bool keep =
+        dropoutKeeps(seed, (uint64_t)step[kDrawStep], offset + (uint64_t)i, p);
     storeFloat(ty, y, i, keep ? loadFloat(tx, x, i) * scale : 0.0f);
   }
 };
@@ -72,14 +73,14 @@ struct Dropout {
 /// offset + i of the global batch.
 struct Uniform {
   uint64_t seed, offset;
-  const double *step; // [kLrScale, kStep]
+  const double *step; // the step scalars (StepScalar)
   void *y;
   ElemType ty = ElemType::F32;
   FSDP_HD void operator()(int64_t i) const {
     int bits = ty == ElemType::BF16 ? 8 : ty == ElemType::F16 ? 11 : 24;
-    storeFloat(
-        ty, y, i,
-        uniformDraw(seed, (uint64_t)step[1], offset + (uint64_t)i, bits));
+    storeFloat(ty, y, i,
+               uniformDraw(seed, (uint64_t)step[kDrawStep],
+                           offset + (uint64_t)i, bits));
   }
 };
 

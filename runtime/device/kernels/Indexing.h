@@ -385,11 +385,6 @@ struct StridedCopy {
   }
 };
 
-/// The per-step scalars of the optimizers, read by the kernels from device
-/// memory so that a captured step (CUDA graph) replays with new values:
-/// [0] the learning-rate factor of the schedule, [1] the 1-based step.
-enum StepScalar { kLrScale = 0, kStep = 1 };
-
 /// One thread: AdamW's scalars of this step into `out` (lr, lr / (1 -
 /// beta1^t), sqrt(1 - beta2^t)), rounded as the CPU backend rounds them.
 struct AdamWSchedule {
