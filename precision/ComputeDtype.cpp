@@ -60,7 +60,9 @@ static bool drawnAlone(Value v, llvm::SmallPtrSetImpl<Operation *> &ops) {
   return drawn;
 }
 
-/// Whether `v` is computed from a random draw through any ops.
+/// Whether `v`, a float value, is computed from a random draw through
+/// float ops (an integer path, an argsort of draws or a gather at drawn
+/// positions, does no float arithmetic on the draws' values).
 static bool drawnFrom(Value v) {
   SmallVector<Value> work{v};
   llvm::SmallPtrSet<Operation *, 16> seen;
@@ -71,7 +73,8 @@ static bool drawnFrom(Value v) {
     if (isa<UniformOp>(def))
       return true;
     for (Value operand : def->getOperands())
-      work.push_back(operand);
+      if (isa<FloatType>(getElementTypeOrSelf(operand.getType())))
+        work.push_back(operand);
   }
   return false;
 }
@@ -108,7 +111,12 @@ Value mlir::fsdp::castToComputeDtype(func::FuncOp step, FloatType dtype,
   // A kept value other ops use too reaches them as the compute dtype: a
   // constant or a draw copied (a draw's copy draws its values in the
   // compute dtype), anything else cast.
-  for (Operation *op : SmallVector<Operation *>(keep.begin(), keep.end())) {
+  // (In the block's order: the plan does not depend on pointer values.)
+  SmallVector<Operation *> kept;
+  for (Operation &op : body)
+    if (keep.contains(&op))
+      kept.push_back(&op);
+  for (Operation *op : kept) {
     auto outside = [&](OpOperand &use) { return !keep.contains(use.getOwner()); };
     if (llvm::none_of(op->getUses(), outside))
       continue;

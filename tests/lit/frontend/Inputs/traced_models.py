@@ -224,6 +224,8 @@ class Random(nn.Module):
             h = h * (torch.randint(0, 1000, (3, 8)) % 7).to(h.dtype)
         elif k == "int_of_noise":  # an integer from a draw and the model's values
             h = h * (h * 100 + torch.rand(3, 8)).long().to(h.dtype)
+        elif k == "int_at_drawn_positions":  # MAE-style: values gathered at drawn positions
+            h = h * torch.gather(h, 1, torch.rand(3, 8).argsort(1)).round().long().to(h.dtype)
         elif k == "numpy":  # a SpecAugment-style mask drawn by numpy
             h = h * torch.from_numpy(np.random.rand(3, 8) < 0.5).to(h.dtype)
         elif k == "python":  # a layer drop decided by Python's generator
