@@ -274,7 +274,11 @@ def _extra_samples():
         "index_copy": [
             SampleInput(torch.randn(4, 3, generator=g).requires_grad_(),
                         args=(0, torch.tensor([1, 3, 1]),
-                              torch.randn(3, 3, generator=g).requires_grad_()))],
+                              torch.randn(3, 3, generator=g).requires_grad_())),
+            # No index: nothing written (a gather from the empty source
+            # had stopped the run).
+            SampleInput(torch.randn(4, 3, generator=g).requires_grad_(),
+                        args=(0, torch.zeros(0, dtype=torch.long), torch.ones(0, 3)))],
         # Ties for the largest (self among them), whose gradient PyTorch
         # shares evenly; zero factors of a product.
         "scatter_reduce.amax": [

@@ -70,6 +70,8 @@ def _index_fill_copy(c, node, args, kwargs):
         x = c.reshape(x, (1,))
     d = dim(args[1], x.rank)
     n = x.shape[d]
+    if c.v(args[2]).numel == 0:  # nothing written (source has no slice)
+        return c.reshape(x, shape)
     written, src = _last_writer(c, c.v(args[2]), n)
     at = tuple(n if i == d else 1 for i in range(x.rank))
     mask = c.reshape(written, at)
