@@ -154,14 +154,8 @@ def _scatter(c, node, args, kwargs):
         # is the result's at the position written.
         written = b.eq(idx, c.w.constant(torch.arange(n, dtype=torch.int64).reshape(
             (1,) * d + (n,) + (1,) * (x.rank - d - 1))))
-        if isinstance(src_arg, torch.fx.Node):
-            value = c.cast(c.v(src_arg), dtype)
-            if value.rank == 0:
-                value = c.reshape(value, (1,))
-            for axis, m in enumerate(index.shape):  # only the part index covers
-                value = b.slice(value, axis, 0, m)
-        else:
-            value = c.operand(src_arg, dtype)
+        value = (_covered(c, src_arg, index, dtype) if isinstance(src_arg, torch.fx.Node)
+                 else c.operand(src_arg, dtype))
         return c.reshape(b.where(_beyond(c, written, x.shape, d, torch.bool),
                                  _beyond(c, value, x.shape, d, dtype), x), shape)
     # The positions index covers: index's extent on the other axes, x's on
@@ -172,11 +166,7 @@ def _scatter(c, node, args, kwargs):
                    (idx.numel,))
     written, writer = _last_writer(c, at, count)
     if isinstance(src_arg, torch.fx.Node):
-        src = c.cast(c.v(src_arg), dtype)
-        if src.rank == 0:
-            src = c.reshape(src, (1,))
-        for axis, m in enumerate(index.shape):  # only the part index covers
-            src = b.slice(src, axis, 0, m)
+        src = _covered(c, src_arg, index, dtype)
 
         def place(z):  # z's elements added at their positions
             flat = c.emit("fsdp.scatter_add", [c.w.splat(0, (count,), dtype), at,
@@ -190,6 +180,16 @@ def _scatter(c, node, args, kwargs):
         value = c.operand(src_arg, dtype)
     return c.reshape(b.where(_beyond(c, c.reshape(written, region), x.shape, d, torch.bool),
                              _beyond(c, value, x.shape, d, dtype), x), shape)
+
+
+def _covered(c, src_arg, index, dtype):
+    """scatter's src, only the part index covers (src may be larger)."""
+    src = c.cast(c.v(src_arg), dtype)
+    if src.rank == 0:
+        src = c.reshape(src, (1,))
+    for axis, m in enumerate(index.shape):
+        src = B(c).slice(src, axis, 0, m)
+    return src
 
 
 def _beyond(c, v, full, d, dtype):
