@@ -11,6 +11,7 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 	@bash scripts/install-torch2.sh
+	@bash scripts/install-cudnn-frontend.sh
 
 $(BUILD)/build.ninja:
 	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release \

@@ -58,17 +58,40 @@ inline bool isElementwise(std::string_view op) {
   return opRules(op) & kOpElementwise;
 }
 
+/// An attention_grad's operands: q, k, v, dy, then the optional mask, then
+/// the optional saved output and row log-sum-exp (the forward's with_lse):
+/// whether each is there, from the operand count (4 to 7).
+inline bool attentionGradHasMask(size_t operands) {
+  return operands == 5 || operands == 7;
+}
+inline bool attentionGradHasSaved(size_t operands) { return operands >= 6; }
+
+/// The shapes of an attention's or attention_grad's q, k and v (its first
+/// three operands) seen in the "bhsd" layout, [..., H, T, D], whatever its
+/// layout (`bshd`: [..., T, H, D]); the rules below read T at [r - 2].
+inline std::vector<std::vector<int64_t>>
+attentionAsBhsd(std::vector<std::vector<int64_t>> in, bool bshd) {
+  for (size_t i = 0; bshd && i < 3 && i < in.size(); ++i)
+    if (in[i].size() >= 3)
+      std::swap(in[i][in[i].size() - 3], in[i][in[i].size() - 2]);
+  return in;
+}
+
 /// Whether the device's flash-attention kernels (runtime/device/
 /// FlashAttention.h) take an attention or attention_grad with operands of
-/// these shapes (q, k, v[, dy]; all bf16 or all f16): no mask operand, one
-/// head size for q, k and v, a multiple of 16 up to 128, and when `causal`
-/// no more queries than keys (every row sees a key). Others run the simple
-/// kernels on f32 copies.
+/// these shapes (q, k, v[, dy[, out, lse]]; all bf16 or all f16 but lse):
+/// no mask operand, one head size for q, k and v, a multiple of 16 up to
+/// 128, and when `causal` no more queries than keys (every row sees a
+/// key). Others run the simple kernels on f32 copies.
 inline bool flashAttentionShapes(std::string_view op,
-                                 const std::vector<std::vector<int64_t>> &in,
-                                 bool causal) {
-  size_t operands = op == "attention" ? 3 : op == "attention_grad" ? 4 : 0;
-  if (operands == 0 || in.size() != operands)
+                                 std::vector<std::vector<int64_t>> in,
+                                 bool causal, bool bshd = false) {
+  in = attentionAsBhsd(std::move(in), bshd);
+  bool fits = op == "attention" ? in.size() == 3
+              : op == "attention_grad"
+                  ? in.size() >= 4 && !attentionGradHasMask(in.size())
+                  : false;
+  if (!fits)
     return false;
   const std::vector<int64_t> &q = in[0], &k = in[1], &v = in[2];
   size_t r = q.size();
@@ -88,9 +111,9 @@ inline bool flashAttentionShapes(std::string_view op,
 /// every op above.
 inline bool runsNarrowOnDevice(std::string_view op,
                                const std::vector<std::vector<int64_t>> &in,
-                               bool causal) {
+                               bool causal, bool bshd = false) {
   if (op == "attention" || op == "attention_grad")
-    return flashAttentionShapes(op, in, causal);
+    return flashAttentionShapes(op, in, causal, bshd);
   return opRules(op) & kOpNarrowDevice;
 }
 
@@ -144,6 +167,9 @@ inline int64_t deviceScratchBytes(std::string_view op,
       n *= d;
     return n;
   };
+  // lhs_sums: the reduce_sum the sums replaced, where no library fuses it.
+  if (op == "matmul" && out.size() == 2 && !in.empty())
+    return deviceScratchBytes("reduce_sum", {in[0]}, {out[1]});
   if (int64_t columns = convColumnElements(op, in, out)) {
     int64_t regrouped = op == "conv_grad_weight" ? numel(in[1]) : 0;
     return 4 * (columns + regrouped) + 16;
@@ -183,7 +209,8 @@ inline int64_t deviceScratchBytes(std::string_view op,
 inline int64_t cpuScratchFloats(std::string_view op,
                                 const std::vector<std::vector<int64_t>> &in,
                                 const std::vector<std::vector<int64_t>> &out,
-                                int64_t syncGroupSize, int64_t threads) {
+                                int64_t syncGroupSize, int64_t threads,
+                                bool bshd = false) {
   auto numel = [](const std::vector<int64_t> &s) {
     int64_t n = 1;
     for (int64_t d : s)
@@ -193,6 +220,8 @@ inline int64_t cpuScratchFloats(std::string_view op,
   if ((op == "reduce_sum" || op == "reduce_mean" || op == "reduce_max") &&
       !out.empty())
     return 2 * numel(out[0]);
+  if (op == "matmul" && out.size() == 2) // lhs_sums: a reduce_sum's
+    return 2 * numel(out[1]);
   if ((op == "batch_norm" || op == "batch_norm_grad") && syncGroupSize > 0 &&
       !in.empty() && in[0].size() >= 2)
     return 8 * in[0][1];
@@ -205,7 +234,8 @@ inline int64_t cpuScratchFloats(std::string_view op,
   if ((op != "attention" && !grad) || in.size() < 2 || in[0].size() < 2 ||
       in[1].size() < 2)
     return 0;
-  return in[0][in[0].size() - 2] * in[1][in[1].size() - 2] * threads *
+  auto qk = attentionAsBhsd({in[0], in[1]}, bshd); // tq at [r-2], tk too
+  return qk[0][qk[0].size() - 2] * qk[1][qk[1].size() - 2] * threads *
          (grad ? 2 : 1);
 }
 

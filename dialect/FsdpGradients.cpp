@@ -545,19 +545,15 @@ LogicalResult AttentionOp::buildVJP(OpBuilder &builder, ValueRange resultGrads,
     operandGrads.append((*this)->getNumOperands(), Value());
     return success();
   }
-  SmallVector<Value> operands{q, k, v, dy};
-  if (getMask())
-    operands.push_back(getMask());
-  SmallVector<NamedAttribute> attrs{
-      builder.getNamedAttr("causal", builder.getBoolAttr(getCausal())),
-      builder.getNamedAttr("scale", getScaleAttr()),
-      builder.getNamedAttr("safe_softmax", getSafeSoftmaxAttr())};
-  if (getAverageEmptyRows())
-    attrs.push_back(
-        builder.getNamedAttr("average_empty_rows", builder.getUnitAttr()));
+  // With the forward's row statistics (with_lse), the backward reads them
+  // and the output instead of recomputing them.
+  Value out = getLse() ? getResult() : Value();
   auto grad = AttentionGradOp::create(
-      builder, getLoc(), TypeRange{q.getType(), k.getType(), v.getType()},
-      operands, attrs);
+      builder, getLoc(), q.getType(), k.getType(), v.getType(), q, k, v, dy,
+      getMask(), out, getLse(), getCausalAttr(), getScaleAttr(),
+      getSafeSoftmaxAttr(),
+      getAverageEmptyRows() ? builder.getUnitAttr() : UnitAttr(),
+      getLayoutAttr());
   operandGrads.append({grad.getDq(), grad.getDk(), grad.getDv()});
   if (getMask())
     operandGrads.push_back(additiveMaskGrad(builder, dy));
@@ -613,7 +609,18 @@ Value AttentionOp::additiveMaskGrad(OpBuilder &builder, Value dy) {
   if (!isa<FloatType>(maskType.getElementType()) || isViewOfStoredTensor(mask))
     return Value();
   G g{builder, getLoc()};
-  Value scores = g.mul(g.matmul(getQ(), getK(), false, true),
+  // In the bshd layout, q, k, v and dy seen as [..., H, T, D] first.
+  Value q = getQ(), k = getK(), v = getV();
+  if (getLayout() == "bshd") {
+    int64_t r = tensorOf(q).getRank();
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, r));
+    std::swap(perm[r - 3], perm[r - 2]);
+    q = g.transpose(q, perm);
+    k = g.transpose(k, perm);
+    v = g.transpose(v, perm);
+    dy = g.transpose(dy, perm);
+  }
+  Value scores = g.mul(g.matmul(q, k, false, true),
                        getScale().convertToDouble());
   if (maskType.getElementType() != tensorOf(scores).getElementType())
     mask = g.make<CastOp>(RankedTensorType::get(maskType.getShape(),
@@ -650,7 +657,7 @@ Value AttentionOp::additiveMaskGrad(OpBuilder &builder, Value dy) {
   } else {
     p = g.softmax(scores, last);
   }
-  Value dp = g.matmul(dy, getV(), false, true);
+  Value dp = g.matmul(dy, v, false, true);
   Value ds = g.mul(p, g.sub(dp, g.reduceSum(g.mul(dp, p), {last}, true)));
   Value dm = g.unbroadcast(ds, RankedTensorType::get(maskType.getShape(),
                                                      st.getElementType()));

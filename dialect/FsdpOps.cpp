@@ -110,17 +110,31 @@ LogicalResult WhereOp::inferReturnTypes(MLIRContext *, Loc location,
 LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, Loc location,
                                          Adaptor adaptor,
                                          SmallVectorImpl<Type> &out) {
-  return push(shape::matmul(location, tensorOf(adaptor.getLhs()),
-                            tensorOf(adaptor.getRhs()),
-                            adaptor.getTransposeLhs(),
-                            adaptor.getTransposeRhs()),
-              out);
+  if (failed(push(shape::matmul(location, tensorOf(adaptor.getLhs()),
+                                tensorOf(adaptor.getRhs()),
+                                adaptor.getTransposeLhs(),
+                                adaptor.getTransposeRhs()),
+                  out)))
+    return failure();
+  if (adaptor.getLhsSums()) {
+    // One sum per row of op(lhs): [M].
+    auto lhs = tensorOf(adaptor.getLhs());
+    if (lhs.getRank() != 2)
+      return emitOptionalError(location, "matmul lhs_sums needs a 2-D lhs, got ",
+                               lhs);
+    out.push_back(RankedTensorType::get(
+        {lhs.getDimSize(adaptor.getTransposeLhs() ? 1 : 0)},
+        lhs.getElementType()));
+  }
+  return success();
 }
 
 LogicalResult MatmulOp::verify() {
+  if (getLhsSums() && (getBias() || tensorOf(getRhs()).getRank() != 2))
+    return emitOpError("lhs_sums needs 2-D operands and no bias");
   if (!getBias())
     return success();
-  RankedTensorType bias = tensorOf(getBias()), result = getType();
+  RankedTensorType bias = tensorOf(getBias()), result = getResult().getType();
   if (bias.getRank() != 1 || bias.getDimSize(0) != result.getShape().back() ||
       bias.getElementType() != result.getElementType())
     return emitOpError("bias ")
@@ -133,7 +147,7 @@ int64_t MatmulOp::getFlops() {
   auto lhs = tensorOf(getLhs());
   int64_t k = getTransposeLhs() ? lhs.getDimSize(lhs.getRank() - 2)
                                 : lhs.getShape().back();
-  return 2 * getType().getNumElements() * k;
+  return 2 * getResult().getType().getNumElements() * k;
 }
 
 LogicalResult GemmOp::inferReturnTypes(MLIRContext *, Loc location,
@@ -237,10 +251,16 @@ LogicalResult RmsNormOp::verify() {
 LogicalResult AttentionOp::inferReturnTypes(MLIRContext *, Loc location,
                                             Adaptor adaptor,
                                             SmallVectorImpl<Type> &out) {
-  return push(shape::attention(
-                  location, tensorOf(adaptor.getQ()), tensorOf(adaptor.getK()),
-                  tensorOf(adaptor.getV()), tensorOf(adaptor.getMask())),
-              out);
+  bool bshd = adaptor.getLayout() == "bshd";
+  if (failed(push(shape::attention(location, tensorOf(adaptor.getQ()),
+                                   tensorOf(adaptor.getK()),
+                                   tensorOf(adaptor.getV()),
+                                   tensorOf(adaptor.getMask()), bshd),
+                  out)))
+    return failure();
+  if (adaptor.getWithLse())
+    out.push_back(shape::attentionLse(tensorOf(adaptor.getQ()), bshd));
+  return success();
 }
 
 LogicalResult mlir::fsdp::verifyEmptyRows(Operation *op, Value mask,
@@ -257,7 +277,17 @@ LogicalResult mlir::fsdp::verifyEmptyRows(Operation *op, Value mask,
   return success();
 }
 
+LogicalResult mlir::fsdp::verifyAttentionLayout(Operation *op,
+                                                StringRef layout) {
+  if (layout != "bhsd" && layout != "bshd")
+    return op->emitOpError("layout must be \"bhsd\" or \"bshd\", got \"")
+           << layout << "\"";
+  return success();
+}
+
 LogicalResult AttentionOp::verify() {
+  if (failed(verifyAttentionLayout(*this, getLayout())))
+    return failure();
   return verifyEmptyRows(*this, getMask(), getCausal(), getSafeSoftmax(),
                          getAverageEmptyRows());
 }
@@ -269,7 +299,7 @@ int64_t AttentionOp::getFlops() {
   // q·kᵀ and p·v, plus the softmax over the scores; causal attention
   // skips the hidden half of the score blocks, as flash kernels do.
   int64_t flops = 2 * q.getNumElements() * tk +
-                  2 * getType().getNumElements() * tk +
+                  2 * getResult().getType().getNumElements() * tk +
                   5 * (q.getNumElements() / q.getShape().back()) * tk;
   return getCausal() ? flops / 2 : flops;
 }

@@ -23,6 +23,8 @@ namespace mlir::fsdp {
 /// key is hidden (`safe_softmax`, `average_empty_rows`): checked alike.
 LogicalResult verifyEmptyRows(Operation *op, Value mask, bool causal,
                               bool safe, bool average);
+/// Their `layout`: "bhsd" or "bshd".
+LogicalResult verifyAttentionLayout(Operation *op, StringRef layout);
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDPOPS_H

@@ -278,21 +278,31 @@ def Fsdp_MatmulOp : Fsdp_Op<"matmul", [Pure, InferTypeOpAdaptor,
     result is rounded to its type, as a GEMM epilogue does
     (`fsdp-fuse-matmul-bias` folds `nn.Linear`'s separate bias add into it).
 
+    `lhs_sums` (2-D operands, no bias; `fsdp-fuse-bias-grad` sets it on a
+    training step's weight gradients) adds a second result, `sums[M]`: the
+    sums of `op(lhs)`'s rows over the contracted dimension, what a
+    `reduce_sum` of the output gradient gives as `nn.Linear`'s bias
+    gradient, computed by the same GEMM (cuBLASLt's BGRAD epilogue).
+
     ```mlir
     %y = fsdp.matmul %x, %w : tensor<2x8x16xf32>, tensor<16x32xf32>
         -> tensor<2x8x32xf32>
     %z = fsdp.matmul %x, %w bias %b {transpose_rhs = true}
         : tensor<2x8x16xf32>, tensor<32x16xf32>, tensor<32xf32> -> tensor<2x8x32xf32>
+    %dw, %db = fsdp.matmul %dy, %a {lhs_sums, transpose_lhs = true}
+        : tensor<128x32xf32>, tensor<128x16xf32> -> tensor<32x16xf32>, tensor<32xf32>
     ```
   }];
   let arguments = (ins Fsdp_FloatTensor:$lhs, Fsdp_FloatTensor:$rhs,
                    Optional<Fsdp_FloatTensor>:$bias,
                    DefaultValuedAttr<BoolAttr, "false">:$transpose_lhs,
-                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs);
-  let results = (outs Fsdp_FloatTensor:$result);
+                   DefaultValuedAttr<BoolAttr, "false">:$transpose_rhs,
+                   UnitAttr:$lhs_sums);
+  let results = (outs Fsdp_FloatTensor:$result,
+                 Optional<Fsdp_FloatTensor>:$sums);
   let assemblyFormat = [{
     $lhs `,` $rhs (`bias` $bias^)? attr-dict `:` type($lhs) `,` type($rhs)
-    (`,` type($bias)^)? `->` type($result)
+    (`,` type($bias)^)? `->` type($result) (`,` type($sums)^)?
   }];
   let hasVerifier = 1;
 }
@@ -456,10 +466,25 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
     equal there. `average_empty_rows` needs a boolean mask and neither
     `causal` nor `safe_softmax`; the scores the mask hides take no gradient.
 
+    `layout = "bshd"` (fsdp-attention-layout sets it): q, k, v and the
+    result are `[..., T, H, D]`, heads after rows, as the projections
+    write them, instead of `[..., H, T, D]`; the mask and `lse` keep the
+    scores' `[..., H, Tq, ...]`. No transpose is needed around it.
+
+    `with_lse` adds a second result, `lse` (f32, `[..., H, Tq]`): each query
+    row's log-sum-exp of its scaled, masked scores (natural log; -inf for a
+    row whose every key is hidden). A training step keeps it, with the
+    output, for `fsdp.attention_grad`, so a fused backward (cuDNN's, as
+    FlashAttention-2's) takes the softmax statistics instead of
+    recomputing them.
+
     ```mlir
     %o = fsdp.attention %q, %k, %v {causal = true, scale = 0.125 : f32}
         : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
         -> tensor<2x4x16x8xf32>
+    %o2, %lse = fsdp.attention %q, %k, %v {causal = true, scale = 0.125 : f32, with_lse}
+        : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
+        -> (tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
     ```
   }];
   let arguments = (ins Fsdp_FloatTensor:$q, Fsdp_FloatTensor:$k,
@@ -467,8 +492,10 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
                    DefaultValuedAttr<BoolAttr, "false">:$causal,
                    F32Attr:$scale,
                    DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
-                   UnitAttr:$average_empty_rows);
-  let results = (outs Fsdp_FloatTensor:$result);
+                   UnitAttr:$average_empty_rows, UnitAttr:$with_lse,
+                   DefaultValuedStrAttr<StrAttr, "bhsd">:$layout);
+  let results = (outs Fsdp_FloatTensor:$result,
+                 Optional<RankedTensorOf<[F32]>>:$lse);
   let hasVerifier = 1;
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDeclaration = [{

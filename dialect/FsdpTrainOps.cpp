@@ -193,8 +193,11 @@ LogicalResult ReadGradOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyAttentionLayout(*this, getLayout())))
+    return failure();
+  bool bshd = getLayout() == "bshd";
   auto out = shape::attention(getLoc(), tensorOf(getQ()), tensorOf(getK()),
-                              tensorOf(getV()), tensorOf(getMask()));
+                              tensorOf(getV()), tensorOf(getMask()), bshd);
   if (failed(out))
     return failure();
   if (getGrad().getType() != *out)
@@ -205,6 +208,14 @@ LogicalResult AttentionGradOp::verify() {
       getDk().getType() != getK().getType() ||
       getDv().getType() != getV().getType())
     return emitOpError("gradient types must be the types of q, k and v");
+  if (getOut() && getOut().getType() != *out)
+    return emitOpError("saved output ")
+           << getOut().getType() << " is not the attention output " << *out;
+  if (getLse() &&
+      getLse().getType() != shape::attentionLse(tensorOf(getQ()), bshd))
+    return emitOpError("saved lse ")
+           << getLse().getType() << " is not "
+           << shape::attentionLse(tensorOf(getQ()), bshd);
   return verifyEmptyRows(*this, getMask(), getCausal(), getSafeSoftmax(),
                          getAverageEmptyRows());
 }

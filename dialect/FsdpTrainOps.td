@@ -107,7 +107,7 @@ def Fsdp_CrossEntropyWithGradOp : Fsdp_Op<"cross_entropy_with_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
+def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure, AttrSizedOperandSegments,
     DeclareOpInterfaceMethods<CostOpInterface, ["getFlops"]>], 0> {
   let summary = "Gradients of fsdp.attention (fused backward)";
   let description = [{
@@ -122,22 +122,38 @@ def Fsdp_AttentionGradOp : Fsdp_Op<"attention_grad", [Pure,
     uniform, its values get their share of the gradient, and its q and the
     keys get nothing (masked_fill's hidden scores take no gradient).
 
+    `saved` passes the forward's output `out` and its row log-sum-exp `lse`
+    (`fsdp.attention`'s `with_lse`): a fused backward (cuDNN's) reads them
+    instead of recomputing the softmax statistics. The CPU kernels may
+    ignore them; the gradients are the same. `layout` as the forward's:
+    q, k, v, `grad`, `out` and the gradients in it.
+
 ```mlir
 %dq, %dk, %dv = fsdp.attention_grad %q, %k, %v, %dy {causal = true, scale = 0.125 : f32}
     : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
        tensor<2x4x16x8xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
                                  tensor<2x4x16x8xf32>)
+%dq2, %dk2, %dv2 = fsdp.attention_grad %q, %k, %v, %dy saved %o, %lse {causal = true, scale = 0.125 : f32}
+    : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>,
+       tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16xf32>)
+    -> (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>)
 ```
   }];
   let arguments = (ins RankedTensorOf<[AnyFloat]>:$q, RankedTensorOf<[AnyFloat]>:$k,
                    RankedTensorOf<[AnyFloat]>:$v, RankedTensorOf<[AnyFloat]>:$grad,
                    Optional<AnyRankedTensor>:$mask,
+                   Optional<RankedTensorOf<[AnyFloat]>>:$out,
+                   Optional<RankedTensorOf<[F32]>>:$lse,
                    DefaultValuedAttr<BoolAttr, "false">:$causal, F32Attr:$scale,
                    DefaultValuedAttr<BoolAttr, "false">:$safe_softmax,
-                   UnitAttr:$average_empty_rows);
+                   UnitAttr:$average_empty_rows,
+                   DefaultValuedStrAttr<StrAttr, "bhsd">:$layout);
   let results = (outs RankedTensorOf<[AnyFloat]>:$dq, RankedTensorOf<[AnyFloat]>:$dk,
                  RankedTensorOf<[AnyFloat]>:$dv);
-  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $grad (`,` $mask^)? (`saved` $out^ `,` $lse)?
+    attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

@@ -243,10 +243,38 @@ FailureOr<RankedTensorType> shape::gather(Loc loc, RankedTensorType data,
   return RankedTensorType::get(out, data.getElementType());
 }
 
+/// A [..., S, H, D] tensor seen as [..., H, S, D] (attention's "bshd"
+/// layout as "bhsd"), and back: the same swap.
+static RankedTensorType swapRowsAndHeads(RankedTensorType t) {
+  SmallVector<int64_t> s(t.getShape());
+  std::swap(s[s.size() - 3], s[s.size() - 2]);
+  return RankedTensorType::get(s, t.getElementType());
+}
+
+RankedTensorType shape::attentionLse(RankedTensorType q, bool bshd) {
+  if (bshd && q.getRank() >= 3)
+    q = swapRowsAndHeads(q);
+  return RankedTensorType::get(q.getShape().drop_back(),
+                               Float32Type::get(q.getContext()));
+}
+
 FailureOr<RankedTensorType> shape::attention(Loc loc, RankedTensorType q,
                                              RankedTensorType k,
                                              RankedTensorType v,
-                                             RankedTensorType mask) {
+                                             RankedTensorType mask,
+                                             bool bshd) {
+  if (bshd) {
+    if (q.getRank() < 3 || k.getRank() != q.getRank() ||
+        v.getRank() != q.getRank())
+      return emitOptionalError(loc, "attention in the bshd layout needs q, "
+                                    "k, v of one rank >= 3, got ",
+                               q, ", ", k, ", ", v);
+    auto out = attention(loc, swapRowsAndHeads(q), swapRowsAndHeads(k),
+                         swapRowsAndHeads(v), mask, false);
+    if (failed(out))
+      return failure();
+    return swapRowsAndHeads(*out);
+  }
   if (q.getRank() < 2 || q.getRank() != k.getRank() ||
       q.getRank() != v.getRank())
     return emitOptionalError(loc, "attention q, k, v need one rank >= 2, got ",

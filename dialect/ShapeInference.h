@@ -62,10 +62,14 @@ FailureOr<SmallVector<Type>> split(Loc loc, RankedTensorType x, int64_t axis,
 FailureOr<RankedTensorType> gather(Loc loc, RankedTensorType data,
                                    RankedTensorType indices, int64_t axis);
 
-/// `mask` may be null.
+/// `mask` may be null. `bshd`: q, k, v and the result are [..., S, H, D]
+/// (the layout attribute "bshd") instead of [..., H, S, D].
 FailureOr<RankedTensorType> attention(Loc loc, RankedTensorType q,
                                       RankedTensorType k, RankedTensorType v,
-                                      RankedTensorType mask);
+                                      RankedTensorType mask, bool bshd = false);
+/// An attention's row log-sum-exp (fsdp.attention's `lse`): f32,
+/// [..., H, Sq] (q's shape without its last dimension, in "bhsd").
+RankedTensorType attentionLse(RankedTensorType q, bool bshd = false);
 
 /// A convolution's attributes (fsdp.conv and its gradients).
 struct ConvAttrs {

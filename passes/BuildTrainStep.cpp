@@ -370,6 +370,28 @@ LogicalResult FsdpBuildTrainStep::averageOverTokens(Value &loss,
   return success();
 }
 
+/// Every attention of the step keeps its rows' log-sum-exp (with_lse) for
+/// its backward, which then reads it and the output (fused backwards take
+/// the softmax statistics; FlashAttention-2's and cuDNN's do).
+static void keepAttentionStatistics(Block &body) {
+  SmallVector<AttentionOp> plain;
+  for (auto op : body.getOps<AttentionOp>())
+    if (!op.getWithLse())
+      plain.push_back(op);
+  for (AttentionOp op : plain) {
+    OpBuilder b(op);
+    auto kept = AttentionOp::create(
+        b, op.getLoc(), op.getQ(), op.getK(), op.getV(), op.getMask(),
+        op.getCausalAttr(), op.getScaleAttr(), op.getSafeSoftmaxAttr(),
+        op.getAverageEmptyRowsAttr(), b.getUnitAttr(), op.getLayoutAttr());
+    // Marks the passes before this one set (module paths, units) stay.
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      kept->setAttr(a.getName(), a.getValue());
+    op.getResult().replaceAllUsesWith(kept.getResult());
+    op.erase();
+  }
+}
+
 void FsdpBuildTrainStep::runOnOperation() {
   ModuleOp module = getOperation();
   auto forward = module.lookupSymbol<func::FuncOp>("forward");
@@ -511,6 +533,7 @@ void FsdpBuildTrainStep::runOnOperation() {
                cast<RankedTensorType>(lossValue->getType()).getElementType(),
                1.0 / gradAccum));
   }
+  keepAttentionStatistics(body);
   auto grads = buildGradients(body, differentiated, wrt);
   if (failed(grads))
     return signalPassFailure();

@@ -257,6 +257,9 @@ struct FsdpEmitPlan : mlir::fsdp::impl::FsdpEmitPlanBase<FsdpEmitPlan> {
         if (name.consume_front(mlir::fsdp::attrs::prefix) && name != "stream" &&
             name != "on_host" && name != "deferred")
           continue;
+        // Which optional operands are there: the runtime counts them.
+        if (name == "operandSegmentSizes")
+          continue;
         attrs[name] = e.attribute(a.getValue());
       }
       json::Object instr{{"op", op.getName().stripDialect()},

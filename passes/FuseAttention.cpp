@@ -302,7 +302,7 @@ struct FuseAttentionPattern : OpRewritePattern<MatmulOp> {
     auto type =
         shape::attention(std::nullopt, cast<RankedTensorType>(q.getType()),
                          kType, cast<RankedTensorType>(v.getType()), mType);
-    if (failed(type) || *type != pv.getType())
+    if (failed(type) || *type != pv.getResult().getType())
       return rewriter.notifyMatchFailure(pv, "shapes are not attention's");
 
     if (transposeK)

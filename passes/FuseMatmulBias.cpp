@@ -38,7 +38,8 @@ struct FuseMatmulBiasPattern : OpRewritePattern<AddOp> {
       auto mm = add->getOperand(side).getDefiningOp<MatmulOp>();
       Value bias = add->getOperand(1 - side);
       auto biasType = dyn_cast<RankedTensorType>(bias.getType());
-      if (!mm || mm.getBias() || !mm->hasOneUse() || mm.getType() != result ||
+      if (!mm || mm.getBias() || !mm->hasOneUse() ||
+          mm.getResult().getType() != result ||
           !biasType || biasType.getRank() != 1 ||
           biasType.getDimSize(0) != result.getShape().back() ||
           biasType.getElementType() != result.getElementType())

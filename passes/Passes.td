@@ -60,6 +60,20 @@ def FsdpFuseMatmulBias : Pass<"fsdp-fuse-matmul-bias", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }
 
+def FsdpFuseBiasGrad : Pass<"fsdp-fuse-bias-grad", "::mlir::ModuleOp"> {
+  let summary = "Computes nn.Linear's bias gradient in its weight-gradient GEMM";
+  let description = [{
+    After the training step is built: a `reduce_sum` of an output gradient
+    over every dimension but the last, beside the GEMM that contracts the
+    same rows for the weight gradient (`matmul(reshape(dy), x)
+    {transpose_lhs}`), becomes that GEMM's second result (`lhs_sums`): on a
+    GPU, cuBLASLt's BGRAD epilogue sums dy while the GEMM reads it.
+    fsdp-opt runs it for GPU devices only (a CPU would run the same
+    reduction after the product).
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+}
+
 def FsdpFoldTransposes : Pass<"fsdp-fold-transposes", "::mlir::ModuleOp"> {
   let summary = "Folds last-two-dimension transposes into matmul flags";
   let description = [{
@@ -68,6 +82,20 @@ def FsdpFoldTransposes : Pass<"fsdp-fold-transposes", "::mlir::ModuleOp"> {
     `matmul(x, transpose(w))` as torch.onnx.export writes nn.Linear becomes
     `matmul(x, w) {transpose_rhs = true}` (and likewise on the left), so no
     transposed copy of a weight is made, gathered or kept for backward.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
+}
+
+def FsdpAttentionLayout : Pass<"fsdp-attention-layout", "::mlir::ModuleOp"> {
+  let summary = "Folds the head transposes around attention into its layout";
+  let description = [{
+    Multi-head attention as PyTorch writes it transposes q, k and v from
+    the projections' `[B, T, H, D]` to `[B, H, T, D]` and the output back:
+    four copies a layer, and four more in the backward. An attention whose
+    q, k and v are each such a transpose and whose output only such
+    transposes read becomes `fsdp.attention {layout = "bshd"}` on the
+    untransposed tensors, and its output replaces the transposes'; the
+    kernels (cuDNN's through strides) read the heads where they are.
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }

@@ -501,6 +501,18 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                              flops, bytes, element, name, ranksOnNode, narrow,
                              rows, StringRef(variant.data(), variant.size())) +
                          launches;
+        // A matmul's lhs_sums (fsdp-fuse-bias-grad): a GPU's GEMM epilogue
+        // sums as it reads, a CPU runs the reduction it replaced after it.
+        if (auto mm = dyn_cast<MatmulOp>(op); mm && mm.getLhsSums() &&
+                                               model.cores > 0) {
+          auto lhs = cast<RankedTensorType>(mm.getLhs().getType());
+          auto sums = cast<RankedTensorType>(mm.getSums().getType());
+          int64_t size = lhs.getElementTypeBitWidth() / 8;
+          seconds += model.rankComputeSeconds(
+              lhs.getNumElements(),
+              (lhs.getNumElements() + sums.getNumElements()) * size, element,
+              "reduce_sum", ranksOnNode, narrow, 0, StringRef());
+        }
         end = finishAround(start, seconds, model.overlapRate(), busy);
         t.compute += end - start;
         if (annotate)
@@ -576,7 +588,8 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                                     op->getName().stripDialect(),
                                     shapesOf(op->getOperandTypes()),
                                     shapesOf(op->getResultTypes()),
-                                    group ? group.getInt() : 0, threads));
+                                    group ? group.getInt() : 0, threads,
+                                    bshdLayout(op)));
     });
     return (floats + 1) / 2 * 8 + widenedBytes(module, model);
   }
@@ -612,6 +625,11 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
   static bool causal(Operation *op) {
     auto a = op->getAttrOfType<BoolAttr>("causal");
     return a && a.getValue();
+  }
+  /// An attention's layout attribute says "bshd" (heads after rows).
+  static bool bshdLayout(Operation *op) {
+    auto a = op->getAttrOfType<StringAttr>("layout");
+    return a && a.getValue() == "bshd";
   }
 
   /// The cost of an op the CPU backend widens (runtime/plan/Widen.h;
@@ -685,7 +703,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
           !::fsdp::computesInF32(name) ||
           (model.cores == 0 &&
            ::fsdp::runsNarrowOnDevice(name, shapesOf(op->getOperandTypes()),
-                                      causal(op))) ||
+                                      causal(op), bshdLayout(op))) ||
           (model.cores > 0 && runsNarrowOnCpu(*op, model)))
         return;
       int64_t bytes = 0;

@@ -14,6 +14,8 @@ void mlir::fsdp::addFrontendPasses(PassManager &pm,
   if (fusions.rmsNorm)
     pm.addPass(createFsdpFuseRmsNorm());
   pm.addPass(createFsdpFoldTransposes());
+  if (fusions.attentionLayout)
+    pm.addPass(createFsdpAttentionLayout());
   pm.addPass(createFsdpFuseMatmulBias());
 }
 

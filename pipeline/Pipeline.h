@@ -30,12 +30,13 @@ struct FrontendFusions {
   bool attention = true;
   bool gelu = true;
   bool rmsNorm = true;
+  bool attentionLayout = true;
 };
 
 /// The passes every imported graph goes through before the training step
 /// is built (ONNX and traced PyTorch alike): attention, GELU and RMSNorm
 /// recognised from the ops they were written as, transposes folded into
-/// their matmuls, bias adds into the matmul before them.
+/// their matmuls and attentions, bias adds into the matmul before them.
 void addFrontendPasses(PassManager &pm, const FrontendFusions &fusions);
 
 /// The passes from a training step to a plan (`config`): units (wrap,

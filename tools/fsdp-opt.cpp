@@ -90,6 +90,11 @@ static llvm::cl::opt<bool>
     noFuseGelu("no-fuse-gelu",
                llvm::cl::desc("Import GELU written as elementwise ops unfused"),
                llvm::cl::cat(modelCategory));
+static llvm::cl::opt<bool> noAttentionLayout(
+    "no-attention-layout",
+    llvm::cl::desc("Keep the head transposes around attention (no "
+                   "fsdp-attention-layout)"),
+    llvm::cl::cat(modelCategory));
 static llvm::cl::opt<bool> noFuseRmsNorm(
     "no-fuse-rms-norm",
     llvm::cl::desc("Import RMSNorm written as elementwise ops unfused"),
@@ -287,14 +292,22 @@ static LogicalResult compilePlan(PassManager &pm, ModuleOp module,
     return failure();
   PassFlags flags = passFlags();
   flags.train.worldSize = flags.plan.shard.worldSize;
-  pm.addPass(fsdp::createFsdpBuildTrainStep(flags.train));
-  pm.addPass(fsdp::createFsdpFuseLossGrad());
-  if (failed(pm.run(module)))
-    return failure();
-
   fsdp::PlanConfig config = flags.plan;
   if (failed(resolveDevice(config)))
     return failure();
+  pm.addPass(fsdp::createFsdpBuildTrainStep(flags.train));
+  pm.addPass(fsdp::createFsdpFuseLossGrad());
+  // The bias gradients in the weight GEMMs' epilogue: for a GPU, whose
+  // GEMM library has one (a CPU would run the same reduction after the
+  // product, and its plans stay as they were).
+  if (auto model = fsdp::loadDeviceModel(config.simulate.device);
+      model && model->cores == 0)
+    pm.addPass(fsdp::createFsdpFuseBiasGrad());
+  else if (!model)
+    llvm::consumeError(model.takeError()); // said where the plan is priced
+  if (failed(pm.run(module)))
+    return failure();
+
   // A model traced with its own torch.utils.checkpoint calls asked for
   // per-layer recomputation: planned so, unless the flag says otherwise
   // (--autotune chooses for itself).
@@ -388,6 +401,7 @@ static fsdp::FrontendFusions frontendFusions() {
   fusions.attention = !noFuseAttention;
   fusions.gelu = !noFuseGelu;
   fusions.rmsNorm = !noFuseRmsNorm;
+  fusions.attentionLayout = !noAttentionLayout;
   return fusions;
 }
 

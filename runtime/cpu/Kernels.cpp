@@ -56,7 +56,8 @@ int64_t scratchFloats(const Instruction &instr) {
   for (const TensorRef &t : instr.out)
     out.push_back(t.shape);
   return cpuScratchFloats(instr.op, in, out,
-                          attrInt(instr, "sync_group_size", 0), maxThreads());
+                          attrInt(instr, "sync_group_size", 0), maxThreads(),
+                          instr.attrString("layout", "bhsd") == "bshd");
 }
 
 } // namespace fsdp::cpu

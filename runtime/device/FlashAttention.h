@@ -126,6 +126,17 @@ struct FlashLayout {
   float scale = 1;
   bool causal = false, f16 = false;
   const uint16_t *q = nullptr, *k = nullptr, *v = nullptr;
+  /// The "bshd" layout: every tensor [samples, rows, heads, d], batch
+  /// element b the head b % heads of sample b / heads.
+  bool bshd = false;
+  int64_t heads = 1;
+
+  /// Where batch element b's first row starts in a tensor of `rows` rows,
+  /// and the stride from row to row (elements).
+  FSDP_HD int64_t base(int64_t b, int64_t rows) const {
+    return bshd ? (b / heads * rows * heads + b % heads) * d : b * rows * d;
+  }
+  FSDP_HD int64_t rowStride() const { return bshd ? heads * d : d; }
 
   /// Row strides in shared memory: 16-bit [64, d] tiles, f32 [64, d]
   /// tiles, f32 and 16-bit [64, 64] tiles (padded against bank conflicts,
@@ -179,14 +190,15 @@ struct FlashLayout {
     int64_t i = causal ? j0 - (tk - tq) : 0;
     return i <= 0 ? 0 : i / kFlashTile * kFlashTile;
   }
-  /// Rows [r0, r0 + 64) of one batch's [rows, d] tensor into a tile (ld16),
-  /// zeros past the last row.
+  /// Rows [r0, r0 + 64) of one batch element's rows (rowStride() apart)
+  /// into a tile (ld16), zeros past the last row.
   FSDP_HD void load(const Block &blk, const uint16_t *src, int64_t rows,
                     int64_t r0, uint16_t *tile) const {
     int n = kFlashTile * (int)d, ld = ld16();
     for (int e = blk.thread(); e < n; e += blk.threads()) {
       int r = e / (int)d, c = e % (int)d;
-      tile[r * ld + c] = r0 + r < rows ? src[(r0 + r) * d + c] : (uint16_t)0;
+      tile[r * ld + c] =
+          r0 + r < rows ? src[(r0 + r) * rowStride() + c] : (uint16_t)0;
     }
   }
   /// Rows [r0, r0 + 64) of an f32 tile (ld32), times `mul` (and divided
@@ -202,7 +214,7 @@ struct FlashLayout {
       float x = tile[r * ld + c] * mul;
       if (div)
         x = div[r] > 0 ? x / div[r] : 0.0f;
-      dst[(r0 + r) * d + c] = floatToNarrow(f16, x);
+      dst[(r0 + r) * rowStride() + c] = floatToNarrow(f16, x);
     }
   }
   FSDP_HD void zero(const Block &blk, float *tile) const {
@@ -234,9 +246,10 @@ template <typename K> struct FlashKernel {
 };
 
 /// y = softmax(scale q k^T) v, one 64-row query tile per block (the
-/// longest causal tiles first).
+/// longest causal tiles first); with `lse`, each row's log-sum-exp too.
 struct FlashAttention : FlashKernel<FlashAttention> {
   uint16_t *y;
+  float *lse = nullptr; // each row's log-sum-exp of its scaled scores, or none
 
   struct Smem {
     uint16_t *q, *k, *v, *p;
@@ -262,8 +275,8 @@ struct FlashAttention : FlashKernel<FlashAttention> {
     Smem sm = carve(sc);
     int64_t tiles = a.tiles(a.tq), b = index / tiles,
             i0 = (tiles - 1 - index % tiles) * kFlashTile;
-    const uint16_t *q = a.q + b * a.tq * a.d, *k = a.k + b * a.tk * a.d,
-                   *v = a.v + b * a.tk * a.d;
+    const uint16_t *q = a.q + a.base(b, a.tq), *k = a.k + a.base(b, a.tk),
+                   *v = a.v + a.base(b, a.tk);
     int d = (int)a.d, ld16 = a.ld16(), ld32 = a.ld32();
     a.load(blk, q, a.tq, i0, sm.q);
     a.zero(blk, sm.o);
@@ -303,7 +316,12 @@ struct FlashAttention : FlashKernel<FlashAttention> {
                                  true);
     }
     blk.sync();
-    a.store(blk, sm.o, 1.0f, sm.l, a.tq, i0, y + b * a.tq * a.d);
+    a.store(blk, sm.o, 1.0f, sm.l, a.tq, i0, y + a.base(b, a.tq));
+    if (lse)
+      for (int r = blk.thread(); r < kFlashTile; r += blk.threads())
+        if (i0 + r < a.tq)
+          lse[b * a.tq + i0 + r] =
+              sm.l[r] > 0 ? sm.m[r] + logf(sm.l[r]) : -INFINITY;
   }
 };
 
@@ -356,10 +374,10 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
     Smem sm = carve(sc);
     int64_t tiles = a.tiles(a.tq), b = index / tiles,
             i0 = (tiles - 1 - index % tiles) * kFlashTile;
-    const uint16_t *k = a.k + b * a.tk * a.d, *v = a.v + b * a.tk * a.d;
+    const uint16_t *k = a.k + a.base(b, a.tk), *v = a.v + a.base(b, a.tk);
     int d = (int)a.d;
-    a.load(blk, a.q + b * a.tq * a.d, a.tq, i0, sm.q);
-    a.load(blk, dy + b * a.tq * a.d, a.tq, i0, sm.dy);
+    a.load(blk, a.q + a.base(b, a.tq), a.tq, i0, sm.q);
+    a.load(blk, dy + a.base(b, a.tq), a.tq, i0, sm.dy);
     for (int r = blk.thread(); r < kFlashTile; r += blk.threads()) {
       sm.m[r] = -INFINITY;
       sm.l[r] = 0;
@@ -415,7 +433,7 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
                                  a.ld32(), true);
     }
     blk.sync();
-    a.store(blk, sm.dq, a.scale, nullptr, a.tq, i0, dq + b * a.tq * a.d);
+    a.store(blk, sm.dq, a.scale, nullptr, a.tq, i0, dq + a.base(b, a.tq));
   }
 };
 
@@ -455,10 +473,10 @@ struct FlashAttentionGradKeys : FlashKernel<FlashAttentionGradKeys> {
     Smem sm = carve(sc);
     int64_t tiles = a.tiles(a.tk), b = index / tiles,
             j0 = (index % tiles) * kFlashTile; // the earliest keys have most
-    const uint16_t *q = a.q + b * a.tq * a.d, *g = dy + b * a.tq * a.d;
+    const uint16_t *q = a.q + a.base(b, a.tq), *g = dy + a.base(b, a.tq);
     int d = (int)a.d;
-    a.load(blk, a.k + b * a.tk * a.d, a.tk, j0, sm.k);
-    a.load(blk, a.v + b * a.tk * a.d, a.tk, j0, sm.v);
+    a.load(blk, a.k + a.base(b, a.tk), a.tk, j0, sm.k);
+    a.load(blk, a.v + a.base(b, a.tk), a.tk, j0, sm.v);
     a.zero(blk, sm.dk);
     a.zero(blk, sm.dv);
     for (int64_t i0 = a.firstQueryTile(j0); i0 < a.tq; i0 += kFlashTile) {
@@ -496,8 +514,8 @@ struct FlashAttentionGradKeys : FlashKernel<FlashAttentionGradKeys> {
                                 a.ld32(), true);
     }
     blk.sync();
-    a.store(blk, sm.dk, a.scale, nullptr, a.tk, j0, dk + b * a.tk * a.d);
-    a.store(blk, sm.dv, 1.0f, nullptr, a.tk, j0, dv + b * a.tk * a.d);
+    a.store(blk, sm.dk, a.scale, nullptr, a.tk, j0, dk + a.base(b, a.tk));
+    a.store(blk, sm.dv, 1.0f, nullptr, a.tk, j0, dv + a.base(b, a.tk));
   }
 };
 

@@ -81,7 +81,22 @@ private:
     runKernelOnHost(n, f, shared);
     return Status::ok();
   }
+  // Fused attention: the flash kernels the GPU falls back to.
+  Status one(int64_t, const SdpaForward &a) {
+    runKernelOnHost(a.flashBlocks, a.flash, shared);
+    return Status::ok();
+  }
+  Status one(int64_t, const SdpaBackward &a) {
+    runKernelOnHost(a.queryBlocks, a.queries, shared);
+    runKernelOnHost(a.keyBlocks, a.keys, shared);
+    return Status::ok();
+  }
   Status one(int64_t, const Gemm &g) {
+    FSDP_RETURN_IF_ERROR(product(g));
+    // lhs_sums: the reduction's own operations (no epilogue here).
+    return g.sumsFallback ? run(*g.sumsFallback, -1) : Status::ok();
+  }
+  Status product(const Gemm &g) {
     if (g.type == ElemType::F32) {
       sgemm(g, static_cast<const float *>(g.a), static_cast<const float *>(g.b),
             static_cast<float *>(g.c));

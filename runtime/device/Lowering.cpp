@@ -39,7 +39,8 @@ bool lowering::nativeNarrow(const Instruction &in) {
   if (in.op == "uniform")
     return in.out.size() == 1 && floating(in.out[0].dtype);
   if (!runsNarrowOnDevice(in.op, operandShapes(in),
-                          in.attrBool("causal", false)) ||
+                          in.attrBool("causal", false),
+                          in.attrString("layout", "bhsd") == "bshd") ||
       in.in.empty() || in.out.empty())
     return false;
   auto narrow = [](DType t) { return t == DType::BF16 || t == DType::F16; };
@@ -47,9 +48,24 @@ bool lowering::nativeNarrow(const Instruction &in) {
     return std::all_of(ts.begin(), ts.end(),
                        [&](const TensorRef &r) { return r.dtype == t; });
   };
-  if (in.op == "attention" || in.op == "attention_grad")
-    return narrow(in.in[0].dtype) && same(in.in, in.in[0].dtype) &&
-           same(in.out, in.in[0].dtype);
+  if (in.op == "attention" || in.op == "attention_grad") {
+    // The 16-bit tensors, without the f32 row log-sum-exp (an attention's
+    // second result, attention_grad's last operand when it has the saved
+    // ones).
+    std::vector<TensorRef> ins = in.in, outs = in.out;
+    if (in.op == "attention" && outs.size() == 2) {
+      if (outs[1].dtype != DType::F32)
+        return false;
+      outs.pop_back();
+    }
+    if (in.op == "attention_grad" && attentionGradHasSaved(ins.size())) {
+      if (ins.back().dtype != DType::F32)
+        return false;
+      ins.pop_back();
+    }
+    return narrow(ins[0].dtype) && same(ins, ins[0].dtype) &&
+           same(outs, ins[0].dtype);
+  }
   if (in.op == "layer_norm" || in.op == "layer_norm_grad" ||
       in.op == "rms_norm" || in.op == "rms_norm_grad")
     return std::all_of(in.in.begin(), in.in.end(),
@@ -63,12 +79,12 @@ bool lowering::nativeNarrow(const Instruction &in) {
     return std::all_of(in.in.begin(), in.in.end(),
                        [&](const TensorRef &r) { return floating(r.dtype); }) &&
            (floating(in.out[0].dtype) || in.out[0].dtype == DType::I1);
-  if (in.op == "matmul") {
-    if (in.out.size() != 1)
-      return false;
+  if (in.op == "matmul") { // (lhs_sums: the sums in the product's type)
     DType t = in.out[0].dtype;
     return narrow(t) &&
            std::all_of(in.in.begin(), in.in.end(),
+                       [&](const TensorRef &r) { return r.dtype == t; }) &&
+           std::all_of(in.out.begin(), in.out.end(),
                        [&](const TensorRef &r) { return r.dtype == t; });
   }
   // Losses: bf16/f16 logits (and their gradient, the last output) read and

@@ -26,10 +26,15 @@
 
 namespace fsdp::device {
 
+struct DeviceOp;
+
 /// c = alpha * op(a) op(b) + beta * c (+ bias, one value per column of c,
 /// added before c is rounded: a bias epilogue) on row-major matrices;
 /// `batch` products, each operand `stride*` elements after the previous one
-/// (0: the same matrix for every product).
+/// (0: the same matrix for every product). `sums` (matmul's lhs_sums, one
+/// product): op(a)'s m row sums over k, of `type`, written by the GEMM's
+/// bias-gradient epilogue where the library has one for it, else by
+/// `sumsFallback`'s operations (the reduce_sum they replaced) after it.
 struct Gemm {
   bool ta = false, tb = false;
   int64_t m = 0, n = 0, k = 0;
@@ -42,6 +47,8 @@ struct Gemm {
   void *c = nullptr;
   int64_t lda = 0, ldb = 0, ldc = 0;
   int64_t strideA = 0, strideB = 0, strideC = 0, batch = 1;
+  void *sums = nullptr;
+  std::shared_ptr<const std::vector<DeviceOp>> sumsFallback;
 };
 
 /// dst = src, `bytes` bytes (device to device, or host to device when src
@@ -90,13 +97,52 @@ struct Transfer {
   int64_t slot = 0;
 };
 
-struct DeviceOp;
 /// Offload: an instruction the plan runs on the host (fsdp.on_host),
 /// lowered over host memory: its operations run on the host's cores (the
 /// emulation: in order; a GPU: a host function on a host stream forked
 /// where the plan issues it, runtime/backends/cuda/CudaDevice.cpp).
 struct HostWork {
   std::shared_ptr<const std::vector<DeviceOp>> ops;
+};
+
+/// One attention as a fused-attention library takes it: q [b, h, tq, d],
+/// k and v [b, h, tk, d], the output [b, h, tq, d], each through its own
+/// strides (elements; batch, head, row, column), 16-bit; causal rows see
+/// keys up to i + tk - tq (the diagonal at the bottom right).
+struct SdpaShape {
+  int64_t b = 1, h = 1, tq = 0, tk = 0, d = 0;
+  int64_t qStride[4] = {}, kStride[4] = {}, vStride[4] = {}, oStride[4] = {};
+  float scale = 1;
+  bool causal = false, f16 = false;
+};
+
+/// fsdp.attention where the flash kernels take it: cuDNN's fused
+/// attention on a GPU that has cuDNN (runtime/backends/cuda/
+/// CudnnAttention.cpp), else `flash` over `flashBlocks` blocks (the host
+/// emulation always). `lse` (with_lse; or none): each query row's
+/// log-sum-exp, f32 [b, h, tq], contiguous.
+struct SdpaForward {
+  SdpaShape s;
+  const void *q = nullptr, *k = nullptr, *v = nullptr;
+  void *o = nullptr;
+  float *lse = nullptr;
+  FlashAttention flash;
+  int64_t flashBlocks = 0;
+};
+
+/// fsdp.attention_grad with the forward's output and lse saved: cuDNN's
+/// fused backward (deterministic) where the GPU has cuDNN, else the flash
+/// kernels (`queries`, then `keys`; they recompute the statistics). dy is
+/// laid out as the output, dq, dk and dv as q, k and v.
+struct SdpaBackward {
+  SdpaShape s;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr,
+             *dy = nullptr;
+  const float *lse = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;
+  FlashAttentionGradQueries queries;
+  FlashAttentionGradKeys keys;
+  int64_t queryBlocks = 0, keyBlocks = 0;
 };
 
 using Kernel = std::variant<
@@ -108,12 +154,13 @@ using Kernel = std::variant<
     BatchNormGradChannels, BatchNormSyncedChannels, AdamWSchedule, AdamW,
     SgdSchedule, Sgd, AttentionRows, AttentionGradQueryRows,
     AttentionGradKeyRows, FlashAttention, FlashAttentionGradQueries,
-    FlashAttentionGradKeys, Gemm, Copy, Zero, Collective, Wait, Transfer,
-    HostWork>;
+    FlashAttentionGradKeys, SdpaForward, SdpaBackward, Gemm, Copy, Zero,
+    Collective, Wait, Transfer, HostWork>;
 
 /// One operation: a functor run for every index in [0, n), a block kernel
-/// (FlashAttention.h) run over n blocks, or (Gemm, Copy, Zero, Collective,
-/// Wait, Transfer, HostWork) a library call; `n` is unused for those.
+/// (FlashAttention.h) run over n blocks, or (SdpaForward, SdpaBackward,
+/// Gemm, Copy, Zero, Collective, Wait, Transfer, HostWork) a library call;
+/// `n` is unused for those.
 struct DeviceOp {
   int64_t n = 1;
   Kernel kernel;

@@ -121,4 +121,27 @@ Status batchNormLayoutOf(const TensorRef &x,
   return Status::ok();
 }
 
+Status splitLhsSums(const Instruction &matmul, Instruction &product,
+                    Instruction &sums) {
+  if (matmul.out.size() != 2 || matmul.in.size() != 2 ||
+      matmul.in[0].rank() != 2)
+    return Status::error("lhs_sums needs a 2-D lhs, no bias and two results");
+  bool ta = matmul.attrBool("transpose_lhs", false);
+  const TensorRef &lhs = matmul.in[0], &out = matmul.out[1];
+  if (out.rank() != 1 || out.shape[0] != lhs.shape[ta ? 1 : 0] ||
+      out.dtype != lhs.dtype)
+    return Status::error("sums " + shapeString(out.shape) +
+                         " are not one per row of op(lhs) " +
+                         shapeString(lhs.shape));
+  product = matmul;
+  product.out.pop_back();
+  product.attrs.erase("lhs_sums");
+  sums = matmul;
+  sums.op = "reduce_sum";
+  sums.in = {lhs};
+  sums.out = {out};
+  sums.attrs = {{"axes", {ta ? 0 : 1}}, {"keepdims", false}};
+  return Status::ok();
+}
+
 } // namespace fsdp

@@ -74,6 +74,13 @@ Status batchNormLayoutOf(const TensorRef &x,
                          std::initializer_list<const TensorRef *> channel,
                          BatchNormLayout &l);
 
+/// A matmul with `lhs_sums` (two results: the product, then op(lhs)'s
+/// row sums over the contracted dimension): its product alone, and its
+/// sums as the reduce_sum they replaced (fsdp-fuse-bias-grad), which the
+/// backends run where no library computes them with the product.
+Status splitLhsSums(const Instruction &matmul, Instruction &product,
+                    Instruction &sums);
+
 } // namespace fsdp
 
 #endif // FSDP_RUNTIME_PLAN_OPSHAPES_H

@@ -97,6 +97,10 @@ CASES = [
     ("bf16 params", ["--param-dtype=bf16"], BF16_TOL),
     ("bf16 compute", ["--param-dtype=bf16", "--compute-dtype=bf16"],
      BF16_COMPUTE_TOL),
+    # The same plan with cuDNN's attention turned off: the flash kernels
+    # the CUDA device falls back to on a machine without cuDNN.
+    ("bf16 compute flash", ["--param-dtype=bf16", "--compute-dtype=bf16"],
+     BF16_COMPUTE_TOL, {"FSDP_CUDNN": "0"}),
     ("sgd accumulate", ["--optimizer=sgd", "--momentum=0.9", "--nesterov",
                         "--grad-clip=0.5", "--lr-schedule=cosine",
                         "--total-steps=10", "--grad-accum=2"], F32_TOL),
@@ -123,7 +127,7 @@ def prepare(d, fsdp_opt, generator):
          "--layers", "2", "--seq", "32", "--vocab", "128", "--dynamic-batch",
          "-o", onnx])
     run([fsdp_opt, onnx, "--batch-size=4", "-o", plan_path(d, "probe")])
-    for name, opts, _ in CASES:
+    for name, opts, *_ in CASES:
         run([fsdp_opt, onnx, "--batch-size=4", "-o", plan_path(d, name)] +
             opts)
 
@@ -174,7 +178,7 @@ def main():
         print("fsdp-run was built without CUDA: skipped")
         return SKIP
     exact_grads = None
-    for name, opts, tol in CASES:
+    for name, opts, tol, *env in CASES:
         plan = plan_path(tmp, name)
         out = {}
         for backend in ("cpu", gpu):
@@ -185,9 +189,14 @@ def main():
             if backend == "cpu":  # first-step gradients: the CPU's kernels
                 out[backend]["grads"] = stem + ".grads.safetensors"
                 extra = ["--dump-grads", out[backend]["grads"]]
-            run([args.fsdp_run, plan, "--steps", "10", "--quiet", "--backend",
-                 backend, "--log", out[backend]["log"], "--save-full",
-                 out[backend]["weights"]] + extra + weights)
+            p = run([args.fsdp_run, plan, "--steps", "10", "--quiet",
+                     "--backend", backend, "--log", out[backend]["log"],
+                     "--save-full", out[backend]["weights"]] + extra + weights,
+                    env=dict(os.environ, **(env[0] if env else {})))
+            # Which attention the GPU ran (the CUDA device's note).
+            for line in p.stderr.splitlines():
+                if backend == "cuda" and "attention" in line and "note" in line:
+                    print(f"{name}: {line.strip()}")
         exact_grads = exact_grads or out["cpu"]["grads"]  # the f32 case's
         compare(name, out["cpu"], out[gpu], tol, exact_grads)
 
@@ -202,6 +211,13 @@ def main():
                  args.fsdp_run, plan, "--steps", "3", "--quiet", "--backend",
                  gpu] + weights)
         print("compute-sanitizer memcheck: " + p.stdout.strip().splitlines()[-1])
+        # And the bf16 step: cuDNN's attention and the tensor-core GEMMs.
+        p = run([sanitizer, "--tool", "memcheck", "--error-exitcode", "9",
+                 "--report-api-errors", "no",
+                 args.fsdp_run, plan_path(tmp, "bf16 compute"), "--steps", "3",
+                 "--quiet", "--backend", gpu] + weights)
+        print("compute-sanitizer memcheck (bf16 compute): " +
+              p.stdout.strip().splitlines()[-1])
     elif gpu == "cuda":
         print("compute-sanitizer not found: memcheck not run")
 

@@ -8,6 +8,8 @@
 // reductions over middle axes and libm's last bit.
 #include "tests/unit/KernelTestSupport.h"
 
+#include <cstring>
+
 using namespace kerneltest;
 
 TEST(DeviceKernels, CrossEntropyAndGradientMatchCpu) {
@@ -332,13 +334,17 @@ static AttentionLayout denseMaskLayout(int64_t batch, int64_t tq, int64_t tk,
 static void runAttentionOnHost(const AttentionLayout &layout, int64_t batch,
                                const float *dy, std::vector<float> &y,
                                std::vector<float> &dq, std::vector<float> &dk,
-                               std::vector<float> &dv) {
+                               std::vector<float> &dv,
+                               std::vector<float> *lse = nullptr) {
   y.assign(batch * layout.tq * layout.dv, 0.0f);
   dq.assign(batch * layout.tq * layout.d, 0.0f);
   dk.assign(batch * layout.tk * layout.d, 0.0f);
   dv.assign(batch * layout.tk * layout.dv, 0.0f);
+  if (lse)
+    lse->assign(batch * layout.tq, 0.0f);
   std::vector<double> stats(3 * batch * layout.tq);
-  runOnHost(batch * layout.tq, AttentionRows{layout, y.data()});
+  runOnHost(batch * layout.tq,
+            AttentionRows{layout, y.data(), lse ? lse->data() : nullptr});
   runOnHost(batch * layout.tq,
             AttentionGradQueryRows{layout, dy, dq.data(), stats.data()});
   runOnHost(batch * layout.tk, AttentionGradKeyRows{layout, dy, stats.data(),
@@ -365,7 +371,8 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
       TensorRef q = a.add({batch, tq, d}), k = a.add({batch, tk, d}),
                 v = a.add({batch, tk, dv}), y = a.add({batch, tq, dv}),
                 dy = a.add({batch, tq, dv}), dq = a.add({batch, tq, d}),
-                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv});
+                dk = a.add({batch, tk, d}), dvv = a.add({batch, tk, dv}),
+                lse = a.add({batch, tq});
       for (const TensorRef &t : {q, k, v, dy})
         a.fill(t, -1.5f, 1.5f);
       AttentionLayout layout{tq,
@@ -377,13 +384,36 @@ TEST(DeviceKernels, AttentionAndGradientMatchCpu) {
                              a.at<float>(q),
                              a.at<float>(k),
                              a.at<float>(v)};
-      std::vector<float> got, gq, gk, gv;
-      runAttentionOnHost(layout, batch, a.at<float>(dy), got, gq, gk, gv);
+      std::vector<float> got, gq, gk, gv, glse;
+      runAttentionOnHost(layout, batch, a.at<float>(dy), got, gq, gk, gv,
+                         &glse);
       nlohmann::json attrs = {{"scale", scale}, {"causal", causal}};
-      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
-      runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dvv}, attrs));
+      // A training step's forms: the forward keeps its rows' log-sum-exp
+      // (with_lse), the backward takes it and the output (saved).
+      runCpu(a, instr("attention", {q, k, v}, {y, lse}, attrs));
+      runCpu(a, instr("attention_grad", {q, k, v, dy, y, lse}, {dq, dk, dvv},
+                      attrs));
       std::string what = std::string(causal ? "causal " : "") + "attention";
       expectClose(a.at<float>(y), got.data(), y.numel(), what, 1e-5f);
+      expectClose(a.at<float>(lse), glse.data(), lse.numel(), what + " lse",
+                  1e-5f);
+      // The log-sum-exp itself, from its definition, for row 0 of batch 0.
+      {
+        double mx = -INFINITY, sum = 0;
+        std::vector<double> sc;
+        for (int64_t j = 0; j < tk; ++j) {
+          if (causal && j > (tk - tq))
+            break;
+          double s = 0;
+          for (int64_t t = 0; t < d; ++t)
+            s += (double)a.at<float>(q)[t] * a.at<float>(k)[j * d + t];
+          sc.push_back(scale * s);
+          mx = std::max(mx, sc.back());
+        }
+        for (double s : sc)
+          sum += std::exp(s - mx);
+        EXPECT_NEAR(a.at<float>(lse)[0], mx + std::log(sum), 1e-5) << what;
+      }
       expectClose(a.at<float>(dq), gq.data(), dq.numel(), what + " dq", 1e-5f);
       expectClose(a.at<float>(dk), gk.data(), dk.numel(), what + " dk", 1e-5f);
       expectClose(a.at<float>(dvv), gv.data(), dvv.numel(), what + " dv",
@@ -572,7 +602,7 @@ TEST(DeviceKernels, FlashAttentionMatchesCpu) {
                 dy = a.add({t.batch, t.tq, t.d}),
                 dq = a.add({t.batch, t.tq, t.d}),
                 dk = a.add({t.batch, t.tk, t.d}),
-                dv = a.add({t.batch, t.tk, t.d});
+                dv = a.add({t.batch, t.tk, t.d}), lse = a.add({t.batch, t.tq});
       auto narrow = [&](const TensorRef &r) {
         a.fill(r, -1.5f, 1.5f);
         std::vector<uint16_t> n(r.numel());
@@ -597,10 +627,10 @@ TEST(DeviceKernels, FlashAttentionMatchesCpu) {
       f.v = vn.data();
       std::vector<uint16_t> yn(y.numel()), dqn(dq.numel()), dkn(dk.numel()),
           dvn(dv.numel());
-      std::vector<float> stats(3 * t.batch * t.tq);
+      std::vector<float> stats(3 * t.batch * t.tq), lsen(t.batch * t.tq);
       std::vector<double> smem;
-      runBlocksOnHost(t.batch * f.tiles(t.tq), FlashAttention{f, yn.data()},
-                      smem);
+      runBlocksOnHost(t.batch * f.tiles(t.tq),
+                      FlashAttention{f, yn.data(), lsen.data()}, smem);
       runBlocksOnHost(
           t.batch * f.tiles(t.tq),
           FlashAttentionGradQueries{f, dyn.data(), dqn.data(), stats.data()},
@@ -610,8 +640,15 @@ TEST(DeviceKernels, FlashAttentionMatchesCpu) {
                                              dkn.data(), dvn.data()},
                       smem);
       nlohmann::json attrs = {{"scale", scale}, {"causal", t.causal}};
-      runCpu(a, instr("attention", {q, k, v}, {y}, attrs));
+      runCpu(a, instr("attention", {q, k, v}, {y, lse}, attrs));
       runCpu(a, instr("attention_grad", {q, k, v, dy}, {dq, dk, dv}, attrs));
+      // The row log-sum-exp: f32 sums of the same exact products.
+      for (int64_t i = 0; i < lse.numel(); ++i)
+        ASSERT_NEAR(a.at<float>(lse)[i], lsen[i],
+                    1e-4f * (1 + std::fabs(a.at<float>(lse)[i])))
+            << "lse row " << i << " (" << (f16 ? "f16" : "bf16") << ", tq "
+            << t.tq << ", tk " << t.tk << ", d " << t.d
+            << (t.causal ? ", causal" : "") << ")";
       auto check = [&](const TensorRef &want, const std::vector<uint16_t> &got,
                        const char *name) {
         const float *w = a.at<float>(want);
@@ -656,4 +693,146 @@ TEST(DeviceKernels, SixteenBitConversionsMatchHost) {
     ASSERT_EQ(f16FromFloat(f), toF16(f)) << std::hex << x;
     ASSERT_EQ(bf16FromFloat(f), toBf16(f)) << std::hex << x;
   }
+}
+
+// The "bshd" layout (fsdp-attention-layout: q, k, v, the output and the
+// gradients [B, T, H, D], no transposes around attention) computes what
+// the "bhsd" layout computes on the transposed tensors, bit for bit: the
+// same sums in the same order, only read through another row stride. On
+// the CPU kernels and on the device lowering run on the host, in f32 (the
+// simple kernels) and bf16 (the flash kernels cuDNN falls back to), with
+// the forward's lse and the backward's saved operands as a training step
+// has them.
+TEST(DeviceKernels, AttentionBshdLayoutIsBhsdTransposed) {
+  const int64_t B = 2, T = 80, H = 3, D = 32;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool causal : {false, true})
+      for (bool device : {false, true}) {
+        if (dtype == DType::BF16 && !device)
+          continue; // the CPU widens bf16 to f32: the f32 case
+        Arena a;
+        std::vector<TensorRef> s, h; // q k v dy y dq dk dv: bshd, bhsd
+        for (int i = 0; i < 8; ++i) {
+          s.push_back(a.add({B, T, H, D}, dtype));
+          h.push_back(a.add({B, H, T, D}, dtype));
+        }
+        TensorRef lseS = a.add({B, H, T}), lseH = a.add({B, H, T});
+        auto index = [&](bool bshd, int64_t b, int64_t t, int64_t hh,
+                         int64_t e) {
+          return bshd ? ((b * T + t) * H + hh) * D + e
+                      : ((b * H + hh) * T + t) * D + e;
+        };
+        std::mt19937 rng(11);
+        std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+        for (int i = 0; i < 4; ++i) // q, k, v, dy: the same values
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < T; ++t)
+              for (int64_t hh = 0; hh < H; ++hh)
+                for (int64_t e = 0; e < D; ++e) {
+                  float x = u(rng);
+                  if (dtype == DType::F32) {
+                    a.at<float>(s[i])[index(true, b, t, hh, e)] = x;
+                    a.at<float>(h[i])[index(false, b, t, hh, e)] = x;
+                  } else {
+                    a.at<uint16_t>(s[i])[index(true, b, t, hh, e)] = toBf16(x);
+                    a.at<uint16_t>(h[i])[index(false, b, t, hh, e)] =
+                        toBf16(x);
+                  }
+                }
+        for (bool bshd : {true, false}) {
+          const std::vector<TensorRef> &t = bshd ? s : h;
+          const TensorRef &lse = bshd ? lseS : lseH;
+          nlohmann::json attrs = {{"scale", 0.2}, {"causal", causal}};
+          if (bshd)
+            attrs["layout"] = "bshd";
+          Instruction fwd = instr("attention", {t[0], t[1], t[2]}, {t[4], lse},
+                                  attrs),
+                      bwd = instr("attention_grad",
+                                  {t[0], t[1], t[2], t[3], t[4], lse},
+                                  {t[5], t[6], t[7]}, attrs);
+          if (device) {
+            runLowered(a, fwd);
+            runLowered(a, bwd);
+          } else {
+            runCpu(a, fwd);
+            runCpu(a, bwd);
+          }
+        }
+        const char *what[] = {"", "", "", "", "y", "dq", "dk", "dv"};
+        size_t bytes = dtype == DType::F32 ? 4 : 2;
+        for (int i = 4; i < 8; ++i)
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t tt = 0; tt < T; ++tt)
+              for (int64_t hh = 0; hh < H; ++hh)
+                ASSERT_EQ(std::memcmp(a.base() + s[i].offset +
+                                          index(true, b, tt, hh, 0) * bytes,
+                                      a.base() + h[i].offset +
+                                          index(false, b, tt, hh, 0) * bytes,
+                                      D * bytes),
+                          0)
+                    << what[i] << " of batch " << b << ", row " << tt
+                    << ", head " << hh << (device ? " (device" : " (cpu")
+                    << (dtype == DType::F32 ? ", f32" : ", bf16")
+                    << (causal ? ", causal)" : ")");
+        ASSERT_EQ(std::memcmp(a.at<float>(lseS), a.at<float>(lseH),
+                              lseS.numel() * 4),
+                  0)
+            << "lse" << (device ? " (device)" : " (cpu)");
+      }
+}
+
+// A matmul with lhs_sums (fsdp-fuse-bias-grad: nn.Linear's weight and bias
+// gradients from one GEMM) gives, on the CPU and on the device lowering
+// run on the host, bit for bit what the matmul and the reduce_sum it
+// replaced give: the host has no GEMM epilogue, so the same reduction runs
+// after the product (on a GPU, cuBLASLt's BGRADB; tests/e2e/cuda_parity.py).
+TEST(DeviceKernels, MatmulLhsSumsIsTheReduction) {
+  const int64_t M = 70, N = 24, K = 10;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool device : {false, true}) {
+      Arena a;
+      TensorRef dy = a.add({M, N}, dtype), x = a.add({M, K}, dtype),
+                dw = a.add({N, K}, dtype), db = a.add({N}, dtype),
+                dw2 = a.add({N, K}, dtype), db2 = a.add({1, N}, dtype);
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+      for (const TensorRef &t : {dy, x})
+        for (int64_t i = 0; i < t.numel(); ++i) {
+          if (dtype == DType::F32)
+            a.at<float>(t)[i] = u(rng);
+          else
+            a.at<uint16_t>(t)[i] = toBf16(u(rng));
+        }
+      nlohmann::json mm = {{"transpose_lhs", true}};
+      nlohmann::json fused = {{"transpose_lhs", true}, {"lhs_sums", true}};
+      nlohmann::json sum = {{"axes", {0}}, {"keepdims", true}};
+      Instruction one = instr("matmul", {dy, x}, {dw, db}, fused),
+                  product = instr("matmul", {dy, x}, {dw2}, mm),
+                  reduce = instr("reduce_sum", {dy}, {db2}, sum);
+      for (const Instruction &in : {one, product, reduce}) {
+        if (device)
+          runLowered(a, in);
+        else if (dtype == DType::F32)
+          runCpu(a, in);
+      }
+      if (!device && dtype != DType::F32)
+        continue; // the CPU widens bf16 around its kernels: the f32 case
+      size_t bytes = dtype == DType::F32 ? 4 : 2;
+      EXPECT_EQ(std::memcmp(a.base() + dw.offset, a.base() + dw2.offset,
+                            dw.numel() * bytes),
+                0)
+          << "product" << (device ? " (device)" : " (cpu)");
+      EXPECT_EQ(std::memcmp(a.base() + db.offset, a.base() + db2.offset,
+                            db.numel() * bytes),
+                0)
+          << "sums" << (device ? " (device)" : " (cpu)");
+      // And the sums are the column sums (a wrong axis is not).
+      double want = 0;
+      for (int64_t i = 0; i < M; ++i)
+        want += dtype == DType::F32 ? a.at<float>(dy)[i * N + 3]
+                                    : fromBf16(a.at<uint16_t>(dy)[i * N + 3]);
+      float got = dtype == DType::F32 ? a.at<float>(db)[3]
+                                      : fromBf16(a.at<uint16_t>(db)[3]);
+      EXPECT_NEAR(got, want, 1e-4 + 1e-2 * std::fabs(want));
+    }
 }

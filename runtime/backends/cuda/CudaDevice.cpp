@@ -36,8 +36,13 @@
 // GEMMs: cuBLASLt in f32 (FSDP_CUDA_TF32=1: TF32 tensor cores), row-major
 // products computed as the column-major transposed product.
 //
+// Attention: cuDNN's fused attention (CudnnAttention.h) where cuDNN loads
+// and takes the shape, prepared with the GEMMs; else the flash kernels the
+// lowering put beside it, with one note on stderr saying why.
+//
 //===----------------------------------------------------------------------===//
 #include "runtime/backends/cuda/CudaDevice.h"
+#include "runtime/backends/cuda/CudnnAttention.h"
 #include "runtime/backends/cuda/DeviceKernels.cu.h"
 
 #include <cublasLt.h>
@@ -52,6 +57,7 @@
 #include <cxxabi.h>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <typeinfo>
 #include <utility>
@@ -87,6 +93,7 @@ struct LtGemm {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool sumsInEpilogue = false; // lhs_sums by BGRADB, not sumsFallback
 };
 
 class CudaDevice final : public Device {
@@ -152,6 +159,20 @@ private:
   std::map<Group, ncclComm_t> nccl;
   std::map<int64_t, std::pair<cudaEvent_t, cudaEvent_t>> slots; // ready, done
   std::map<const Gemm *, LtGemm> gemms;
+  // cuDNN's attention: opened on the first attention, the operations it
+  // took, its workspace (never freed while the device lives: a captured
+  // graph keeps the pointer it was captured with).
+  std::unique_ptr<CudnnAttention> cudnn;
+  bool cudnnTried = false;
+  std::set<const void *> viaCudnn;
+  std::set<std::string> cudnnNotes;
+  void *cudnnWorkspace = nullptr;
+  int64_t cudnnWorkspaceBytes = 0;
+  template <typename Op> Status prepareAttention(const Op &op);
+  void noteOnce(const std::string &note) {
+    if (cudnnNotes.insert(note).second && host.rank() == 0)
+      std::fprintf(stderr, "fsdp-run: note: %s\n", note.c_str());
+  }
   struct Sequence {
     int runs = 0;
     cudaGraph_t graph = nullptr;
@@ -161,6 +182,16 @@ private:
   std::map<int, Sequence> sequences;
 
   Status prepare(const std::vector<DeviceOp> &ops);
+  /// cuBLASLt's descriptors and algorithm for `g` (`sums`: with the
+  /// bias-gradient epilogue writing g.sums); an error where it has none.
+  Status describeGemm(const Gemm &g, bool sums, LtGemm &d);
+  static void destroyGemm(LtGemm &d) {
+    for (cublasLtMatrixLayout_t l : {d.a, d.b, d.c})
+      if (l)
+        cublasLtMatrixLayoutDestroy(l);
+    if (d.desc)
+      cublasLtMatmulDescDestroy(d.desc);
+  }
   Status communicator(Group g, ncclComm_t &out);
   Status waitNccl(ncclComm_t c, const char *what);
   Status launchAll(const std::vector<DeviceOp> &ops, bool timed = false);
@@ -172,6 +203,19 @@ private:
       return cudaStatus(launchEach(n, f, compute), "kernel launch");
   }
   Status one(int64_t, const Gemm &g);
+  Status one(int64_t, const SdpaForward &a) {
+    if (viaCudnn.count(&a))
+      return cudnn->run(a, cudnnWorkspace);
+    return cudaStatus(launchBlocks(a.flashBlocks, a.flash, compute),
+                      "kernel launch");
+  }
+  Status one(int64_t, const SdpaBackward &a) {
+    if (viaCudnn.count(&a))
+      return cudnn->run(a, cudnnWorkspace);
+    CUDA_TRY(launchBlocks(a.queryBlocks, a.queries, compute));
+    return cudaStatus(launchBlocks(a.keyBlocks, a.keys, compute),
+                      "kernel launch");
+  }
   Status one(int64_t, const Copy &c) {
     return cudaStatus(
         cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDefault, compute),
@@ -297,6 +341,7 @@ CudaDevice::~CudaDevice() {
     cudaStreamSynchronize(compute);
   if (profile)
     printProfile();
+  cudnn.reset();
   for (cudaEvent_t e : marks)
     cudaEventDestroy(e);
   for (auto &[n, s] : sequences) {
@@ -305,12 +350,8 @@ CudaDevice::~CudaDevice() {
     if (s.graph)
       cudaGraphDestroy(s.graph);
   }
-  for (auto &[op, g] : gemms) {
-    cublasLtMatrixLayoutDestroy(g.a);
-    cublasLtMatrixLayoutDestroy(g.b);
-    cublasLtMatrixLayoutDestroy(g.c);
-    cublasLtMatmulDescDestroy(g.desc);
-  }
+  for (auto &[op, g] : gemms)
+    destroyGemm(g);
   for (auto &[slot, e] : slots) {
     cudaEventDestroy(e.first);
     cudaEventDestroy(e.second);
@@ -391,6 +432,37 @@ Status CudaDevice::communicator(Group g, ncclComm_t &out) {
   return Status::ok();
 }
 
+template <typename Op> Status CudaDevice::prepareAttention(const Op &op) {
+  if (!cudnnTried) {
+    cudnnTried = true;
+    std::string why;
+    cudnn = openCudnnAttention(compute, why);
+    noteOnce(cudnn ? "attention runs on " + cudnn->describe() +
+                         "'s fused attention"
+                   : "attention runs on fsdp's flash kernels: no cuDNN (" +
+                         why + ")");
+  }
+  if (!cudnn)
+    return Status::ok();
+  std::string why;
+  if (!cudnn->prepare(op, why)) {
+    noteOnce(std::string("cuDNN does not take an attention ") +
+             (std::is_same_v<Op, SdpaForward> ? "" : "gradient ") + "of " +
+             std::to_string(op.s.b) + "x" + std::to_string(op.s.h) + "x" +
+             std::to_string(op.s.tq) + "x" + std::to_string(op.s.d) +
+             "; it runs on the flash kernels (" + why + ")");
+    return Status::ok();
+  }
+  if (cudnn->workspaceBytes() > cudnnWorkspaceBytes) {
+    void *w = nullptr;
+    FSDP_RETURN_IF_ERROR(allocate(cudnn->workspaceBytes(), false, &w));
+    cudnnWorkspace = w;
+    cudnnWorkspaceBytes = cudnn->workspaceBytes();
+  }
+  viaCudnn.insert(&op);
+  return Status::ok();
+}
+
 Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
   // Sub-communicators in one order on every rank (a split is collective).
   std::vector<bool> used(4, false);
@@ -416,107 +488,140 @@ Status CudaDevice::prepare(const std::vector<DeviceOp> &ops) {
       CUDA_TRY(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
       slots[*slot] = {ready, done};
     }
+    if (const auto *a = std::get_if<SdpaForward>(&op.kernel))
+      FSDP_RETURN_IF_ERROR(prepareAttention(*a));
+    if (const auto *a = std::get_if<SdpaBackward>(&op.kernel))
+      FSDP_RETURN_IF_ERROR(prepareAttention(*a));
     if (const auto *g = std::get_if<Gemm>(&op.kernel)) {
       if (gemms.count(g))
         continue;
-      // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
-      // B's storage is the first operand.
       LtGemm d;
-      // bf16/f16 operands: tensor cores, f32 accumulation, f32 scalars.
-      // f32: exact f32, or TF32 when FSDP_CUDA_TF32=1.
-      bool f32 = g->type == ElemType::F32;
-      cudaDataType_t type = g->type == ElemType::BF16  ? CUDA_R_16BF
-                            : g->type == ElemType::F16 ? CUDA_R_16F
-                                                       : CUDA_R_32F;
-      int64_t size = f32 ? 4 : 2;
-      BLAS_TRY(cublasLtMatmulDescCreate(
-          &d.desc,
-          f32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-          CUDA_R_32F));
-      cublasOperation_t ta = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                        tb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-      BLAS_TRY(cublasLtMatmulDescSetAttribute(
-          d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
-      BLAS_TRY(cublasLtMatmulDescSetAttribute(
-          d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
-      if (g->bias) {
-        // Column-major D is C^T: its rows are C's columns, one bias each,
-        // the same vector for every product of a batch (stride 0).
-        cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-        BLAS_TRY(cublasLtMatmulDescSetAttribute(
-            d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-        BLAS_TRY(cublasLtMatmulDescSetAttribute(
-            d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-            sizeof g->bias));
-        cudaDataType_t biasType = type;
-        BLAS_TRY(cublasLtMatmulDescSetAttribute(
-            d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
-            sizeof biasType));
+      // lhs_sums: in the epilogue where cuBLASLt has an algorithm for it,
+      // else the GEMM alone and the reduction's kernels after it.
+      if (g->sums) {
+        Status fused = describeGemm(*g, true, d);
+        if (fused) {
+          d.sumsInEpilogue = true;
+          gemms[g] = d;
+          continue;
+        }
+        destroyGemm(d);
+        d = LtGemm{};
+        noteOnce("cuBLASLt has no bias-gradient epilogue for a " +
+                 std::to_string(g->m) + "x" + std::to_string(g->n) + "x" +
+                 std::to_string(g->k) + " product (" + fused.message() +
+                 "); a reduction kernel sums the bias gradient");
       }
-      // Stored (column-major) shapes: B^T is [n x k] or [k x n].
-      uint64_t brows = g->tb ? g->k : g->n, bcols = g->tb ? g->n : g->k;
-      uint64_t arows = g->ta ? g->m : g->k, acols = g->ta ? g->k : g->m;
-      BLAS_TRY(cublasLtMatrixLayoutCreate(&d.a, type, brows, bcols, g->ldb));
-      BLAS_TRY(cublasLtMatrixLayoutCreate(&d.b, type, arows, acols, g->lda));
-      BLAS_TRY(cublasLtMatrixLayoutCreate(&d.c, type, g->n, g->m, g->ldc));
-      int32_t batch = (int32_t)g->batch;
-      int64_t strides[3] = {g->strideB, g->strideA, g->strideC};
-      cublasLtMatrixLayout_t layouts[3] = {d.a, d.b, d.c};
-      for (int i = 0; i < 3; ++i) {
-        BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
-            layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
-            sizeof batch));
-        BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
-            layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-            &strides[i], sizeof strides[i]));
-      }
-      cublasLtMatmulPreference_t pref;
-      BLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-      BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-          pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
-          sizeof workspaceBytes));
-      // The alignment the operands really have (a batch split into single
-      // products offsets pointers by whole matrices only).
-      auto alignment = [&](const void *p, int64_t ld, int64_t stride) {
-        uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)(ld * size) |
-                        (uint64_t)(stride * size) | 16u;
-        return (uint32_t)(bits & (~bits + 1)); // lowest set bit, at most 16
-      };
-      uint32_t aligns[4] = {alignment(g->b, g->ldb, g->strideB),
-                            alignment(g->a, g->lda, g->strideA),
-                            alignment(g->c, g->ldc, g->strideC),
-                            alignment(g->c, g->ldc, g->strideC)};
-      cublasLtMatmulPreferenceAttributes_t alignAttrs[4] = {
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-      for (int i = 0; i < 4; ++i)
-        BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-            pref, alignAttrs[i], &aligns[i], sizeof aligns[i]));
-      cublasLtMatmulHeuristicResult_t result{};
-      int found = 0;
-      cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
-          lt, d.desc, d.a, d.b, d.c, d.c, pref, 1, &result, &found);
-      cublasLtMatmulPreferenceDestroy(pref);
-      BLAS_TRY(h);
-      if (found == 0)
-        return Status::error("cuBLASLt has no algorithm for a " +
-                             std::to_string(g->m) + "x" + std::to_string(g->n) +
-                             "x" + std::to_string(g->k) + " product");
-      d.algo = result.algo;
+      FSDP_RETURN_IF_ERROR(describeGemm(*g, false, d));
       gemms[g] = d;
     }
   }
   return Status::ok();
 }
 
+Status CudaDevice::describeGemm(const Gemm &gm, bool sums, LtGemm &d) {
+  const Gemm *g = &gm;
+  // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
+  // B's storage is the first operand.
+  // bf16/f16 operands: tensor cores, f32 accumulation, f32 scalars.
+  // f32: exact f32, or TF32 when FSDP_CUDA_TF32=1.
+  bool f32 = g->type == ElemType::F32;
+  cudaDataType_t type = g->type == ElemType::BF16  ? CUDA_R_16BF
+                        : g->type == ElemType::F16 ? CUDA_R_16F
+                                                   : CUDA_R_32F;
+  int64_t size = f32 ? 4 : 2;
+  BLAS_TRY(cublasLtMatmulDescCreate(
+      &d.desc,
+      f32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+      CUDA_R_32F));
+  cublasOperation_t ta = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    tb = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  BLAS_TRY(cublasLtMatmulDescSetAttribute(
+      d.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  BLAS_TRY(cublasLtMatmulDescSetAttribute(
+      d.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (g->bias || sums) {
+    // Column-major D is C^T: its rows are C's columns, one bias each,
+    // the same vector for every product of a batch (stride 0). The sums
+    // of op(A)'s rows over k are BGRADB's: op(A)^T is the second
+    // operand, [k, m], reduced over k into one value per column of D.
+    cublasLtEpilogue_t epilogue =
+        sums ? CUBLASLT_EPILOGUE_BGRADB : CUBLASLT_EPILOGUE_BIAS;
+    const void *vector = sums ? g->sums : g->bias;
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(
+        d.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(
+        d.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector));
+    cudaDataType_t biasType = type;
+    BLAS_TRY(cublasLtMatmulDescSetAttribute(
+        d.desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &biasType,
+        sizeof biasType));
+  }
+  // Stored (column-major) shapes: B^T is [n x k] or [k x n].
+  uint64_t brows = g->tb ? g->k : g->n, bcols = g->tb ? g->n : g->k;
+  uint64_t arows = g->ta ? g->m : g->k, acols = g->ta ? g->k : g->m;
+  BLAS_TRY(cublasLtMatrixLayoutCreate(&d.a, type, brows, bcols, g->ldb));
+  BLAS_TRY(cublasLtMatrixLayoutCreate(&d.b, type, arows, acols, g->lda));
+  BLAS_TRY(cublasLtMatrixLayoutCreate(&d.c, type, g->n, g->m, g->ldc));
+  int32_t batch = (int32_t)g->batch;
+  int64_t strides[3] = {g->strideB, g->strideA, g->strideC};
+  cublasLtMatrixLayout_t layouts[3] = {d.a, d.b, d.c};
+  for (int i = 0; i < 3; ++i) {
+    BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
+        layouts[i], CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &batch,
+        sizeof batch));
+    BLAS_TRY(cublasLtMatrixLayoutSetAttribute(
+        layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+        &strides[i], sizeof strides[i]));
+  }
+  cublasLtMatmulPreference_t pref;
+  BLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+  BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes,
+      sizeof workspaceBytes));
+  // The alignment the operands really have (a batch split into single
+  // products offsets pointers by whole matrices only).
+  auto alignment = [&](const void *p, int64_t ld, int64_t stride) {
+    uint64_t bits = (uint64_t)(uintptr_t)p | (uint64_t)(ld * size) |
+                    (uint64_t)(stride * size) | 16u;
+    return (uint32_t)(bits & (~bits + 1)); // lowest set bit, at most 16
+  };
+  uint32_t aligns[4] = {alignment(g->b, g->ldb, g->strideB),
+                        alignment(g->a, g->lda, g->strideA),
+                        alignment(g->c, g->ldc, g->strideC),
+                        alignment(g->c, g->ldc, g->strideC)};
+  cublasLtMatmulPreferenceAttributes_t alignAttrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    BLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+        pref, alignAttrs[i], &aligns[i], sizeof aligns[i]));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  cublasStatus_t h = cublasLtMatmulAlgoGetHeuristic(
+      lt, d.desc, d.a, d.b, d.c, d.c, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  BLAS_TRY(h);
+  if (found == 0)
+    return Status::error("cuBLASLt has no algorithm for a " +
+                         std::to_string(g->m) + "x" + std::to_string(g->n) +
+                         "x" + std::to_string(g->k) + " product");
+  d.algo = result.algo;
+  return Status::ok();
+}
+
 Status CudaDevice::one(int64_t, const Gemm &g) {
   const LtGemm &d = gemms.at(&g);
-  return blasStatus(cublasLtMatmul(lt, d.desc, &g.alpha, g.b, d.a, g.a, d.b,
-                                   &g.beta, g.c, d.c, g.c, d.c, &d.algo,
-                                   workspace, workspaceBytes, compute),
-                    "cublasLtMatmul");
+  BLAS_TRY(cublasLtMatmul(lt, d.desc, &g.alpha, g.b, d.a, g.a, d.b, &g.beta,
+                          g.c, d.c, g.c, d.c, &d.algo, workspace,
+                          workspaceBytes, compute));
+  if (g.sumsFallback && !d.sumsInEpilogue)
+    for (const DeviceOp &op : *g.sumsFallback)
+      FSDP_RETURN_IF_ERROR(
+          std::visit([&](const auto &k) { return one(op.n, k); }, op.kernel));
+  return Status::ok();
 }
 
 ncclDataType_t ncclType(Elem e) {
@@ -625,7 +730,11 @@ Status CudaDevice::launchAll(const std::vector<DeviceOp> &ops, bool timed) {
     for (size_t i = 0; i < ops.size(); ++i) {
       float ms = 0;
       CUDA_TRY(cudaEventElapsedTime(&ms, marks[i], marks[i + 1]));
-      Tally &t = tally[profileName(ops[i])];
+      const void *kernel = std::visit(
+          [](const auto &k) { return static_cast<const void *>(&k); },
+          ops[i].kernel);
+      Tally &t = tally[profileName(ops[i]) +
+                       (viaCudnn.count(kernel) ? " (cuDNN)" : "")];
       ++t.count;
       t.ms += ms;
     }

@@ -13,14 +13,31 @@ namespace fsdp::cpu::kernels {
 //===----------------------------------------------------------------------===//
 
 /// Attention's shape: q [..., tq, d], k [..., tk, d], v [..., tk, dv], an
-/// optional mask broadcast to the scores [..., tq, tk].
+/// optional mask broadcast to the scores [..., tq, tk]; in the "bshd"
+/// layout q [..., tq, H, d] (k, v alike) and the scores [..., H, tq, tk].
+/// `batch` counts the [rows, columns] matrices (every head of every
+/// sample); batch element b's rows start at rowsOf(b).base.
 struct AttentionShape {
   int64_t r, tq, d, tk, dv, batch;
   Shape bshape, ms;
   const TensorRef *mask;
   bool safe;    // safe_softmax: a row with every key hidden gets zeros
   bool average; // average_empty_rows: such a row averages its values
+  bool bshd = false;
+  int64_t heads = 1; // H, in the bshd layout
 };
+
+/// Where batch element b's first row of a tensor of `rows` rows of `cols`
+/// columns starts, and the stride from one row to the next.
+struct Rows {
+  int64_t base, stride;
+};
+Rows rowsOf(const AttentionShape &a, int64_t b, int64_t rows, int64_t cols) {
+  if (!a.bshd)
+    return {b * rows * cols, cols};
+  int64_t sample = b / a.heads, h = b % a.heads;
+  return {(sample * rows * a.heads + h) * cols, a.heads * cols};
+}
 
 /// Softmax of a row of scores in place. A row whose every score is -inf
 /// (every key hidden) gets NaN, as a softmax gives it; zeros with `safe`;
@@ -80,16 +97,32 @@ bool hidesEveryKey(const AttentionShape &a, Context &c, int64_t mbase,
   return true;
 }
 
+/// The natural log of sum_j exp(row[j]) over n scores (-inf when every
+/// score is -inf): fsdp.attention's `lse`, before the softmax.
+float attentionRowLse(const float *row, int64_t n) {
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    mx = std::max(mx, row[j]);
+  if (mx == -std::numeric_limits<float>::infinity())
+    return mx;
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j)
+    sum += std::exp((double)row[j] - mx);
+  return (float)(mx + std::log(sum));
+}
+
 /// Scores of batch element `b`'s rows [blk.i0, blk.i1) against keys
 /// [0, blk.kmax), masked and softmaxed into `s` (row i0, rows of tk): the
-/// forward's probabilities, recomputed by the backward.
+/// forward's probabilities, recomputed by the backward. With `lse`, each
+/// row's log-sum-exp of its masked scores goes to lse[b * tq + i].
 void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
                     const float *pk, float scale, bool causal, int64_t b,
-                    const QueryBlock &blk, float *s) {
+                    const QueryBlock &blk, float *s, float *lse = nullptr) {
   const float ninf = -std::numeric_limits<float>::infinity();
+  Rows rq = rowsOf(a, b, a.tq, a.d), rk = rowsOf(a, b, a.tk, a.d);
   sgemmSerial(false, true, blk.i1 - blk.i0, blk.kmax, a.d, scale,
-              pq + (b * a.tq + blk.i0) * a.d, a.d, pk + b * a.tk * a.d, a.d,
-              0.0f, s, a.tk);
+              pq + rq.base + blk.i0 * rq.stride, rq.stride, pk + rk.base,
+              rk.stride, 0.0f, s, a.tk);
   int64_t mbase = maskBase(a, b);
   for (int64_t i = blk.i0; i < blk.i1; ++i) {
     float *row = s + (i - blk.i0) * a.tk;
@@ -97,6 +130,8 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
       if (causal)
         std::fill(row + std::clamp<int64_t>(i + (a.tk - a.tq) + 1, 0, blk.kmax),
                   row + blk.kmax, ninf);
+      if (lse)
+        lse[b * a.tq + i] = attentionRowLse(row, blk.kmax);
       probsRow(row, blk.kmax, a);
       continue;
     }
@@ -113,34 +148,49 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
         }
       }
     }
+    if (lse)
+      lse[b * a.tq + i] = attentionRowLse(row, blk.kmax);
     probsRow(row, blk.kmax, a);
   }
 }
 
 Status attentionShape(const Instruction &in, const TensorRef *mask,
                       AttentionShape &a) {
-  const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2];
   a.safe = attrBool(in, "safe_softmax", false);
   a.average = attrBool(in, "average_empty_rows", false);
-  a.r = q.rank();
-  if (a.r < 2 || k.rank() != a.r || v.rank() != a.r)
-    return Status::error("q, k, v need one rank >= 2");
-  a.tq = q.shape[a.r - 2];
-  a.d = q.shape[a.r - 1];
-  a.tk = k.shape[a.r - 2];
-  a.dv = v.shape[a.r - 1];
-  if (k.shape[a.r - 1] != a.d || v.shape[a.r - 2] != a.tk ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, k.shape.begin()) ||
-      !std::equal(q.shape.begin(), q.shape.end() - 2, v.shape.begin()))
+  std::string layout = attrString(in, "layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd")
+    return Status::error("layout must be bhsd or bshd, got " + layout);
+  a.bshd = layout == "bshd";
+  // Every shape seen as bhsd: [..., H, T, D].
+  auto seen = [&](const TensorRef &t) {
+    Shape s = t.shape;
+    if (a.bshd && s.size() >= 3)
+      std::swap(s[s.size() - 3], s[s.size() - 2]);
+    return s;
+  };
+  Shape q = seen(in.in[0]), k = seen(in.in[1]), v = seen(in.in[2]);
+  a.r = (int64_t)q.size();
+  if (a.r < (a.bshd ? 3 : 2) || (int64_t)k.size() != a.r ||
+      (int64_t)v.size() != a.r)
+    return Status::error("q, k, v need one rank >= 2 (3 in the bshd layout)");
+  a.heads = a.bshd ? q[a.r - 3] : 1;
+  a.tq = q[a.r - 2];
+  a.d = q[a.r - 1];
+  a.tk = k[a.r - 2];
+  a.dv = v[a.r - 1];
+  if (k[a.r - 1] != a.d || v[a.r - 2] != a.tk ||
+      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
+      !std::equal(q.begin(), q.end() - 2, v.begin()))
     return Status::error("q, k, v shapes do not match");
-  Shape scores(q.shape.begin(), q.shape.end() - 1);
+  Shape scores(q.begin(), q.end() - 1);
   scores.push_back(a.tk);
   a.mask = mask;
   if (mask && !broadcastStrides(mask->shape, scores, a.ms))
     return Status::error("mask " + shapeString(mask->shape) +
                          " does not broadcast to " + shapeString(scores));
-  a.batch = product(q.shape, 0, a.r - 2);
-  a.bshape = Shape(q.shape.begin(), q.shape.end() - 2);
+  a.batch = product(q, 0, a.r - 2);
+  a.bshape = Shape(q.begin(), q.end() - 2);
   return Status::ok();
 }
 
@@ -151,6 +201,13 @@ Status kAttention(const Instruction &in, Context &c) {
       attentionShape(in, in.in.size() == 4 ? &in.in[3] : nullptr, a));
   if (y.numel() != a.batch * a.tq * a.dv)
     return Status::error("output does not match q and v");
+  // with_lse: each row's log-sum-exp, f32 [..., tq].
+  float *lse = nullptr;
+  if (in.out.size() == 2) {
+    if (in.out[1].dtype != DType::F32 || in.out[1].numel() != a.batch * a.tq)
+      return Status::error("lse must be f32 with one value a query row");
+    lse = c.get<float>(in.out[1]);
+  }
   float scale = (float)attrFloat(in, "scale", 1.0);
   bool causal = attrBool(in, "causal", false);
   const float *pq = c.get<float>(q), *pk = c.get<float>(k),
@@ -161,11 +218,13 @@ Status kAttention(const Instruction &in, Context &c) {
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
     float *p = c.scratch + threadNum() * tq * tk; // per-thread scores
+    Rows rv = rowsOf(a, b, tk, dv), ry = rowsOf(a, b, tq, dv);
     for (int64_t n = 0; n < blocks; ++n) {
       QueryBlock blk = queryBlock(a, causal, n);
-      attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
+      attentionProbs(a, c, pq, pk, scale, causal, b, blk, p, lse);
       sgemmSerial(false, false, blk.i1 - blk.i0, dv, blk.kmax, 1.0f, p, tk,
-                  pv + b * tk * dv, dv, 0.0f, py + (b * tq + blk.i0) * dv);
+                  pv + rv.base, rv.stride, 0.0f,
+                  py + ry.base + blk.i0 * ry.stride, ry.stride);
     }
   }
   return Status::ok();
@@ -175,8 +234,10 @@ FSDP_VECTOR_CLONES
 Status kAttentionGrad(const Instruction &in, Context &c) {
   const TensorRef &q = in.in[0], &k = in.in[1], &v = in.in[2], &dy = in.in[3];
   AttentionShape a;
-  FSDP_RETURN_IF_ERROR(
-      attentionShape(in, in.in.size() == 5 ? &in.in[4] : nullptr, a));
+  // The saved output and lse (with_lse), where given, are not read: the
+  // probabilities are recomputed exactly as the forward computed them.
+  FSDP_RETURN_IF_ERROR(attentionShape(
+      in, attentionGradHasMask(in.in.size()) ? &in.in[4] : nullptr, a));
   if (dy.numel() != a.batch * a.tq * a.dv || in.out[0].numel() != q.numel() ||
       in.out[1].numel() != k.numel() || in.out[2].numel() != v.numel())
     return Status::error("gradient shapes do not match q, k, v");
@@ -192,25 +253,30 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
   for (int64_t b = 0; b < a.batch; ++b) {
     float *p = c.scratch + threadNum() * 2 * tq * tk;
     float *dp = p + tq * tk;
+    // Batch element b's rows of each tensor (dq as q, dk as k, dv as v,
+    // dy as the output).
+    Rows rq = rowsOf(a, b, tq, d), rk = rowsOf(a, b, tk, d),
+         rv = rowsOf(a, b, tk, nv), ry = rowsOf(a, b, tq, nv);
     // dk and dv sum over the query blocks.
     float beta = 0.0f;
     for (int64_t n = 0; n < blocks; ++n) {
       QueryBlock blk = queryBlock(a, causal, n);
       int64_t rows = blk.i1 - blk.i0, keys = blk.kmax;
       attentionProbs(a, c, pq, pk, scale, causal, b, blk, p);
-      const float *gy = pdy + (b * tq + blk.i0) * nv;
-      const float *qb = pq + (b * tq + blk.i0) * d;
+      const float *gy = pdy + ry.base + blk.i0 * ry.stride;
+      const float *qb = pq + rq.base + blk.i0 * rq.stride;
       // Keys past this block's reach get nothing from it: with beta 0 (the
       // first block) they are zeroed first.
-      if (beta == 0.0f && keys < tk) {
-        std::fill(dv + (b * tk + keys) * nv, dv + (b + 1) * tk * nv, 0.0f);
-        std::fill(dk + (b * tk + keys) * d, dk + (b + 1) * tk * d, 0.0f);
-      }
+      if (beta == 0.0f && keys < tk)
+        for (int64_t j = keys; j < tk; ++j) {
+          std::fill_n(dv + rv.base + j * rv.stride, nv, 0.0f);
+          std::fill_n(dk + rk.base + j * rk.stride, d, 0.0f);
+        }
       // dv = pᵀ·dy ; dp = dy·vᵀ ; ds = p ⊙ (dp - rowsum(dp ⊙ p)) (into dp)
-      sgemmSerial(true, false, keys, nv, rows, 1.0f, p, tk, gy, nv, beta,
-                  dv + b * tk * nv);
-      sgemmSerial(false, true, rows, keys, nv, 1.0f, gy, nv, pv + b * tk * nv,
-                  nv, 0.0f, dp, tk);
+      sgemmSerial(true, false, keys, nv, rows, 1.0f, p, tk, gy, ry.stride,
+                  beta, dv + rv.base, rv.stride);
+      sgemmSerial(false, true, rows, keys, nv, 1.0f, gy, ry.stride,
+                  pv + rv.base, rv.stride, 0.0f, dp, tk);
       int64_t mbase = maskBase(a, b);
       for (int64_t i = 0; i < rows; ++i) {
         float *dpi = dp + i * tk;
@@ -229,10 +295,11 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
           dpi[j] = pi[j] * (float)(dpi[j] - dot);
       }
       // dq = scale·ds·k ; dk = scale·dsᵀ·q
-      sgemmSerial(false, false, rows, d, keys, scale, dp, tk, pk + b * tk * d,
-                  d, 0.0f, dq + (b * tq + blk.i0) * d);
-      sgemmSerial(true, false, keys, d, rows, scale, dp, tk, qb, d, beta,
-                  dk + b * tk * d);
+      sgemmSerial(false, false, rows, d, keys, scale, dp, tk, pk + rk.base,
+                  rk.stride, 0.0f, dq + rq.base + blk.i0 * rq.stride,
+                  rq.stride);
+      sgemmSerial(true, false, keys, d, rows, scale, dp, tk, qb, rq.stride,
+                  beta, dk + rk.base, rk.stride);
       beta = 1.0f;
     }
   }

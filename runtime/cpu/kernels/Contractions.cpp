@@ -82,6 +82,13 @@ Status matmulNarrow(const Instruction &in, Context &c, bool ta, bool tb) {
 }
 
 Status kMatmul(const Instruction &in, Context &c) {
+  if (in.out.size() == 2) {
+    // lhs_sums: the product, then the sums as the reduction computed them.
+    Instruction product, sums;
+    FSDP_RETURN_IF_ERROR(splitLhsSums(in, product, sums));
+    FSDP_RETURN_IF_ERROR(kMatmul(product, c));
+    return kReduceSum(sums, c);
+  }
   const TensorRef &a = in.in[0], &b = in.in[1], &y = in.out[0];
   bool ta = attrBool(in, "transpose_lhs", false),
        tb = attrBool(in, "transpose_rhs", false);

@@ -40,7 +40,9 @@ struct AttentionMask {
 
 /// q [batch, tq, d], k [batch, tk, d], v [batch, tk, dv] (batch: every
 /// leading dimension); causal rows see keys up to i + tk - tq. Scores are
-/// recomputed in each pass instead of stored: no scratch.
+/// recomputed in each pass instead of stored: no scratch. `bshd`: each
+/// tensor is [samples, rows, heads, columns], batch element b the head
+/// b % heads of sample b / heads (the output and the gradients too).
 struct AttentionLayout {
   int64_t tq, tk, d, dv;
   float scale;
@@ -49,13 +51,23 @@ struct AttentionLayout {
   AttentionMask mask = {};
   bool safe = false;    // safe_softmax: a row with every key hidden gets zeros
   bool average = false; // average_empty_rows: such a row averages its values
+  bool bshd = false;
+  int64_t heads = 1;
+
+  /// Where row i of batch element b starts in a tensor of `rows` rows of
+  /// `cols` columns.
+  FSDP_HD int64_t at(int64_t b, int64_t i, int64_t rows, int64_t cols) const {
+    if (!bshd)
+      return (b * rows + i) * cols;
+    return ((b / heads * rows + i) * heads + b % heads) * cols;
+  }
 
   FSDP_HD int64_t lastKey(int64_t i) const {
     int64_t last = causal ? i + (tk - tq) : tk - 1;
     return last < tk - 1 ? last : tk - 1;
   }
   FSDP_HD float score(int64_t b, int64_t i, int64_t j) const {
-    const float *qi = q + (b * tq + i) * d, *kj = k + (b * tk + j) * d;
+    const float *qi = q + at(b, i, tq, d), *kj = k + at(b, j, tk, d);
     float s = 0;
     for (int64_t t = 0; t < d; ++t)
       s += qi[t] * kj[t];
@@ -90,20 +102,24 @@ struct AttentionLayout {
   }
 };
 
-/// y[b, i] = softmax(scale * q[b, i] . k[b]^T) . v[b].
+/// y[b, i] = softmax(scale * q[b, i] . k[b]^T) . v[b]; with `lse`, the
+/// row's log-sum-exp of its masked scores (-inf when every key is hidden).
 struct AttentionRows {
   AttentionLayout a;
   float *y;
+  float *lse = nullptr;
   FSDP_HD void operator()(int64_t r) const {
     int64_t b = r / a.tq, i = r % a.tq;
     double mx, sum;
     a.rowStats(b, i, mx, sum);
-    float *yi = y + r * a.dv;
+    if (lse)
+      lse[r] = mx == -INFINITY ? -INFINITY : (float)(mx + log(sum));
+    float *yi = y + a.at(b, i, a.tq, a.dv);
     for (int64_t c = 0; c < a.dv; ++c)
       yi[c] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
       float p = a.prob(b, i, j, mx, sum);
-      const float *vj = a.v + (b * a.tk + j) * a.dv;
+      const float *vj = a.v + a.at(b, j, a.tk, a.dv);
       for (int64_t c = 0; c < a.dv; ++c)
         yi[c] += p * vj[c];
     }
@@ -120,7 +136,7 @@ struct AttentionGradQueryRows {
   float *dq;
   double *stats;
   FSDP_HD float dp(int64_t b, const float *gi, int64_t j) const {
-    const float *vj = a.v + (b * a.tk + j) * a.dv;
+    const float *vj = a.v + a.at(b, j, a.tk, a.dv);
     float s = 0;
     for (int64_t c = 0; c < a.dv; ++c)
       s += gi[c] * vj[c];
@@ -130,18 +146,18 @@ struct AttentionGradQueryRows {
     int64_t b = r / a.tq, i = r % a.tq;
     double mx, sum;
     a.rowStats(b, i, mx, sum);
-    const float *gi = dy + r * a.dv;
+    const float *gi = dy + a.at(b, i, a.tq, a.dv);
     double dot = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j)
       dot += (double)dp(b, gi, j) * a.prob(b, i, j, mx, sum);
-    float *dqi = dq + r * a.d;
+    float *dqi = dq + a.at(b, i, a.tq, a.d);
     for (int64_t t = 0; t < a.d; ++t)
       dqi[t] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
       float p = a.prob(b, i, j, mx, sum);
       float ds = a.scoresTakeGradient(mx) ? p * (float)(dp(b, gi, j) - dot)
                                           : 0.0f;
-      const float *kj = a.k + (b * a.tk + j) * a.d;
+      const float *kj = a.k + a.at(b, j, a.tk, a.d);
       for (int64_t t = 0; t < a.d; ++t)
         dqi[t] += a.scale * ds * kj[t];
     }
@@ -162,19 +178,19 @@ struct AttentionGradKeyRows {
   float *dk, *dv;
   FSDP_HD void operator()(int64_t r) const {
     int64_t b = r / a.tk, j = r % a.tk;
-    float *dkj = dk + r * a.d, *dvj = dv + r * a.dv;
+    float *dkj = dk + a.at(b, j, a.tk, a.d), *dvj = dv + a.at(b, j, a.tk, a.dv);
     for (int64_t t = 0; t < a.d; ++t)
       dkj[t] = 0;
     for (int64_t c = 0; c < a.dv; ++c)
       dvj[c] = 0;
-    const float *vj = a.v + r * a.dv;
+    const float *vj = a.v + a.at(b, j, a.tk, a.dv);
     // Causal: query row i sees key j once i + (tk - tq) >= j.
     int64_t first = a.causal ? j - (a.tk - a.tq) : 0;
     for (int64_t i = first < 0 ? 0 : first; i < a.tq; ++i) {
       const double *st = stats + 3 * (b * a.tq + i);
       float p = a.prob(b, i, j, st[0], st[1]);
-      const float *gi = dy + (b * a.tq + i) * a.dv,
-                  *qi = a.q + (b * a.tq + i) * a.d;
+      const float *gi = dy + a.at(b, i, a.tq, a.dv),
+                  *qi = a.q + a.at(b, i, a.tq, a.d);
       float dpij = 0;
       for (int64_t c = 0; c < a.dv; ++c)
         dpij += gi[c] * vj[c];

@@ -55,7 +55,29 @@ Status batchedGemm(Ctx &c, Gemm g, const Dims &batch, const Dims &abatch,
   return Status::ok();
 }
 
+/// A matmul with lhs_sums: one GEMM whose epilogue sums op(lhs)'s rows
+/// where the library can (the CUDA device: cuBLASLt's BGRADB), and the
+/// reduce_sum the sums replaced, lowered as its own row would be, for the
+/// devices that cannot (the host emulation: always).
+Status lowerMatmulWithSums(Ctx &c) {
+  Instruction product, sums;
+  FSDP_RETURN_IF_ERROR(splitLhsSums(c.in, product, sums));
+  std::vector<DeviceOp> gemm, fallback;
+  FSDP_RETURN_IF_ERROR(lower(product, c.mem, c.comm, gemm));
+  FSDP_RETURN_IF_ERROR(lower(sums, c.mem, c.comm, fallback));
+  Gemm *g = gemm.size() == 1 ? std::get_if<Gemm>(&gemm[0].kernel) : nullptr;
+  if (!g || g->batch != 1) // a product the GEMM library does not take alone
+    return Status::error("lhs_sums needs one 2-D product");
+  g->sums = c.mem.at(sums.out[0]);
+  g->sumsFallback =
+      std::make_shared<const std::vector<DeviceOp>>(std::move(fallback));
+  c.out.push_back(std::move(gemm[0]));
+  return Status::ok();
+}
+
 Status lowerMatmul(Ctx &c) {
+  if (c.in.out.size() == 2)
+    return lowerMatmulWithSums(c);
   const TensorRef &a = c.in.in[0], &b = c.in.in[1], &y = c.in.out[0];
   Gemm g;
   g.ta = c.attrBool("transpose_lhs", false);

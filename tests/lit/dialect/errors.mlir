@@ -196,6 +196,22 @@ func.func @attention_grad_average_safe(%q: tensor<2x8x16xf32>, %m: tensor<2x8x8x
 
 // -----
 
+func.func @attention_layout(%q: tensor<2x4x8x16xf32>) {
+  // expected-error @+1 {{'fsdp.attention' op layout must be "bhsd" or "bshd", got "hbsd"}}
+  %0 = fsdp.attention %q, %q, %q {layout = "hbsd", scale = 1.0 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
+  return
+}
+
+// -----
+
+func.func @attention_grad_saved_lse(%q: tensor<2x8x16xf32>, %lse: tensor<2x16xf32>) {
+  // expected-error @+1 {{'fsdp.attention_grad' op saved lse 'tensor<2x16xf32>' is not 'tensor<2x8xf32>'}}
+  %dq, %dk, %dv = fsdp.attention_grad %q, %q, %q, %q saved %q, %lse {scale = 1.0 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  return
+}
+
+// -----
+
 func.func @gather_axis(%d: tensor<4x8xf32>, %i: tensor<3xi64>) {
   // expected-error @+2 {{failed to infer returned types}}
   // expected-error @+1 {{gather axis 2 is out of range for rank 2}}

@@ -114,6 +114,10 @@ func.func @compute(%x: tensor<2x8x16xf32>, %w: tensor<16x32xf32>,
   %10 = fsdp.attention %q, %q, %q {causal = true, scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x8x16xf32>
   // CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale
   %11 = fsdp.attention %q, %q, %q, %m {scale = 0.25 : f32} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x1x1x8xf32>) -> tensor<2x4x8x16xf32>
+  // A training step's forward: the rows' log-sum-exp too ([B, H, T]); in
+  // the bshd layout q is [B, T, H, D] (here 2x4x8x16: T 4, H 8).
+  // CHECK: fsdp.attention %{{.*}}, %{{.*}}, %{{.*}} {causal = true, layout = "bshd", scale = 2.500000e-01 : f32, with_lse} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x8x4xf32>)
+  %o11, %lse11 = fsdp.attention %q, %q, %q {causal = true, layout = "bshd", scale = 0.25 : f32, with_lse} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x8x4xf32>)
   // CHECK: fsdp.gather %{{.*}}, %{{.*}} : tensor<100x16xf32>, tensor<2x8xi64> -> tensor<2x8x16xf32>
   %12 = fsdp.gather %emb, %ids {axis = 0 : i64} : tensor<100x16xf32>, tensor<2x8xi64> -> tensor<2x8x16xf32>
   // CHECK: fsdp.cross_entropy %{{.*}}, %{{.*}} {ignore_index = -100 : i64} : (tensor<8x100xf32>, tensor<8xi64>) -> tensor<f32>
@@ -165,7 +169,8 @@ func.func @distribution(%shard: tensor<8xf32>, %grad: tensor<32xf32>, %sq: tenso
 // CHECK-LABEL: func.func @training
 func.func @training(%z: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2x8x16xf32>,
                     %d8: tensor<2x8xf32>, %s4: tensor<2x4xf32>, %logits: tensor<8x100xf32>,
-                    %t: tensor<8xi64>, %g: tensor<f32>, %gw: tensor<4x8xf32>) {
+                    %t: tensor<8xi64>, %g: tensor<f32>, %gw: tensor<4x8xf32>,
+                    %lse: tensor<2x8xf32>, %bm: tensor<2x8x8xi1>) {
   // CHECK: fsdp.scatter_add %{{.*}}, %{{.*}}, %{{.*}} : (tensor<100x16xf32>, tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x16xf32>
   %0 = fsdp.scatter_add %z, %ids, %dy : (tensor<100x16xf32>, tensor<2x8xi64>, tensor<2x8x16xf32>) -> tensor<100x16xf32>
   // CHECK: fsdp.insert_slice %{{.*}}, %{{.*}} {starts = array<i64: 0, 4>, strides = array<i64: 1, 1>}
@@ -182,6 +187,11 @@ func.func @training(%z: tensor<100x16xf32>, %ids: tensor<2x8xi64>, %dy: tensor<2
   fsdp.adamw @fc.weight, %gw scaled by %g : tensor<f32> {lr = 1.0e-3 : f32, beta1 = 0.9 : f32, beta2 = 0.999 : f32, eps = 1.0e-8 : f32, weight_decay = 0.01 : f32} : tensor<4x8xf32>
   // CHECK: fsdp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {causal = true, scale = 5.000000e-01 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   %dq, %dk, %dv = fsdp.attention_grad %dy, %dy, %dy, %dy {causal = true, scale = 0.5 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // With the forward's output and lse saved, and with a mask too.
+  // CHECK: fsdp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved %{{.*}}, %{{.*}} {scale = 5.000000e-01 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  %dq2, %dk2, %dv2 = fsdp.attention_grad %dy, %dy, %dy, %dy saved %dy, %lse {scale = 0.5 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
+  // CHECK: fsdp.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} saved %{{.*}}, %{{.*}} {scale
+  %dq3, %dk3, %dv3 = fsdp.attention_grad %dy, %dy, %dy, %dy, %bm saved %dy, %lse {scale = 0.5 : f32} : (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x8xi1>, tensor<2x8x16xf32>, tensor<2x8xf32>) -> (tensor<2x8x16xf32>, tensor<2x8x16xf32>, tensor<2x8x16xf32>)
   // CHECK: fsdp.accumulate_grad @fc.weight, %{{.*}} : tensor<4x8xf32>
   fsdp.accumulate_grad @fc.weight, %gw : tensor<4x8xf32>
   // CHECK: fsdp.read_grad @fc.weight : tensor<4x8xf32>
