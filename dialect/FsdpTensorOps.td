@@ -453,7 +453,10 @@ def Fsdp_AttentionOp : Fsdp_Op<"attention", [Pure, InferTypeOpAdaptor,
   let description = [{
     Scaled dot-product attention, recognised by the importer from
     matmul → scale → (mask) → softmax → matmul. `q[..., Tq, D]`,
-    `k[..., Tk, D]`, `v[..., Tk, Dv]` with equal leading dimensions.
+    `k[..., Tk, D]`, `v[..., Tk, Dv]` with equal leading dimensions, but
+    k and v may have fewer heads (the dimension before the rows), a
+    divisor of q's: grouped-query attention, query head h reading key and
+    value head h / (H / Hk) (fsdp-attention-gqa folds repeat_kv so).
     `causal` hides key positions after the query's. The optional `mask`
     broadcasts to `[..., Tq, Tk]`: an i1 mask keeps positions where it is
     true; a float mask is added to the scores. A query whose every key is

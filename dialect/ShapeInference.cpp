@@ -283,10 +283,22 @@ FailureOr<RankedTensorType> shape::attention(Loc loc, RankedTensorType q,
       q.getElementType() != v.getElementType())
     return emitOptionalError(loc, "attention q, k, v element types differ");
   int64_t r = q.getRank();
-  if (q.getShape().drop_back(2) != k.getShape().drop_back(2) ||
-      q.getShape().drop_back(2) != v.getShape().drop_back(2))
+  // Grouped-query attention: k and v may have fewer heads (the batch
+  // dimension just before the rows), a divisor of q's; query head h reads
+  // key head h / (H / Hk), as repeat_kv's repeat_interleave gives it.
+  auto sameBatch = [&](RankedTensorType t) {
+    if (t.getShape().drop_back(2) == q.getShape().drop_back(2))
+      return true;
+    if (r < 3 || t.getShape().drop_back(3) != q.getShape().drop_back(3))
+      return false;
+    int64_t hq = q.getDimSize(r - 3), hk = t.getDimSize(r - 3);
+    return hk > 0 && hq % hk == 0;
+  };
+  if (!sameBatch(k) || !sameBatch(v) ||
+      k.getShape().drop_back(2) != v.getShape().drop_back(2))
     return emitOptionalError(loc, "attention batch dimensions differ: ", q,
-                             ", ", k, ", ", v);
+                             ", ", k, ", ", v,
+                             " (k and v may have fewer heads, a divisor of q's)");
   if (q.getDimSize(r - 1) != k.getDimSize(r - 1))
     return emitOptionalError(loc, "attention q and k head sizes differ: ", q,
                              " and ", k);

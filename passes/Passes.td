@@ -96,6 +96,9 @@ def FsdpAttentionLayout : Pass<"fsdp-attention-layout", "::mlir::ModuleOp"> {
     transposes read becomes `fsdp.attention {layout = "bshd"}` on the
     untransposed tensors, and its output replaces the transposes'; the
     kernels (cuDNN's through strides) read the heads where they are.
+    Before that, grouped-query attention's repeat_kv (reshape, broadcast,
+    reshape of k and v to q's heads) is dropped: attention reads k and v
+    of fewer heads itself, query head h reading key head h / (H / Hk).
   }];
   let dependentDialects = ["::mlir::fsdp::FsdpDialect"];
 }

@@ -129,14 +129,19 @@ struct FlashLayout {
   /// The "bshd" layout: every tensor [samples, rows, heads, d], batch
   /// element b the head b % heads of sample b / heads.
   bool bshd = false;
-  int64_t heads = 1;
+  int64_t heads = 1, kvHeads = 1; // q's and k's, v's, in the bshd layout
+  int64_t nrep = 1; // grouped-query: query heads a key head serves
 
   /// Where batch element b's first row starts in a tensor of `rows` rows,
-  /// and the stride from row to row (elements).
-  FSDP_HD int64_t base(int64_t b, int64_t rows) const {
-    return bshd ? (b / heads * rows * heads + b % heads) * d : b * rows * d;
+  /// and the stride from row to row (elements); `kv`: of k, v or their
+  /// gradients, whose batch element kb is the query's b / nrep.
+  FSDP_HD int64_t base(int64_t b, int64_t rows, bool kv = false) const {
+    int64_t h = kv ? kvHeads : heads;
+    return bshd ? (b / h * rows * h + b % h) * d : b * rows * d;
   }
-  FSDP_HD int64_t rowStride() const { return bshd ? heads * d : d; }
+  FSDP_HD int64_t rowStride(bool kv = false) const {
+    return bshd ? (kv ? kvHeads : heads) * d : d;
+  }
 
   /// Row strides in shared memory: 16-bit [64, d] tiles, f32 [64, d]
   /// tiles, f32 and 16-bit [64, 64] tiles (padded against bank conflicts,
@@ -193,20 +198,22 @@ struct FlashLayout {
   /// Rows [r0, r0 + 64) of one batch element's rows (rowStride() apart)
   /// into a tile (ld16), zeros past the last row.
   FSDP_HD void load(const Block &blk, const uint16_t *src, int64_t rows,
-                    int64_t r0, uint16_t *tile) const {
+                    int64_t r0, uint16_t *tile, bool kv = false) const {
     int n = kFlashTile * (int)d, ld = ld16();
+    int64_t stride = rowStride(kv);
     for (int e = blk.thread(); e < n; e += blk.threads()) {
       int r = e / (int)d, c = e % (int)d;
       tile[r * ld + c] =
-          r0 + r < rows ? src[(r0 + r) * rowStride() + c] : (uint16_t)0;
+          r0 + r < rows ? src[(r0 + r) * stride + c] : (uint16_t)0;
     }
   }
   /// Rows [r0, r0 + 64) of an f32 tile (ld32), times `mul` (and divided
   /// by `div[r]` where given), rounded into dst's rows below `rows`.
   FSDP_HD void store(const Block &blk, const float *tile, float mul,
                      const float *div, int64_t rows, int64_t r0,
-                     uint16_t *dst) const {
+                     uint16_t *dst, bool kv = false) const {
     int n = kFlashTile * (int)d, ld = ld32();
+    int64_t stride = rowStride(kv);
     for (int e = blk.thread(); e < n; e += blk.threads()) {
       int r = e / (int)d, c = e % (int)d;
       if (r0 + r >= rows)
@@ -214,7 +221,7 @@ struct FlashLayout {
       float x = tile[r * ld + c] * mul;
       if (div)
         x = div[r] > 0 ? x / div[r] : 0.0f;
-      dst[(r0 + r) * rowStride() + c] = floatToNarrow(f16, x);
+      dst[(r0 + r) * stride + c] = floatToNarrow(f16, x);
     }
   }
   FSDP_HD void zero(const Block &blk, float *tile) const {
@@ -275,8 +282,9 @@ struct FlashAttention : FlashKernel<FlashAttention> {
     Smem sm = carve(sc);
     int64_t tiles = a.tiles(a.tq), b = index / tiles,
             i0 = (tiles - 1 - index % tiles) * kFlashTile;
-    const uint16_t *q = a.q + a.base(b, a.tq), *k = a.k + a.base(b, a.tk),
-                   *v = a.v + a.base(b, a.tk);
+    const uint16_t *q = a.q + a.base(b, a.tq),
+                   *k = a.k + a.base(b / a.nrep, a.tk, true),
+                   *v = a.v + a.base(b / a.nrep, a.tk, true);
     int d = (int)a.d, ld16 = a.ld16(), ld32 = a.ld32();
     a.load(blk, q, a.tq, i0, sm.q);
     a.zero(blk, sm.o);
@@ -286,8 +294,8 @@ struct FlashAttention : FlashKernel<FlashAttention> {
     }
     for (int64_t j0 = 0; j0 < a.keyEnd(i0); j0 += kFlashTile) {
       blk.sync(); // the previous tile's products are done with k, v, p
-      a.load(blk, k, a.tk, j0, sm.k);
-      a.load(blk, v, a.tk, j0, sm.v);
+      a.load(blk, k, a.tk, j0, sm.k, true);
+      a.load(blk, v, a.tk, j0, sm.v, true);
       blk.sync();
       a.rowProducts<F16>(blk, sm.q, sm.k, sm.s);
       blk.sync();
@@ -360,8 +368,8 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
   FSDP_HD void scores(const Block &blk, const Smem &sm, const uint16_t *k,
                       const uint16_t *v, int64_t j0) const {
     blk.sync();
-    a.load(blk, k, a.tk, j0, sm.k);
-    a.load(blk, v, a.tk, j0, sm.v);
+    a.load(blk, k, a.tk, j0, sm.k, true);
+    a.load(blk, v, a.tk, j0, sm.v, true);
     blk.sync();
     a.rowProducts<F16>(blk, sm.q, sm.k, sm.s);
     a.rowProducts<F16>(blk, sm.dy, sm.v, sm.dp);
@@ -374,7 +382,8 @@ struct FlashAttentionGradQueries : FlashKernel<FlashAttentionGradQueries> {
     Smem sm = carve(sc);
     int64_t tiles = a.tiles(a.tq), b = index / tiles,
             i0 = (tiles - 1 - index % tiles) * kFlashTile;
-    const uint16_t *k = a.k + a.base(b, a.tk), *v = a.v + a.base(b, a.tk);
+    const uint16_t *k = a.k + a.base(b / a.nrep, a.tk, true),
+                   *v = a.v + a.base(b / a.nrep, a.tk, true);
     int d = (int)a.d;
     a.load(blk, a.q + a.base(b, a.tq), a.tq, i0, sm.q);
     a.load(blk, dy + a.base(b, a.tq), a.tq, i0, sm.dy);
@@ -471,14 +480,16 @@ struct FlashAttentionGradKeys : FlashKernel<FlashAttentionGradKeys> {
   FSDP_HD void run(const Block &blk, int64_t index, unsigned char *smem) const {
     SmemCarve sc{reinterpret_cast<uintptr_t>(smem)};
     Smem sm = carve(sc);
-    int64_t tiles = a.tiles(a.tk), b = index / tiles,
+    // kb: a batch element of k and v; the query heads it serves in turn.
+    int64_t tiles = a.tiles(a.tk), kb = index / tiles,
             j0 = (index % tiles) * kFlashTile; // the earliest keys have most
-    const uint16_t *q = a.q + a.base(b, a.tq), *g = dy + a.base(b, a.tq);
     int d = (int)a.d;
-    a.load(blk, a.k + a.base(b, a.tk), a.tk, j0, sm.k);
-    a.load(blk, a.v + a.base(b, a.tk), a.tk, j0, sm.v);
+    a.load(blk, a.k + a.base(kb, a.tk, true), a.tk, j0, sm.k, true);
+    a.load(blk, a.v + a.base(kb, a.tk, true), a.tk, j0, sm.v, true);
     a.zero(blk, sm.dk);
     a.zero(blk, sm.dv);
+    for (int64_t b = kb * a.nrep; b < (kb + 1) * a.nrep; ++b) {
+    const uint16_t *q = a.q + a.base(b, a.tq), *g = dy + a.base(b, a.tq);
     for (int64_t i0 = a.firstQueryTile(j0); i0 < a.tq; i0 += kFlashTile) {
       blk.sync(); // the previous tile's products are done with q, dy, p, ds
       a.load(blk, q, a.tq, i0, sm.q);
@@ -513,9 +524,12 @@ struct FlashAttentionGradKeys : FlashKernel<FlashAttentionGradKeys> {
                                 FlashLayout::kLdP, sm.q, a.ld16(), sm.dk,
                                 a.ld32(), true);
     }
+    }
     blk.sync();
-    a.store(blk, sm.dk, a.scale, nullptr, a.tk, j0, dk + a.base(b, a.tk));
-    a.store(blk, sm.dv, 1.0f, nullptr, a.tk, j0, dv + a.base(b, a.tk));
+    a.store(blk, sm.dk, a.scale, nullptr, a.tk, j0,
+            dk + a.base(kb, a.tk, true), true);
+    a.store(blk, sm.dv, 1.0f, nullptr, a.tk, j0, dv + a.base(kb, a.tk, true),
+            true);
   }
 };
 

@@ -106,11 +106,12 @@ struct HostWork {
 };
 
 /// One attention as a fused-attention library takes it: q [b, h, tq, d],
-/// k and v [b, h, tk, d], the output [b, h, tq, d], each through its own
+/// k and v [b, hk, tk, d] (grouped-query: hk divides h), the output
+/// [b, h, tq, d], each through its own
 /// strides (elements; batch, head, row, column), 16-bit; causal rows see
 /// keys up to i + tk - tq (the diagonal at the bottom right).
 struct SdpaShape {
-  int64_t b = 1, h = 1, tq = 0, tk = 0, d = 0;
+  int64_t b = 1, h = 1, hk = 1, tq = 0, tk = 0, d = 0; // hk: k's, v's heads
   int64_t qStride[4] = {}, kStride[4] = {}, vStride[4] = {}, oStride[4] = {};
   float scale = 1;
   bool causal = false, f16 = false;

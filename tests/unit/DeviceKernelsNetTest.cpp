@@ -836,3 +836,110 @@ TEST(DeviceKernels, MatmulLhsSumsIsTheReduction) {
       EXPECT_NEAR(got, want, 1e-4 + 1e-2 * std::fabs(want));
     }
 }
+
+// Grouped-query attention (k and v of Hk heads, query head h reading key
+// head h / (H / Hk)) against the same attention with k and v repeated to
+// H heads (repeat_kv, what fsdp-attention-layout removes): the output, the
+// lse and dq bit for bit (the same sums per query head), dk and dv equal
+// to the repeated run's gradients summed over each group (another order of
+// the same sums), on the CPU and the device lowering run on the host, in
+// both layouts, f32 (the rows kernels) and bf16 (the flash kernels).
+TEST(DeviceKernels, GroupedQueryAttentionIsRepeatedKeys) {
+  const int64_t B = 2, H = 4, HK = 2, T = 80, D = 32, N = H / HK;
+  for (DType dtype : {DType::F32, DType::BF16})
+    for (bool bshd : {false, true})
+      for (bool device : {false, true}) {
+        if (dtype == DType::BF16 && !device)
+          continue; // the CPU widens bf16 to f32: the f32 case
+        Arena a;
+        auto dims = [&](int64_t heads) {
+          return bshd ? Dims{B, T, heads, D} : Dims{B, heads, T, D};
+        };
+        // q dy y dq (H heads); k v dk dv (HK); kr vr dkr dvr (H, repeated)
+        TensorRef q = a.add(dims(H), dtype), dy = a.add(dims(H), dtype),
+                  y = a.add(dims(H), dtype), dq = a.add(dims(H), dtype),
+                  k = a.add(dims(HK), dtype), v = a.add(dims(HK), dtype),
+                  dk = a.add(dims(HK), dtype), dv = a.add(dims(HK), dtype),
+                  kr = a.add(dims(H), dtype), vr = a.add(dims(H), dtype),
+                  yr = a.add(dims(H), dtype), dqr = a.add(dims(H), dtype),
+                  dkr = a.add(dims(H), dtype), dvr = a.add(dims(H), dtype),
+                  lse = a.add({B, H, T}), lser = a.add({B, H, T});
+        auto at = [&](int64_t heads, int64_t b, int64_t t, int64_t h,
+                      int64_t e) {
+          return bshd ? ((b * T + t) * heads + h) * D + e
+                      : ((b * heads + h) * T + t) * D + e;
+        };
+        auto get = [&](const TensorRef &r, int64_t i) {
+          return dtype == DType::F32 ? a.at<float>(r)[i]
+                                     : fromBf16(a.at<uint16_t>(r)[i]);
+        };
+        auto set = [&](const TensorRef &r, int64_t i, float x) {
+          if (dtype == DType::F32)
+            a.at<float>(r)[i] = x;
+          else
+            a.at<uint16_t>(r)[i] = toBf16(x);
+        };
+        std::mt19937 rng(17);
+        std::uniform_real_distribution<float> u(-1.5f, 1.5f);
+        for (const TensorRef &r : {q, dy})
+          for (int64_t i = 0; i < r.numel(); ++i)
+            set(r, i, u(rng));
+        for (const TensorRef &r : {k, v})
+          for (int64_t i = 0; i < r.numel(); ++i)
+            set(r, i, u(rng));
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < H; ++h)
+              for (int64_t e = 0; e < D; ++e) {
+                set(kr, at(H, b, t, h, e), get(k, at(HK, b, t, h / N, e)));
+                set(vr, at(H, b, t, h, e), get(v, at(HK, b, t, h / N, e)));
+              }
+        nlohmann::json attrs = {{"scale", 0.2}, {"causal", true}};
+        if (bshd)
+          attrs["layout"] = "bshd";
+        auto run = [&](const Instruction &in) {
+          if (device)
+            runLowered(a, in);
+          else
+            runCpu(a, in);
+        };
+        run(instr("attention", {q, k, v}, {y, lse}, attrs));
+        run(instr("attention_grad", {q, k, v, dy, y, lse}, {dq, dk, dv},
+                  attrs));
+        run(instr("attention", {q, kr, vr}, {yr, lser}, attrs));
+        run(instr("attention_grad", {q, kr, vr, dy, yr, lser}, {dqr, dkr, dvr},
+                  attrs));
+        std::string what = std::string(device ? "device" : "cpu") +
+                           (dtype == DType::F32 ? " f32" : " bf16") +
+                           (bshd ? " bshd" : " bhsd");
+        size_t bytes = dtype == DType::F32 ? 4 : 2;
+        EXPECT_EQ(std::memcmp(a.base() + y.offset, a.base() + yr.offset,
+                              y.numel() * bytes),
+                  0)
+            << "y, " << what;
+        EXPECT_EQ(std::memcmp(a.base() + dq.offset, a.base() + dqr.offset,
+                              dq.numel() * bytes),
+                  0)
+            << "dq, " << what;
+        EXPECT_EQ(std::memcmp(a.at<float>(lse), a.at<float>(lser),
+                              lse.numel() * 4),
+                  0)
+            << "lse, " << what;
+        // dk, dv: the repeated heads' gradients summed over each group.
+        float tol = dtype == DType::F32 ? 1e-5f : 2e-2f;
+        for (const auto &[g, gr] : {std::pair{dk, dkr}, std::pair{dv, dvr}})
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < T; ++t)
+              for (int64_t hk = 0; hk < HK; ++hk)
+                for (int64_t e = 0; e < D; ++e) {
+                  float want = 0;
+                  for (int64_t r = 0; r < N; ++r)
+                    want += get(gr, at(H, b, t, hk * N + r, e));
+                  float got = get(g, at(HK, b, t, hk, e));
+                  ASSERT_NEAR(got, want, tol * (1 + std::fabs(want)))
+                      << (g.offset == dk.offset ? "dk" : "dv") << " of batch "
+                      << b << ", row " << t << ", key head " << hk << ", "
+                      << what;
+                }
+      }
+}

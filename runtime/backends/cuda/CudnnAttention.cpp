@@ -64,7 +64,7 @@ std::vector<int64_t> strides(const int64_t *s) { return {s[0], s[1], s[2], s[3]}
 /// mask, element type, statistics.
 std::vector<int64_t> keyOf(const SdpaShape &s, bool backward, bool stats) {
   std::vector<int64_t> k = {backward, stats, s.causal, s.f16, s.b, s.h,
-                            s.tq,     s.tk,  s.d};
+                            s.hk,     s.tq,  s.tk,     s.d};
   for (const int64_t *st : {s.qStride, s.kStride, s.vStride, s.oStride})
     k.insert(k.end(), st, st + 4);
   uint32_t bits;
@@ -140,25 +140,30 @@ private:
                                 : fe::DataType_t::BFLOAT16)
           .set_intermediate_data_type(fe::DataType_t::FLOAT)
           .set_compute_data_type(fe::DataType_t::FLOAT);
-      auto tensor = [&](const char *name, int64_t uid, int64_t rows,
-                        const int64_t *st) {
+      // q, the output and their gradients have h heads; k, v and theirs
+      // hk (grouped-query attention, which cuDNN takes as it is).
+      auto tensor = [&](const char *name, int64_t uid, int64_t heads,
+                        int64_t rows, const int64_t *st) {
         return g->tensor(fe::graph::Tensor_attributes()
                              .set_name(name)
                              .set_uid(uid)
-                             .set_dim({s.b, s.h, rows, s.d})
+                             .set_dim({s.b, heads, rows, s.d})
                              .set_stride(strides(st)));
       };
       auto output = [&](const std::shared_ptr<fe::graph::Tensor_attributes> &t,
-                        int64_t uid, int64_t rows, const int64_t *st) {
-        t->set_output(true).set_uid(uid).set_dim({s.b, s.h, rows, s.d}).set_stride(
-            strides(st));
+                        int64_t uid, int64_t heads, int64_t rows,
+                        const int64_t *st) {
+        t->set_output(true)
+            .set_uid(uid)
+            .set_dim({s.b, heads, rows, s.d})
+            .set_stride(strides(st));
       };
       // Row statistics: f32 [b, h, tq, 1], contiguous.
       auto statsDims = std::vector<int64_t>{s.b, s.h, s.tq, 1};
       auto statsStrides = std::vector<int64_t>{s.h * s.tq, s.tq, 1, 1};
-      auto q = tensor("Q", kQ, s.tq, s.qStride);
-      auto k = tensor("K", kK, s.tk, s.kStride);
-      auto v = tensor("V", kV, s.tk, s.vStride);
+      auto q = tensor("Q", kQ, s.h, s.tq, s.qStride);
+      auto k = tensor("K", kK, s.hk, s.tk, s.kStride);
+      auto v = tensor("V", kV, s.hk, s.tk, s.vStride);
       if (!backward) {
         auto options = fe::graph::SDPA_attributes()
                            .set_name("fsdp_attention")
@@ -169,7 +174,7 @@ private:
         else if (s.causal)
           options.set_causal_mask_bottom_right(true);
         auto [o, lse] = g->sdpa(q, k, v, options);
-        output(o, kO, s.tq, s.oStride);
+        output(o, kO, s.h, s.tq, s.oStride);
         if (stats)
           lse->set_output(true)
               .set_uid(kStats)
@@ -177,8 +182,8 @@ private:
               .set_dim(statsDims)
               .set_stride(statsStrides);
       } else {
-        auto o = tensor("O", kO, s.tq, s.oStride);
-        auto dy = tensor("dO", kDO, s.tq, s.oStride);
+        auto o = tensor("O", kO, s.h, s.tq, s.oStride);
+        auto dy = tensor("dO", kDO, s.h, s.tq, s.oStride);
         auto lse = g->tensor(fe::graph::Tensor_attributes()
                                  .set_name("Stats")
                                  .set_uid(kStats)
@@ -194,9 +199,9 @@ private:
         else if (s.causal)
           options.set_causal_mask_bottom_right(true);
         auto [dq, dk, dv] = g->sdpa_backward(q, k, v, o, dy, lse, options);
-        output(dq, kDQ, s.tq, s.qStride);
-        output(dk, kDK, s.tk, s.kStride);
-        output(dv, kDV, s.tk, s.vStride);
+        output(dq, kDQ, s.h, s.tq, s.qStride);
+        output(dk, kDK, s.hk, s.tk, s.kStride);
+        output(dv, kDV, s.hk, s.tk, s.vStride);
       }
       fe::error_t e = g->validate();
       if (e.is_good())

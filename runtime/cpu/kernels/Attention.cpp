@@ -24,19 +24,26 @@ struct AttentionShape {
   bool safe;    // safe_softmax: a row with every key hidden gets zeros
   bool average; // average_empty_rows: such a row averages its values
   bool bshd = false;
-  int64_t heads = 1; // H, in the bshd layout
+  int64_t heads = 1, kvHeads = 1; // H and k's, v's, in the bshd layout
+  int64_t nrep = 1; // query heads a key head serves (grouped-query)
 };
 
 /// Where batch element b's first row of a tensor of `rows` rows of `cols`
-/// columns starts, and the stride from one row to the next.
+/// columns starts, and the stride from one row to the next; `kv`: of k, v
+/// or their gradients, whose batch element is b / nrep (query head h reads
+/// key head h / nrep).
 struct Rows {
   int64_t base, stride;
 };
-Rows rowsOf(const AttentionShape &a, int64_t b, int64_t rows, int64_t cols) {
+Rows rowsOf(const AttentionShape &a, int64_t b, int64_t rows, int64_t cols,
+            bool kv = false) {
+  int64_t heads = kv ? a.kvHeads : a.heads;
+  if (kv)
+    b /= a.nrep;
   if (!a.bshd)
     return {b * rows * cols, cols};
-  int64_t sample = b / a.heads, h = b % a.heads;
-  return {(sample * rows * a.heads + h) * cols, a.heads * cols};
+  int64_t sample = b / heads, h = b % heads;
+  return {(sample * rows * heads + h) * cols, heads * cols};
 }
 
 /// Softmax of a row of scores in place. A row whose every score is -inf
@@ -119,7 +126,7 @@ void attentionProbs(const AttentionShape &a, Context &c, const float *pq,
                     const float *pk, float scale, bool causal, int64_t b,
                     const QueryBlock &blk, float *s, float *lse = nullptr) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  Rows rq = rowsOf(a, b, a.tq, a.d), rk = rowsOf(a, b, a.tk, a.d);
+  Rows rq = rowsOf(a, b, a.tq, a.d), rk = rowsOf(a, b, a.tk, a.d, true);
   sgemmSerial(false, true, blk.i1 - blk.i0, blk.kmax, a.d, scale,
               pq + rq.base + blk.i0 * rq.stride, rq.stride, pk + rk.base,
               rk.stride, 0.0f, s, a.tk);
@@ -175,14 +182,21 @@ Status attentionShape(const Instruction &in, const TensorRef *mask,
       (int64_t)v.size() != a.r)
     return Status::error("q, k, v need one rank >= 2 (3 in the bshd layout)");
   a.heads = a.bshd ? q[a.r - 3] : 1;
+  a.kvHeads = a.bshd ? k[a.r - 3] : 1;
   a.tq = q[a.r - 2];
   a.d = q[a.r - 1];
   a.tk = k[a.r - 2];
   a.dv = v[a.r - 1];
+  // Grouped-query: k and v may have fewer heads (the dimension before the
+  // rows), a divisor of q's.
+  bool grouped = a.r >= 3 && k[a.r - 3] > 0 && q[a.r - 3] % k[a.r - 3] == 0 &&
+                 std::equal(q.begin(), q.end() - 3, k.begin());
   if (k[a.r - 1] != a.d || v[a.r - 2] != a.tk ||
-      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()))
+      !std::equal(k.begin(), k.end() - 2, v.begin()) ||
+      !(std::equal(q.begin(), q.end() - 2, k.begin()) || grouped))
     return Status::error("q, k, v shapes do not match");
+  a.nrep = std::equal(q.begin(), q.end() - 2, k.begin()) ? 1
+                                                          : q[a.r - 3] / k[a.r - 3];
   Shape scores(q.begin(), q.end() - 1);
   scores.push_back(a.tk);
   a.mask = mask;
@@ -218,7 +232,7 @@ Status kAttention(const Instruction &in, Context &c) {
 #pragma omp parallel for
   for (int64_t b = 0; b < a.batch; ++b) {
     float *p = c.scratch + threadNum() * tq * tk; // per-thread scores
-    Rows rv = rowsOf(a, b, tk, dv), ry = rowsOf(a, b, tq, dv);
+    Rows rv = rowsOf(a, b, tk, dv, true), ry = rowsOf(a, b, tq, dv);
     for (int64_t n = 0; n < blocks; ++n) {
       QueryBlock blk = queryBlock(a, causal, n);
       attentionProbs(a, c, pq, pk, scale, causal, b, blk, p, lse);
@@ -249,16 +263,19 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
         *dv = c.get<float>(in.out[2]);
   int64_t tq = a.tq, tk = a.tk, d = a.d, nv = a.dv;
   int64_t blocks = queryBlockCount(a, causal);
+  // One key head each (grouped-query: the query heads it serves in turn,
+  // so a thread owns its dk and dv).
 #pragma omp parallel for
-  for (int64_t b = 0; b < a.batch; ++b) {
+  for (int64_t kb = 0; kb < a.batch / a.nrep; ++kb) {
     float *p = c.scratch + threadNum() * 2 * tq * tk;
     float *dp = p + tq * tk;
+    // dk and dv sum over the query heads and their query blocks.
+    float beta = 0.0f;
+    for (int64_t b = kb * a.nrep; b < (kb + 1) * a.nrep; ++b) {
     // Batch element b's rows of each tensor (dq as q, dk as k, dv as v,
     // dy as the output).
-    Rows rq = rowsOf(a, b, tq, d), rk = rowsOf(a, b, tk, d),
-         rv = rowsOf(a, b, tk, nv), ry = rowsOf(a, b, tq, nv);
-    // dk and dv sum over the query blocks.
-    float beta = 0.0f;
+    Rows rq = rowsOf(a, b, tq, d), rk = rowsOf(a, b, tk, d, true),
+         rv = rowsOf(a, b, tk, nv, true), ry = rowsOf(a, b, tq, nv);
     for (int64_t n = 0; n < blocks; ++n) {
       QueryBlock blk = queryBlock(a, causal, n);
       int64_t rows = blk.i1 - blk.i0, keys = blk.kmax;
@@ -301,6 +318,7 @@ Status kAttentionGrad(const Instruction &in, Context &c) {
       sgemmSerial(true, false, keys, d, rows, scale, dp, tk, qb, rq.stride,
                   beta, dk + rk.base, rk.stride);
       beta = 1.0f;
+    }
     }
   }
   return Status::ok();

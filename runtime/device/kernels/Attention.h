@@ -52,14 +52,27 @@ struct AttentionLayout {
   bool safe = false;    // safe_softmax: a row with every key hidden gets zeros
   bool average = false; // average_empty_rows: such a row averages its values
   bool bshd = false;
-  int64_t heads = 1;
+  int64_t heads = 1, kvHeads = 1; // q's and k's, v's, in the bshd layout
+  int64_t nrep = 1; // grouped-query: query heads a key head serves
 
   /// Where row i of batch element b starts in a tensor of `rows` rows of
-  /// `cols` columns.
+  /// `cols` columns (q, the output, their gradients).
   FSDP_HD int64_t at(int64_t b, int64_t i, int64_t rows, int64_t cols) const {
     if (!bshd)
       return (b * rows + i) * cols;
     return ((b / heads * rows + i) * heads + b % heads) * cols;
+  }
+  /// The same in k, v or their gradients, for key batch element kb.
+  FSDP_HD int64_t kvRow(int64_t kb, int64_t j, int64_t rows,
+                        int64_t cols) const {
+    if (!bshd)
+      return (kb * rows + j) * cols;
+    return ((kb / kvHeads * rows + j) * kvHeads + kb % kvHeads) * cols;
+  }
+  /// Row j of the keys (or values) query batch element b reads.
+  FSDP_HD int64_t kvAt(int64_t b, int64_t j, int64_t rows,
+                       int64_t cols) const {
+    return kvRow(b / nrep, j, rows, cols);
   }
 
   FSDP_HD int64_t lastKey(int64_t i) const {
@@ -67,7 +80,7 @@ struct AttentionLayout {
     return last < tk - 1 ? last : tk - 1;
   }
   FSDP_HD float score(int64_t b, int64_t i, int64_t j) const {
-    const float *qi = q + at(b, i, tq, d), *kj = k + at(b, j, tk, d);
+    const float *qi = q + at(b, i, tq, d), *kj = k + kvAt(b, j, tk, d);
     float s = 0;
     for (int64_t t = 0; t < d; ++t)
       s += qi[t] * kj[t];
@@ -119,7 +132,7 @@ struct AttentionRows {
       yi[c] = 0;
     for (int64_t j = 0; j <= a.lastKey(i); ++j) {
       float p = a.prob(b, i, j, mx, sum);
-      const float *vj = a.v + a.at(b, j, a.tk, a.dv);
+      const float *vj = a.v + a.kvAt(b, j, a.tk, a.dv);
       for (int64_t c = 0; c < a.dv; ++c)
         yi[c] += p * vj[c];
     }
@@ -136,7 +149,7 @@ struct AttentionGradQueryRows {
   float *dq;
   double *stats;
   FSDP_HD float dp(int64_t b, const float *gi, int64_t j) const {
-    const float *vj = a.v + a.at(b, j, a.tk, a.dv);
+    const float *vj = a.v + a.kvAt(b, j, a.tk, a.dv);
     float s = 0;
     for (int64_t c = 0; c < a.dv; ++c)
       s += gi[c] * vj[c];
@@ -157,7 +170,7 @@ struct AttentionGradQueryRows {
       float p = a.prob(b, i, j, mx, sum);
       float ds = a.scoresTakeGradient(mx) ? p * (float)(dp(b, gi, j) - dot)
                                           : 0.0f;
-      const float *kj = a.k + a.at(b, j, a.tk, a.d);
+      const float *kj = a.k + a.kvAt(b, j, a.tk, a.d);
       for (int64_t t = 0; t < a.d; ++t)
         dqi[t] += a.scale * ds * kj[t];
     }
@@ -167,40 +180,43 @@ struct AttentionGradQueryRows {
   }
 };
 
-/// The gradient of AttentionRows, second pass: one key row (b, j) each,
-/// summing dk_j and dv_j over the query rows that see key j, in row order.
-/// Each thread owns its rows of dk and dv: no atomics, and the sums come
-/// out the same on every run.
+/// The gradient of AttentionRows, second pass: one key row (kb, j) each
+/// (kb a batch element of k and v), summing dk_j and dv_j over the query
+/// rows that see key j, of every query head it serves, in row order. Each
+/// thread owns its rows of dk and dv: no atomics, and the sums come out
+/// the same on every run.
 struct AttentionGradKeyRows {
   AttentionLayout a;
   const float *dy;
   const double *stats; // AttentionGradQueryRows'
   float *dk, *dv;
   FSDP_HD void operator()(int64_t r) const {
-    int64_t b = r / a.tk, j = r % a.tk;
-    float *dkj = dk + a.at(b, j, a.tk, a.d), *dvj = dv + a.at(b, j, a.tk, a.dv);
+    int64_t kb = r / a.tk, j = r % a.tk;
+    float *dkj = dk + a.kvRow(kb, j, a.tk, a.d),
+          *dvj = dv + a.kvRow(kb, j, a.tk, a.dv);
     for (int64_t t = 0; t < a.d; ++t)
       dkj[t] = 0;
     for (int64_t c = 0; c < a.dv; ++c)
       dvj[c] = 0;
-    const float *vj = a.v + a.at(b, j, a.tk, a.dv);
+    const float *vj = a.v + a.kvRow(kb, j, a.tk, a.dv);
     // Causal: query row i sees key j once i + (tk - tq) >= j.
     int64_t first = a.causal ? j - (a.tk - a.tq) : 0;
-    for (int64_t i = first < 0 ? 0 : first; i < a.tq; ++i) {
-      const double *st = stats + 3 * (b * a.tq + i);
-      float p = a.prob(b, i, j, st[0], st[1]);
-      const float *gi = dy + a.at(b, i, a.tq, a.dv),
-                  *qi = a.q + a.at(b, i, a.tq, a.d);
-      float dpij = 0;
-      for (int64_t c = 0; c < a.dv; ++c)
-        dpij += gi[c] * vj[c];
-      float ds =
-          a.scoresTakeGradient(st[0]) ? p * (float)(dpij - st[2]) : 0.0f;
-      for (int64_t t = 0; t < a.d; ++t)
-        dkj[t] += a.scale * ds * qi[t];
-      for (int64_t c = 0; c < a.dv; ++c)
-        dvj[c] += p * gi[c];
-    }
+    for (int64_t b = kb * a.nrep; b < (kb + 1) * a.nrep; ++b)
+      for (int64_t i = first < 0 ? 0 : first; i < a.tq; ++i) {
+        const double *st = stats + 3 * (b * a.tq + i);
+        float p = a.prob(b, i, j, st[0], st[1]);
+        const float *gi = dy + a.at(b, i, a.tq, a.dv),
+                    *qi = a.q + a.at(b, i, a.tq, a.d);
+        float dpij = 0;
+        for (int64_t c = 0; c < a.dv; ++c)
+          dpij += gi[c] * vj[c];
+        float ds =
+            a.scoresTakeGradient(st[0]) ? p * (float)(dpij - st[2]) : 0.0f;
+        for (int64_t t = 0; t < a.d; ++t)
+          dkj[t] += a.scale * ds * qi[t];
+        for (int64_t c = 0; c < a.dv; ++c)
+          dvj[c] += p * gi[c];
+      }
   }
 };
 

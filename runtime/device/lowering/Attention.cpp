@@ -34,14 +34,19 @@ Status attentionLayout(Ctx &c, const TensorRef *mask, AttentionLayout &a,
   a = AttentionLayout{};
   a.bshd = bshd;
   a.heads = bshd ? q[r - 3] : 1;
+  a.kvHeads = bshd ? k[r - 3] : 1;
   a.tq = q[r - 2];
   a.d = q[r - 1];
   a.tk = k[r - 2];
   a.dv = v[r - 1];
+  // Grouped-query: k and v may have fewer heads, a divisor of q's.
+  bool same = std::equal(q.begin(), q.end() - 2, k.begin());
+  bool grouped = r >= 3 && k[r - 3] > 0 && q[r - 3] % k[r - 3] == 0 &&
+                 std::equal(q.begin(), q.end() - 3, k.begin());
   if (k[r - 1] != a.d || v[r - 2] != a.tk ||
-      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-      !std::equal(q.begin(), q.end() - 2, v.begin()))
+      !std::equal(k.begin(), k.end() - 2, v.begin()) || !(same || grouped))
     return Status::error("q, k, v shapes do not match");
+  a.nrep = same ? 1 : q[r - 3] / k[r - 3];
   a.scale = (float)c.attrFloat("scale", 1.0);
   a.causal = c.attrBool("causal", false);
   a.safe = c.attrBool("safe_softmax", false);
@@ -84,6 +89,8 @@ FlashLayout flashLayout(Ctx &c, const AttentionLayout &a) {
   f.f16 = c.in.in[0].dtype == DType::F16;
   f.bshd = a.bshd;
   f.heads = a.heads;
+  f.kvHeads = a.kvHeads;
+  f.nrep = a.nrep;
   f.q = c.at<uint16_t>(c.in.in[0]);
   f.k = c.at<uint16_t>(c.in.in[1]);
   f.v = c.at<uint16_t>(c.in.in[2]);
@@ -99,6 +106,7 @@ SdpaShape sdpaShape(Ctx &c, const FlashLayout &f) {
   int64_t r = (int64_t)q.size();
   SdpaShape s;
   s.h = r >= 3 ? q[r - 3] : 1;
+  s.hk = s.h / f.nrep;
   s.b = product(q, 0, r >= 3 ? r - 3 : r - 2);
   s.tq = f.tq;
   s.tk = f.tk;
@@ -106,16 +114,16 @@ SdpaShape sdpaShape(Ctx &c, const FlashLayout &f) {
   s.scale = f.scale;
   s.causal = f.causal;
   s.f16 = f.f16;
-  auto strides = [&](int64_t rows, int64_t *st) {
+  auto strides = [&](int64_t rows, int64_t heads, int64_t *st) {
     st[3] = 1;
-    st[2] = f.bshd ? s.h * s.d : s.d;
+    st[2] = f.bshd ? heads * s.d : s.d;
     st[1] = f.bshd ? s.d : rows * s.d;
-    st[0] = s.h * rows * s.d;
+    st[0] = heads * rows * s.d;
   };
-  strides(s.tq, s.qStride);
-  strides(s.tk, s.kStride);
-  strides(s.tk, s.vStride);
-  strides(s.tq, s.oStride);
+  strides(s.tq, s.h, s.qStride);
+  strides(s.tk, s.hk, s.kStride);
+  strides(s.tk, s.hk, s.vStride);
+  strides(s.tq, s.h, s.oStride);
   return s;
 }
 
@@ -189,7 +197,7 @@ Status lowerAttentionGrad(Ctx &c) {
                                 c.at<uint16_t>(o[2])};
     if (!out) {
       c.emit(batch * f.tiles(f.tq), queries);
-      c.emit(batch * f.tiles(f.tk), keys);
+      c.emit(batch / f.nrep * f.tiles(f.tk), keys);
       return Status::ok();
     }
     SdpaBackward op;
@@ -206,14 +214,14 @@ Status lowerAttentionGrad(Ctx &c) {
     op.queries = queries;
     op.keys = keys;
     op.queryBlocks = batch * f.tiles(f.tq);
-    op.keyBlocks = batch * f.tiles(f.tk);
+    op.keyBlocks = batch / f.nrep * f.tiles(f.tk);
     c.emit(1, op);
     return Status::ok();
   }
   double *stats = reinterpret_cast<double *>(c.mem.scratch);
   c.emit(batch * a.tq,
          AttentionGradQueryRows{a, c.at<float>(dy), c.at<float>(o[0]), stats});
-  c.emit(batch * a.tk,
+  c.emit(batch / a.nrep * a.tk,
          AttentionGradKeyRows{a, c.at<float>(dy), stats, c.at<float>(o[1]),
                               c.at<float>(o[2])});
   return Status::ok();
