@@ -7,6 +7,7 @@
 // relative to |value| + 0.1) covers the CPU's float accumulation in the
 // reductions over middle axes and libm's last bit.
 #include "tests/unit/KernelTestSupport.h"
+#include "runtime/plan/OpShapes.h"
 
 #include <cstring>
 
@@ -942,4 +943,81 @@ TEST(DeviceKernels, GroupedQueryAttentionIsRepeatedKeys) {
                       << what;
                 }
       }
+}
+
+// The device lowering's copies (transpose, slice, concat, split,
+// broadcast), which move contiguous runs 16, 8 or 4 bytes at a time where
+// the offsets allow it and one element at a time where they do not, give
+// the CPU kernels' bytes: f32, bf16, int64 and bool tensors; transposes
+// that keep the last dimension (runs) and that move it (single elements);
+// slices that start mid-run (unaligned) and step.
+TEST(DeviceKernels, CopiesMatchCpuBytes) {
+  struct Case {
+    std::string op;
+    Dims in, out;
+    nlohmann::json attrs;
+  };
+  const std::vector<Case> cases = {
+      {"transpose", {2, 6, 3, 16}, {2, 3, 6, 16}, {{"perm", {0, 2, 1, 3}}}},
+      {"transpose", {4, 5, 8}, {8, 5, 4}, {{"perm", {2, 1, 0}}}},
+      {"transpose", {3, 7, 24}, {7, 3, 24}, {{"perm", {1, 0, 2}}}},
+      {"slice", {4, 8, 24}, {4, 8, 8},
+       {{"starts", {0, 0, 8}}, {"limits", {4, 8, 16}}, {"strides", {1, 1, 1}}}},
+      {"slice", {4, 8, 24}, {4, 4, 7},
+       {{"starts", {0, 1, 1}}, {"limits", {4, 8, 8}}, {"strides", {1, 2, 1}}}},
+      {"slice", {6, 32}, {3, 16},
+       {{"starts", {0, 0}}, {"limits", {6, 32}}, {"strides", {2, 2}}}},
+      {"broadcast", {1, 5, 1, 16}, {3, 5, 2, 16}, nlohmann::json::object()},
+  };
+  for (DType dtype : {DType::F32, DType::BF16, DType::I64, DType::I1})
+    for (const Case &t : cases) {
+      Arena a;
+      TensorRef x = a.add(t.in, dtype), cpu = a.add(t.out, dtype),
+                dev = a.add(t.out, dtype);
+      std::mt19937 rng(9);
+      for (int64_t i = 0; i < (int64_t)x.bytes(); ++i)
+        a.base()[x.offset + i] = dtype == DType::I1 ? rng() % 2 : rng() % 251;
+      runCpu(a, instr(t.op, {x}, {cpu}, t.attrs));
+      runLowered(a, instr(t.op, {x}, {dev}, t.attrs));
+      EXPECT_EQ(std::memcmp(a.base() + cpu.offset, a.base() + dev.offset,
+                            cpu.bytes()),
+                0)
+          << t.op << " " << fsdp::shapeString(t.in) << " -> " << fsdp::shapeString(t.out)
+          << " dtype " << (int)dtype;
+    }
+  // The heads transpose of bf16 [.., 3, 16] moves 16-byte elements (two
+  // runs of eight): the widening happens, and is what the bytes above hold.
+  {
+    Arena a;
+    TensorRef x = a.add({2, 6, 3, 16}, DType::BF16),
+              y = a.add({2, 3, 6, 16}, DType::BF16);
+    std::unique_ptr<Comm> comm = localComm();
+    Memory mem;
+    mem.arena = a.base();
+    std::vector<DeviceOp> ops;
+    ASSERT_TRUE(lower(instr("transpose", {x}, {y}, {{"perm", {0, 2, 1, 3}}}),
+                      mem, *comm, ops));
+    ASSERT_EQ(ops.size(), 1u);
+    const auto *copy = std::get_if<StridedCopy>(&ops[0].kernel);
+    ASSERT_TRUE(copy);
+    EXPECT_EQ(copy->elemBytes, 16);
+    EXPECT_EQ(ops[0].n, y.numel() / 8);
+  }
+  // Concat of three parts and the split back (qkv's), in bf16.
+  Arena a;
+  TensorRef whole = a.add({2, 5, 48}, DType::BF16), back = a.add({2, 5, 48},
+                                                                DType::BF16);
+  std::vector<TensorRef> parts = {a.add({2, 5, 16}, DType::BF16),
+                                  a.add({2, 5, 8}, DType::BF16),
+                                  a.add({2, 5, 24}, DType::BF16)};
+  std::mt19937 rng(4);
+  for (int64_t i = 0; i < (int64_t)whole.bytes(); ++i)
+    a.base()[whole.offset + i] = rng() % 251;
+  runLowered(a, instr("split", {whole}, parts,
+                      {{"axis", 2}, {"sizes", {16, 8, 24}}}));
+  runLowered(a, instr("concat", parts, {back}, {{"axis", 2}}));
+  EXPECT_EQ(std::memcmp(a.base() + whole.offset, a.base() + back.offset,
+                        whole.bytes()),
+            0)
+      << "split then concat";
 }

@@ -272,7 +272,7 @@ Status lowerConvGradWeight(Ctx &c) {
   s.elemBytes = es;
   s.x = c.at<uint8_t>(dy);
   s.y = regrouped;
-  c.emit(dy.numel(), s);
+  emitCopy(c, s, dy.numel());
   for (int64_t gi = 0; gi < g.groups; ++gi) { // dw = dy · columnsᵀ
     Gemm gm = groupGemm(elemOf(dy.dtype), false, true, ocg, r, np);
     gm.a = regrouped + gi * ocg * np * es;

@@ -19,6 +19,55 @@ Status lowerReshape(Ctx &c) {
   return Status::ok();
 }
 
+void emitCopy(Ctx &c, StridedCopy s, int64_t n) {
+  Strided &ix = s.index;
+  // Merge dimension d into d + 1 where both tensors step over d + 1 whole.
+  int r = 0;
+  for (int d = 0; d < ix.rank; ++d) {
+    if (ix.dims[d] == 1)
+      continue; // moves nothing
+    bool merges = r > 0;
+    for (int o = 0; o < 2 && merges; ++o)
+      merges = ix.strides[o][r - 1] == ix.strides[o][d] * ix.dims[d];
+    if (merges) {
+      ix.dims[r - 1] *= ix.dims[d];
+      for (int o = 0; o < 2; ++o)
+        ix.strides[o][r - 1] = ix.strides[o][d];
+      continue;
+    }
+    ix.dims[r] = ix.dims[d];
+    for (int o = 0; o < 2; ++o)
+      ix.strides[o][r] = ix.strides[o][d];
+    ++r;
+  }
+  ix.rank = r;
+  // A contiguous innermost run in wider elements, where the pointers, the
+  // bases and every outer step are multiples of the width.
+  if (r > 0 && ix.strides[0][r - 1] == 1 && ix.strides[1][r - 1] == 1)
+    for (int64_t width : {16, 8, 4}) {
+      if (width <= s.elemBytes)
+        break;
+      int64_t f = width / s.elemBytes;
+      bool fits = width % s.elemBytes == 0 && ix.dims[r - 1] % f == 0 &&
+                  (uintptr_t)s.x % width == 0 && (uintptr_t)s.y % width == 0 &&
+                  s.srcBase % f == 0 && s.dstBase % f == 0;
+      for (int d = 0; d + 1 < r && fits; ++d)
+        fits = ix.strides[0][d] % f == 0 && ix.strides[1][d] % f == 0;
+      if (!fits)
+        continue;
+      ix.dims[r - 1] /= f;
+      for (int d = 0; d + 1 < r; ++d)
+        for (int o = 0; o < 2; ++o)
+          ix.strides[o][d] /= f;
+      s.srcBase /= f;
+      s.dstBase /= f;
+      s.elemBytes = width;
+      n /= f;
+      break;
+    }
+  c.emit(n, s);
+}
+
 /// y (contiguous) = x read at base + sum(index[d] * srcStrides[d]).
 void gatherCopy(Ctx &c, const TensorRef &x, const TensorRef &y,
                 const Dims &srcStrides, int64_t base) {
@@ -34,7 +83,7 @@ void gatherCopy(Ctx &c, const TensorRef &x, const TensorRef &y,
   s.srcBase = base;
   s.x = c.at<uint8_t>(x);
   s.y = c.at<uint8_t>(y);
-  c.emit(y.numel(), s);
+  emitCopy(c, s, y.numel());
 }
 
 Status lowerTranspose(Ctx &c) {
@@ -104,7 +153,7 @@ Status lowerInsertSlice(Ctx &c) {
   s.elemBytes = dtypeSize(y.dtype);
   s.x = c.at<uint8_t>(src);
   s.y = c.at<uint8_t>(y);
-  c.emit(src.numel(), s);
+  emitCopy(c, s, src.numel());
   return Status::ok();
 }
 
@@ -124,7 +173,7 @@ void chunkCopy(Ctx &c, const uint8_t *x, uint8_t *y, int64_t outer,
   s.elemBytes = elemBytes;
   s.x = x;
   s.y = y;
-  c.emit(outer * chunk, s);
+  emitCopy(c, s, outer * chunk);
 }
 
 /// Concat (parts into the whole) and split (the whole into parts): one
