@@ -52,6 +52,37 @@ inline bool broadcastIndex(const Dims &out,
   return true;
 }
 
+/// `s` with its dimensions of 1 dropped and each dimension merged into the
+/// one before it where every one of `operands` steps over it whole: the
+/// same offsets for every linear index, with fewer divisions (none for a
+/// tensor every operand reads in order: Strided::offsets' rank-1 case).
+inline void coalesce(Strided &s, int operands) {
+  int r = 0;
+  for (int d = 0; d < s.rank; ++d) {
+    if (s.dims[d] == 1)
+      continue;
+    bool merges = r > 0;
+    for (int o = 0; o < operands && merges; ++o)
+      merges = s.strides[o][r - 1] == s.strides[o][d] * s.dims[d];
+    if (merges) {
+      s.dims[r - 1] *= s.dims[d];
+      for (int o = 0; o < operands; ++o)
+        s.strides[o][r - 1] = s.strides[o][d];
+      continue;
+    }
+    s.dims[r] = s.dims[d];
+    for (int o = 0; o < operands; ++o)
+      s.strides[o][r] = s.strides[o][d];
+    ++r;
+  }
+  for (int d = r; d < s.rank; ++d) {
+    s.dims[d] = 0;
+    for (int o = 0; o < 3; ++o)
+      s.strides[o][d] = 0;
+  }
+  s.rank = r;
+}
+
 /// The reduction of `in` over `axes` (each in [0, rank)): one output
 /// element per combination of the kept dimensions, in order.
 inline bool reduceIndex(const Dims &in, const Dims &axes, ReduceKind kind,

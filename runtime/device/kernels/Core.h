@@ -245,6 +245,11 @@ struct Strided {
   int64_t strides[3][kMaxDims] = {};
 
   FSDP_HD void offsets(int64_t i, int64_t *off, int operands) const {
+    if (rank <= 1) { // no division (coalesced: every operand in order)
+      for (int o = 0; o < operands; ++o)
+        off[o] = rank == 0 ? 0 : i * strides[o][0];
+      return;
+    }
     for (int o = 0; o < operands; ++o)
       off[o] = 0;
     for (int d = rank - 1; d >= 0; --d) {

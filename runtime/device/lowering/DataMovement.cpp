@@ -21,26 +21,8 @@ Status lowerReshape(Ctx &c) {
 
 void emitCopy(Ctx &c, StridedCopy s, int64_t n) {
   Strided &ix = s.index;
-  // Merge dimension d into d + 1 where both tensors step over d + 1 whole.
-  int r = 0;
-  for (int d = 0; d < ix.rank; ++d) {
-    if (ix.dims[d] == 1)
-      continue; // moves nothing
-    bool merges = r > 0;
-    for (int o = 0; o < 2 && merges; ++o)
-      merges = ix.strides[o][r - 1] == ix.strides[o][d] * ix.dims[d];
-    if (merges) {
-      ix.dims[r - 1] *= ix.dims[d];
-      for (int o = 0; o < 2; ++o)
-        ix.strides[o][r - 1] = ix.strides[o][d];
-      continue;
-    }
-    ix.dims[r] = ix.dims[d];
-    for (int o = 0; o < 2; ++o)
-      ix.strides[o][r] = ix.strides[o][d];
-    ++r;
-  }
-  ix.rank = r;
+  coalesce(ix, 2);
+  int r = ix.rank;
   // A contiguous innermost run in wider elements, where the pointers, the
   // bases and every outer step are multiples of the width.
   if (r > 0 && ix.strides[0][r - 1] == 1 && ix.strides[1][r - 1] == 1)

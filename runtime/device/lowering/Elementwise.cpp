@@ -44,6 +44,7 @@ Status binary(Ctx &c, BinaryKind kind) {
     return Status::error("operands " + shapeString(a.shape) + " and " +
                          shapeString(b.shape) + " do not broadcast to " +
                          shapeString(y.shape));
+  coalesce(index, 2);
   if (floating(a.dtype) && floating(b.dtype) && floating(y.dtype))
     c.emit(y.numel(),
            Binary{kind, index, c.at(a), c.at(b), c.at(y), elemOf(a.dtype),
@@ -67,6 +68,7 @@ Status lowerWhere(Ctx &c) {
       !broadcastIndex(out.shape, {&cond.shape, &x.shape, &yv.shape}, index))
     return Status::error("operands do not broadcast to " +
                          shapeString(out.shape));
+  coalesce(index, 3);
   c.emit(out.numel(),
          Select{index, dtypeSize(out.dtype), c.at<uint8_t>(cond),
                 c.at<uint8_t>(x), c.at<uint8_t>(yv), c.at<uint8_t>(out)});
