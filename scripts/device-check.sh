@@ -43,6 +43,13 @@ stage parity parity.log timeout "$lim" python3 tests/e2e/cuda_parity.py \
 stage bench bench.log timeout "$lim" python3 bench/gpt2_cuda.py \
   --run "$B/bench" --tools "$B"
 cp "$B"/bench/*.jsonl "$B"/bench/results-*.json "$OUT/" 2>/dev/null
+# The Llama-shaped 1.1B, where the bundle has its plan (FSDP_BUNDLE_LLAMA=1
+# in device-bundle.sh): GQA, RoPE, SwiGLU at T = 2048 against eager.
+if ls "$B"/llama/*.plan >/dev/null 2>&1; then
+  stage llama llama.log timeout "$lim" python3 bench/gpt2_cuda.py \
+    --model llama --run "$B/llama" --tools "$B"
+  cp "$B"/llama/results-*.json "$OUT/" 2>/dev/null
+fi
 # Where the step's time goes (FSDP_CUDA_PROFILE: each kind of operation's
 # share, largest first), a few steps of the benchmark's plan.
 plan=$(ls "$B"/bench/*.plan 2>/dev/null | head -1)
@@ -71,7 +78,7 @@ PY
 )
 failed=0
 line="device-check:"
-for s in cuda-tests host-link parity bench profile; do
+for s in cuda-tests host-link parity bench profile llama; do
   [ -n "${rc[$s]:-}" ] || continue
   if [ "${rc[$s]}" = 0 ]; then line+=" $s ok"; else line+=" $s FAILED(${rc[$s]})"; failed=1; fi
 done
