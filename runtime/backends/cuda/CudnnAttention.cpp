@@ -252,6 +252,12 @@ std::unique_ptr<CudnnAttention> openCudnnAttention(cudaStream_t stream,
     why = "FSDP_CUDNN=0";
     return nullptr;
   }
+  // cudnn-frontend's own calls into the CUDA runtime go to the one this
+  // process runs on (it would take the first of libcudart.so.12 and .13
+  // it finds, and a CUDA 12 one may be on the path beside PyTorch).
+  setenv("CUDNN_FRONTEND_CUDART_LIB_NAME",
+         ("libcudart.so." + std::to_string(CUDART_VERSION / 1000)).c_str(),
+         /*overwrite=*/0);
   // FSDP_CUDNN_LIBRARY names the library; else the loader's search path
   // (LD_LIBRARY_PATH: the toolkit's, or PyTorch's nvidia-cudnn wheel).
   if (!fe::cudnn_dlhandle) {
@@ -269,6 +275,18 @@ std::unique_ptr<CudnnAttention> openCudnnAttention(cudaStream_t stream,
     size_t version = fe::detail::get_backend_version();
     if (version < 90000) {
       why = "cuDNN " + std::to_string(version) + " is older than 9";
+      return nullptr;
+    }
+    // A cuDNN built for another CUDA major (PyTorch's cu12 wheel beside a
+    // CUDA 13 build) is not mixed into this process's runtime.
+    using CudartVersion = size_t (*)();
+    if (auto built = reinterpret_cast<CudartVersion>(
+            dlsym(fe::cudnn_dlhandle, "cudnnGetCudartVersion"));
+        built && built() / 1000 != CUDART_VERSION / 1000) {
+      why = "the cuDNN found was built for CUDA " +
+            std::to_string(built() / 1000) + ", this build runs CUDA " +
+            std::to_string(CUDART_VERSION / 1000) +
+            " (FSDP_CUDNN_LIBRARY names another)";
       return nullptr;
     }
     cudnnHandle_t handle = nullptr;
