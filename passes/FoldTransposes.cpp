@@ -91,14 +91,16 @@ struct FsdpFoldTransposes
     for (Operation *t : inners)
       if (t->use_empty())
         t->erase();
-    SmallVector<TransposeOp> maybeDead;
+    // A transpose two matmuls read (attention's q·kᵀ and its backward's
+    // reads of the same kᵀ, PatchTST's) is listed once: erased once.
+    llvm::SetVector<Operation *> maybeDead;
     getOperation().walk([&](MatmulOp mm) {
       for (bool rhs : {false, true}) {
         Value operand = rhs ? mm.getRhs() : mm.getLhs();
         Value source = swappedLastTwo(operand);
         if (!source)
           continue;
-        maybeDead.push_back(operand.getDefiningOp<TransposeOp>());
+        maybeDead.insert(operand.getDefiningOp());
         mm->setOperand(rhs ? 1 : 0, source);
         if (rhs)
           mm.setTransposeRhs(!mm.getTransposeRhs());
@@ -106,9 +108,9 @@ struct FsdpFoldTransposes
           mm.setTransposeLhs(!mm.getTransposeLhs());
       }
     });
-    for (TransposeOp t : maybeDead)
-      if (t && t->use_empty())
-        t.erase();
+    for (Operation *t : maybeDead)
+      if (t->use_empty())
+        t->erase();
   }
 };
 

@@ -52,3 +52,19 @@ func.func @chains(%k: tensor<2x5x3x4xf32>, %m: tensor<3x4xf32>)
   %f = fsdp.transpose %e {perm = array<i64: 1, 0>} : tensor<4x3xf32> -> tensor<3x4xf32>
   return %b, %d, %c, %f : tensor<2x3x5x4xf32>, tensor<3x4xf32>, tensor<4x3xf32>, tensor<3x4xf32>
 }
+
+// -----
+
+// One transpose read by two matmuls (and on both sides of one): it folds
+// into each and is erased once (it was erased once per reader, a
+// use-after-free that corrupted the heap on a traced PatchTST).
+// CHECK-LABEL: func.func @shared
+// CHECK-NOT: fsdp.transpose
+// CHECK: fsdp.matmul %arg0, %arg1 {transpose_rhs = true}
+// CHECK: fsdp.matmul %arg1, %arg1 {transpose_lhs = true} : tensor<2x5x3xf32>, tensor<2x5x3xf32> -> tensor<2x3x3xf32>
+func.func @shared(%a: tensor<2x4x3xf32>, %b: tensor<2x5x3xf32>) -> (tensor<2x4x5xf32>, tensor<2x3x3xf32>) {
+  %t = fsdp.transpose %b {perm = array<i64: 0, 2, 1>} : tensor<2x5x3xf32> -> tensor<2x3x5xf32>
+  %y = fsdp.matmul %a, %t : tensor<2x4x3xf32>, tensor<2x3x5xf32> -> tensor<2x4x5xf32>
+  %z = fsdp.matmul %t, %t {transpose_rhs = true} : tensor<2x3x5xf32>, tensor<2x3x5xf32> -> tensor<2x3x3xf32>
+  return %y, %z : tensor<2x4x5xf32>, tensor<2x3x3xf32>
+}
