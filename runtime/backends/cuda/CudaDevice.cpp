@@ -684,7 +684,8 @@ std::string profileName(const DeviceOp &op) {
                  (k.type == ElemType::F32 ? "f32 " : "16-bit ") +
                  std::to_string(k.m) + "x" + std::to_string(k.n) + "x" +
                  std::to_string(k.k) +
-                 (k.batch > 1 ? " x" + std::to_string(k.batch) : "");
+                 (k.batch > 1 ? " x" + std::to_string(k.batch) : "") +
+                 (k.sums ? " +bias grad" : "");
         int status = 0;
         char *d =
             abi::__cxa_demangle(typeid(K).name(), nullptr, nullptr, &status);
