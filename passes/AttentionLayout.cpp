@@ -18,6 +18,14 @@
 // only; otherwise nothing changes. The transposes go when nothing else
 // reads them.
 //
+// Before folding, two steps bring Llama's attention to that form. First,
+// grouped-query attention's repeat_kv (each key and value head broadcast
+// to the query heads it serves, a copy H / Hk times k's and v's size) is
+// dropped: attention takes k and v of Hk heads. Then the transposes move
+// down through RoPE, which sits between them and the attention
+// (elementwise ops, slices, a concat; the cos and sin tables' swap is a
+// reshape, their heads dimension being 1).
+//
 //===----------------------------------------------------------------------===//
 #include "passes/Passes.h"
 

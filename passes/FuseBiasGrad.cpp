@@ -34,13 +34,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// `v` with reshapes peeled.
-Value throughReshapes(Value v) {
-  while (auto r = v.getDefiningOp<ReshapeOp>())
-    v = r.getX();
-  return v;
-}
-
 /// Whether `r` sums its input over every dimension but the last.
 bool sumsRows(ReduceSumOp r) {
   auto in = cast<RankedTensorType>(r.getX().getType());
@@ -94,7 +87,7 @@ struct FsdpFuseBiasGrad
       gemm = mm;
       break;
     }
-    if (!gemm || throughReshapes(gemm.getLhs()) != dy)
+    if (!gemm)
       return;
     // The fused GEMM sits where the earlier of the two was (before the
     // users of both), which its operands must already be defined at.
@@ -112,11 +105,6 @@ struct FsdpFuseBiasGrad
         b.getUnitAttr());
     for (NamedAttribute a : gemm->getDiscardableAttrs())
       fused->setAttr(a.getName(), a.getValue());
-    if (fused.getSums().getType().getElementType() !=
-        cast<RankedTensorType>(r.getType()).getElementType()) {
-      fused.erase();
-      return;
-    }
     gemm.getResult().replaceAllUsesWith(fused.getResult());
     Value sums = ReshapeOp::create(b, r.getLoc(), r.getType(), fused.getSums());
     r.getResult().replaceAllUsesWith(sums);

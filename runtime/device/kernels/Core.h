@@ -198,41 +198,32 @@ struct alignas(16) Bytes16 {
   uint32_t w[4];
 };
 
+/// Copies N bytes (W: a type of that size) in one access: on a GPU a load
+/// and a store of W, which needs both addresses aligned to N; on the host
+/// a memcpy the compiler turns into the same.
+template <typename W>
+FSDP_HD inline void copyWord(uint8_t *dst, const uint8_t *src) {
+#ifdef __CUDA_ARCH__
+  *reinterpret_cast<W *>(dst) = *reinterpret_cast<const W *>(src);
+#else
+  memcpy(dst, src, sizeof(W));
+#endif
+}
+
 /// Copies one element of `n` bytes: 16, 8, 4 and 2 in one access each
 /// (the lowering widens elements only where both addresses are aligned to
 /// the width, runtime/device/lowering/DataMovement.cpp's emitCopy).
 FSDP_HD inline void copyElem(uint8_t *dst, const uint8_t *src, int64_t n) {
-#ifdef __CUDA_ARCH__
   switch (n) {
   case 16:
-    *reinterpret_cast<Bytes16 *>(dst) = *reinterpret_cast<const Bytes16 *>(src);
-    return;
+    return copyWord<Bytes16>(dst, src);
   case 8:
-    *reinterpret_cast<uint64_t *>(dst) = *reinterpret_cast<const uint64_t *>(src);
-    return;
+    return copyWord<uint64_t>(dst, src);
   case 4:
-    *reinterpret_cast<uint32_t *>(dst) = *reinterpret_cast<const uint32_t *>(src);
-    return;
+    return copyWord<uint32_t>(dst, src);
   case 2:
-    *reinterpret_cast<uint16_t *>(dst) = *reinterpret_cast<const uint16_t *>(src);
-    return;
+    return copyWord<uint16_t>(dst, src);
   }
-#else
-  switch (n) {
-  case 16:
-    memcpy(dst, src, 16);
-    return;
-  case 8:
-    memcpy(dst, src, 8);
-    return;
-  case 4:
-    memcpy(dst, src, 4);
-    return;
-  case 2:
-    memcpy(dst, src, 2);
-    return;
-  }
-#endif
   for (int64_t b = 0; b < n; ++b)
     dst[b] = src[b];
 }
