@@ -4,7 +4,7 @@ BUILD ?= build
 CMAKE_ARGS ?=
 LIT := /usr/lib/llvm-22/bin/lit
 
-.PHONY: all deps configure build test demo docs fuzz bench opinfo opinfo-torch2 zoo clean
+.PHONY: all deps configure build test demo docs fuzz bench opinfo opinfo-torch2 zoo sanitize clean
 
 all: build
 
@@ -24,7 +24,7 @@ build: configure
 	ninja -C $(BUILD)
 
 test: build
-	cd $(BUILD) && ctest --output-on-failure -j2
+	@bash scripts/run-tests.sh $(BUILD)
 
 demo: build
 	@bash scripts/demo.sh $(BUILD)
@@ -33,6 +33,13 @@ demo: build
 docs: build
 	ninja -C $(BUILD) mlir-doc
 	cp $(BUILD)/docs/Dialects/FsdpDialect.md docs/FsdpDialect.md
+
+# fsdp-opt, fsdp-run and fsdp-inspect under AddressSanitizer and
+# UndefinedBehaviorSanitizer (build-sanitize/): the lit tests, the
+# reliability suite, OpInfo's first samples and a slice of each zoo; any
+# report fails it. SANITIZE_FAST=1: lit and reliability only.
+sanitize: deps
+	@bash scripts/sanitize.sh
 
 fuzz: deps
 	@bash tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGET)
@@ -67,4 +74,4 @@ bench: build
 	@/usr/bin/python3 bench/scale.py --build $(BUILD)
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-sanitize

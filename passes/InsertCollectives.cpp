@@ -66,6 +66,44 @@ Value allReduce(OpBuilder &b, Location loc, Value v, int64_t ranks,
 }
 
 /// Sum over every element of `x` (a scalar stays as it is).
+/// Moves each fsdp.sum_squares under the norm `sqrt` reads (and the cast
+/// that widens its gradient) to just after the gradient's definition: the
+/// sums are scalars, and the gradients need not live until the norm.
+void hoistSumSquares(SqrtOp sqrt) {
+  SmallVector<Operation *> work{sqrt->getOperand(0).getDefiningOp()};
+  while (!work.empty()) {
+    Operation *op = work.pop_back_val();
+    if (!op)
+      continue;
+    if (isa<AddOp>(op)) {
+      for (Value v : op->getOperands())
+        work.push_back(v.getDefiningOp());
+      continue;
+    }
+    auto sum = dyn_cast<SumSquaresOp>(op);
+    if (!sum)
+      continue;
+    Operation *cast = sum->getOperand(0).getDefiningOp<CastOp>();
+    Value g = cast ? cast->getOperand(0) : sum->getOperand(0);
+    Block *block = sum->getBlock();
+    Operation *def = g.getDefiningOp();
+    auto moveAfter = [&](Operation *moved, Operation *anchor) {
+      if (anchor)
+        moved->moveAfter(anchor);
+      else
+        moved->moveBefore(block, block->begin());
+    };
+    if (def && def->getBlock() != block)
+      continue;
+    if (cast) {
+      moveAfter(cast, def);
+      sum->moveAfter(cast);
+    } else {
+      moveAfter(sum, def);
+    }
+  }
+}
+
 Value sumAll(OpBuilder &b, Location loc, Value x) {
   SmallVector<int64_t> axes;
   for (int64_t i = 0; i < tensorType(x).getRank(); ++i)
@@ -519,22 +557,32 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
     b.setInsertionPoint(sqrt);
     Location loc = sqrt.getLoc();
     Type et = tensorType(sqrt.getResult()).getElementType();
-    auto scalarType = RankedTensorType::get({}, et);
-    Value sumSq = ConstantOp::create(
-        b, loc, DenseElementsAttr::get(scalarType, b.getFloatAttr(et, 0.0)));
-    for (auto &[flatOp, g] : shards) {
-      Value gf = g;
-      if (tensorType(g).getElementType() != et)
-        gf = CastOp::create(
-            b, loc, RankedTensorType::get(tensorType(g).getShape(), et), g);
-      sumSq = AddOp::create(b, loc, sumSq,
-                            sumAll(b, loc, MulOp::create(b, loc, gf, gf)));
+    // One rank: each shard is its unit's parameters whole, and the norm
+    // stays the one the plan without shards computes (a sum of squares per
+    // gradient, added in parameter order), so keeping the shards (--offload
+    // at one rank) rounds the norm, and with it clipping's scale, as the
+    // plan without them does. Each sum moves next to its gradient, which
+    // is then free once packed.
+    if (worldSize == 1 && accumulates.empty()) {
+      hoistSumSquares(sqrt);
+    } else {
+      Value sumSq = ConstantOp::create(
+          b, loc, DenseElementsAttr::get(RankedTensorType::get({}, et),
+                                         b.getFloatAttr(et, 0.0)));
+      for (auto &[flatOp, g] : shards) {
+        Value gf = g;
+        if (tensorType(g).getElementType() != et)
+          gf = CastOp::create(
+              b, loc, RankedTensorType::get(tensorType(g).getShape(), et), g);
+        sumSq = AddOp::create(b, loc, sumSq,
+                              sumAll(b, loc, MulOp::create(b, loc, gf, gf)));
+      }
+      // The shards of one group hold the whole gradient once.
+      int64_t group = worldSize / replicas;
+      if (group > 1)
+        sumSq = allReduce(b, loc, sumSq, group, "sum", shardGroup());
+      sqrt->setOperand(0, sumSq);
     }
-    // The shards of one group hold the whole gradient once.
-    int64_t group = worldSize / replicas;
-    if (group > 1)
-      sumSq = allReduce(b, loc, sumSq, group, "sum", shardGroup());
-    sqrt->setOperand(0, sumSq);
 
     for (auto &[flatOp, ops] : updates) {
       auto flat = cast<FlatParameterOp>(flatOp);

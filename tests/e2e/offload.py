@@ -35,7 +35,13 @@ must be identical, byte for byte, to the same plan without --offload:
 - a checkpoint saved with offload resumes without, and the other way, on
   both backends;
 - host memory as each backend holds it within 3% of the plan's
-  predicted.host_bytes.
+  predicted.host_bytes;
+- on one rank against the plan as compiled without --offload (one rank's
+  full-shard plan uses parameters in place, with no shards: the norm must
+  still round alike), GPT-2 with clipping at 0.5, 5 steps, and on two
+  ranks; with fsdp-run and with each vector clone of the CPU kernels this
+  CPU runs forced in turn (--fsdp-run-clone: fsdp-run-clone-N, the kernel
+  sources built for AVX-512, AVX2 or the baseline alone).
 """
 import argparse
 import json
@@ -99,11 +105,31 @@ def same_training(got, ref, share):
         float(abs(wa[k] - wb[k]).max(initial=0)) <= 1e-5 for k in wb)
 
 
+# What each forced clone needs (gcc's x86-64-v4 and v3, as
+# tests/unit/OneCloneMain.cpp asks the CPU).
+CLONE_FLAGS = {"4": {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd", "avx2",
+                     "fma", "bmi2"},
+               "3": {"avx2", "fma", "bmi2"}, "0": set()}
+
+
+def cpu_flags():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--fsdp-opt", required=True)
     ap.add_argument("--fsdp-run", required=True)
     ap.add_argument("--generator", required=True)
+    ap.add_argument("--fsdp-run-clone", action="append", default=[], metavar="N=PATH",
+                    help="fsdp-run built on clone N of the CPU kernels alone (4, 3, 0)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         models = {
@@ -111,6 +137,8 @@ def main():
                            ["--param-dtype=bf16", "--compute-dtype=bf16"]),
             "gpt2-clip": (["gpt2", "--layers", "2", "--dim", "64", "--seq", "16",
                            "--vocab", "96", "--batch", "4"], ["--grad-clip=1.0"]),
+            "gpt2-clip05": (["gpt2", "--layers", "4", "--dim", "64", "--batch", "8"],
+                            ["--grad-clip=0.5"]),
         }
         count = [0]
 
@@ -123,11 +151,11 @@ def main():
                         check=True, capture_output=True, env=ENV)
             return path
 
-        def train(path, world, steps, extra=()):
+        def train(path, world, steps, extra=(), binary=None):
             count[0] += 1
             log = os.path.join(tmp, f"run{count[0]}.jsonl")
             out = os.path.join(tmp, f"run{count[0]}.safetensors")
-            cmd = [a.fsdp_run, path, "--quiet", "--steps", str(steps), "--log", log,
+            cmd = [binary or a.fsdp_run, path, "--quiet", "--steps", str(steps), "--log", log,
                    "--save-full", out] + list(extra)
             if world > 1:
                 cmd = MPIRUN + ["-np", str(world)] + cmd
@@ -173,7 +201,30 @@ def main():
             ("optimizer after-backward",
              ["--offload=optimizer", "--offload-update=after-backward"]),
         ]
-        for model in models:
+        # The plan as compiled (on one rank: parameters in place, no
+        # shards) against the same with offload, on fsdp-run and on each
+        # forced clone this CPU runs.
+        flags = cpu_flags()
+        binaries = [("fsdp-run", a.fsdp_run)]
+        for spec in a.fsdp_run_clone:
+            clone, path = spec.split("=", 1)
+            if CLONE_FLAGS[clone] <= flags:
+                binaries.append((f"clone {clone}", path))
+            else:
+                print(f"skipped: this CPU cannot run clone {clone} of the kernels")
+        for label, binary in binaries:
+            for world in (1, 2):
+                ref, err = train(plan("gpt2-clip05", world, []), world, 5, binary=binary)
+                for mode in ("all", "optimizer"):
+                    got, err2 = train(plan("gpt2-clip05", world, [f"--offload={mode}"]), world,
+                                      5, binary=binary)
+                    report(ref is not None and got == ref,
+                           f"{label}: gpt2 4 layers clip 0.5 x{world} --offload={mode}: "
+                           f"5 steps identical to the plan as compiled without offload"
+                           + ("" if got is None or ref is None or got[0] == ref[0] else
+                              f" (losses {got[0]} vs {ref[0]})") + f" {err} {err2}")
+
+        for model in ("llama-bf16", "gpt2-clip"):
             for world in (1, 2):
                 # One rank: the sharded schedule, as offload keeps it (not the
                 # no-shard one, whose gradient norm sums in another order).

@@ -526,7 +526,9 @@ def run_sample(entry, sample, tools, base):
             return "skip", why
         return "tracer", why
     except Exception as e:
-        return "tracer", f"{type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}"
+        # Not a refusal: the tracer itself broke (or PyTorch under it), which
+        # no pass rate may absorb.
+        return "CRASH tracer", f"{type(e).__name__}: {str(e).splitlines()[0][:140] if str(e) else ''}"
     np.savez(base + ".npz", **{k: v.numpy() for k, v in module.data.items()})
     r = bounded.run([tools[0], base + ".mlir", "-o", base + ".plan"],
                     capture_output=True, text=True, timeout=120)
@@ -581,6 +583,10 @@ def main():
     ap.add_argument("--json", help="write every verdict here")
     ap.add_argument("--min-pass", type=float, default=0.0,
                     help="fail unless this fraction of in-scope entries passes")
+    ap.add_argument("--min-tried", type=int, default=0,
+                    help="fail unless at least this many entries ran a sample (not "
+                         "skipped, not missing): a run where every entry skips has "
+                         "checked nothing")
     ap.add_argument("--frontend", choices=fsdp_trace.capture_frontends(), default="auto",
                     help="how the tracer captures: torch.export (PyTorch 2.x), make_fx, "
                          "or auto (export where it can)")
@@ -656,6 +662,11 @@ def main():
             json.dump({"results": results, "table": table, "out_of_scope": reasons}, f, indent=1)
     if crashes:
         print("crashed or wrong: " + ", ".join(crashes))
+        return 1
+    tried = sum(r["status"] not in ("skip", "missing") for r in results.values())
+    if tried < a.min_tried:
+        print(f"FAILED: {tried} entries ran a sample, fewer than the {a.min_tried} "
+              f"--min-tried asks")
         return 1
     if total[1] and total[0] / total[1] < a.min_pass:
         print(f"below the required {a.min_pass:.0%}")

@@ -384,6 +384,10 @@ def main():
                          "by design, skipped, or named by --known")
     ap.add_argument("--known", default="",
                     help="models known not to train yet (with --strict)")
+    ap.add_argument("--min-trained", type=int, default=0,
+                    help="fail unless at least this many models train (ok, ill-cond): "
+                         "a suite whose models all skip, or whose source does not "
+                         "import, has checked nothing")
     ap.add_argument("--onnx", action="store_true",
                     help="the ONNX column: torch.onnx.export's file, one rank")
     ap.add_argument("--frontend", choices=fsdp_trace.capture_frontends(), default="auto",
@@ -415,6 +419,12 @@ def main():
     print("zoo: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
           f" of {len(names)} ({time.time() - start:.0f} s)")
     if counts.get("wrong") or counts.get("error"):
+        return 1
+    trained = counts.get("ok", 0) + counts.get("ill-cond", 0)
+    if trained < a.min_trained:
+        print(f"zoo: FAILED: {trained} models trained, fewer than the {a.min_trained} "
+              f"--min-trained asks" + ("" if cases else f" (no {a.source} model: does "
+                                       f"{a.source} import in this Python?)"))
         return 1
     if a.strict:
         known = set(filter(None, a.known.split(",")))
