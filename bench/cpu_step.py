@@ -206,7 +206,15 @@ def main():
           f"({params / 1e6:.2f} M params), {a.threads} threads, median of {a.steps} steps:")
     print(f"  fsdp-run        {mo:8.1f} ms/step  {tokens / mo * 1000:8.0f} tokens/s")
     print(f"  PyTorch eager   {mt:8.1f} ms/step  {tokens / mt * 1000:8.0f} tokens/s")
-    print(f"  ratio fsdp/torch step time: {mo / mt:.2f} (target <= 0.5)")
+    missed = []
+
+    def target(ok, what):
+        if not ok:
+            missed.append(what)
+        return "met" if ok else "MISSED"
+
+    print(f"  ratio fsdp/torch step time: {mo / mt:.2f} (target <= 0.5: "
+          f"{target(mo / mt <= 0.5, 'step time <= 0.5x PyTorch')})")
     mo16 = statistics.median(ours16)
     print(f"  fsdp-run bf16   {mo16:8.1f} ms/step  {tokens / mo16 * 1000:8.0f} tokens/s "
           f"(--compute-dtype=bf16; {cal['name']}, bf16 products at "
@@ -214,24 +222,34 @@ def main():
     for what, p, m in (("f32", predicted, mo), ("bf16", predicted16, mo16)):
         print(f"  predicted {what} step (fsdp-opt's default --device=cpu: {cal_path}) "
               f"{p:8.1f} ms against {m:.1f} measured: {100 * (p - m) / m:+.1f}% "
-              f"(target within 10%)")
+              f"(target within 10%: "
+              f"{target(abs(p - m) <= 0.1 * m, f'{what} prediction within 10%')})")
     flops = 6 * params * tokens
     print(f"  model FLOP/s: fsdp-run {flops / mo / 1e6:.1f} GFLOP/s, PyTorch "
           f"{flops / mt / 1e6:.1f}; this machine's sgemm ({a.threads} threads): OpenBLAS "
           f"{gemm_openblas:.1f} GFLOP/s (numpy, 4096^2), fsdp-run's "
           f"{sgemm_peak:.1f} (1024^2), {cal['flops_f32'] / 1e9:.1f} on a step's products; peak {gemm_peak:.1f}: fsdp-run at "
-          f"{100 * flops / mo / 1e6 / gemm_peak:.0f}% (target >= 70%); copy bandwidth "
+          f"{100 * flops / mo / 1e6 / gemm_peak:.0f}% (target >= 70%: "
+          f"{target(flops / mo / 1e6 >= 0.7 * gemm_peak, 'model FLOP/s >= 70% of sgemm')}); "
+          f"copy bandwidth "
           f"{copy_bw:.1f} GB/s ({a.threads} threads)")
     print(f"  memory-bound ops ({', '.join(MEMORY_BOUND)}): {bound_rate:.1f} GB/s, "
-          f"{100 * bound_rate / copy_bw:.0f}% of the copy bandwidth (target >= 60%)")
+          f"{100 * bound_rate / copy_bw:.0f}% of the copy bandwidth (target >= 60%: "
+          f"{target(bound_rate >= 0.6 * copy_bw, 'memory-bound ops >= 60% of copy')})")
     total_ms = sum(shares.values())
     print(f"  fsdp-run's compute stream (each instruction's median): {total_ms:.1f} ms")
     for cls, ms in sorted(shares.items(), key=lambda kv: -kv[1]):
         print(f"    {cls:14s} {ms:9.1f} ms  {100 * ms / total_ms:5.1f}%")
-    print(f"    non-GEMM share: {100 * (1 - shares.get('GEMM', 0) / total_ms):.1f}% "
-          f"(target <= 20%); without attention's (its two products a head): "
+    non_gemm = 1 - shares.get('GEMM', 0) / total_ms
+    print(f"    non-GEMM share: {100 * non_gemm:.1f}% "
+          f"(target <= 20%: {target(non_gemm <= 0.2, 'non-GEMM share <= 20%')}); "
+          f"without attention's (its two products a head): "
           f"{100 * (1 - (shares.get('GEMM', 0) + shares.get('attention', 0)) / total_ms):.1f}%")
+    if missed:
+        print("cpu_step.py: MISSED: " + "; ".join(missed))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -26,6 +26,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -113,9 +114,11 @@ def main():
             each = ", ".join(f"{x:.1f}" for x in measured[i])
             print(f"{model:<9} {ranks:<14} {dtype:<5} {predicted:>8.2f} {each:>24} {err:>+9.1f}%",
                   flush=True)
+        ok = max(errors) <= 10
         print(f"largest |error| {max(errors):.1f}%, median {statistics.median(errors):.1f}% "
-              f"(target: each within 10%)")
+              f"(target: each within 10%: {'met' if ok else 'MISSED'})")
+        return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

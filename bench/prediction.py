@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -116,7 +117,15 @@ def main():
         print("median error over rounds: " + ", ".join(
             f"world {w}: step {med(errors[w]):+.1f}%, peak {med(peaks[w]):+.1f}%"
             for w in (1, 2, 4)))
+        missed = [f"world {w} step {med(errors[w]):+.1f}%" for w in (1, 2, 4)
+                  if abs(med(errors[w])) > 10] + \
+                 [f"world {w} peak {med(peaks[w]):+.1f}%" for w in (1, 2, 4)
+                  if abs(med(peaks[w])) > 2]
+        if missed:
+            print("prediction.py: MISSED the targets (step 10%, peak 2%): " + ", ".join(missed))
+            return 1
+        return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -210,6 +210,16 @@ def print_scale(rows):
               f"| {r['exposed']:.2f} | {r['compile']:.1f} | {r['rss'] / GIB:.2f} "
               f"| {r['plan_bytes'] / 1e6:.0f} |", flush=True)
     by = {r["name"]: r for r in rows}
+    missed = []
+    for r in rows:
+        if r["anchor"] and abs(r["tok"] / r["anchor"] - 1) > 0.15:
+            missed.append(f"{r['name']} {r['tok'] / r['anchor']:.2f}x its anchor (goal within 15%)")
+    if "B*" in by and "B'" in by and by["B*"]["tok"] < 1.10 * by["B'"]["tok"]:
+        gain = by["B*"]["tok"] / by["B'"]["tok"]
+        missed.append(f"B* {gain:.3f}x B' (goal >= 1.10x)")
+    if "C" in by and (not by["C"]["fits"] or by["C"]["compile"] > 10):
+        missed.append(f"C fits {by['C']['fits']}, compiled in {by['C']['compile']:.1f} s "
+                      f"(goal: fits 80 GB, under 10 s)")
     for tuned, fsdp2 in (("A*", "A'"), ("B*", "B'")):
         if tuned in by and fsdp2 in by:
             print(f"{tuned} against {fsdp2} (FSDP2's schedule, same simulator): "
@@ -220,12 +230,14 @@ def print_scale(rows):
                   f"{fsdp2}): {by[ran]['tok'] / by[fsdp2]['tok']:.3f}x; the "
                   f"tuned schedule ({tuned} against {ran}): "
                   f"{by[tuned]['tok'] / by[ran]['tok']:.3f}x")
+    return missed
 
 
 def gpt2_memory(opt, run, worlds=(1, 2)):
     """GPT-2 124M on this CPU: the process's predicted peak (the plan's
     memory, the runtime's own, MPI's reduction temporaries) against the
-    peak RSS measured."""
+    peak RSS measured; the configurations whose RSS leaves 3% of it."""
+    missed = []
     print("\n| GPT-2 124M (CPU) | plan peak MiB | + runtime + MPI temporaries MiB "
           "| measured peak RSS MiB | RSS / predicted | arena plan / high water MiB |")
     print("|---|---|---|---|---|---|")
@@ -255,6 +267,10 @@ def gpt2_memory(opt, run, worlds=(1, 2)):
                       f"| {rss / 2**20:.0f} | {rss / predicted:.3f} "
                       f"| {last['arena_bytes'] / 2**20:.0f} / "
                       f"{last['arena_high_water'] / 2**20:.0f} |", flush=True)
+                if abs(rss / predicted - 1) > 0.03:
+                    missed.append(f"GPT-2 world {world}{' + AC' if ac else ''}: RSS "
+                                  f"{rss / predicted:.3f}x predicted (goal within 3%)")
+    return missed
 
 
 def main():
@@ -268,15 +284,20 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     names = a.cases.split(",")
     rows = [plan_case(opt, n) for n in names if n in CASES]
+    missed = []
     if rows:
-        print_scale(rows)
+        missed += print_scale(rows)
     if a.show_autotune:
         for r in rows:
             if r["autotune"]:
                 print(f"\n{r['name']}:\n{r['autotune']}")
     if "gpt2" in names:
-        gpt2_memory(opt, run)
+        missed += gpt2_memory(opt, run)
+    if missed:
+        print("scale.py: MISSED: " + "; ".join(missed))
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

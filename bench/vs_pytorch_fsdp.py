@@ -5,14 +5,23 @@ The same model (Hugging Face GPT-2 124M-shaped and a Llama-shaped model,
 float32, dropout 0, random initialisation from one seed), the same data
 (random tokens, the same rows for each rank at each step), AdamW with the
 same hyper-parameters, full-shard over 2 processes on this machine's CPU,
-one thread each:
+each on --threads threads (default: half this machine's cores), set and
+printed for both sides:
 
-  pytorch  torch 2.x's FSDP2 (`fully_shard` on each decoder layer, then the
-           root; reshard after forward, its default) over Gloo, launched by
-           torch 2.x's torchrun;
+  pytorch  torch 2.x's FSDP2 as its users run it: the model built on the
+           meta device, `fully_shard` on each decoder layer, then the root
+           (reshard after forward, its default), each rank's shards then
+           allocated and read from the initial weights' safetensors file
+           (as a checkpoint is loaded); AdamW with fused=True (torchtitan's
+           default); torch.set_num_threads(--threads); over Gloo (TCP),
+           launched by torch 2.x's torchrun;
   fsdp     the model traced (fsdp_trace), planned by fsdp-opt (a unit per
            decoder layer by class, reshard after forward but the root) and
-           run by fsdp-run over Gloo under the same torch 2.x torchrun.
+           run by fsdp-run --threads over Gloo under the same torch 2.x
+           torchrun: once with its shared-memory channel between the ranks
+           (the default on one host) and once over Gloo's TCP alone (the
+           ranks cannot open /dev/shm: tests/e2e/no_shm.sh, which needs
+           root; skipped otherwise), as PyTorch's Gloo runs.
 
 Prints per model: the median step time (steps after the first), each
 rank's peak resident set (ru_maxrss), the losses of both at every step and
@@ -41,7 +50,8 @@ OPT = dict(lr=3e-4, beta1=0.9, beta2=0.95, eps=1e-8, weight_decay=0.1)
 
 
 def build(name, dtype=None):
-    """(model in training mode, its decoder layers, vocab) from one seed."""
+    """(model in training mode, its decoder layers, vocab) from one seed
+    (under `with torch.device("meta")`, shapes only)."""
     import torch
     import transformers as t
     torch.manual_seed(0)
@@ -85,13 +95,17 @@ def worker(a):
     import torch.distributed as dist
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
     from fsdp2 import finish, shard, train_step
+    torch.set_num_threads(a.threads)
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    model, layers, vocab = build(a.model)
+    with torch.device("meta"):
+        model, layers, vocab = build(a.model)
     shard(model, layers, world)
+    model.to_empty(device="cpu")
+    load_shards(model, a.weights, rank, world)
     opt = torch.optim.AdamW(model.parameters(), lr=OPT["lr"],
                             betas=(OPT["beta1"], OPT["beta2"]), eps=OPT["eps"],
-                            weight_decay=OPT["weight_decay"])
+                            weight_decay=OPT["weight_decay"], fused=True)
     data = tokens(vocab, a.batch * a.steps, a.seq)
     local = a.batch // world
     losses, times = [], []
@@ -111,13 +125,43 @@ def worker(a):
     finish()
 
 
-def run_pytorch(a, model, tmp):
+def load_shards(model, path, rank, world):
+    """Each parameter's local shard (FSDP2 shards dim 0 as torch.chunk
+    does) read from the safetensors file at `path`, only its own rows; the
+    buffers (rotary tables: not in a checkpoint, computed at construction)
+    whole."""
+    import math
+    import torch
+    from safetensors import safe_open
+    with torch.no_grad(), safe_open(path, "pt") as f:
+        for name, p in model.named_parameters():
+            local = p.to_local() if hasattr(p, "to_local") else p
+            if local.numel() == 0:
+                continue
+            rows = f.get_slice(name).get_shape()[0]
+            start = rank * math.ceil(rows / world) if local.shape != p.shape else 0
+            local.copy_(f.get_slice(name)[start:start + local.shape[0]])
+        for name, b in model.named_buffers():
+            b.copy_(f.get_tensor(name))
+
+
+def save_initial(m, path):
+    """The seed-built model's parameters and buffers, for both sides."""
+    from safetensors.torch import save_file
+    state = {n: p.detach().clone().contiguous() for n, p in m.named_parameters()}
+    state.update({n: b.detach().clone().contiguous() for n, b in m.named_buffers()})
+    save_file(state, path)
+
+
+def run_pytorch(a, model, tmp, weights):
     out = os.path.join(tmp, f"{model}.pytorch.json")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-port", str(a.port), os.path.abspath(__file__), "--worker",
            "--model", model, "--steps", str(a.steps), "--seq", str(a.seq),
-           "--batch", str(a.batch), "--out", out]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
+           "--batch", str(a.batch), "--out", out, "--threads", str(a.threads),
+           "--weights", weights]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600,
+                       env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)))
     if r.returncode != 0:
         raise SystemExit(f"PyTorch FSDP ({model}) failed:\n{r.stderr[-3000:]}")
     return json.load(open(out))
@@ -142,6 +186,7 @@ def run_fsdp(a, model, tmp):
     import fsdp_trace
     from zoo_hf import Logits
     m, layers, vocab = build(model)
+    save_initial(m, os.path.join(tmp, model + ".initial.safetensors"))
     local = a.batch // 2
     data = tokens(vocab, a.batch * a.steps, a.seq)
     base = os.path.join(tmp, model)
@@ -158,15 +203,29 @@ def run_fsdp(a, model, tmp):
                     f"--eps={OPT['eps']}", f"--weight-decay={OPT['weight_decay']}"],
                    check=True, capture_output=True, text=True)
     predicted = json.load(open(plan))["predicted"]["peak_bytes"]
-    log = base + ".jsonl"
+    runs = {}
+    for transport in ("shm", "tcp"):
+        if transport == "tcp" and os.geteuid() != 0:
+            print("  (fsdp-run over TCP skipped: tests/e2e/no_shm.sh needs root)")
+            continue
+        runs[transport] = run_fsdp_plan(a, model, base, plan, transport, traced_s)
+    return runs, predicted
+
+
+def run_fsdp_plan(a, model, base, plan, transport, traced_s):
+    log = base + f".{transport}.jsonl"
+    wrap = [] if transport == "shm" else \
+        ["sh", os.path.join(ROOT, "tests", "e2e", "no_shm.sh"), "all"]
     # `--` ends torchrun's options (its parser would take --log for --log-dir).
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-port", str(a.port), "--no-python", "--", sys.executable,
-           os.path.abspath(__file__), "--rank-rss", base + ".rss", "--", a.fsdp_run, plan,
-           "--data", base + ".npz", "--steps", str(a.steps), "--log", log, "--quiet"]
+           os.path.abspath(__file__), "--rank-rss", base + ".rss", "--"] + wrap + [
+           a.fsdp_run, plan, "--data", base + ".npz", "--steps", str(a.steps), "--log", log,
+           "--quiet", "--threads", str(a.threads)]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
     if r.returncode != 0:
-        raise SystemExit(f"fsdp-run ({model}) failed:\n{r.stdout[-1500:]}\n{r.stderr[-3000:]}")
+        raise SystemExit(f"fsdp-run ({model}, {transport}) failed:\n{r.stdout[-1500:]}\n"
+                         f"{r.stderr[-3000:]}")
     lines = [json.loads(x) for x in open(log)]
     return {"step_ms": [x["step_ms"] for x in lines], "losses": [x["loss"] for x in lines],
             "peak_rss_bytes": [int(open(f"{base}.rss.{k}").read()) for k in range(2)],
@@ -175,7 +234,7 @@ def run_fsdp(a, model, tmp):
             # measured trace reports it; the RSS adds the process's baseline.
             "measured_peak_bytes": max(x["peak_bytes"] - x["arena_bytes"] + x["arena_high_water"]
                                        for x in lines),
-            "trace_s": traced_s}, predicted
+            "trace_s": traced_s}
 
 
 def steady(ms):
@@ -193,6 +252,9 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--batch", type=int, default=4, help="global batch (2 ranks)")
     ap.add_argument("--port", type=int, default=27731)
+    ap.add_argument("--threads", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                    help="threads per process, both sides (default: half the cores)")
+    ap.add_argument("--weights", help=argparse.SUPPRESS)
     ap.add_argument("--json")
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--model")
@@ -201,39 +263,44 @@ def main():
     if a.worker:
         return worker(a)
     import torch
-    print(f"PyTorch {torch.__version__} FSDP2 (fully_shard, Gloo, CPU) against fsdp-run; "
-          f"2 processes x 1 thread, global batch {a.batch}, T={a.seq}, {a.steps} steps",
-          flush=True)
+    print(f"PyTorch {torch.__version__} FSDP2 (fully_shard, meta-device init, fused AdamW, "
+          f"Gloo over TCP) against fsdp-run (Gloo; shared memory and TCP); 2 processes x "
+          f"{a.threads} thread{'s' if a.threads > 1 else ''} each (fsdp-run --threads "
+          f"{a.threads}; torch.set_num_threads({a.threads})) on {os.cpu_count()} cores; "
+          f"global batch {a.batch}, T={a.seq}, {a.steps} steps", flush=True)
     results = {}
+    mib = 2.0 ** 20
     with tempfile.TemporaryDirectory() as tmp:
         for model in a.models.split(","):
-            fsdp, predicted = run_fsdp(a, model, tmp)
-            pt = run_pytorch(a, model, tmp)
-            diff = max(abs(x - y) / max(abs(y), 1e-12)
-                       for x, y in zip(fsdp["losses"], pt["losses"]))
-            results[model] = {"fsdp": {k: fsdp[k] for k in ("step_ms", "peak_rss_bytes",
-                                                             "losses")},
-                              "pytorch": pt, "predicted_peak_bytes": predicted,
-                              "fsdp_measured_peak_bytes": fsdp["measured_peak_bytes"],
-                              "fsdp_trace_seconds": fsdp["trace_s"],
-                              "loss_max_rel_diff": diff}
-            mib = 2.0 ** 20
-            fs, ps = steady(fsdp["step_ms"]), steady(pt["step_ms"])
+            runs, predicted = run_fsdp(a, model, tmp)
+            pt = run_pytorch(a, model, tmp, os.path.join(tmp, model + ".initial.safetensors"))
+            ps = steady(pt["step_ms"])
+            results[model] = {"pytorch": pt, "predicted_peak_bytes": predicted}
             print(f"\n{model}")
-            print(f"  {'':24s} {'fsdp-run':>14s} {'PyTorch FSDP2':>14s}")
-            print(f"  {'step (median, ms)':24s} {fs:14.0f} {ps:14.0f}   ratio {fs / ps:.2f}")
+            names = [f"fsdp-run {t}" for t in runs] + ["PyTorch FSDP2"]
+            print(f"  {'':24s} " + " ".join(f"{n:>16s}" for n in names))
+            cols = list(runs.values()) + [pt]
+            print(f"  {'step (median, ms)':24s} " +
+                  " ".join(f"{steady(c['step_ms']):16.0f}" for c in cols))
+            print(f"  {'against PyTorch':24s} " +
+                  " ".join(f"{steady(c['step_ms']) / ps:15.2f}x" for c in cols))
             for k in range(2):
-                print(f"  {'peak RSS rank %d (MiB)' % k:24s} "
-                      f"{fsdp['peak_rss_bytes'][k] / mib:14.0f} "
-                      f"{pt['peak_rss_bytes'][k] / mib:14.0f}")
-            for s, (x, y) in enumerate(zip(fsdp["losses"], pt["losses"])):
-                print(f"  {'loss step %d' % (s + 1):24s} {x:14.6f} {y:14.6f}")
-            print(f"  losses: largest relative difference {diff:.1e}")
-            m = fsdp["measured_peak_bytes"]
-            print(f"  predicted peak {predicted / mib:.1f} MiB: fsdp-run's measured "
-                  f"{m / mib:.1f} MiB ({100 * (predicted - m) / m:+.1f}%); peak RSS "
-                  f"fsdp-run {max(fsdp['peak_rss_bytes']) / mib:.0f} MiB, PyTorch "
-                  f"{max(pt['peak_rss_bytes']) / mib:.0f} MiB", flush=True)
+                print(f"  {'peak RSS rank %d (MiB)' % k:24s} " +
+                      " ".join(f"{c['peak_rss_bytes'][k] / mib:16.0f}" for c in cols))
+            for s_ in range(a.steps):
+                print(f"  {'loss step %d' % (s_ + 1):24s} " +
+                      " ".join(f"{c['losses'][s_]:16.6f}" for c in cols))
+            for t, fsdp in runs.items():
+                diff = max(abs(x - y) / max(abs(y), 1e-12)
+                           for x, y in zip(fsdp["losses"], pt["losses"]))
+                m = fsdp["measured_peak_bytes"]
+                results[model]["fsdp_" + t] = {
+                    k: fsdp[k] for k in ("step_ms", "peak_rss_bytes", "losses",
+                                         "measured_peak_bytes", "trace_s")}
+                results[model]["fsdp_" + t]["loss_max_rel_diff"] = diff
+                print(f"  fsdp-run {t}: losses within {diff:.1e} of PyTorch's; predicted "
+                      f"peak {predicted / mib:.1f} MiB against its measured {m / mib:.1f} MiB "
+                      f"({100 * (predicted - m) / m:+.1f}%)", flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=1)

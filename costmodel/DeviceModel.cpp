@@ -128,6 +128,16 @@ double DeviceModel::rankComputeSeconds(int64_t flops, int64_t bytes,
                                        int64_t ranksOnNode,
                                        llvm::StringRef narrow, int64_t rows,
                                        llvm::StringRef variant) const {
+  return stepCorrection * fittedComputeSeconds(flops, bytes, element, op,
+                                               ranksOnNode, narrow, rows,
+                                               variant);
+}
+
+double DeviceModel::fittedComputeSeconds(int64_t flops, int64_t bytes,
+                                         Type element, llvm::StringRef op,
+                                         int64_t ranksOnNode,
+                                         llvm::StringRef narrow, int64_t rows,
+                                         llvm::StringRef variant) const {
   // A fitted value for the op's variant ("mul.strided") on narrow tensors
   // ("matmul.bf16": AMX, not AVX-512) where there is one, else without
   // the narrow type, else the op's own (common/CostRows.h).
@@ -511,6 +521,11 @@ llvm::Expected<DeviceModel> mlir::fsdp::loadDeviceModel(llvm::StringRef name) {
   d.devicesPerNode = (int64_t)perNode;
   d.threads = std::max<int64_t>(1, (int64_t)threads);
   d.memoryBytes = std::max<int64_t>(0, (int64_t)memory);
+  if (!number("step_correction", d.stepCorrection, false) ||
+      !(d.stepCorrection > 0 && d.stepCorrection < 100))
+    return llvm::createStringError(
+        "device file " + name.str() +
+        ": step_correction must be a number in (0, 100)");
   double cores = double(d.cores), efficiency = d.parallelEfficiency;
   if (!number("cores", cores, false) ||
       !number("parallel_efficiency", efficiency, false) || cores < 0 ||

@@ -177,6 +177,17 @@ struct DeviceModel {
                             llvm::StringRef op, int64_t ranksOnNode,
                             llvm::StringRef narrow = "", int64_t rows = 0,
                             llvm::StringRef variant = "") const;
+  /// The same before stepCorrection: what the fitted costs alone say.
+  double fittedComputeSeconds(int64_t flops, int64_t bytes, Type element,
+                              llvm::StringRef op, int64_t ranksOnNode,
+                              llvm::StringRef narrow = "", int64_t rows = 0,
+                              llvm::StringRef variant = "") const;
+  /// CPU (this machine's calibration): a factor on every compute time, the
+  /// median of measured / predicted over the steps fsdp-run measured on
+  /// plans priced on this calibration (`step_correction`, kept beside
+  /// `observed_steps` by runtime/run/Calibration.cpp), so a calibration
+  /// measured in a slow or fast spell is corrected by the runs after it.
+  double stepCorrection = 1.0;
   /// Whether a group of `ranks` ranks `stride` apart spans nodes.
   bool crossesNodes(int64_t ranks, int64_t stride) const;
   /// Seconds of an all-gather / reduce-scatter (`allReduce` false) or an

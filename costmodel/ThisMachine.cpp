@@ -99,6 +99,37 @@ references(const char *argv0, std::string &dir) {
   return out;
 }
 
+/// Says on stderr, at every compile priced on it, that the calibration at
+/// `path` was measured while the machine's speed moved past what fsdp-run
+/// keeps as good (its "unreliable"), until the steps fsdp-run has measured
+/// since correct it (three "observed_steps": runtime/run/Calibration.h).
+void warnIfUnreliable(llvm::StringRef path) {
+  auto text = llvm::MemoryBuffer::getFile(path);
+  if (!text)
+    return;
+  auto json = llvm::json::parse((*text)->getBuffer());
+  if (!json) {
+    llvm::consumeError(json.takeError());
+    return;
+  }
+  const llvm::json::Object *o = json->getAsObject();
+  if (!o)
+    return;
+  auto why = o->getString("unreliable");
+  const llvm::json::Array *observed = o->getArray("observed_steps");
+  size_t seen = observed ? observed->size() : 0;
+  if (!why || seen >= 3)
+    return;
+  llvm::errs() << "fsdp-opt: warning: this machine's calibration (" << path
+               << ") is unreliable: " << *why
+               << "; predicted times may be off by as much until fsdp-run "
+                  "has measured "
+               << (3 - seen)
+               << " more run(s) of 4 steps or more priced on it (they "
+                  "correct it), or `fsdp-run --calibrate` measures it again "
+                  "on a quiet machine\n";
+}
+
 /// Whether the calibration at `path` has been fitted to reference runs.
 bool fitted(llvm::StringRef path) {
   auto text = llvm::MemoryBuffer::getFile(path);
@@ -133,8 +164,10 @@ mlir::fsdp::thisMachineCalibration(const char *argv0, llvm::StringRef engine) {
                               : error);
   if (path.empty() || !llvm::sys::fs::is_regular_file(path))
     return fail("it named no calibration file ('" + path + "')");
-  if (fitted(path))
+  if (fitted(path)) {
+    warnIfUnreliable(path);
     return path;
+  }
 
   // First use: each reference model is compiled for the calibration as
   // measured and run, and each op's cost fitted to what it took.
@@ -177,5 +210,6 @@ mlir::fsdp::thisMachineCalibration(const char *argv0, llvm::StringRef engine) {
   llvm::sys::fs::remove_directories(tmp, /*IgnoreErrors=*/true);
   if (failure)
     return std::move(failure);
+  warnIfUnreliable(path);
   return path;
 }

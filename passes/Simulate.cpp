@@ -187,9 +187,7 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
       hostArena = a.getInt();
     int64_t commScratch = commScratchBytes(module, *model);
     int64_t ranks = ranksOnNode(module, *model);
-    module->setAttr(
-        mlir::fsdp::attrs::predicted,
-        b.getDictionaryAttr({
+    SmallVector<NamedAttribute> predicted({
             b.getNamedAttr("device", b.getStringAttr(model->name)),
             // The calibration file it was priced with ("": built in).
             b.getNamedAttr("device_file", b.getStringAttr(model->file)),
@@ -246,7 +244,15 @@ struct FsdpSimulate : mlir::fsdp::impl::FsdpSimulateBase<FsdpSimulate> {
                            b.getI64IntegerAttr(arena + state + scratch +
                                                model->runtimeBytes +
                                                commScratch)),
-        }));
+        });
+    // The factor fsdp-run's measured steps put on this calibration's
+    // compute (DeviceModel::stepCorrection): fsdp-run divides it out of the
+    // prediction when it records the step it measures.
+    if (model->stepCorrection != 1.0)
+      predicted.push_back(b.getNamedAttr(
+          "step_correction", b.getF64FloatAttr(model->stepCorrection)));
+    module->setAttr(mlir::fsdp::attrs::predicted,
+                    b.getDictionaryAttr(predicted));
   }
 
   /// Ranks on one node (0 when the plan has no world size).

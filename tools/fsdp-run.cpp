@@ -102,6 +102,10 @@ int main(int argc, char **argv) {
   app.add_option("--keep-last", o.keepLast,
                  "keep only the newest N step-* checkpoints (0: all)")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--threads", o.threads,
+                 "threads each process's kernels run on (default: this "
+                 "machine's cores split between the ranks launched on it)")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
   app.add_option(
       "--comm-timeout", o.commTimeout,
       "seconds a collective may wait for the other ranks before the run fails");

@@ -816,7 +816,6 @@ static LogicalResult lowerScatterNDValues(NodeContext &n) {
       {n.b.getNamedAttr("axes", n.b.getDenseI64ArrayAttr({1})),
        n.b.getNamedAttr("keepdims", n.b.getBoolAttr(false))});
   auto rowsType = RankedTensorType::get({rows, slice}, e);
-  auto ut = RankedTensorType::get({tuples, slice}, e);
   Value x = reshapeValue(n, n.operand(0), {rows, slice});
   Value u = reshapeValue(n, n.operand(2), {tuples, slice});
   if (reduction == "none") {

@@ -5,6 +5,7 @@
 #include "runtime/support/Resident.h"
 #include "runtime/support/Threads.h"
 
+#include <malloc.h>
 #include <cblas.h>
 #include <unistd.h>
 
@@ -290,6 +291,19 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
     double moved = 2.0 * (p - 1) / p * big.size() * sizeof(float);
     link = moved / std::max(tBig - 2.0 * (p - 1) * latency, 1e-9);
   }
+  // What this process holds besides a plan's memory: measured with the
+  // buffers above freed and the heap's free pages given back (glibc keeps
+  // the 4 MiB ones in its heap), so the figure is the libraries', MPI's and
+  // the GEMM library's own, not this calibration's operands.
+  std::vector<float>().swap(a);
+  std::vector<float>().swap(b);
+  std::vector<float>().swap(c);
+  std::vector<char>().swap(src);
+  std::vector<char>().swap(dst);
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+  int64_t runtimeBytes = std::max<int64_t>(residentBytes(), 0);
   device = {{"name", std::string("cpu (calibrated, ") +
                         gemmLibraryName(gemmLibrary()) + " GEMMs)"},
             {"flops_f32", flops},
@@ -321,7 +335,7 @@ Status calibrate(Comm &comm, nlohmann::json &device) {
             // What this process holds besides a plan's memory once its
             // GEMMs and collectives have run: libraries, MPI, the BLAS
             // buffers of its threads (a plan's process_peak_bytes).
-            {"runtime_bytes", std::max<int64_t>(residentBytes(), 0)}};
+            {"runtime_bytes", runtimeBytes}};
   return Status::ok();
 }
 

@@ -43,8 +43,18 @@ namespace {
 /// references run twice (the second pass reversed), and AdamW's loop
 /// splits over the threads from 2049 elements (common/CostRows.h), which
 /// a 7's `adamw.serial` had priced on one thread; 9: the fit takes each
-/// reference's faster run of the two.
-constexpr int kFormat = 9;
+/// reference's faster run of the two; 10: runtime_bytes measured once the
+/// calibration's own buffers are freed (9's counted 140 MiB of them, and
+/// every plan's process_peak_bytes was 5-10% above the RSS measured).
+constexpr int kFormat = 10;
+
+/// How far a machine's speed may move while it is measured (the median
+/// reference's two runs apart) for its calibration to be kept as good.
+constexpr double kDriftTolerance = 0.25;
+
+/// How many measured steps a calibration keeps (recordObservedStep), and
+/// how many it needs before they correct it.
+constexpr size_t kObservedSteps = 9, kStepsToCorrect = 3;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.
@@ -170,6 +180,15 @@ std::string badDevice(const nlohmann::json &device) {
     if (key == "name") {
       if (!value.is_string())
         why = "its name is not a string";
+    } else if (key == "unreliable") {
+      if (!value.is_string())
+        why = "its unreliable is not a string";
+    } else if (key == "observed_steps") {
+      bool good = value.is_array() && value.size() <= kObservedSteps;
+      for (const nlohmann::json &x : value)
+        good = good && goodNumber(x, 0, true);
+      if (!good)
+        why = "its observed_steps is not a list of positive numbers";
     } else if (key == "async_progress" || key == "native_bf16_products") {
       if (!value.is_boolean())
         why = "its " + key + " is not true or false";
@@ -526,15 +545,6 @@ Status fitCalibration(const std::string &engine,
   for (size_t i = n; i-- > 0;)
     order.push_back(i);
   std::vector<nlohmann::json> docs(order.size());
-  for (size_t r = 0; r < order.size() && status; ++r) {
-    size_t i = order[r];
-    traces.push_back(std::string(dir) + "/trace" + std::to_string(r) + ".json");
-    status = reference(i, traces.back());
-    if (status && r < n)
-      status = loadPlan(plans[i], loaded[i]);
-    if (status)
-      status = loadMeasuredTrace(loaded[i], traces.back(), docs[r]);
-  }
   // Reference i ran at positions i and 2n-1-i of `order`.
   auto fasterRun = [&](size_t i) {
     size_t a = i, b = 2 * n - 1 - i;
@@ -546,7 +556,29 @@ Status fitCalibration(const std::string &engine,
   // calibration's name, which each plan priced on it carries.
   double drift = -1;
   size_t compared = 0;
-  if (status) {
+  // A calibration measured while the machine's speed moved past
+  // kDriftTolerance is measured again once; one that moved as far again is
+  // kept but marked unreliable, which fsdp-opt then says at every compile
+  // priced on it (costmodel/ThisMachine.cpp), and fsdp-run's measured steps
+  // correct (recordObservedStep).
+  for (int attempt = 0; attempt < 2 && status; ++attempt) {
+    if (attempt > 0)
+      std::fprintf(stderr,
+                   "fsdp-run: this machine's speed moved by %.0f%% while it "
+                   "was measured; measuring once more\n",
+                   100 * drift);
+    for (size_t r = 0; r < order.size() && status; ++r) {
+      size_t i = order[r];
+      traces.push_back(std::string(dir) + "/trace" + std::to_string(r) +
+                       ".json");
+      status = reference(i, traces.back());
+      if (status && r < n && attempt == 0)
+        status = loadPlan(plans[i], loaded[i]);
+      if (status)
+        status = loadMeasuredTrace(loaded[i], traces.back(), docs[r]);
+    }
+    if (!status)
+      break;
     std::vector<double> moved;
     for (size_t i = 0; i < n; ++i) {
       double a = stepOf(docs[i]), b = stepOf(docs[2 * n - 1 - i]);
@@ -559,6 +591,8 @@ Status fitCalibration(const std::string &engine,
       drift = moved[moved.size() / 2];
       compared = moved.size();
     }
+    if (drift <= kDriftTolerance)
+      break;
   }
   for (const std::string &t : traces)
     std::remove(t.c_str());
@@ -586,6 +620,13 @@ Status fitCalibration(const std::string &engine,
   device["reference_runs"] = (int64_t)order.size();
   if (drift >= 0) {
     device["speed_drift"] = drift;
+    if (drift > kDriftTolerance) {
+      char why[160];
+      std::snprintf(why, sizeof(why),
+                    "its speed moved %.0f%% while it was measured, twice",
+                    100 * drift);
+      device["unreliable"] = why;
+    }
     if (drift > 0.1)
       std::fprintf(stderr,
                    "fsdp-run: warning: this machine's speed moved by %.0f%% "
@@ -607,6 +648,49 @@ Status fitCalibration(const std::string &engine,
   (void)writeFileAtomically(report, "# calibration-" + engine +
                                         " fitted to the reference runs of\n" +
                                         runsText + table.str());
+  return Status::ok();
+}
+
+Status recordObservedStep(const std::string &engine,
+                          const nlohmann::json &predicted,
+                          double measuredSeconds, bool &recorded) {
+  recorded = false;
+  std::string path;
+  FSDP_RETURN_IF_ERROR(calibrationCachePath(engine, path));
+  if (!predicted.is_object() || predicted.value("device_file", "") != path)
+    return Status::ok();
+  std::string text;
+  if (!readFile(path, text, "the calibration cache"))
+    return Status::ok();
+  nlohmann::json cached = nlohmann::json::parse(text, nullptr, false), device;
+  if (staleOrCorrupt(path, machineFingerprint(engine), device) != "" ||
+      !cached.is_object() || !cached.contains("fitted_runs") ||
+      cached.value("name", "") != predicted.value("device", ""))
+    return Status::ok(); // measured again since the plan was priced, or
+                         // a reference run of the fit itself
+  // The prediction before the correction the plan was priced with: its
+  // compute divided by it, its exposed communication as it is.
+  double correction = predicted.value("step_correction", 1.0);
+  double step = predicted.value("step_seconds", 0.0),
+         compute = predicted.value("compute_seconds", 0.0);
+  if (!(correction > 0) || !(step > 0) || !(measuredSeconds > 0))
+    return Status::ok();
+  double fitted = compute / correction + (step - compute);
+  double ratio = measuredSeconds / fitted;
+  if (!(ratio > 0.05 && ratio < 20))
+    return Status::ok(); // not this machine's step (a fault, a stall)
+  nlohmann::json observed = cached.value("observed_steps", nlohmann::json::array());
+  observed.push_back(ratio);
+  while (observed.size() > kObservedSteps)
+    observed.erase(observed.begin());
+  cached["observed_steps"] = observed;
+  if (observed.size() >= kStepsToCorrect) {
+    std::vector<double> sorted(observed.begin(), observed.end());
+    std::sort(sorted.begin(), sorted.end());
+    cached["step_correction"] = sorted[sorted.size() / 2];
+  }
+  FSDP_RETURN_IF_ERROR(writeFileAtomically(path, cached.dump(1) + "\n"));
+  recorded = true;
   return Status::ok();
 }
 

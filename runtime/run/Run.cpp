@@ -85,7 +85,9 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
   if (!local)
     local = std::getenv("LOCAL_WORLD_SIZE"); // torchrun
-  if (local) {
+  if (o.threads > 0) {
+    setNumThreads((int)o.threads);
+  } else if (local) {
     int ranksHere = std::max(1, std::atoi(local));
     setNumThreads(std::max(1, numProcs() / ranksHere));
   }
@@ -464,6 +466,23 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
           !s)
         return (s);
     }
+  }
+
+  // A plan priced on this machine's calibration: its measured step joins
+  // the calibration's observed steps, which correct the plans priced after
+  // it (recordObservedStep). Never a reason for the run to fail.
+  if (leader && o.backendName == "cpu" && stepSeconds.size() >= 4) {
+    std::vector<double> steady(stepSeconds.begin() + 1, stepSeconds.end());
+    std::sort(steady.begin(), steady.end());
+    std::string engine = world == 1 ? "none" : launchedByMpi() ? "mpi" : "gloo";
+    bool recorded = false;
+    if (Status s = recordObservedStep(engine, plan.predicted,
+                                      steady[steady.size() / 2], recorded);
+        !s)
+      std::fprintf(stderr,
+                   "fsdp-run: warning: the measured step was not recorded in "
+                   "this machine's calibration: %s\n",
+                   s.message().c_str());
   }
 
   if (!o.tracePath.empty()) {

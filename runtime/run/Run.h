@@ -29,6 +29,9 @@ struct RunOptions {
   std::string saveOnSignal = "TERM,USR1";
   double saveGrace = 0; // seconds after the first signal; 0: no deadline
   int64_t steps = 10, checkpointEvery = 0, seqLen = 0, keepLast = 0;
+  /// Threads each process's kernels run on; 0: this machine's cores split
+  /// between the ranks launched on it.
+  int64_t threads = 0;
   uint64_t seed = 0;
   double commTimeout = 60;
   bool quiet = false, checkAllocations = false, calibrateOnly = false;

@@ -15,7 +15,10 @@ checks that
   - world sizes above 1 get the collective engine's own calibration: MPI's
     under mpirun (the default launcher), Gloo's with --launcher=torchrun;
   - --device=cpu-generic (what the other suites plan for) measures nothing,
-    and FSDP_DEVICE sets the default a --device flag overrides.
+    and FSDP_DEVICE sets the default a --device flag overrides;
+  - fsdp-run's measured steps of plans priced on the calibration correct it
+    (observed_steps, step_correction), and one marked unreliable is said so
+    at every compile until they have.
 
     calibration_cache.py --fsdp-opt build/tools/fsdp-opt --fsdp-run build/tools/fsdp-run
 """
@@ -140,6 +143,52 @@ def run(a, tmp):
     check(r.returncode == 0 and "measuring" not in r.stderr and "fitting" not in r.stderr,
           "the second compile reuses the cache silently")
     check(p and p["step_seconds"] == first, "... and prices the plan the same")
+
+    # A calibration that heals: each run of 4 steps or more of a plan priced
+    # on it records its measured step (observed_steps), and from three on
+    # their median corrects every plan priced after it (step_correction).
+    # A plan priced on anything else records nothing.
+    healed = os.path.join(tmp, "heal.plan")
+    shutil.copy(os.path.join(tmp, "out.plan"), healed)
+    generic = os.path.join(tmp, "generic.plan")
+    subprocess.run([a.fsdp_opt, model, "--batch-size=4", "-o", generic,
+                    "--device=cpu-generic"], env=base, check=True, capture_output=True)
+    runs = [subprocess.run([a.fsdp_run, plan, "--steps", "4", "--quiet"], env=base,
+                           capture_output=True, text=True, timeout=600).returncode
+            for plan in (generic, healed, healed, healed)]
+    cal = json.load(open(none))
+    seen = cal.get("observed_steps", [])
+    check(runs == [0] * 4 and len(seen) == 3 and all(x > 0 for x in seen) and
+          cal.get("step_correction") == sorted(seen)[1],
+          f"three runs priced on the calibration are recorded, the cpu-generic one is "
+          f"not, and their median corrects it ({seen}, {cal.get('step_correction')})")
+    r, p = opt()
+    corr = cal.get("step_correction", 0)
+    check(r.returncode == 0 and p and p.get("step_correction") == corr and first and
+          abs(p["step_seconds"] - first * corr) <= 1e-6 * first * corr,
+          f"the next compile is priced with the correction ({first} -> "
+          f"{p and p['step_seconds']}, x{corr})")
+    # One measured while the machine's speed moved past what fsdp-run
+    # keeps as good is unreliable: every compile says so until three
+    # measured runs have corrected it.
+    keep = json.load(open(none))
+
+    def unreliable(observed):
+        d = dict(keep, unreliable="its speed moved 40% while it was measured, twice",
+                 observed_steps=observed)
+        d.pop("step_correction", None)
+        with open(none, "w") as f:
+            json.dump(d, f)
+        return opt()[0]
+    r = unreliable([])
+    check(r.returncode == 0 and "is unreliable: its speed moved 40%" in r.stderr and
+          "3 more run(s)" in r.stderr, f"an unreliable calibration is said at every compile "
+          f"({r.stderr[-300:]!r})")
+    r = unreliable([1.1, 1.2, 1.3])
+    check(r.returncode == 0 and "unreliable" not in r.stderr,
+          "... until three measured runs correct it")
+    with open(none, "w") as f:
+        json.dump(keep, f)
 
     def tamper(edit):
         d = json.load(open(none))
