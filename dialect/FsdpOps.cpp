@@ -292,10 +292,15 @@ LogicalResult AttentionOp::verify() {
                          getAverageEmptyRows());
 }
 
+int64_t mlir::fsdp::attentionKeyLength(RankedTensorType k, StringRef layout) {
+  return k.getDimSize(k.getRank() - (layout == "bshd" ? 3 : 2));
+}
+
 int64_t AttentionOp::getFlops() {
   auto q = tensorOf(getQ());
-  auto k = tensorOf(getK());
-  int64_t tk = k.getDimSize(k.getRank() - 2);
+  // (Read in the layout: "bshd"'s second-to-last dimension is the heads,
+  // and pricing by it made a fused layout's attention 30-60x too cheap.)
+  int64_t tk = attentionKeyLength(tensorOf(getK()), getLayout());
   // q·kᵀ and p·v, plus the softmax over the scores; causal attention
   // skips the hidden half of the score blocks, as flash kernels do.
   int64_t flops = 2 * q.getNumElements() * tk +

@@ -25,6 +25,9 @@ LogicalResult verifyEmptyRows(Operation *op, Value mask, bool causal,
                               bool safe, bool average);
 /// Their `layout`: "bhsd" or "bshd".
 LogicalResult verifyAttentionLayout(Operation *op, StringRef layout);
+/// The keys' sequence length of attention's k ([batch, heads, keys, d] in
+/// layout "bhsd", [batch, keys, heads, d] in "bshd").
+int64_t attentionKeyLength(RankedTensorType k, StringRef layout);
 } // namespace mlir::fsdp
 
 #endif // FSDP_DIALECT_FSDPOPS_H

@@ -224,8 +224,8 @@ int64_t AttentionGradOp::getFlops() {
   // The forward's two products recomputed, plus dV, dP, dQ and dK: about
   // 2.5 times the forward's, as flash attention's backward.
   auto q = cast<RankedTensorType>(getQ().getType());
-  auto k = cast<RankedTensorType>(getK().getType());
-  int64_t tk = k.getDimSize(k.getRank() - 2);
+  int64_t tk = attentionKeyLength(cast<RankedTensorType>(getK().getType()),
+                                  getLayout());
   int64_t flops = 5 * 2 * q.getNumElements() * tk;
   return getCausal() ? flops / 2 : flops; // the hidden half skipped
 }

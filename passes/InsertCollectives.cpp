@@ -605,11 +605,14 @@ LogicalResult FsdpInsertCollectives::reduceGradients(ModuleOp module,
         op->erase();
     }
   }
-  eraseDeadOps(body);
+  // The per-parameter gradient reads nothing uses now, before the sweep of
+  // dead ops: the sweep erases them too, and reading one it freed was a
+  // use after free (AddressSanitizer, make sanitize: the grad-accum update).
   for (auto &[flatOp, reads] : readGrads)
     for (Operation *op : reads)
       if (op->use_empty())
         op->erase();
+  eraseDeadOps(body);
   return success();
 }
 

@@ -71,7 +71,8 @@ Status parseSafetensors(const std::string &bytes,
                            ", " + std::to_string(end) + ") do not hold its " +
                            std::to_string(count) + " floats");
     t.data.resize(count);
-    std::memcpy(t.data.data(), data + begin, count * 4);
+    if (count > 0) // an empty vector's data() may be null (memcpy's is UB)
+      std::memcpy(t.data.data(), data + begin, count * 4);
     out[it.key()] = std::move(t);
   }
   return Status::ok();
