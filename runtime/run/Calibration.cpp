@@ -679,7 +679,8 @@ Status recordObservedStep(const std::string &engine,
   double ratio = measuredSeconds / fitted;
   if (!(ratio > 0.05 && ratio < 20))
     return Status::ok(); // not this machine's step (a fault, a stall)
-  nlohmann::json observed = cached.value("observed_steps", nlohmann::json::array());
+  nlohmann::json observed =
+      cached.value("observed_steps", nlohmann::json::array());
   observed.push_back(ratio);
   while (observed.size() > kObservedSteps)
     observed.erase(observed.begin());

@@ -59,15 +59,16 @@ Status fitCalibration(const std::string &engine,
                       const std::vector<std::string> &plans,
                       double timeoutSeconds, std::string &path);
 
-/// After a run under `engine` of a plan whose prediction (`predicted`, the
-/// plan's fsdp.predicted) was priced on this machine's cached calibration
-/// for it: the step it measured (`measuredSeconds`, the median after the
-/// first) against the step the calibration's fitted costs predicted joins
-/// the calibration's `observed_steps` (the last 9), and from three on their
-/// median is its `step_correction` (DeviceModel::stepCorrection). A plan
-/// priced on anything else (a built-in device, another calibration, an
-/// older one of this machine) records nothing. `recorded` says whether it
-/// did.
+/// After a run under `engine` (whose steps spread by no more than a
+/// quarter of their median: runPlan checks) of a plan whose prediction
+/// (`predicted`, the plan's fsdp.predicted) was priced on this machine's
+/// cached calibration for it: the step it measured (`measuredSeconds`, the
+/// median after the first) against the step the calibration's fitted costs
+/// predicted joins the calibration's `observed_steps` (the last 9), and from
+/// three on their median is its `step_correction`
+/// (DeviceModel::stepCorrection). A plan priced on anything else (a
+/// built-in device, another calibration, an older one of this machine)
+/// records nothing. `recorded` says whether it did.
 Status recordObservedStep(const std::string &engine,
                           const nlohmann::json &predicted,
                           double measuredSeconds, bool &recorded);

@@ -471,13 +471,21 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   // A plan priced on this machine's calibration: its measured step joins
   // the calibration's observed steps, which correct the plans priced after
   // it (recordObservedStep). Never a reason for the run to fail.
-  if (leader && o.backendName == "cpu" && stepSeconds.size() >= 4) {
-    std::vector<double> steady(stepSeconds.begin() + 1, stepSeconds.end());
-    std::sort(steady.begin(), steady.end());
+  // A run whose own steps spread by more than a quarter of their median
+  // (10th to 90th percentile) measured a busy machine, not the plan: it
+  // records nothing.
+  std::vector<double> steadySteps(
+      stepSeconds.begin() + (stepSeconds.empty() ? 0 : 1), stepSeconds.end());
+  std::sort(steadySteps.begin(), steadySteps.end());
+  auto at = [&](double q) {
+    return steadySteps[(size_t)(q * (double)(steadySteps.size() - 1))];
+  };
+  if (leader && o.backendName == "cpu" && steadySteps.size() >= 3 &&
+      at(0.9) - at(0.1) <= 0.25 * at(0.5)) {
     std::string engine = world == 1 ? "none" : launchedByMpi() ? "mpi" : "gloo";
     bool recorded = false;
-    if (Status s = recordObservedStep(engine, plan.predicted,
-                                      steady[steady.size() / 2], recorded);
+    if (Status s = recordObservedStep(engine, plan.predicted, at(0.5),
+                                      recorded);
         !s)
       std::fprintf(stderr,
                    "fsdp-run: warning: the measured step was not recorded in "

@@ -153,12 +153,20 @@ def run(a, tmp):
     generic = os.path.join(tmp, "generic.plan")
     subprocess.run([a.fsdp_opt, model, "--batch-size=4", "-o", generic,
                     "--device=cpu-generic"], env=base, check=True, capture_output=True)
-    runs = [subprocess.run([a.fsdp_run, plan, "--steps", "4", "--quiet"], env=base,
-                           capture_output=True, text=True, timeout=600).returncode
-            for plan in (generic, healed, healed, healed)]
+    def run_plan(plan):
+        return subprocess.run([a.fsdp_run, plan, "--steps", "8", "--quiet"], env=base,
+                              capture_output=True, text=True, timeout=600).returncode
+    runs = [run_plan(generic)]
+    # A run whose steps spread by more than a quarter of their median (a
+    # busy machine: ctest runs suites side by side) records nothing, so
+    # this runs the plan until three have been recorded, at most eight times.
+    for _ in range(8):
+        runs.append(run_plan(healed))
+        if len(json.load(open(none)).get("observed_steps", [])) >= 3:
+            break
     cal = json.load(open(none))
     seen = cal.get("observed_steps", [])
-    check(runs == [0] * 4 and len(seen) == 3 and all(x > 0 for x in seen) and
+    check(runs == [0] * len(runs) and len(seen) == 3 and all(x > 0 for x in seen) and
           cal.get("step_correction") == sorted(seen)[1],
           f"three runs priced on the calibration are recorded, the cpu-generic one is "
           f"not, and their median corrects it ({seen}, {cal.get('step_correction')})")
