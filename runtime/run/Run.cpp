@@ -480,8 +480,12 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   auto at = [&](double q) {
     return steadySteps[(size_t)(q * (double)(steadySteps.size() - 1))];
   };
+  // Nor does one on other threads than the plan was priced for
+  // (--threads): its step measures another machine.
+  bool pricedThreads =
+      plan.predicted.value("threads_per_rank", int64_t(0)) == maxThreads();
   if (leader && o.backendName == "cpu" && steadySteps.size() >= 3 &&
-      at(0.9) - at(0.1) <= 0.25 * at(0.5)) {
+      pricedThreads && at(0.9) - at(0.1) <= 0.25 * at(0.5)) {
     std::string engine = world == 1 ? "none" : launchedByMpi() ? "mpi" : "gloo";
     bool recorded = false;
     if (Status s = recordObservedStep(engine, plan.predicted, at(0.5),
