@@ -657,23 +657,37 @@ Status recordObservedStep(const std::string &engine,
   recorded = false;
   std::string path;
   FSDP_RETURN_IF_ERROR(calibrationCachePath(engine, path));
-  if (!predicted.is_object() || predicted.value("device_file", "") != path)
+  // The plan is a file a user may have edited: a field of the wrong type
+  // records nothing rather than throwing.
+  auto text = [&](const char *key) {
+    auto it = predicted.find(key);
+    return it != predicted.end() && it->is_string() ? it->get<std::string>()
+                                                    : std::string();
+  };
+  auto number = [&](const char *key, double otherwise) {
+    auto it = predicted.find(key);
+    return it != predicted.end() && it->is_number() ? it->get<double>()
+                                                    : otherwise;
+  };
+  if (!predicted.is_object() || text("device_file") != path)
     return Status::ok();
-  std::string text;
-  if (!readFile(path, text, "the calibration cache"))
+  std::string cacheText;
+  if (!readFile(path, cacheText, "the calibration cache"))
     return Status::ok();
-  nlohmann::json cached = nlohmann::json::parse(text, nullptr, false), device;
+  nlohmann::json cached = nlohmann::json::parse(cacheText, nullptr, false),
+                 device;
   if (staleOrCorrupt(path, machineFingerprint(engine), device) != "" ||
       !cached.is_object() || !cached.contains("fitted_runs") ||
-      cached.value("name", "") != predicted.value("device", ""))
+      cached.value("name", "") != text("device"))
     return Status::ok(); // measured again since the plan was priced, or
                          // a reference run of the fit itself
   // The prediction before the correction the plan was priced with: its
   // compute divided by it, its exposed communication as it is.
-  double correction = predicted.value("step_correction", 1.0);
-  double step = predicted.value("step_seconds", 0.0),
-         compute = predicted.value("compute_seconds", 0.0);
-  if (!(correction > 0) || !(step > 0) || !(measuredSeconds > 0))
+  double correction = number("step_correction", 1.0);
+  double step = number("step_seconds", 0.0),
+         compute = number("compute_seconds", 0.0);
+  if (!(correction > 0) || !(step > 0) || !(measuredSeconds > 0) ||
+      !(compute >= 0) || compute > step * (1 + 1e-9))
     return Status::ok();
   double fitted = compute / correction + (step - compute);
   double ratio = measuredSeconds / fitted;

@@ -482,8 +482,11 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
   };
   // Nor does one on other threads than the plan was priced for
   // (--threads): its step measures another machine.
-  bool pricedThreads =
-      plan.predicted.value("threads_per_rank", int64_t(0)) == maxThreads();
+  bool pricedThreads = false;
+  if (plan.predicted.is_object())
+    if (auto it = plan.predicted.find("threads_per_rank");
+        it != plan.predicted.end() && it->is_number_integer())
+      pricedThreads = it->get<int64_t>() == maxThreads();
   if (leader && o.backendName == "cpu" && steadySteps.size() >= 3 &&
       pricedThreads && at(0.9) - at(0.1) <= 0.25 * at(0.5)) {
     std::string engine = world == 1 ? "none" : launchedByMpi() ? "mpi" : "gloo";
