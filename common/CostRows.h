@@ -134,6 +134,12 @@ inline std::string_view costVariant(std::string_view op, const int64_t *a,
   return "";
 }
 
+/// How many of fsdp-run's measured steps a calibration of this CPU needs
+/// before their median corrects every compute time priced on it
+/// (runtime/run/Calibration.cpp, `step_correction`), and fsdp-opt stops
+/// saying an unreliable one is unreliable (costmodel/ThisMachine.cpp).
+constexpr size_t kObservedStepsToCorrect = 3;
+
 } // namespace fsdp
 
 #endif // FSDP_COMMON_COSTROWS_H

@@ -1,5 +1,6 @@
 //===- ThisMachine.cpp - --device=cpu: this machine's calibration ---------===//
 #include "costmodel/ThisMachine.h"
+#include "common/CostRows.h"
 
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/FileSystem.h"
@@ -102,7 +103,8 @@ references(const char *argv0, std::string &dir) {
 /// Says on stderr, at every compile priced on it, that the calibration at
 /// `path` was measured while the machine's speed moved past what fsdp-run
 /// keeps as good (its "unreliable"), until the steps fsdp-run has measured
-/// since correct it (three "observed_steps": runtime/run/Calibration.h).
+/// since correct it (kObservedStepsToCorrect "observed_steps":
+/// runtime/run/Calibration.h).
 void warnIfUnreliable(llvm::StringRef path) {
   auto text = llvm::MemoryBuffer::getFile(path);
   if (!text)
@@ -118,13 +120,13 @@ void warnIfUnreliable(llvm::StringRef path) {
   auto why = o->getString("unreliable");
   const llvm::json::Array *observed = o->getArray("observed_steps");
   size_t seen = observed ? observed->size() : 0;
-  if (!why || seen >= 3)
+  if (!why || seen >= ::fsdp::kObservedStepsToCorrect)
     return;
   llvm::errs() << "fsdp-opt: warning: this machine's calibration (" << path
                << ") is unreliable: " << *why
                << "; predicted times may be off by as much until fsdp-run "
                   "has measured "
-               << (3 - seen)
+               << (::fsdp::kObservedStepsToCorrect - seen)
                << " more run(s) of 4 steps or more priced on it (they "
                   "correct it), or `fsdp-run --calibrate` measures it again "
                   "on a quiet machine\n";

@@ -65,7 +65,6 @@ Value allReduce(OpBuilder &b, Location loc, Value v, int64_t ranks,
   return WaitOp::create(b, loc, start.getFuture());
 }
 
-/// Sum over every element of `x` (a scalar stays as it is).
 /// Moves each fsdp.sum_squares under the norm `sqrt` reads (and the cast
 /// that widens its gradient) to just after the gradient's definition: the
 /// sums are scalars, and the gradients need not live until the norm.
@@ -104,6 +103,7 @@ void hoistSumSquares(SqrtOp sqrt) {
   }
 }
 
+/// Sum over every element of `x` (a scalar stays as it is).
 Value sumAll(OpBuilder &b, Location loc, Value x) {
   SmallVector<int64_t> axes;
   for (int64_t i = 0; i < tensorType(x).getRank(); ++i)

@@ -1,5 +1,6 @@
 //===- Calibration.cpp - This machine's calibration, cached ---------------===//
 #include "runtime/run/Calibration.h"
+#include "common/CostRows.h"
 #include "runtime/comm/Comm.h"
 #include "runtime/cpu/Calibrate.h"
 #include "runtime/cpu/Gemm.h"
@@ -52,9 +53,9 @@ constexpr int kFormat = 10;
 /// reference's two runs apart) for its calibration to be kept as good.
 constexpr double kDriftTolerance = 0.25;
 
-/// How many measured steps a calibration keeps (recordObservedStep), and
-/// how many it needs before they correct it.
-constexpr size_t kObservedSteps = 9, kStepsToCorrect = 3;
+/// How many measured steps a calibration keeps (recordObservedStep); it
+/// needs common/CostRows.h's kObservedStepsToCorrect before they correct it.
+constexpr size_t kObservedSteps = 9;
 
 /// The first "model name" of /proc/cpuinfo and the vector extensions among
 /// its flags that decide which kernels and GEMMs run.
@@ -569,13 +570,14 @@ Status fitCalibration(const std::string &engine,
                    100 * drift);
     for (size_t r = 0; r < order.size() && status; ++r) {
       size_t i = order[r];
-      traces.push_back(std::string(dir) + "/trace" + std::to_string(r) +
-                       ".json");
-      status = reference(i, traces.back());
+      if (attempt == 0)
+        traces.push_back(std::string(dir) + "/trace" + std::to_string(r) +
+                         ".json");
+      status = reference(i, traces[r]);
       if (status && r < n && attempt == 0)
         status = loadPlan(plans[i], loaded[i]);
       if (status)
-        status = loadMeasuredTrace(loaded[i], traces.back(), docs[r]);
+        status = loadMeasuredTrace(loaded[i], traces[r], docs[r]);
     }
     if (!status)
       break;
@@ -653,8 +655,7 @@ Status fitCalibration(const std::string &engine,
 
 Status recordObservedStep(const std::string &engine,
                           const nlohmann::json &predicted,
-                          double measuredSeconds, bool &recorded) {
-  recorded = false;
+                          double measuredSeconds) {
   std::string path;
   FSDP_RETURN_IF_ERROR(calibrationCachePath(engine, path));
   // The plan is a file a user may have edited: a field of the wrong type
@@ -699,14 +700,12 @@ Status recordObservedStep(const std::string &engine,
   while (observed.size() > kObservedSteps)
     observed.erase(observed.begin());
   cached["observed_steps"] = observed;
-  if (observed.size() >= kStepsToCorrect) {
+  if (observed.size() >= kObservedStepsToCorrect) {
     std::vector<double> sorted(observed.begin(), observed.end());
     std::sort(sorted.begin(), sorted.end());
     cached["step_correction"] = sorted[sorted.size() / 2];
   }
-  FSDP_RETURN_IF_ERROR(writeFileAtomically(path, cached.dump(1) + "\n"));
-  recorded = true;
-  return Status::ok();
+  return writeFileAtomically(path, cached.dump(1) + "\n");
 }
 
 } // namespace fsdp

@@ -68,10 +68,10 @@ Status fitCalibration(const std::string &engine,
 /// three on their median is its `step_correction`
 /// (DeviceModel::stepCorrection). A plan priced on anything else (a
 /// built-in device, another calibration, an older one of this machine)
-/// records nothing. `recorded` says whether it did.
+/// records nothing.
 Status recordObservedStep(const std::string &engine,
                           const nlohmann::json &predicted,
-                          double measuredSeconds, bool &recorded);
+                          double measuredSeconds);
 
 } // namespace fsdp
 

@@ -77,6 +77,12 @@ nlohmann::json logNumber(double v) {
   return finiteOrName(v);
 }
 
+/// The calibration a run under `comm` is priced on and refreshes
+/// (runtime/run/Calibration.h): one process, MPI's or Gloo's.
+std::string calibrationEngine(const Comm &comm) {
+  return comm.size() == 1 ? "none" : launchedByMpi() ? "mpi" : "gloo";
+}
+
 } // namespace
 
 Status runPlan(const RunOptions &o, RunOutcome &out) {
@@ -116,10 +122,7 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     std::fflush(stdout);
     // It refreshes the cache fsdp-opt's --device=cpu reads, for the engine
     // it ran under (runtime/run/Calibration.h).
-    std::string engine = out.comm->size() == 1 ? "none"
-                         : launchedByMpi()     ? "mpi"
-                                               : "gloo";
-    return storeCalibration(engine, device);
+    return storeCalibration(calibrationEngine(*out.comm), device);
   }
   if (o.planPath.empty())
     return (Status::error("a plan is required (fsdp-run PLAN ...)"));
@@ -468,37 +471,39 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
     }
   }
 
+  // The steps after the first (which warms caches and pages in the
+  // arena): their median is steadier than the last step on a shared
+  // machine, and their spread (10th to 90th percentile) says how far the
+  // machine moved during the run (bench/machine_noise.py).
+  std::vector<double> steady(stepSeconds.begin() +
+                                 (stepSeconds.size() > 1 ? 1 : 0),
+                             stepSeconds.end());
+  std::sort(steady.begin(), steady.end());
+  auto percentile = [&](double q) { // steady not empty
+    return steady[(size_t)(q * (double)(steady.size() - 1))];
+  };
+
   // A plan priced on this machine's calibration: its measured step joins
   // the calibration's observed steps, which correct the plans priced after
-  // it (recordObservedStep). Never a reason for the run to fail.
-  // A run whose own steps spread by more than a quarter of their median
-  // (10th to 90th percentile) measured a busy machine, not the plan: it
-  // records nothing.
-  std::vector<double> steadySteps(
-      stepSeconds.begin() + (stepSeconds.empty() ? 0 : 1), stepSeconds.end());
-  std::sort(steadySteps.begin(), steadySteps.end());
-  auto at = [&](double q) {
-    return steadySteps[(size_t)(q * (double)(steadySteps.size() - 1))];
-  };
-  // Nor does one on other threads than the plan was priced for
-  // (--threads): its step measures another machine.
+  // it (recordObservedStep). Never a reason for the run to fail. Not a run
+  // whose steps spread by more than a quarter of their median (it measured
+  // a busy machine, not the plan), nor one on other threads than the plan
+  // was priced for (--threads: another machine).
   bool pricedThreads = false;
   if (plan.predicted.is_object())
     if (auto it = plan.predicted.find("threads_per_rank");
         it != plan.predicted.end() && it->is_number_integer())
       pricedThreads = it->get<int64_t>() == maxThreads();
-  if (leader && o.backendName == "cpu" && steadySteps.size() >= 3 &&
-      pricedThreads && at(0.9) - at(0.1) <= 0.25 * at(0.5)) {
-    std::string engine = world == 1 ? "none" : launchedByMpi() ? "mpi" : "gloo";
-    bool recorded = false;
-    if (Status s = recordObservedStep(engine, plan.predicted, at(0.5),
-                                      recorded);
+  if (leader && o.backendName == "cpu" && steady.size() >= 3 &&
+      pricedThreads &&
+      percentile(0.9) - percentile(0.1) <= 0.25 * steady[steady.size() / 2])
+    if (Status s = recordObservedStep(calibrationEngine(*comm), plan.predicted,
+                                      steady[steady.size() / 2]);
         !s)
       std::fprintf(stderr,
                    "fsdp-run: warning: the measured step was not recorded in "
                    "this machine's calibration: %s\n",
                    s.message().c_str());
-  }
 
   if (!o.tracePath.empty()) {
     // Every rank's timeline to every rank (bytes of doubles), rank 0 writes.
@@ -524,23 +529,13 @@ Status runPlan(const RunOptions &o, RunOutcome &out) {
       for (double t : timelines.back())
         stepEnd = std::max(stepEnd, t);
     }
-    // The median step after the first (which warms caches and pages in the
-    // arena) is steadier than the last one on a shared machine.
-    std::vector<double> steady(stepSeconds.begin() +
-                                   (stepSeconds.size() > 1 ? 1 : 0),
-                               stepSeconds.end());
-    std::sort(steady.begin(), steady.end());
-    double median = steady.empty() ? stepEnd : steady[steady.size() / 2];
-    // The steps' own spread (10th and 90th percentiles): on a shared
-    // machine it is as wide as 30-40%, which fsdp-inspect --compare shows
-    // beside the prediction's error (bench/machine_noise.py).
-    auto percentile = [&](double q) {
-      return steady.empty() ? stepEnd
-                            : steady[(size_t)(q * (double)(steady.size() - 1))];
-    };
-    nlohmann::json measured{{"step_seconds", median},
-                            {"step_p10_seconds", percentile(0.1)},
-                            {"step_p90_seconds", percentile(0.9)},
+    // The steps' own spread: on a shared machine it is as wide as 30-40%,
+    // which fsdp-inspect --compare shows beside the prediction's error.
+    bool none = steady.empty();
+    nlohmann::json measured{
+        {"step_seconds", none ? stepEnd : steady[steady.size() / 2]},
+        {"step_p10_seconds", none ? stepEnd : percentile(0.1)},
+        {"step_p90_seconds", none ? stepEnd : percentile(0.9)},
                             {"steady_steps", (int64_t)steady.size()},
                             {"last_step_seconds", stepEnd},
                             {"arena_bytes", plan.arenaBytes},

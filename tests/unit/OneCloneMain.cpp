@@ -6,26 +6,10 @@
 // that cannot run the version skips the binary (exit 77).
 //
 //===----------------------------------------------------------------------===//
+#include "OneClone.h"
+
 #include <cstdio>
 #include <gtest/gtest.h>
-
-namespace {
-
-bool cpuRunsClone() {
-#if defined(__x86_64__) && FSDP_ONE_CLONE == 4
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
-         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2");
-#elif defined(__x86_64__) && FSDP_ONE_CLONE == 3
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("bmi2");
-#else
-  return true;
-#endif
-}
-
-} // namespace
 
 int main(int argc, char **argv) {
   if (!cpuRunsClone()) {
